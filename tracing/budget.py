@@ -1,0 +1,147 @@
+"""The per-request budget ledger: every stage runs in its own span and is charged its time.
+
+A ``BudgetLedger`` is created when a request arrives (before auth). Each stage runs inside
+``ledger.stage(name)`` (a current span, for ordinary code) or ``ledger.begin(name)`` (a span that
+is not made current, for work that spans the yields of a stream). When a stage ends, its wall time
+is charged to the ledger, observed in the stage histogram, and written on its span together with
+what the request has spent and has left. Deliberate degradations are recorded with ``degrade``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.trace import Span, Status, StatusCode
+
+from tracing import metrics
+
+tracer = trace.get_tracer(__name__)
+
+
+@dataclass(frozen=True)
+class Degradation:
+    """Something the pipeline chose to do with less, and why."""
+
+    stage: str
+    action: str
+    reason: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"stage": self.stage, "action": self.action, "reason": self.reason}
+
+
+class StageSpan:
+    """A started stage whose span is not the current one; ``end()`` charges it."""
+
+    def __init__(self, ledger: BudgetLedger, name: str, span: Span) -> None:
+        self.ledger = ledger
+        self.name = name
+        self.span = span
+        self.started = time.perf_counter()
+        self._ended = False
+
+    def end(self, error: BaseException | None = None) -> float:
+        """End the span (marking ``error`` on it, if given) and charge the stage; idempotent."""
+        if self._ended:
+            return 0.0
+        self._ended = True
+        elapsed_ms = (time.perf_counter() - self.started) * 1000.0
+        if error is not None:
+            self.span.record_exception(error)
+            self.span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
+        self.ledger.charge(self.name, elapsed_ms, self.span)
+        self.span.end()
+        return elapsed_ms
+
+
+class BudgetLedger:
+    """What one request may spend, what each stage spent, and what was given up."""
+
+    def __init__(self, budget_ms: float, *, started_at: float | None = None) -> None:
+        self.budget_ms = float(budget_ms)
+        self.started_at = time.perf_counter() if started_at is None else started_at
+        self._timings: dict[str, float] = {}
+        self.degradations: list[Degradation] = []
+
+    @property
+    def spent_ms(self) -> float:
+        return (time.perf_counter() - self.started_at) * 1000.0
+
+    @property
+    def remaining_ms(self) -> float:
+        return self.budget_ms - self.spent_ms
+
+    @property
+    def exceeded(self) -> bool:
+        return self.spent_ms > self.budget_ms
+
+    @property
+    def timings_ms(self) -> dict[str, float]:
+        return {stage: round(ms, 3) for stage, ms in self._timings.items()}
+
+    def charge(self, stage: str, elapsed_ms: float, span: Span | None = None) -> None:
+        """Add ``elapsed_ms`` to ``stage`` and write the running totals on ``span``."""
+        self._timings[stage] = self._timings.get(stage, 0.0) + elapsed_ms
+        metrics.STAGE_SECONDS.labels(stage=stage).observe(elapsed_ms / 1000.0)
+        if span is not None and span.is_recording():
+            span.set_attributes(
+                {
+                    "ragtime.stage.duration_ms": round(elapsed_ms, 3),
+                    "ragtime.budget.budget_ms": self.budget_ms,
+                    "ragtime.budget.spent_ms": round(self.spent_ms, 3),
+                    "ragtime.budget.remaining_ms": round(self.remaining_ms, 3),
+                    "ragtime.budget.exceeded": self.exceeded,
+                }
+            )
+
+    @contextmanager
+    def stage(self, name: str, **attributes: Any) -> Iterator[Span]:
+        """Run a block as stage ``name`` in a current child span; exceptions mark it as failed."""
+        started = time.perf_counter()
+        with tracer.start_as_current_span(name, attributes=attributes or None) as span:
+            try:
+                yield span
+            finally:
+                self.charge(name, (time.perf_counter() - started) * 1000.0, span)
+
+    def begin(self, name: str, **attributes: Any) -> StageSpan:
+        """Start stage ``name`` as a child of the current span without making it current."""
+        return StageSpan(self, name, tracer.start_span(name, attributes=attributes or None))
+
+    def degrade(self, stage: str, action: str, reason: str, span: Span | None = None) -> None:
+        """Record a deliberate degradation on the ledger, its span and the metrics."""
+        self.degradations.append(Degradation(stage, action, reason))
+        metrics.DEGRADATIONS.labels(stage=stage, action=action).inc()
+        target = span if span is not None else trace.get_current_span()
+        if target.is_recording():
+            target.set_attribute("ragtime.degraded", action)
+            target.add_event("degraded", {"action": action, "reason": reason})
+
+    def summary(self) -> dict[str, Any]:
+        spent = self.spent_ms
+        return {
+            "budget_ms": self.budget_ms,
+            "spent_ms": round(spent, 3),
+            "remaining_ms": round(self.budget_ms - spent, 3),
+            "exceeded": spent > self.budget_ms,
+        }
+
+    def annotate(self, span: Span) -> None:
+        """Write the request's totals on its root span."""
+        if not span.is_recording():
+            return
+        summary = self.summary()
+        span.set_attributes(
+            {
+                "ragtime.budget.budget_ms": summary["budget_ms"],
+                "ragtime.budget.spent_ms": summary["spent_ms"],
+                "ragtime.budget.remaining_ms": summary["remaining_ms"],
+                "ragtime.budget.exceeded": summary["exceeded"],
+                "ragtime.degradations": [d.action for d in self.degradations],
+            }
+        )

@@ -1,0 +1,109 @@
+"""Prometheus metrics: request counts and latencies, per-stage durations, TTFT, degradations.
+
+Metrics live in one process-wide registry. ``RequestMetricsMiddleware`` (pure ASGI, so it never
+buffers a streamed body) counts requests by route and status and observes their duration.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+REGISTRY = CollectorRegistry(auto_describe=True)
+
+_LATENCY_BUCKETS = (
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+)  # fmt: skip
+
+REQUESTS = Counter(
+    "ragtime_requests",
+    "HTTP requests by route and status code.",
+    ["route", "status"],
+    registry=REGISTRY,
+)
+REQUEST_SECONDS = Histogram(
+    "ragtime_request_duration_seconds",
+    "Wall time of HTTP requests, streamed bodies included.",
+    ["route"],
+    buckets=_LATENCY_BUCKETS,
+    registry=REGISTRY,
+)
+IN_FLIGHT = Gauge(
+    "ragtime_requests_in_flight", "Requests being served now.", ["route"], registry=REGISTRY
+)
+STAGE_SECONDS = Histogram(
+    "ragtime_stage_duration_seconds",
+    "Wall time of each pipeline stage.",
+    ["stage"],
+    buckets=_LATENCY_BUCKETS,
+    registry=REGISTRY,
+)
+TTFT_SECONDS = Histogram(
+    "ragtime_ttft_seconds",
+    "Time from request arrival to the first answer token.",
+    buckets=_LATENCY_BUCKETS,
+    registry=REGISTRY,
+)
+DEGRADATIONS = Counter(
+    "ragtime_degradations",
+    "Deliberate degradations by stage and action.",
+    ["stage", "action"],
+    registry=REGISTRY,
+)
+BUDGET_EXCEEDED = Counter(
+    "ragtime_budget_exceeded",
+    "Requests that finished after their budget ran out.",
+    ["route"],
+    registry=REGISTRY,
+)
+
+
+def metrics_payload() -> tuple[bytes, str]:
+    """The exposition text and its content type, for ``GET /metrics``."""
+    return generate_latest(REGISTRY), CONTENT_TYPE_LATEST
+
+
+class RequestMetricsMiddleware:
+    """Count and time every HTTP request, and stamp its arrival time on ``request.state``.
+
+    Routes outside ``routes`` are labelled "other", so that unknown paths cannot blow up the
+    label set. The stamp (``arrived_at``, a ``time.perf_counter()`` value) is where a request's
+    latency budget starts counting, before auth or anything else runs.
+    """
+
+    def __init__(self, app: ASGIApp, routes: Iterable[str]) -> None:
+        self.app = app
+        self.routes = frozenset(routes)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        route = scope["path"] if scope["path"] in self.routes else "other"
+        status = 500
+        started = time.perf_counter()
+        scope.setdefault("state", {})["arrived_at"] = started  # budgets count from here
+
+        async def send_wrapper(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        IN_FLIGHT.labels(route=route).inc()
+        try:
+            await self.app(scope, receive, send_wrapper)
+        finally:
+            IN_FLIGHT.labels(route=route).dec()
+            REQUESTS.labels(route=route, status=str(status)).inc()
+            REQUEST_SECONDS.labels(route=route).observe(time.perf_counter() - started)

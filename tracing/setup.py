@@ -1,0 +1,69 @@
+"""OpenTelemetry wiring: one tracer provider per process, with its processors and exporters.
+
+Stage code only calls ``trace.get_tracer(__name__)``; this module is the one place that decides
+where spans go. The standard ``OTEL_*`` variables apply: with ``OTEL_EXPORTER_OTLP_ENDPOINT`` (or
+``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``) set, spans are batched to that OTLP/HTTP endpoint;
+``OTEL_TRACES_EXPORTER=console`` prints them; otherwise spans are still recorded, and feed the
+per-request timings, but are not exported.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable
+
+from opentelemetry import trace
+from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
+
+log = logging.getLogger(__name__)
+
+_provider: TracerProvider | None = None
+
+
+def _exporter_processors() -> list[SpanProcessor]:
+    names = {n.strip() for n in os.environ.get("OTEL_TRACES_EXPORTER", "").split(",") if n.strip()}
+    endpoint = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or os.environ.get(
+        "OTEL_EXPORTER_OTLP_ENDPOINT"
+    )
+    processors: list[SpanProcessor] = []
+    if "none" in names:
+        return processors
+    if endpoint or "otlp" in names:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        processors.append(BatchSpanProcessor(OTLPSpanExporter()))
+        log.info("exporting spans over OTLP/HTTP to %s", endpoint or "the default endpoint")
+    if "console" in names:
+        processors.append(BatchSpanProcessor(ConsoleSpanExporter()))
+    return processors
+
+
+def configure_tracing(
+    service_name: str = "ragtime", *, processors: Iterable[SpanProcessor] = ()
+) -> TracerProvider:
+    """Install the process's tracer provider once; later calls only add ``processors``."""
+    global _provider
+    if _provider is None:
+        name = os.environ.get("OTEL_SERVICE_NAME", service_name)
+        _provider = TracerProvider(resource=Resource.create({SERVICE_NAME: name}))
+        for processor in _exporter_processors():
+            _provider.add_span_processor(processor)
+        trace.set_tracer_provider(_provider)
+    for processor in processors:
+        _provider.add_span_processor(processor)
+    return _provider
+
+
+def shutdown_tracing() -> None:
+    """Flush what is queued for export (called when the app stops)."""
+    if _provider is not None:
+        _provider.force_flush(timeout_millis=5000)
+
+
+def current_trace_id() -> str:
+    """The W3C trace id of the current span, as 32 hex digits ("" when none is recording)."""
+    ctx = trace.get_current_span().get_span_context()
+    return format(ctx.trace_id, "032x") if ctx.is_valid else ""
