@@ -1,0 +1,47 @@
+"""Generation for ragtime: prompt assembly under a token budget, and streaming backends.
+
+``PromptAssembler`` turns a question and ranked passages into an ``AssembledPrompt``;
+a ``GenerationBackend`` (``LlamaCppBackend`` in-process on the CPU) streams ``TextDelta``
+events and one ``GenerationDone`` for it. Failures are ``InferenceError`` subclasses.
+``NullBackend`` streams without a model, for benches and tests only.
+"""
+
+from inference.backend import (
+    GenerationBackend,
+    GenerationDone,
+    GenerationEvent,
+    TextDelta,
+    Usage,
+)
+from inference.errors import BackendUnavailable, GenerationFailed, InferenceError
+from inference.llamacpp import LlamaCppBackend, LlamaCppTokenizer, default_generation_model_path
+from inference.null_backend import NullBackend
+from inference.prompt import (
+    DEFAULT_SYSTEM_PROMPT,
+    AssembledPrompt,
+    ContextPassage,
+    PromptAssembler,
+    PromptPassage,
+)
+from inference.tokenizer import PromptTokenizer
+
+__all__ = [
+    "DEFAULT_SYSTEM_PROMPT",
+    "AssembledPrompt",
+    "BackendUnavailable",
+    "ContextPassage",
+    "GenerationBackend",
+    "GenerationDone",
+    "GenerationEvent",
+    "GenerationFailed",
+    "InferenceError",
+    "LlamaCppBackend",
+    "LlamaCppTokenizer",
+    "NullBackend",
+    "PromptAssembler",
+    "PromptPassage",
+    "PromptTokenizer",
+    "TextDelta",
+    "Usage",
+    "default_generation_model_path",
+]

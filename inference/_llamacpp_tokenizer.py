@@ -1,0 +1,68 @@
+"""The llama.cpp model's own tokenizer and chat template, behind ``PromptTokenizer``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from inference.errors import BackendUnavailable
+
+# Used only when a GGUF carries no chat template.
+CHATML_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+
+
+class LlamaCppTokenizer:
+    """Tokenizes with the vocabulary in the GGUF; renders its ``tokenizer.chat_template``.
+
+    Thread-safe: tokenizing reads only the vocabulary, never the decoding context, so the
+    assembler may run beside a decode on the worker thread.
+    """
+
+    def __init__(self, llm: Any) -> None:
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+        self._llm: Any = llm
+        template = llm.metadata.get("tokenizer.chat_template") or CHATML_TEMPLATE
+        self._formatter: Any = Jinja2ChatFormatter(
+            template,
+            eos_token=self._token_text(llm.token_eos()),
+            bos_token=self._token_text(llm.token_bos()),
+            add_generation_prompt=True,
+        )
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids, no BOS added; special-token strings become special tokens."""
+        if not text:
+            return []
+        return list(self._model().tokenize(text.encode("utf-8"), add_bos=False, special=True))
+
+    def count(self, text: str) -> int:
+        return len(self.encode(text))
+
+    def decode(self, token_ids: Sequence[int]) -> str:
+        """Text of ``token_ids``, special tokens written out."""
+        raw = self._model().detokenize(list(token_ids), special=True)
+        return str(raw.decode("utf-8", errors="replace"))
+
+    def render_chat(self, messages: Sequence[Mapping[str, str]]) -> str:
+        response = self._formatter(messages=[dict(m) for m in messages])
+        return str(response.prompt)
+
+    def close(self) -> None:
+        """Called by the backend before it frees the model: later calls fail cleanly."""
+        self._llm = None
+
+    def _model(self) -> Any:
+        if self._llm is None:
+            raise BackendUnavailable("the llama.cpp backend is closed")
+        return self._llm
+
+    def _token_text(self, token: int) -> str:
+        if token < 0:
+            return ""
+        return str(self._llm.detokenize([token], special=True).decode("utf-8", errors="replace"))

@@ -1,0 +1,180 @@
+"""Prompt assembly: fit ranked passages into a token budget and render the model's chat prompt.
+
+The layout runs from most to least shared, so that prefix caching (llama.cpp's KV reuse,
+SGLang's RadixAttention) reuses as much as possible between requests:
+
+1. the system message: ``DEFAULT_SYSTEM_PROMPT``, byte-identical on every request;
+2. one user message: the passages labelled ``[1]``, ``[2]``, ... in rank order,
+   then the question, last.
+
+Passages are packed in order while their token counts (measured with the model's own tokenizer)
+fit the context budget. The first one that does not fit whole is cut at a sentence boundary and
+marked truncated (dropped if not even its first sentence fits); every later one is dropped. The
+question is always included and never counts against the budget. Same inputs, same bytes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from inference.tokenizer import PromptTokenizer
+
+DEFAULT_SYSTEM_PROMPT = (
+    "Answer the question using only the numbered passages in the user's message. "
+    "Cite the passages you use by their numbers, like [1]. "
+    "If the passages do not contain the answer, say that you don't know."
+)
+
+_SEPARATOR = "\n\n"
+_NO_PASSAGES = "No passages were found."
+# A sentence ends at . ! or ? followed by whitespace (or the end), or at a newline.
+_SENTENCE_END = re.compile(r"[.!?](?=\s|$)|\n")
+
+
+class ContextPassage(Protocol):
+    """What a retrieved passage must offer; ``retrieval.Passage`` satisfies it structurally."""
+
+    @property
+    def text(self) -> str: ...
+
+    @property
+    def title(self) -> str: ...
+
+    @property
+    def section(self) -> str: ...
+
+    @property
+    def source(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class PromptPassage:
+    label: int
+    """1-based: the ``[n]`` the model is told to cite."""
+    passage: ContextPassage
+    text: str
+    """The text placed in the prompt, possibly cut short."""
+    tokens: int
+    """Tokens this passage takes in the prompt: its header, text and separator."""
+    truncated: bool
+
+
+@dataclass(frozen=True)
+class AssembledPrompt:
+    text: str
+    token_ids: list[int]
+    prompt_tokens: int
+    passages: list[PromptPassage]
+    dropped: int
+    context_tokens_budget: int
+    context_tokens_used: int
+
+
+class PromptAssembler:
+    """Builds the prompt for one question; cheap, stateless between calls, thread-safe."""
+
+    def __init__(
+        self,
+        tokenizer: PromptTokenizer,
+        *,
+        system_prompt: str = DEFAULT_SYSTEM_PROMPT,
+        context_tokens: int = 1024,
+    ) -> None:
+        if context_tokens < 0:
+            raise ValueError(f"context_tokens must be >= 0, got {context_tokens}")
+        self.tokenizer = tokenizer
+        self.system_prompt = system_prompt
+        self.context_tokens = context_tokens
+
+    def assemble(
+        self,
+        question: str,
+        passages: Sequence[ContextPassage],
+        *,
+        context_tokens: int | None = None,
+    ) -> AssembledPrompt:
+        budget = self.context_tokens if context_tokens is None else context_tokens
+        if budget < 0:
+            raise ValueError(f"context_tokens must be >= 0, got {budget}")
+        packed = self._pack(passages, budget)
+        blocks = [_block(p.label, p.passage, p.text) + _SEPARATOR for p in packed]
+        user = "".join(blocks) if blocks else _NO_PASSAGES + _SEPARATOR
+        user += "Question: " + _neutralize(question.strip())
+        text = self.tokenizer.render_chat(
+            [{"role": "system", "content": self.system_prompt}, {"role": "user", "content": user}]
+        )
+        token_ids = self.tokenizer.encode(text)
+        return AssembledPrompt(
+            text=text,
+            token_ids=token_ids,
+            prompt_tokens=len(token_ids),
+            passages=packed,
+            dropped=len(passages) - len(packed),
+            context_tokens_budget=budget,
+            context_tokens_used=sum(p.tokens for p in packed),
+        )
+
+    def _pack(self, passages: Sequence[ContextPassage], budget: int) -> list[PromptPassage]:
+        packed: list[PromptPassage] = []
+        used = 0
+        for label, passage in enumerate(passages, start=1):
+            text = _neutralize(passage.text.strip())
+            tokens = self._tokens(label, passage, text)
+            if used + tokens <= budget:
+                packed.append(PromptPassage(label, passage, text, tokens, truncated=False))
+                used += tokens
+                continue
+            cut = self._cut(label, passage, text, budget - used)
+            if cut is not None:
+                packed.append(PromptPassage(label, passage, cut[0], cut[1], truncated=True))
+            break
+        return packed
+
+    def _cut(
+        self, label: int, passage: ContextPassage, text: str, room: int
+    ) -> tuple[str, int] | None:
+        """The longest prefix ending at a sentence boundary that fits ``room``, with its tokens."""
+        ends = {text[: m.end()].rstrip() for m in _SENTENCE_END.finditer(text)} - {""}
+        prefixes = sorted(ends, key=len)
+        best: tuple[str, int] | None = None
+        lo, hi = 0, len(prefixes) - 1
+        while lo <= hi:  # token counts grow with the prefix: binary search
+            mid = (lo + hi) // 2
+            tokens = self._tokens(label, passage, prefixes[mid])
+            if tokens <= room:
+                best, lo = (prefixes[mid], tokens), mid + 1
+            else:
+                hi = mid - 1
+        return best
+
+    def _tokens(self, label: int, passage: ContextPassage, text: str) -> int:
+        return self.tokenizer.count(_block(label, passage, text) + _SEPARATOR)
+
+
+def _block(label: int, passage: ContextPassage, text: str) -> str:
+    """``[1] <title> — <section> (<source>)`` on one line, then the text."""
+    title, section = _one_line(passage.title), _one_line(passage.section)
+    source = _one_line(passage.source)
+    header = f"[{label}]"
+    heading = " — ".join(s for s in (title, section) if s)
+    if heading:
+        header += " " + heading
+    if source:
+        header += f" ({source})"
+    return f"{header}\n{text}"
+
+
+def _one_line(value: str) -> str:
+    return _neutralize(" ".join(value.split()))
+
+
+def _neutralize(text: str) -> str:
+    """Keep untrusted text from forming chat-control tokens such as ``<|im_start|>``.
+
+    The tokenizer parses special-token strings as special (so the template's own markers work);
+    a question or passage must not be able to open a new turn that way.
+    """
+    return text.replace("<|", "< |")

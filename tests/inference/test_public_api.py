@@ -1,0 +1,85 @@
+"""The names ``inference`` exports, the error statuses, and the backend base's defaults."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator
+
+import inference
+from inference import (
+    AssembledPrompt,
+    BackendUnavailable,
+    GenerationBackend,
+    GenerationDone,
+    GenerationEvent,
+    GenerationFailed,
+    InferenceError,
+    PromptTokenizer,
+    TextDelta,
+    Usage,
+)
+from tests.inference.test_prompt_packing import WordTokenizer
+
+
+def test_exported_names() -> None:
+    assert sorted(inference.__all__) == sorted(
+        [
+            "DEFAULT_SYSTEM_PROMPT",
+            "AssembledPrompt",
+            "BackendUnavailable",
+            "ContextPassage",
+            "GenerationBackend",
+            "GenerationDone",
+            "GenerationEvent",
+            "GenerationFailed",
+            "InferenceError",
+            "LlamaCppBackend",
+            "LlamaCppTokenizer",
+            "PromptAssembler",
+            "PromptPassage",
+            "PromptTokenizer",
+            "TextDelta",
+            "Usage",
+            "default_generation_model_path",
+        ]
+    )
+    for name in inference.__all__:
+        assert getattr(inference, name) is not None
+
+
+def test_error_statuses() -> None:
+    assert InferenceError.status_code == 500
+    assert BackendUnavailable.status_code == 503 and issubclass(BackendUnavailable, InferenceError)
+    assert GenerationFailed.status_code == 502 and issubclass(GenerationFailed, InferenceError)
+
+
+def test_system_prompt_is_fixed() -> None:
+    assert inference.DEFAULT_SYSTEM_PROMPT == inference.prompt.DEFAULT_SYSTEM_PROMPT
+    assert "[1]" in inference.DEFAULT_SYSTEM_PROMPT
+
+
+class EchoBackend(GenerationBackend):
+    """The smallest backend: echoes the prompt's token count."""
+
+    name = "echo"
+    model = "echo-1"
+
+    @property
+    def tokenizer(self) -> PromptTokenizer:
+        return WordTokenizer()
+
+    async def stream(
+        self, prompt: AssembledPrompt, *, max_tokens: int, temperature: float = 0.0
+    ) -> AsyncGenerator[GenerationEvent, None]:
+        yield TextDelta(str(prompt.prompt_tokens))
+        yield GenerationDone(Usage(prompt.prompt_tokens, 0, 1), "stop", 0.0)
+
+
+async def test_a_backend_needs_only_a_tokenizer_and_stream() -> None:
+    backend = EchoBackend()
+    await backend.start()
+    assert backend.loaded and isinstance(backend.tokenizer, PromptTokenizer)
+    prompt = inference.PromptAssembler(backend.tokenizer).assemble("q", [])
+    events = [e async for e in backend.stream(prompt, max_tokens=4)]
+    assert events[0] == TextDelta(str(prompt.prompt_tokens))
+    assert isinstance(events[-1], GenerationDone)
+    await backend.close()
