@@ -1,0 +1,45 @@
+"""Retrieval errors, each carrying the HTTP status the app answers with.
+
+    RetrievalError (500)           anything retrieval could not do
+    ├── UnknownCollection (404)    a request named a collection that holds nothing
+    └── RerankerUnavailable (503)  no cross-encoder configured, or it failed to load or to
+                                   score; the app skips reranking
+
+Outside failures (sentence-transformers, torch, FAISS) enter as ``raise ... from exc``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+class RetrievalError(Exception):
+    """Base class; ``status_code`` is the HTTP status the app maps it to."""
+
+    status_code: int = 500
+
+
+class UnknownCollection(RetrievalError):
+    """No such collection; the message names it and lists the ones that exist."""
+
+    status_code = 404
+
+    def __init__(
+        self, message: str, *, collection: str | None = None, known: Iterable[str] = ()
+    ) -> None:
+        super().__init__(message)
+        self.collection = collection
+        self.known = sorted(known)
+
+    @classmethod
+    def named(cls, collection: str, known: Iterable[str]) -> UnknownCollection:
+        """``unknown collection 'x'; known: ['a', 'b']``, with both kept as attributes."""
+        names = sorted(known)
+        message = f"unknown collection {collection!r}; known: {names}"
+        return cls(message, collection=collection, known=names)
+
+
+class RerankerUnavailable(RetrievalError):
+    """Reranking cannot run; ``str(exc)`` says why."""
+
+    status_code = 503

@@ -1,0 +1,41 @@
+"""Retrieval fixtures: the shipped MiniLM loaded once, a tiny local cross-encoder, the corpus."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from retrieval import DocumentStore, Embedder
+from tests.helpers.tiny_models import build_tiny_cross_encoder
+
+DEMO_CORPUS = Path(__file__).resolve().parents[2] / "demo" / "corpus"
+
+
+@pytest.fixture(scope="session")
+def demo_corpus() -> Path:
+    return DEMO_CORPUS
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[DocumentStore]:
+    """An open, empty store in the test's own directory."""
+    opened = DocumentStore(tmp_path / "store")
+    opened.open()
+    yield opened
+    opened.close()
+
+
+@pytest.fixture(scope="session")
+def embedder() -> Embedder:
+    """The real shipped MiniLM (loads in a few seconds, once per session)."""
+    model = Embedder()
+    model.load()
+    return model
+
+
+@pytest.fixture(scope="session")
+def tiny_cross_encoder_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A randomly initialised one-layer BERT cross-encoder saved locally (scores are noise)."""
+    return build_tiny_cross_encoder(tmp_path_factory.mktemp("tiny-cross-encoder"))

@@ -1,0 +1,196 @@
+"""Chunking: reST and Markdown headings, directive noise, roles, sizes."""
+
+from __future__ import annotations
+
+import itertools
+import re
+from pathlib import Path
+
+import pytest
+
+from retrieval import Chunk, chunk_text
+
+CONTROLFLOW = "tutorial/controlflow.rst.txt"
+
+
+def _words(chunks: list[Chunk]) -> list[str]:
+    return [word for chunk in chunks for word in chunk.text.split()]
+
+
+def test_rest_document_titles_sections_and_order(demo_corpus: Path) -> None:
+    chunks = chunk_text((demo_corpus / CONTROLFLOW).read_text(), CONTROLFLOW)
+    assert chunks
+    assert {c.title for c in chunks} == {"More Control Flow Tools"}
+    assert {c.source for c in chunks} == {CONTROLFLOW}
+    assert [c.ordinal for c in chunks] == list(range(len(chunks)))
+    sections = [c.section for c in chunks]
+    # Overlined title first, then underlined ones, with roles in titles made plain.
+    assert sections[0] == "More Control Flow Tools"
+    for expected in ("if Statements", "The range Function", "Default Argument Values"):
+        assert expected in sections
+    assert sections.index("Defining Functions") < sections.index("Default Argument Values")
+
+
+def test_rest_noise_is_dropped_and_code_kept(demo_corpus: Path) -> None:
+    chunks = chunk_text((demo_corpus / CONTROLFLOW).read_text(), CONTROLFLOW)
+    text = "\n".join(c.text for c in chunks)
+    for noise in (
+        ".. _tut-",
+        ".. index::",
+        "statement: for",
+        ":keyword:",
+        ":func:",
+        "One suggestion",
+    ):
+        assert noise not in text
+    assert not re.search(r"^\s*=+\s*$", text, re.MULTILINE)  # no heading underlines
+    assert ">>> for w in words:" in text  # code examples answer questions
+    assert "def ask_ok(prompt, retries=4, reminder='Please try again!'):" in text
+    first_if = next(c for c in chunks if c.section == "if Statements")
+    assert first_if.text.startswith(
+        "Perhaps the most well-known statement type is the if statement."
+    )
+
+
+def test_directives_roles_and_links_become_plain_text() -> None:
+    text = """\
+.. _intro-label:
+
+Intro
+=====
+
+.. index::
+   single: statement; if
+   pair: keyword; elif
+
+.. highlight:: python
+
+.. This comment is for editors
+   and spans two lines.
+
+Use :keyword:`!if`, call :func:`len`, read :ref:`the tutorial <tut-intro>`,
+see :meth:`~str.format`, :pep:`8`, `the site <https://python.org>`_ and ``x + 1``.
+
+.. note::
+   Notes keep their text with :class:`dict`.
+
+.. code-block:: python
+   :linenos:
+
+   print(len("abc"))
+"""
+    [chunk] = chunk_text(text, "intro.rst")
+    assert chunk.title == chunk.section == "Intro"
+    assert "Use if, call len, read the tutorial," in chunk.text
+    assert "see format, PEP 8, the site and x + 1." in chunk.text
+    assert "Notes keep their text with dict." in chunk.text
+    assert 'print(len("abc"))' in chunk.text
+    for noise in ("intro-label", "single:", "highlight", "editors", ":linenos:", "code-block", "`"):
+        assert noise not in chunk.text
+
+
+def test_literal_block_in_a_list_item_ends_with_the_item_text() -> None:
+    text = """\
+- Hash lists by their address.  This does not work, e.g.::
+
+     mydict = {[1, 2]: '12'}
+
+  would raise a :exc:`KeyError` exception.
+"""
+    [chunk] = chunk_text(text, "faq.rst")
+    assert "mydict = {[1, 2]: '12'}" in chunk.text
+    assert "would raise a KeyError exception." in chunk.text
+    assert "e.g.:" in chunk.text and "e.g.::" not in chunk.text
+
+
+def test_markdown_headings_and_fenced_code() -> None:
+    text = """\
+# Install Guide
+
+Read this first.
+
+## From PyPI
+
+Run pip:
+
+```sh
+# this is a shell comment, not a heading
+pip install ragtime
+```
+
+Setext Heading
+--------------
+
+Done.
+"""
+    chunks = chunk_text(text, "docs/install.md")
+    assert {c.title for c in chunks} == {"Install Guide"}
+    by_section = {c.section: c.text for c in chunks}
+    assert by_section["Install Guide"] == "Read this first."
+    assert "# this is a shell comment, not a heading" in by_section["From PyPI"]
+    assert by_section["Setext Heading"] == "Done."
+
+
+def test_plain_text_takes_the_file_stem_as_title() -> None:
+    chunks = chunk_text("Just a note.\n\nAnother paragraph.\n", "notes/todo.rst.txt")
+    assert [(c.title, c.section, c.text) for c in chunks] == [
+        ("todo", "", "Just a note.\n\nAnother paragraph.")
+    ]
+
+
+def test_crlf_line_endings() -> None:
+    chunks = chunk_text("Title\r\n=====\r\n\r\nBody text.\r\n", "x.rst")
+    assert [(c.title, c.section, c.text) for c in chunks] == [("Title", "Title", "Body text.")]
+
+
+@pytest.mark.parametrize("text", ["", "   \n\n\t\n", ".. _only-a-label:\n\n.. index:: x\n"])
+def test_no_text_gives_no_chunks(text: str) -> None:
+    assert chunk_text(text, "empty.rst") == []
+
+
+def test_long_paragraph_splits_at_sentence_boundaries() -> None:
+    sentences = [f"Sentence number {i} has exactly eight words here." for i in range(30)]
+    paragraph = " ".join(sentences)
+    chunks = chunk_text(paragraph, "long.txt", max_words=40)
+    assert len(chunks) > 1
+    assert all(len(c.text.split()) <= 40 for c in chunks)
+    assert all(c.text.endswith("here.") for c in chunks)  # cut between sentences
+    assert _words(chunks) == paragraph.split()  # nothing lost, nothing repeated
+
+
+def test_a_sentence_longer_than_max_words_is_cut_at_words() -> None:
+    text = " ".join(f"word{i}" for i in range(95))
+    chunks = chunk_text(text, "run-on.txt", max_words=20)
+    assert all(len(c.text.split()) <= 20 for c in chunks)
+    assert _words(chunks) == text.split()
+
+
+def test_paragraphs_are_packed_up_to_max_words() -> None:
+    paragraphs = [f"Paragraph {i} is short." for i in range(12)]
+    chunks = chunk_text("\n\n".join(paragraphs), "short.txt", max_words=20)
+    assert 1 < len(chunks) < 12
+    assert all(len(c.text.split()) <= 20 for c in chunks)
+    assert _words(chunks) == " ".join(paragraphs).split()
+
+
+@pytest.mark.parametrize("max_words", [50, 160])
+def test_max_words_honoured_on_the_demo_corpus(demo_corpus: Path, max_words: int) -> None:
+    for path in sorted(demo_corpus.rglob("*.rst.txt")):
+        source = path.relative_to(demo_corpus).as_posix()
+        for chunk in chunk_text(path.read_text(), source, max_words=max_words):
+            assert 0 < len(chunk.text.split()) <= max_words, (source, chunk.ordinal)
+
+
+def test_overlap_repeats_the_tail_of_the_previous_chunk() -> None:
+    paragraph = " ".join(f"Sentence {i} is here." for i in range(40))
+    chunks = chunk_text(paragraph, "o.txt", max_words=30, overlap_words=5)
+    assert len(chunks) > 2
+    for before, after in itertools.pairwise(chunks):
+        assert after.text.split()[:5] == before.text.split()[-5:]
+        assert len(after.text.split()) <= 30
+
+
+@pytest.mark.parametrize(("max_words", "overlap"), [(0, 0), (10, 10), (10, -1)])
+def test_bad_sizes_are_refused(max_words: int, overlap: int) -> None:
+    with pytest.raises(ValueError):
+        chunk_text("text", "x.txt", max_words=max_words, overlap_words=overlap)

@@ -1,0 +1,107 @@
+"""Ingest into a real store with the real MiniLM: failures reported, re-ingest idempotent."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+import faiss
+import pytest
+
+from retrieval import DocumentStore, Embedder, ingest_path, iter_documents
+
+pytestmark = pytest.mark.slow
+
+TUTORIAL_SUBSET = (
+    "tutorial/controlflow.rst.txt",
+    "tutorial/datastructures.rst.txt",
+    "tutorial/errors.rst.txt",
+)
+
+
+@pytest.fixture
+def docs(tmp_path: Path) -> Path:
+    root = tmp_path / "docs"
+    (root / "guide").mkdir(parents=True)
+    (root / ".git").mkdir()
+    (root / "lists.md").write_text("# Lists\n\nA list holds items in order.\n")
+    (root / "guide" / "loops.rst.txt").write_text("Loops\n=====\n\nA for loop walks a list.\n")
+    (root / "notes.txt").write_text("Plain notes about dictionaries and keys.\n")
+    (root / "bad.txt").write_bytes(b"\xff\xfe\x00 not utf-8 \xc3\x28")
+    (root / "empty.md").write_text("\n\n")
+    (root / "slides.pdf").write_bytes(b"%PDF-1.7")
+    (root / ".hidden.md").write_text("# Hidden\n\nNot ingested.\n")
+    (root / ".git" / "config.txt").write_text("not ingested either\n")
+    return root
+
+
+def test_iter_documents(docs: Path) -> None:
+    names = [p.relative_to(docs).as_posix() for p in iter_documents(docs)]
+    assert names == ["bad.txt", "empty.md", "guide/loops.rst.txt", "lists.md", "notes.txt"]
+    assert list(iter_documents(docs / "lists.md")) == [docs / "lists.md"]
+
+
+def test_ingest_reports_failures_and_goes_on(
+    docs: Path, store: DocumentStore, embedder: Embedder
+) -> None:
+    seen: list[str] = []
+    report = ingest_path(
+        docs, collection="notes", embedder=embedder, store=store, progress=seen.append
+    )
+    assert report.files == 3 and report.chunks == 3
+    failures = dict(report.failures)
+    assert set(failures) == {"bad.txt", "empty.md"}
+    assert "UTF-8" in failures["bad.txt"] and "no text" in failures["empty.md"]
+    assert report.skipped == ["slides.pdf"]
+    assert len(seen) == 3 and seen[0].startswith("guide/loops.rst.txt")
+    assert store.sources("notes") == ["guide/loops.rst.txt", "lists.md", "notes.txt"]
+    [hit] = store.search("notes", embedder.embed(["What does a for loop do?"])[0], 1)
+    assert (hit.source, hit.title, hit.section) == ("guide/loops.rst.txt", "Loops", "Loops")
+
+    again = ingest_path(docs, collection="notes", embedder=embedder, store=store)
+    assert (again.files, again.chunks, again.failures, again.skipped) == (
+        report.files,
+        report.chunks,
+        report.failures,
+        report.skipped,
+    )
+    assert store.collections() == {"notes": 3}
+    index = faiss.read_index(str(store.root / "faiss" / "notes.faiss"))
+    assert index.ntotal == 3
+
+
+def test_a_single_file_is_named_by_its_file_name(
+    docs: Path, store: DocumentStore, embedder: Embedder
+) -> None:
+    report = ingest_path(
+        docs / "guide" / "loops.rst.txt", collection="one", embedder=embedder, store=store
+    )
+    assert (report.files, report.failures) == (1, [])
+    assert store.sources("one") == ["loops.rst.txt"]
+
+
+def test_a_missing_path_is_an_error(
+    tmp_path: Path, store: DocumentStore, embedder: Embedder
+) -> None:
+    with pytest.raises(FileNotFoundError):
+        ingest_path(tmp_path / "missing", collection="x", embedder=embedder, store=store)
+
+
+def test_demo_tutorial_answers_a_question(
+    tmp_path: Path, demo_corpus: Path, store: DocumentStore, embedder: Embedder
+) -> None:
+    corpus = tmp_path / "corpus"
+    for name in TUTORIAL_SUBSET:
+        (corpus / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(demo_corpus / name, corpus / name)
+    started = time.perf_counter()
+    report = ingest_path(corpus, collection="demo", embedder=embedder, store=store)
+    elapsed = time.perf_counter() - started
+    assert report.files == len(TUTORIAL_SUBSET) and not report.failures
+    print(f"\ningested {report.chunks} chunks in {elapsed:.2f} s: {report.chunks / elapsed:.0f}/s")
+
+    question = "How do I define a function with default argument values?"
+    hits = store.search("demo", embedder.embed([question])[0], 3)
+    assert "tutorial/controlflow.rst.txt" in [h.source for h in hits]
+    assert "Default Argument Values" in [h.section for h in hits]

@@ -1,0 +1,40 @@
+"""The names ``retrieval`` offers: what the app is written against."""
+
+from __future__ import annotations
+
+import retrieval
+
+EXPORTED = {
+    "SUPPORTED_SUFFIXES",
+    "Chunk",
+    "DocumentStore",
+    "Embedder",
+    "IngestReport",
+    "Passage",
+    "RerankResult",
+    "Reranker",
+    "RerankerUnavailable",
+    "RetrievalError",
+    "UnknownCollection",
+    "chunk_text",
+    "default_embedding_model_path",
+    "ingest_path",
+    "iter_documents",
+}
+
+
+def test_exported_names() -> None:
+    assert set(retrieval.__all__) == EXPORTED
+    assert all(hasattr(retrieval, name) for name in EXPORTED)
+
+
+def test_error_statuses() -> None:
+    assert retrieval.RetrievalError.status_code == 500
+    assert retrieval.UnknownCollection.status_code == 404
+    assert retrieval.RerankerUnavailable.status_code == 503
+    assert issubclass(retrieval.UnknownCollection, retrieval.RetrievalError)
+    assert issubclass(retrieval.RerankerUnavailable, retrieval.RetrievalError)
+    error = retrieval.UnknownCollection.named("nope", ["b", "a"])
+    assert str(error) == "unknown collection 'nope'; known: ['a', 'b']"
+    assert (error.collection, error.known) == ("nope", ["a", "b"])
+    assert str(retrieval.UnknownCollection("plain message")) == "plain message"
