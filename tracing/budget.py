@@ -1,16 +1,19 @@
 """The per-request budget ledger: every stage runs in its own span and is charged its time.
 
-A ``BudgetLedger`` is created when a request arrives (before auth). Each stage runs inside
-``ledger.stage(name)`` (a current span, for ordinary code) or ``ledger.begin(name)`` (a span that
-is not made current, for work that spans the yields of a stream). When a stage ends, its wall time
-is charged to the ledger, observed in the stage histogram, and written on its span together with
-what the request has spent and has left. Deliberate degradations are recorded with ``degrade``.
+A ``BudgetLedger`` is created when a request arrives (before auth). Each stage has an
+allocation (a share of the request's budget). Each stage runs inside ``ledger.stage(name)`` (a
+current span, for ordinary code) or ``ledger.begin(name)`` (a span that is not made current, for
+work that spans the yields of a stream). When a stage ends, its wall time is charged to the
+ledger, observed in the stage histogram (with the trace id as exemplar), and written on its span:
+``ragtime.budget.allocated_ms`` and ``spent_ms`` (the stage's), ``remaining_ms`` (the request's),
+``exceeded`` (the stage overran its allocation). Deliberate degradations are recorded with
+``degrade``; the request's root span gets the totals and the stages that overran.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -62,11 +65,28 @@ class StageSpan:
 class BudgetLedger:
     """What one request may spend, what each stage spent, and what was given up."""
 
-    def __init__(self, budget_ms: float, *, started_at: float | None = None) -> None:
+    def __init__(
+        self,
+        budget_ms: float,
+        *,
+        started_at: float | None = None,
+        shares: Mapping[str, float] | None = None,
+    ) -> None:
         self.budget_ms = float(budget_ms)
         self.started_at = time.perf_counter() if started_at is None else started_at
+        self.shares: Mapping[str, float] = shares or {}
         self._timings: dict[str, float] = {}
         self.degradations: list[Degradation] = []
+        self.overruns: list[str] = []
+
+    @property
+    def deadline(self) -> float:
+        """The ``time.perf_counter()`` value at which the budget runs out."""
+        return self.started_at + self.budget_ms / 1000.0
+
+    def allocated_ms(self, stage: str) -> float:
+        """The stage's share of the budget (the whole budget for a stage without a share)."""
+        return self.shares.get(stage, 1.0) * self.budget_ms
 
     @property
     def spent_ms(self) -> float:
@@ -85,17 +105,26 @@ class BudgetLedger:
         return {stage: round(ms, 3) for stage, ms in self._timings.items()}
 
     def charge(self, stage: str, elapsed_ms: float, span: Span | None = None) -> None:
-        """Add ``elapsed_ms`` to ``stage`` and write the running totals on ``span``."""
-        self._timings[stage] = self._timings.get(stage, 0.0) + elapsed_ms
-        metrics.STAGE_SECONDS.labels(stage=stage).observe(elapsed_ms / 1000.0)
+        """Add ``elapsed_ms`` to ``stage``; write the stage's budget figures on ``span``."""
+        spent = self._timings.get(stage, 0.0) + elapsed_ms
+        self._timings[stage] = spent
+        allocated = self.allocated_ms(stage)
+        exceeded = spent > allocated
+        if exceeded and stage not in self.overruns:
+            self.overruns.append(stage)
+            metrics.STAGE_BUDGET_EXCEEDED.labels(stage=stage).inc()
+        context = (span or trace.get_current_span()).get_span_context()
+        exemplar = {"trace_id": format(context.trace_id, "032x")} if context.is_valid else None
+        metrics.STAGE_SECONDS.labels(stage=stage).observe(elapsed_ms / 1000.0, exemplar)
         if span is not None and span.is_recording():
             span.set_attributes(
                 {
                     "ragtime.stage.duration_ms": round(elapsed_ms, 3),
                     "ragtime.budget.budget_ms": self.budget_ms,
-                    "ragtime.budget.spent_ms": round(self.spent_ms, 3),
+                    "ragtime.budget.allocated_ms": round(allocated, 3),
+                    "ragtime.budget.spent_ms": round(spent, 3),
                     "ragtime.budget.remaining_ms": round(self.remaining_ms, 3),
-                    "ragtime.budget.exceeded": self.exceeded,
+                    "ragtime.budget.exceeded": exceeded,
                 }
             )
 
@@ -142,6 +171,7 @@ class BudgetLedger:
                 "ragtime.budget.spent_ms": summary["spent_ms"],
                 "ragtime.budget.remaining_ms": summary["remaining_ms"],
                 "ragtime.budget.exceeded": summary["exceeded"],
+                "ragtime.budget.overrun_stages": list(self.overruns),
                 "ragtime.degradations": [d.action for d in self.degradations],
             }
         )

@@ -17,6 +17,7 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
+from prometheus_client.openmetrics import exposition as openmetrics
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 REGISTRY = CollectorRegistry(auto_describe=True)
@@ -60,6 +61,18 @@ DEGRADATIONS = Counter(
     ["stage", "action"],
     registry=REGISTRY,
 )
+STAGE_BUDGET_EXCEEDED = Counter(
+    "ragtime_stage_budget_exceeded",
+    "Stage runs that overran their budget allocation.",
+    ["stage"],
+    registry=REGISTRY,
+)
+REQUEST_OUTCOMES = Counter(
+    "ragtime_request_outcomes",
+    "Requests by outcome: ok, degraded, rejected, failed, deadline, cancelled.",
+    ["route", "outcome"],
+    registry=REGISTRY,
+)
 BUDGET_EXCEEDED = Counter(
     "ragtime_budget_exceeded",
     "Requests that finished after their budget ran out.",
@@ -68,8 +81,15 @@ BUDGET_EXCEEDED = Counter(
 )
 
 
-def metrics_payload() -> tuple[bytes, str]:
-    """The exposition text and its content type, for ``GET /metrics``."""
+def metrics_payload(accept: str = "") -> tuple[bytes, str]:
+    """The exposition and its content type, for ``GET /metrics``.
+
+    OpenMetrics when the scraper asks for it (``Accept: application/openmetrics-text``, as
+    Prometheus does with exemplar storage on): only that format carries the exemplars that link a
+    slow histogram bucket to its trace.
+    """
+    if "application/openmetrics-text" in accept:
+        return openmetrics.generate_latest(REGISTRY), openmetrics.CONTENT_TYPE_LATEST
     return generate_latest(REGISTRY), CONTENT_TYPE_LATEST
 
 

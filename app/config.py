@@ -1,0 +1,144 @@
+"""Service configuration: one ``Settings`` read from ``RAGTIME_*`` variables, failing fast.
+
+Every key can be set in the environment (``RAGTIME_CONTEXT_TOKENS=512``) or a ``.env`` file.
+Model settings take an id or a local path; left empty, the offline default is used (the MiniLM
+embedder and SmolLM2 GGUF shipped as pip packages) and no cross-encoder is loaded.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+#: Default share of a request's budget per stage; generation gets most of it.
+DEFAULT_BUDGET_SHARES: dict[str, float] = {
+    "auth": 0.01,
+    "moderate.question": 0.01,
+    "embed": 0.04,
+    "search": 0.02,
+    "rerank": 0.15,
+    "assemble": 0.02,
+    "generate": 0.72,
+    "moderate.answer": 0.03,
+}
+
+
+class Settings(BaseSettings):
+    """What an operator can tune; the README lists every key."""
+
+    model_config = SettingsConfigDict(env_prefix="RAGTIME_", env_file=".env", extra="ignore")
+
+    data_dir: Path = Field(Path(".ragtime"), description="Index, chunk store and API keys.")
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=1, le=65535)
+    default_collection: str = Field("demo", min_length=1)
+
+    embedding_model: str | None = Field(None, description="Id or path; empty = shipped MiniLM.")
+    reranker_model: str | None = Field(None, description="Cross-encoder id or path; empty = none.")
+    rerank_candidates: int = Field(20, ge=1, le=200, description="Passages scored by rerank.")
+    top_k: int = Field(4, ge=1, le=50, description="Passages given to the prompt by default.")
+    max_top_k: int = Field(20, ge=1, le=200)
+
+    generation_backend: Literal["llama.cpp", "null"] = Field(
+        default="llama.cpp",
+        description="llama.cpp (the model), or null: no model, for benches only.",
+    )
+    generation_model_path: str | None = Field(None, description="GGUF path; empty = SmolLM2.")
+    generation_threads: int | None = Field(None, ge=1)
+    generation_context_window: int = Field(2048, ge=256)
+    context_tokens: int = Field(768, ge=32, description="Token budget for passages in a prompt.")
+    max_output_tokens: int = Field(192, ge=1)
+    temperature: float = Field(0.0, ge=0.0, le=2.0)
+
+    budget_ms_default: int = Field(15_000, ge=1)
+    budget_ms_min: int = Field(50, ge=1)
+    budget_ms_max: int = Field(120_000, ge=1)
+    question_max_chars: int = Field(2000, ge=1)
+    moderation_threshold: float = Field(0.9, gt=0.0, le=1.0)
+    record_content: bool = Field(False, description="Put questions and passages on spans.")
+    retry_after_s: int = Field(5, ge=1, description="Retry-After sent with 503 answers.")
+
+    # The budget engine.
+    budget_shares: dict[str, float] = Field(
+        default_factory=lambda: dict(DEFAULT_BUDGET_SHARES),
+        description="Each stage's share of a request's budget (JSON object).",
+    )
+    ttft_target_ms: int = Field(3000, ge=1, description="Time-to-first-token target.")
+    degradation_policy: bool = Field(True, description="Plan within the budget (off: never).")
+    on_infeasible: Literal["fail", "passages"] = Field(
+        "fail", description="When no plan fits: 504, or answer with the passages alone."
+    )
+    min_context_tokens: int = Field(64, ge=0)
+    min_output_tokens: int = Field(16, ge=1)
+    # Fault injection, for benches and tests only.
+    fault_rerank_delay_ms: float = Field(0.0, ge=0.0)
+    fault_generate_token_delay_ms: float = Field(0.0, ge=0.0)
+
+    # Alerts evaluated in-process (the conditions of deploy/prometheus/alerts.yml).
+    alert_webhook_url: str | None = Field(
+        None, description="Where firing and resolved alerts are posted; empty = nowhere."
+    )
+    alert_interval_s: float = Field(15.0, gt=0, description="Seconds between evaluations.")
+    alert_window_s: float = Field(300.0, gt=0, description="Rates are taken over this window.")
+    alert_for_s: float = Field(300.0, ge=0, description="How long a condition holds to fire.")
+    alert_cooldown_s: float = Field(3600.0, ge=0, description="Re-send a firing alert after.")
+    alert_stage_violation_ratio: float = Field(0.05, gt=0, le=1)
+    alert_ttft_p95_s: float = Field(2.0, gt=0)
+    alert_error_ratio: float = Field(0.05, gt=0, le=1)
+
+    @field_validator("alert_webhook_url")
+    @classmethod
+    def _check_webhook_url(cls, value: str | None) -> str | None:
+        if not value:
+            return None
+        if not value.startswith(("http://", "https://")):
+            raise ValueError(f"alert_webhook_url must be an http(s) URL, got {value!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _check_ranges(self) -> Settings:
+        if not self.budget_ms_min <= self.budget_ms_default <= self.budget_ms_max:
+            raise ValueError(
+                "budget_ms_default must lie within [budget_ms_min, budget_ms_max], got "
+                f"{self.budget_ms_default} outside [{self.budget_ms_min}, {self.budget_ms_max}]"
+            )
+        if self.top_k > self.max_top_k:
+            raise ValueError(f"top_k ({self.top_k}) must not exceed max_top_k ({self.max_top_k})")
+        unknown = set(self.budget_shares) - set(DEFAULT_BUDGET_SHARES)
+        if unknown:
+            raise ValueError(f"budget_shares names unknown stages: {sorted(unknown)}")
+        if (
+            any(v < 0 for v in self.budget_shares.values())
+            or sum(self.budget_shares.values()) > 1.0 + 1e-9
+        ):
+            raise ValueError("budget_shares must be non-negative and sum to at most 1")
+        if self.alert_window_s < self.alert_interval_s:
+            raise ValueError("alert_window_s must be at least alert_interval_s")
+        if self.context_tokens + self.max_output_tokens > self.generation_context_window:
+            raise ValueError(
+                "context_tokens + max_output_tokens must fit generation_context_window "
+                "(with room for the system prompt and question)"
+            )
+        return self
+
+    @property
+    def keys_path(self) -> Path:
+        return self.data_dir / "keys.sqlite3"
+
+    @property
+    def store_path(self) -> Path:
+        return self.data_dir / "store"
+
+    @property
+    def demo_key_path(self) -> Path:
+        return self.data_dir / "demo-api-key"
+
+
+@lru_cache
+def get_settings() -> Settings:
+    """The process's settings (tests build their own ``Settings`` and pass it to the app)."""
+    return Settings()

@@ -1,0 +1,111 @@
+"""Errors at the HTTP boundary: every failure leaves as ``{"error": {"type", "message", ...}}``.
+
+Each package raises its own exceptions, each carrying an HTTP ``status_code``; the handlers here
+translate them once. 503s carry ``Retry-After``. Validation errors name the field that was wrong.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from app.moderation import QuestionRejected
+from inference import InferenceError
+from retrieval import RetrievalError
+
+
+class ApiError(Exception):
+    """An error the service reports to its caller as it is."""
+
+    def __init__(
+        self,
+        status_code: int,
+        message: str,
+        *,
+        type: str = "error",
+        field: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.message = message
+        self.type = type
+        self.field = field
+        self.headers = headers
+
+
+class Unauthorized(ApiError):
+    def __init__(self, message: str) -> None:
+        super().__init__(401, message, type="unauthorized", headers={"WWW-Authenticate": "Bearer"})
+
+
+class BudgetExhausted(ApiError):
+    """The request's budget cannot be met, or ran out before an answer began (504)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(504, message, type="deadline_exceeded")
+
+
+class InvalidField(ApiError):
+    """A value that passed type checks but breaks a configured limit (422)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(422, f"{field}: {message}", type="invalid_request", field=field)
+
+
+def error_body(type: str, message: str, **extra: Any) -> dict[str, Any]:
+    return {"error": {"type": type, "message": message, **extra}}
+
+
+def _field_path(loc: tuple[Any, ...]) -> str:
+    parts = [str(p) for p in loc if p != "body"]
+    return ".".join(parts) or "body"
+
+
+def install_error_handlers(app: FastAPI, *, retry_after_s: int) -> None:
+    """Register one handler per error family on ``app``."""
+
+    def respond(
+        status: int, body: dict[str, Any], headers: Mapping[str, str] | None = None
+    ) -> JSONResponse:
+        merged = dict(headers or {})
+        if status == 503:
+            merged.setdefault("Retry-After", str(retry_after_s))
+        return JSONResponse(body, status_code=status, headers=merged)
+
+    @app.exception_handler(ApiError)
+    async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
+        extra = {"field": exc.field} if exc.field else {}
+        return respond(exc.status_code, error_body(exc.type, exc.message, **extra), exc.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = [
+            {"field": _field_path(tuple(e.get("loc", ()))), "message": e.get("msg", "")}
+            for e in exc.errors()
+        ]
+        message = "; ".join(f"{e['field']}: {e['message']}" for e in errors)
+        return respond(422, error_body("invalid_request", message, errors=errors))
+
+    @app.exception_handler(QuestionRejected)
+    async def _rejected(_: Request, exc: QuestionRejected) -> JSONResponse:
+        return respond(400, error_body("moderation_rejected", str(exc), score=exc.score))
+
+    @app.exception_handler(RetrievalError)
+    async def _retrieval(_: Request, exc: RetrievalError) -> JSONResponse:
+        kind = "not_found" if exc.status_code == 404 else "retrieval_error"
+        return respond(exc.status_code, error_body(kind, str(exc)))
+
+    @app.exception_handler(InferenceError)
+    async def _inference(_: Request, exc: InferenceError) -> JSONResponse:
+        kind = "backend_unavailable" if exc.status_code == 503 else "generation_failed"
+        return respond(exc.status_code, error_body(kind, str(exc)))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return respond(exc.status_code, error_body("http_error", str(exc.detail)), exc.headers)

@@ -1,0 +1,79 @@
+"""Builds the FastAPI app: lifespan (models, index, tracing), routers, middleware, errors."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
+
+from app.config import Settings, get_settings
+from app.errors import install_error_handlers
+from app.pipeline import Pipeline
+from app.routes import alerts, ask, health, search
+from app.services import Services
+from inference import GenerationBackend
+from tracing import RequestMetricsMiddleware, configure_tracing, shutdown_tracing
+from tracing.alerts import AlertEvaluator
+
+log = logging.getLogger("ragtime")
+
+API_ROUTES = ("/v1/ask", "/v1/search", "/v1/alerts", "/healthz", "/readyz", "/metrics")
+
+
+def alert_evaluator(settings: Settings) -> AlertEvaluator:
+    """The in-process alerts over this process's metrics, as configured."""
+    return AlertEvaluator(
+        webhook_url=settings.alert_webhook_url,
+        interval_s=settings.alert_interval_s,
+        window_s=settings.alert_window_s,
+        for_s=settings.alert_for_s,
+        cooldown_s=settings.alert_cooldown_s,
+        stage_violation_ratio=settings.alert_stage_violation_ratio,
+        ttft_p95_s=settings.alert_ttft_p95_s,
+        error_ratio=settings.alert_error_ratio,
+    )
+
+
+def create_app(
+    settings: Settings | None = None, *, backend: GenerationBackend | None = None
+) -> FastAPI:
+    """The service; ``backend`` replaces the configured generation backend (tests, benches)."""
+    settings = settings or get_settings()
+    configure_tracing()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        services = Services.build(settings, backend=backend)
+        await services.start()
+        app.state.services = services
+        app.state.pipeline = Pipeline(services)
+        app.state.alerts = alert_evaluator(settings)
+        await app.state.alerts.start()  # runs without a webhook too, for GET /v1/alerts
+        ready, components = services.readiness()
+        log.info("ragtime %s: %s", "ready" if ready else "NOT ready", components)
+        try:
+            yield
+        finally:
+            await app.state.alerts.stop()
+            await services.close()
+            shutdown_tracing()
+
+    app = FastAPI(
+        title="ragtime",
+        summary="Retrieval-augmented answers within a latency budget.",
+        version="0.1.0",
+        lifespan=lifespan,
+    )
+    install_error_handlers(app, retry_after_s=settings.retry_after_s)
+    app.include_router(ask.router)
+    app.include_router(search.router)
+    app.include_router(health.router)
+    app.include_router(alerts.router)
+    FastAPIInstrumentor.instrument_app(
+        app, excluded_urls="/healthz,/readyz,/metrics", exclude_spans=["receive", "send"]
+    )
+    app.add_middleware(RequestMetricsMiddleware, routes=API_ROUTES)
+    return app

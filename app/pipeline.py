@@ -1,0 +1,426 @@
+"""The request pipeline: the stages of one question, in order, each charged to the budget.
+
+moderate.question -> embed -> search -> (plan) -> rerank -> assemble -> generate (the answer
+filtered as it streams) -> moderate.answer. Retrieval-only requests stop after rerank.
+
+After search, the degradation policy sizes the rest of the request to what is left of its budget
+(rerank candidates, context tokens, output tokens), or fails fast when nothing fits. Blocking work
+(torch, FAISS, tokenisation) runs in worker threads, waited for no longer than the budget allows;
+generation stops at the deadline. Every stage's cost feeds the cost model the policy plans with.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import AsyncGenerator, Callable
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from opentelemetry.trace import Span
+
+from app.errors import BudgetExhausted
+from app.moderation import AnswerFilter
+from app.services import Services
+from inference import (
+    AssembledPrompt,
+    BackendUnavailable,
+    GenerationDone,
+    GenerationFailed,
+    TextDelta,
+    Usage,
+)
+from retrieval import Passage, UnknownCollection
+from tracing import BudgetLedger
+from tracing import metrics as tracing_metrics
+from tracing.cost_model import CostModel
+from tracing.policy import BudgetInfeasible, DegradationPolicy, Plan, PlanLimits
+
+_LABEL = re.compile(r"\[(\d{1,3})\]")
+T = TypeVar("T")
+
+
+@dataclass
+class Prepared:
+    """A question ready for generation: its passages, the plan, and the prompt."""
+
+    question: str
+    passages: list[Passage]
+    prompt: AssembledPrompt
+    plan: Plan
+    generate: bool = True
+    """False when the budget allowed only the passages (``on_infeasible = "passages"``)."""
+
+
+@dataclass
+class AnswerOutcome:
+    """Filled in by ``Pipeline.generate`` as the answer streams."""
+
+    text: str = ""  # the moderated answer, as sent
+    usage: Usage | None = None
+    finish_reason: str = "unknown"
+    ttft_ms: float | None = None
+    redactions: dict[str, int] = field(default_factory=dict)
+
+    def cited_labels(self) -> set[int]:
+        return {int(m) for m in _LABEL.findall(self.text)}
+
+
+class Pipeline:
+    def __init__(self, services: Services) -> None:
+        self.services = services
+        self.settings = s = services.settings
+        self.cost = CostModel()
+        self.ask_policy = DegradationPolicy(
+            self.cost,
+            PlanLimits(
+                rerank_candidates=s.rerank_candidates,
+                context_tokens=s.context_tokens,
+                max_output_tokens=s.max_output_tokens,
+                min_context_tokens=min(s.min_context_tokens, s.context_tokens),
+                min_output_tokens=min(s.min_output_tokens, s.max_output_tokens),
+            ),
+        )
+        self.search_policy = DegradationPolicy(
+            self.cost,
+            PlanLimits(
+                rerank_candidates=s.rerank_candidates,
+                context_tokens=0,
+                max_output_tokens=0,
+                min_context_tokens=0,
+                min_output_tokens=0,
+                prompt_overhead_tokens=0,
+                reserve_ms=2.0,
+            ),
+        )
+
+    # -- retrieval -------------------------------------------------------------------------
+
+    async def retrieve(
+        self, query: str, collection: str, k: int, ledger: BudgetLedger
+    ) -> list[Passage]:
+        """Embed, search and rerank (sized to the budget): the ``k`` best passages."""
+        passages, _ = await self._retrieve(query, collection, k, ledger, self.search_policy)
+        return passages
+
+    async def _retrieve(
+        self,
+        query: str,
+        collection: str,
+        k: int,
+        ledger: BudgetLedger,
+        policy: DegradationPolicy,
+    ) -> tuple[list[Passage], Plan]:
+        store, embedder, reranker = (
+            self.services.store,
+            self.services.embedder,
+            self.services.reranker,
+        )
+        if not store.has_collection(collection):
+            raise UnknownCollection(
+                f"unknown collection {collection!r}; known: {sorted(store.collections())}"
+            )
+        with ledger.stage("embed", **{"ragtime.embed.model": embedder.model_name}):
+            started = time.perf_counter()
+            vectors = await self._in_thread(ledger, "embed", embedder.embed, [query])
+            self.cost.observe("embed", _ms_since(started), 1)
+        candidates = max(k, self.settings.rerank_candidates) if reranker.available else k
+        with ledger.stage("search") as span:
+            started = time.perf_counter()
+            passages = await self._in_thread(
+                ledger, "search", store.search, collection, vectors[0], candidates
+            )
+            self.cost.observe("search", _ms_since(started), 1)
+            span.set_attributes(
+                {
+                    "ragtime.search.collection": collection,
+                    "ragtime.search.k": candidates,
+                    "ragtime.search.results": len(passages),
+                    "ragtime.search.top_score": passages[0].score if passages else 0.0,
+                }
+            )
+        plan = self._plan(policy, ledger, k)
+        with ledger.stage("rerank") as span:
+            passages = await self._rerank(query, passages, k, plan, ledger, span)
+        return passages, plan
+
+    def _plan(self, policy: DegradationPolicy, ledger: BudgetLedger, k: int) -> Plan:
+        available = self.services.reranker.available
+        limits = policy.limits
+        if not self.settings.degradation_policy:
+            return Plan(
+                limits.rerank_candidates if available else 0,
+                limits.context_tokens,
+                limits.max_output_tokens,
+                0.0,
+            )
+        try:
+            return policy.plan(ledger.remaining_ms, k=k, rerank_available=available)
+        except BudgetInfeasible as exc:
+            if self.settings.on_infeasible == "passages" and limits.max_output_tokens:
+                ledger.degrade("generate", "generation_skipped", str(exc))
+                return Plan(0, limits.context_tokens, 0, 0.0)
+            raise BudgetExhausted(str(exc)) from exc
+
+    async def _rerank(
+        self,
+        query: str,
+        passages: list[Passage],
+        k: int,
+        plan: Plan,
+        ledger: BudgetLedger,
+        span: Span,
+    ) -> list[Passage]:
+        reranker = self.services.reranker
+        self._record_actions(plan, "rerank", ledger, span)
+        if not reranker.available:
+            span.set_attribute("ragtime.rerank.skipped", True)
+            ledger.degrade("rerank", "rerank_skipped", self.services.reranker_status, span)
+            return passages[:k]
+        if not plan.rerank_candidates or not passages:
+            span.set_attribute("ragtime.rerank.skipped", True)
+            return passages[:k]
+        candidates = passages[: plan.rerank_candidates]
+        started = time.perf_counter()
+        # Wait only as long as the rest of the plan leaves room for.
+        rest_ms = plan.predicted_ms - self.cost.predict("rerank", len(candidates))
+        try:
+            result = await asyncio.wait_for(
+                asyncio.to_thread(self._rerank_work, query, candidates, k),
+                timeout=max(ledger.remaining_ms - rest_ms, 0.0) / 1000.0,
+            )
+        except TimeoutError:
+            ledger.degrade(
+                "rerank",
+                "rerank_timeout",
+                f"rerank ran past its {ledger.remaining_ms - rest_ms:.0f} ms; vector order kept",
+                span,
+            )
+            return passages[:k]
+        self.cost.observe("rerank", _ms_since(started), len(candidates))
+        span.set_attributes(
+            {
+                "ragtime.rerank.model": reranker.model_name or "",
+                "ragtime.rerank.candidates": result.candidates,
+            }
+        )
+        return result.passages
+
+    def _rerank_work(self, query: str, candidates: list[Passage], k: int) -> Any:
+        if self.settings.fault_rerank_delay_ms:  # bench/test fault injection
+            time.sleep(self.settings.fault_rerank_delay_ms / 1000.0)
+        return self.services.reranker.rerank(query, candidates, k)
+
+    # -- answering -------------------------------------------------------------------------
+
+    async def prepare(
+        self, question: str, collection: str, top_k: int, ledger: BudgetLedger
+    ) -> Prepared:
+        """Screen the question, retrieve its passages, plan, and assemble the prompt."""
+        assembler = self.services.assembler
+        if assembler is None or not self.services.backend.loaded:
+            raise BackendUnavailable(
+                "the generation backend is not loaded: "
+                + self.services.problems.get("generator", "still starting")
+            )
+        with ledger.stage("moderate.question") as span:
+            score = self.services.moderator.screen_question(question)
+            span.set_attribute("ragtime.moderation.score", round(score, 4))
+        passages, plan = await self._retrieve(question, collection, top_k, ledger, self.ask_policy)
+        with ledger.stage("assemble") as span:
+            self._record_actions(plan, "assemble", ledger, span)
+            prompt = await self._in_thread(
+                ledger, "assemble", assembler.assemble, question, passages,
+                context_tokens=plan.context_tokens,
+            )  # fmt: skip
+            span.set_attributes(
+                {
+                    "ragtime.prompt.tokens": prompt.prompt_tokens,
+                    "ragtime.prompt.passages": len(prompt.passages),
+                    "ragtime.prompt.dropped": prompt.dropped,
+                    "ragtime.prompt.truncated": any(p.truncated for p in prompt.passages),
+                    "ragtime.prompt.context_tokens_budget": prompt.context_tokens_budget,
+                    "ragtime.prompt.context_tokens_used": prompt.context_tokens_used,
+                }
+            )
+        return Prepared(question, passages, prompt, plan, generate=plan.max_output_tokens > 0)
+
+    async def generate(
+        self, prepared: Prepared, ledger: BudgetLedger, outcome: AnswerOutcome
+    ) -> AsyncGenerator[str, None]:
+        """Stream the answer's moderated text deltas; ``outcome`` holds the rest at the end.
+
+        Decoding stops at the deadline (finish reason ``deadline``). Closing this generator
+        early (a client that went away) closes the backend's stream, which stops decoding.
+        """
+        if not prepared.generate:
+            outcome.finish_reason = "skipped"
+            return
+        backend = self.services.backend
+        answer_filter = self.services.moderator.answer_filter()
+        max_tokens = prepared.plan.max_output_tokens
+        stage = ledger.begin(
+            "generate",
+            **{
+                "gen_ai.operation.name": "text_completion",
+                "gen_ai.system": backend.name,
+                "gen_ai.request.model": backend.model,
+                "gen_ai.request.max_tokens": max_tokens,
+                "gen_ai.request.temperature": self.settings.temperature,
+            },
+        )
+        span = stage.span
+        self._record_actions(prepared.plan, "generate", ledger, span)
+        error: BaseException | None = None
+        outcome.finish_reason = "cancelled"
+        started = time.perf_counter()
+        first_at: float | None = None
+        events = backend.stream(
+            prepared.prompt, max_tokens=max_tokens, temperature=self.settings.temperature
+        )
+        try:
+            async with aclosing(events):
+                while True:
+                    event = await self._next_before_deadline(events, ledger)
+                    if event is None:  # the deadline came first
+                        outcome.finish_reason = "deadline"
+                        ledger.degrade(
+                            "generate", "deadline_stop", "decoding stopped at the deadline", span
+                        )
+                        break
+                    if isinstance(event, GenerationDone):
+                        outcome.usage = event.usage
+                        outcome.finish_reason = event.finish_reason
+                        span.set_attribute("ragtime.generate.queue_ms", round(event.queue_ms, 3))
+                        self._observe_generation(started, first_at, event)
+                        break
+                    if first_at is None:
+                        first_at = time.perf_counter()
+                        outcome.ttft_ms = ledger.spent_ms
+                        tracing_metrics.TTFT_SECONDS.observe(outcome.ttft_ms / 1000.0)
+                        span.add_event("first_token", {"ragtime.ttft_ms": outcome.ttft_ms})
+                    if self.settings.fault_generate_token_delay_ms:  # bench/test fault
+                        await asyncio.sleep(self.settings.fault_generate_token_delay_ms / 1000.0)
+                    released = answer_filter.feed(event.text)
+                    if released:
+                        outcome.text += released
+                        yield released
+            if first_at is None and outcome.finish_reason == "deadline":
+                raise BudgetExhausted("no answer token came before the deadline")
+            tail = self._moderate_tail(answer_filter, ledger, outcome)
+            if tail:
+                outcome.text += tail
+                yield tail
+        except (BackendUnavailable, GenerationFailed, BudgetExhausted) as exc:
+            error = exc
+            outcome.finish_reason = "error" if not isinstance(exc, BudgetExhausted) else "deadline"
+            raise
+        except Exception as exc:
+            error = exc
+            outcome.finish_reason = "error"
+            if first_at is None:
+                raise BackendUnavailable(f"generation failed: {exc}") from exc
+            raise GenerationFailed(f"generation failed mid-stream: {exc}") from exc
+        finally:
+            self._finish_generate_span(span, outcome, answer_filter.elapsed_ms)
+            stage.end(error)
+
+    async def _next_before_deadline(
+        self, events: AsyncGenerator[Any, None], ledger: BudgetLedger
+    ) -> TextDelta | GenerationDone | None:
+        """The next backend event, or None when the deadline passes first."""
+        reserve_ms = self.cost.rate("moderate.answer") or 2.0
+        timeout_s = (ledger.remaining_ms - reserve_ms) / 1000.0
+        if timeout_s <= 0:
+            return None
+        try:
+            event: TextDelta | GenerationDone = await asyncio.wait_for(
+                anext(events), timeout=timeout_s
+            )
+        except TimeoutError:
+            return None
+        return event
+
+    def _observe_generation(
+        self, started: float, first_at: float | None, done: GenerationDone
+    ) -> None:
+        if done.finish_reason not in ("stop", "length") or first_at is None:
+            return
+        usage = done.usage
+        self.cost.observe("queue", done.queue_ms, 1)
+        prefill_ms = (first_at - started) * 1000.0 - done.queue_ms
+        self.cost.observe("prefill", prefill_ms, max(usage.prompt_tokens - usage.cached_tokens, 1))
+        if usage.completion_tokens > 1:
+            self.cost.observe("decode", _ms_since(first_at), usage.completion_tokens - 1)
+
+    @staticmethod
+    def _record_actions(plan: Plan, stage: str, ledger: BudgetLedger, span: Span) -> None:
+        for action in plan.actions:
+            if action.stage == stage:
+                ledger.degrade(stage, action.action, action.reason, span)
+        if span.is_recording() and stage == "rerank":
+            span.set_attributes(
+                {
+                    "ragtime.plan.rerank_candidates": plan.rerank_candidates,
+                    "ragtime.plan.context_tokens": plan.context_tokens,
+                    "ragtime.plan.max_output_tokens": plan.max_output_tokens,
+                    "ragtime.plan.predicted_ms": round(plan.predicted_ms, 3),
+                }
+            )
+
+    async def _in_thread(
+        self, ledger: BudgetLedger, stage: str, fn: Callable[..., T], *args: Any, **kwargs: Any
+    ) -> T:
+        """Run blocking ``fn`` in a thread, waiting no longer than the budget has left.
+
+        A thread cannot be killed: on timeout the request stops waiting (504) and the thread's
+        result is dropped when it finishes.
+        """
+        timeout_s = max(ledger.remaining_ms, 0.0) / 1000.0
+        try:
+            return await asyncio.wait_for(asyncio.to_thread(fn, *args, **kwargs), timeout_s)
+        except TimeoutError:
+            raise BudgetExhausted(f"the {stage} stage ran past the deadline") from None
+
+    def _moderate_tail(
+        self, answer_filter: AnswerFilter, ledger: BudgetLedger, outcome: AnswerOutcome
+    ) -> str:
+        """Release the held tail in the ``moderate.answer`` span, charged with the inline work."""
+        ledger.charge("moderate.answer", answer_filter.elapsed_ms)
+        with ledger.stage("moderate.answer") as span:
+            tail = answer_filter.flush()
+            outcome.redactions = dict(answer_filter.redactions)
+            span.set_attributes(
+                {
+                    "ragtime.moderation.inline_ms": round(answer_filter.elapsed_ms, 3),
+                    "ragtime.moderation.redactions": sum(outcome.redactions.values()),
+                }
+            )
+            for kind, count in outcome.redactions.items():
+                span.set_attribute(f"ragtime.moderation.redacted.{kind}", count)
+        self.cost.observe("moderate.answer", answer_filter.elapsed_ms, 1)
+        return tail
+
+    @staticmethod
+    def _finish_generate_span(span: Span, outcome: AnswerOutcome, inline_ms: float) -> None:
+        if not span.is_recording():
+            return
+        span.set_attribute("gen_ai.response.finish_reasons", [outcome.finish_reason])
+        span.set_attribute("ragtime.moderation.inline_ms", round(inline_ms, 3))
+        if outcome.ttft_ms is not None:
+            span.set_attribute("ragtime.ttft_ms", round(outcome.ttft_ms, 3))
+        if outcome.usage is not None:
+            usage = outcome.usage
+            span.set_attributes(
+                {
+                    "gen_ai.usage.input_tokens": usage.prompt_tokens,
+                    "gen_ai.usage.output_tokens": usage.completion_tokens,
+                    "ragtime.usage.cached_tokens": usage.cached_tokens,
+                }
+            )
+
+
+def _ms_since(started: float) -> float:
+    return (time.perf_counter() - started) * 1000.0

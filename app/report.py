@@ -1,0 +1,89 @@
+"""What every answer reports besides its text: citations, timings, budget, degradations."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import asdict
+
+from opentelemetry.trace import Span
+
+from app.pipeline import AnswerOutcome, Prepared
+from app.schemas import BudgetReport, Citation, DegradationOut, Report, UsageOut
+from tracing import BudgetLedger, current_trace_id
+from tracing import metrics as tracing_metrics
+
+
+def budget_report(ledger: BudgetLedger) -> BudgetReport:
+    return BudgetReport(**ledger.summary())
+
+
+def degradations(ledger: BudgetLedger) -> list[DegradationOut]:
+    return [DegradationOut(**d.as_dict()) for d in ledger.degradations]
+
+
+def citations(prepared: Prepared, outcome: AnswerOutcome) -> list[Citation]:
+    """Every passage the prompt held, in label order, marked if the answer cites its label."""
+    cited = outcome.cited_labels()
+    return [
+        Citation(
+            label=p.label,
+            cited=p.label in cited,
+            **Citation.fields_of(prepared.passages[p.label - 1]),
+        )
+        for p in prepared.prompt.passages
+    ]
+
+
+def close_request(ledger: BudgetLedger, root: Span, route: str, outcome: str) -> None:
+    """Write the totals on the request's root span; count its outcome and a broken budget."""
+    ledger.annotate(root)
+    if root.is_recording():
+        root.set_attribute("ragtime.outcome", outcome)
+    tracing_metrics.REQUEST_OUTCOMES.labels(route=route, outcome=outcome).inc()
+    if ledger.exceeded:
+        tracing_metrics.BUDGET_EXCEEDED.labels(route=route).inc()
+
+
+def success_outcome(ledger: BudgetLedger, finish_reason: str = "stop") -> str:
+    if finish_reason == "deadline":
+        return "deadline"
+    return "degraded" if ledger.degradations else "ok"
+
+
+def error_outcome(exc: BaseException) -> str:
+    """ok | degraded | rejected (4xx) | failed (5xx) | deadline (504) | cancelled."""
+    if isinstance(exc, asyncio.CancelledError | GeneratorExit):
+        return "cancelled"
+    status = getattr(exc, "status_code", 500)
+    if status == 504:
+        return "deadline"
+    return "rejected" if status < 500 else "failed"
+
+
+def timing_headers(ledger: BudgetLedger, root: Span) -> dict[str, str]:
+    """``Server-Timing`` (each stage's duration, then the total) and the ``traceparent``."""
+    parts = [f"{stage};dur={ms:.1f}" for stage, ms in ledger.timings_ms.items()]
+    parts.append(f"total;dur={ledger.spent_ms:.1f}")
+    headers = {"Server-Timing": ", ".join(parts)}
+    context = root.get_span_context()
+    if context.is_valid:
+        headers["traceparent"] = (
+            f"00-{context.trace_id:032x}-{context.span_id:016x}-{int(context.trace_flags):02x}"
+        )
+    return headers
+
+
+def answer_report(
+    prepared: Prepared, outcome: AnswerOutcome, ledger: BudgetLedger, model: str
+) -> Report:
+    usage = outcome.usage
+    return Report(
+        citations=citations(prepared, outcome),
+        trace_id=current_trace_id(),
+        timings_ms=ledger.timings_ms,
+        budget=budget_report(ledger),
+        degradations=degradations(ledger),
+        usage=UsageOut(**asdict(usage)) if usage is not None else None,
+        finish_reason=outcome.finish_reason,
+        model=model,
+    )

@@ -1,0 +1,118 @@
+"""``POST /v1/ask``: an answer with citations, as JSON or as Server-Sent Events.
+
+Streaming: ``token`` events carry text deltas, then one ``done`` event carries the report (the
+JSON answer minus its text), or an ``error`` event if generation fails after the first token.
+Everything before the first token (retrieval, prompt, the backend starting) fails as a plain
+HTTP error, so a caller never receives a stream that was doomed from the start.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing
+from typing import Any
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse
+from opentelemetry import trace
+from opentelemetry.trace import Span
+from sse_starlette import EventSourceResponse
+
+from app.deps import CurrentKey, LedgerDep, PipelineDep, SettingsDep
+from app.errors import error_body
+from app.limits import check_budget, check_text, resolve_count
+from app.pipeline import AnswerOutcome, Prepared
+from app.report import (
+    answer_report,
+    close_request,
+    error_outcome,
+    success_outcome,
+    timing_headers,
+)
+from app.schemas import AskRequest, AskResponse
+from inference import InferenceError
+from tracing import BudgetLedger
+
+router = APIRouter(tags=["answers"])
+ROUTE = "/v1/ask"
+
+
+@router.post(ROUTE, response_model=AskResponse)
+async def ask(
+    body: AskRequest,
+    key: CurrentKey,
+    ledger: LedgerDep,
+    pipeline: PipelineDep,
+    settings: SettingsDep,
+) -> Any:
+    check_budget(body.budget_ms, settings)
+    question = check_text(body.question, field="question", settings=settings)
+    top_k = resolve_count(
+        body.top_k, field="top_k", default=settings.top_k, maximum=settings.max_top_k
+    )
+    collection = body.collection or settings.default_collection
+    root = trace.get_current_span()
+    root.set_attributes(
+        {"ragtime.collection": collection, "ragtime.top_k": top_k, "ragtime.stream": body.stream}
+    )
+    if settings.record_content:
+        root.set_attribute("ragtime.question", question)
+
+    model = pipeline.services.backend.model
+    try:
+        prepared = await pipeline.prepare(question, collection, top_k, ledger)
+        outcome = AnswerOutcome()
+        deltas = pipeline.generate(prepared, ledger, outcome)
+        if body.stream:
+            first = await anext(deltas, None)
+            return EventSourceResponse(
+                _events(first, deltas, prepared, outcome, ledger, root, model)
+            )
+        async with aclosing(deltas):
+            answer = "".join([delta async for delta in deltas])
+    except BaseException as exc:
+        close_request(ledger, root, ROUTE, error_outcome(exc))
+        raise
+    close_request(ledger, root, ROUTE, success_outcome(ledger, outcome.finish_reason))
+    report = answer_report(prepared, outcome, ledger, model)
+    return JSONResponse(
+        AskResponse(answer=answer, **report.model_dump()).model_dump(mode="json"),
+        headers=timing_headers(ledger, root),
+    )
+
+
+async def _events(
+    first: str | None,
+    deltas: AsyncGenerator[str, None],
+    prepared: Prepared,
+    outcome: AnswerOutcome,
+    ledger: BudgetLedger,
+    root: Span,
+    model: str,
+) -> AsyncIterator[dict[str, str]]:
+    closed = False
+    try:
+        if first is not None:
+            yield {"event": "token", "data": json.dumps({"text": first})}
+        async for delta in deltas:
+            yield {"event": "token", "data": json.dumps({"text": delta})}
+        await deltas.aclose()
+        close_request(ledger, root, ROUTE, success_outcome(ledger, outcome.finish_reason))
+        closed = True
+        report = answer_report(prepared, outcome, ledger, model)
+        done = report.model_dump(mode="json")
+        headers = timing_headers(ledger, root)
+        done["server_timing"] = headers["Server-Timing"]
+        done["traceparent"] = headers.get("traceparent", "")
+        yield {"event": "done", "data": json.dumps(done)}
+    except InferenceError as exc:
+        close_request(ledger, root, ROUTE, error_outcome(exc))
+        closed = True
+        kind = "backend_unavailable" if exc.status_code == 503 else "generation_failed"
+        yield {"event": "error", "data": json.dumps(error_body(kind, str(exc)))}
+    finally:
+        # A client that went away cancels us here: closing ``deltas`` stops the backend.
+        await deltas.aclose()
+        if not closed:
+            close_request(ledger, root, ROUTE, "cancelled")

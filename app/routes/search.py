@@ -1,0 +1,53 @@
+"""``POST /v1/search``: ranked passages for a query, retrieval only, budgeted and traced."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse
+from opentelemetry import trace
+
+from app.deps import CurrentKey, LedgerDep, PipelineDep, SettingsDep
+from app.limits import check_budget, check_text, resolve_count
+from app.report import (
+    budget_report,
+    close_request,
+    degradations,
+    error_outcome,
+    success_outcome,
+    timing_headers,
+)
+from app.schemas import SearchHit, SearchRequest, SearchResponse
+from tracing import current_trace_id
+
+router = APIRouter(tags=["retrieval"])
+ROUTE = "/v1/search"
+
+
+@router.post(ROUTE, response_model=SearchResponse)
+async def search(
+    body: SearchRequest,
+    key: CurrentKey,
+    ledger: LedgerDep,
+    pipeline: PipelineDep,
+    settings: SettingsDep,
+) -> JSONResponse:
+    check_budget(body.budget_ms, settings)
+    check_text(body.query, field="query", settings=settings)
+    k = resolve_count(body.k, field="k", default=settings.top_k, maximum=settings.max_top_k)
+    collection = body.collection or settings.default_collection
+    root = trace.get_current_span()
+    root.set_attributes({"ragtime.collection": collection, "ragtime.k": k})
+    try:
+        passages = await pipeline.retrieve(body.query, collection, k, ledger)
+    except BaseException as exc:
+        close_request(ledger, root, ROUTE, error_outcome(exc))
+        raise
+    close_request(ledger, root, ROUTE, success_outcome(ledger))
+    response = SearchResponse(
+        passages=[SearchHit.from_passage(p) for p in passages],
+        trace_id=current_trace_id(),
+        timings_ms=ledger.timings_ms,
+        budget=budget_report(ledger),
+        degradations=degradations(ledger),
+    )
+    return JSONResponse(response.model_dump(mode="json"), headers=timing_headers(ledger, root))

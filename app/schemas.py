@@ -1,0 +1,107 @@
+"""Request and response bodies of the HTTP API."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from retrieval import Passage
+
+NonEmptyText = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+
+
+class AskRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    question: NonEmptyText
+    collection: NonEmptyText | None = None
+    top_k: int | None = Field(None, ge=1, description="Passages given to the prompt.")
+    budget_ms: int | None = Field(None, description="Latency budget for this request.")
+    stream: bool = False
+
+
+class SearchRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    query: NonEmptyText
+    collection: NonEmptyText | None = None
+    k: int | None = Field(None, ge=1)
+    budget_ms: int | None = None
+
+
+class BudgetReport(BaseModel):
+    budget_ms: float
+    spent_ms: float
+    remaining_ms: float
+    exceeded: bool
+
+
+class DegradationOut(BaseModel):
+    stage: str
+    action: str
+    reason: str
+
+
+class PassageOut(BaseModel):
+    id: int
+    source: str
+    title: str
+    section: str
+    score: float
+    rerank_score: float | None = None
+
+    @classmethod
+    def fields_of(cls, passage: Passage) -> dict[str, Any]:
+        return {
+            "id": passage.id,
+            "source": passage.source,
+            "title": passage.title,
+            "section": passage.section,
+            "score": round(passage.score, 6),
+            "rerank_score": passage.rerank_score,
+        }
+
+
+class Citation(PassageOut):
+    label: int = Field(description="The [n] this passage carried in the prompt.")
+    cited: bool = Field(description="Whether the answer refers to it by its label.")
+
+
+class SearchHit(PassageOut):
+    text: str
+
+    @classmethod
+    def from_passage(cls, passage: Passage) -> SearchHit:
+        return cls(text=passage.text, **cls.fields_of(passage))
+
+
+class UsageOut(BaseModel):
+    prompt_tokens: int
+    cached_tokens: int
+    completion_tokens: int
+
+
+class Report(BaseModel):
+    """What every answer carries besides its text (the streamed ``done`` event holds this)."""
+
+    citations: list[Citation]
+    trace_id: str
+    timings_ms: dict[str, float]
+    budget: BudgetReport
+    degradations: list[DegradationOut]
+    usage: UsageOut | None
+    finish_reason: str
+    model: str
+
+
+class AskResponse(Report):
+    answer: str
+
+
+class SearchResponse(BaseModel):
+    passages: list[SearchHit]
+    trace_id: str
+    timings_ms: dict[str, float]
+    budget: BudgetReport
+    degradations: list[DegradationOut]

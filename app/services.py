@@ -1,0 +1,115 @@
+"""The long-lived parts of the service, built once in the app's lifespan.
+
+``Services.start()`` loads each component on its own; one that fails is reported by ``/readyz``
+instead of taking the process down, and a missing cross-encoder only switches reranking off.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.auth import KeyStore
+from app.config import Settings
+from app.moderation import Moderator
+from inference import GenerationBackend, LlamaCppBackend, NullBackend, PromptAssembler
+from retrieval import DocumentStore, Embedder, Reranker, RerankerUnavailable
+
+log = logging.getLogger(__name__)
+
+
+def default_backend(settings: Settings) -> GenerationBackend:
+    """The configured backend: llama.cpp, or the model-free ``NullBackend`` for benches."""
+    if settings.generation_backend == "null":
+        log.warning("generation backend is null: answers are filler, for benches only")
+        return NullBackend()
+    return LlamaCppBackend(
+        settings.generation_model_path or None,
+        n_ctx=settings.generation_context_window,
+        # llama-cpp-python's own default is half the cores; all of them decode faster here.
+        n_threads=settings.generation_threads or os.cpu_count(),
+    )
+
+
+@dataclass
+class Services:
+    settings: Settings
+    keys: KeyStore
+    store: DocumentStore
+    embedder: Embedder
+    reranker: Reranker
+    backend: GenerationBackend
+    moderator: Moderator
+    assembler: PromptAssembler | None = None
+    problems: dict[str, str] = field(default_factory=dict)
+    reranker_status: str = "not loaded"
+
+    @classmethod
+    def build(cls, settings: Settings, *, backend: GenerationBackend | None = None) -> Services:
+        """Construct every component cheaply; nothing heavy is loaded yet."""
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        return cls(
+            settings=settings,
+            keys=KeyStore(settings.keys_path),
+            store=DocumentStore(settings.store_path),
+            embedder=Embedder(settings.embedding_model or None),
+            reranker=Reranker(settings.reranker_model or None),
+            backend=backend if backend is not None else default_backend(settings),
+            moderator=Moderator(settings.moderation_threshold),
+        )
+
+    async def start(self) -> None:
+        """Load models and the index; record what failed instead of raising."""
+        await self._load("store", asyncio.to_thread, self.store.open)
+        await self._load("embedder", asyncio.to_thread, self.embedder.load)
+        await self._load("moderation", asyncio.to_thread, self.moderator.load)
+        await self._load("generator", self.backend.start)
+        if "generator" not in self.problems:
+            self.assembler = PromptAssembler(
+                self.backend.tokenizer, context_tokens=self.settings.context_tokens
+            )
+        try:
+            await asyncio.to_thread(self.reranker.load)
+            self.reranker_status = f"loaded: {self.reranker.model_name}"
+        except RerankerUnavailable as exc:
+            self.reranker_status = f"skipped: {exc}"
+            log.warning("reranking is off: %s", exc)
+
+    async def _load(self, name: str, runner: Any, *args: Any) -> None:
+        try:
+            await runner(*args)
+        except Exception as exc:
+            self.problems[name] = f"{type(exc).__name__}: {exc}"
+            log.error("could not load %s: %s", name, exc)
+
+    async def close(self) -> None:
+        await self.backend.close()
+        self.store.close()
+        self.keys.close()
+
+    def readiness(self) -> tuple[bool, dict[str, Any]]:
+        """Whether every required part is loaded, and what each part's state is."""
+        components: dict[str, Any] = {
+            "store": self.problems.get("store", "loaded"),
+            "embedder": self.problems.get("embedder")
+            or ("loaded: " + self.embedder.model_name if self.embedder.loaded else "not loaded"),
+            "moderation": self.problems.get("moderation")
+            or ("loaded" if self.moderator.loaded else "not loaded"),
+            "generator": self.problems.get("generator")
+            or (
+                f"loaded: {self.backend.name} {self.backend.model}"
+                if self.backend.loaded
+                else "not loaded"
+            ),
+            "reranker": self.reranker_status,
+        }
+        collections = self.store.collections() if "store" not in self.problems else {}
+        components["collections"] = collections
+        ready = not self.problems and self.embedder.loaded and self.backend.loaded
+        if ready and not collections:
+            components["index"] = "empty: run `ragtime ingest PATH`"
+            ready = False
+        return ready, components

@@ -1,0 +1,134 @@
+"""The whole request path through the real app with the real models on demo documents."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from fastapi.testclient import TestClient
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind
+
+from tests.helpers.sse import parse_sse
+
+pytestmark = pytest.mark.slow
+
+QUESTION = "How do I give a function parameter a default argument value?"
+STAGES = ("auth", "moderate.question", "embed", "search", "rerank", "assemble", "generate")
+
+
+def test_ask_answers_with_citations_from_the_document_that_holds_the_answer(
+    real_client: TestClient, auth: dict[str, str], spans: InMemorySpanExporter
+) -> None:
+    response = real_client.post("/v1/ask", json={"question": QUESTION}, headers=auth)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["answer"].strip()
+    assert re.fullmatch(r"[0-9a-f]{32}", body["trace_id"])
+    assert body["citations"], "the prompt held no passages"
+    top = body["citations"][0]
+    assert top["source"] == "tutorial/controlflow.rst.txt"
+    assert "default" in top["section"].lower()
+    assert [c["label"] for c in body["citations"]] == list(range(1, len(body["citations"]) + 1))
+    for stage in (*STAGES, "moderate.answer"):
+        assert body["timings_ms"][stage] >= 0.0, stage
+    budget = body["budget"]
+    assert budget["budget_ms"] == 15000
+    assert budget["spent_ms"] > 0 and not budget["exceeded"]
+    assert budget["remaining_ms"] == pytest.approx(budget["budget_ms"] - budget["spent_ms"])
+    assert {d["action"] for d in body["degradations"]} == {"rerank_skipped"}
+    assert body["usage"]["prompt_tokens"] > 50
+    assert 0 < body["usage"]["completion_tokens"] <= 48
+    assert body["finish_reason"] in {"stop", "length"}
+    assert body["model"].startswith("SmolLM2")
+
+
+def test_ask_exports_one_span_per_stage_under_the_server_span(
+    real_client: TestClient, auth: dict[str, str], spans: InMemorySpanExporter
+) -> None:
+    response = real_client.post(
+        "/v1/ask", json={"question": QUESTION, "budget_ms": 30000}, headers=auth
+    )
+    assert response.status_code == 200, response.text
+    trace_id = int(response.json()["trace_id"], 16)
+    exported = [s for s in spans.get_finished_spans() if s.context.trace_id == trace_id]
+    by_name = {s.name: s for s in exported}
+    root = next(s for s in exported if s.kind == SpanKind.SERVER)
+    assert root.name == "POST /v1/ask"
+    for stage in (*STAGES, "moderate.answer"):
+        span = by_name[stage]
+        assert span.parent is not None and span.parent.span_id == root.context.span_id, stage
+        assert span.attributes["ragtime.budget.budget_ms"] == 30000
+        assert span.attributes["ragtime.stage.duration_ms"] >= 0
+        assert "ragtime.budget.remaining_ms" in span.attributes
+    generate = by_name["generate"]
+    assert generate.attributes["gen_ai.request.model"].startswith("SmolLM2")
+    assert generate.attributes["gen_ai.usage.input_tokens"] > 50
+    assert generate.attributes["gen_ai.usage.output_tokens"] > 0
+    assert [e.name for e in generate.events] == ["first_token"]
+    assert (
+        by_name["assemble"].attributes["ragtime.prompt.tokens"]
+        == (generate.attributes["gen_ai.usage.input_tokens"])
+    )
+    assert by_name["rerank"].attributes["ragtime.degraded"] == "rerank_skipped"
+    assert by_name["search"].attributes["ragtime.search.results"] >= 1
+    assert root.attributes["ragtime.budget.exceeded"] is False
+    assert root.attributes["ragtime.degradations"] == ("rerank_skipped",)
+    # Content stays off spans unless record_content is set.
+    assert "ragtime.question" not in root.attributes
+
+
+def test_ask_streams_tokens_then_a_done_event(
+    real_client: TestClient, auth: dict[str, str]
+) -> None:
+    with real_client.stream(
+        "POST", "/v1/ask", json={"question": QUESTION, "stream": True}, headers=auth
+    ) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        events = parse_sse(response.iter_lines())
+    kinds = [kind for kind, _ in events]
+    assert kinds[-1] == "done" and kinds.count("done") == 1
+    assert kinds.count("token") >= 1 and set(kinds) == {"token", "done"}
+    done = events[-1][1]
+    assert "answer" not in done
+    assert done["citations"][0]["source"] == "tutorial/controlflow.rst.txt"
+    assert done["timings_ms"]["generate"] > 0
+    assert done["usage"]["completion_tokens"] > 0
+    text = "".join(data["text"] for kind, data in events if kind == "token")
+    assert text.strip()
+
+
+def test_search_returns_ranked_passages_without_generation(
+    real_client: TestClient, auth: dict[str, str], spans: InMemorySpanExporter
+) -> None:
+    response = real_client.post(
+        "/v1/search",
+        json={"query": "handling exceptions with try and except", "k": 3},
+        headers=auth,
+    )
+    assert response.status_code == 200, response.text
+    body = response.json()
+    passages = body["passages"]
+    assert len(passages) == 3
+    assert passages[0]["source"] == "tutorial/errors.rst.txt"
+    scores = [p["score"] for p in passages]
+    assert scores == sorted(scores, reverse=True)
+    assert set(body["timings_ms"]) == {"auth", "embed", "search", "rerank"}
+    names = {s.name for s in spans.get_finished_spans()}
+    assert "generate" not in names and {"embed", "search"} <= names
+
+
+def test_health_readiness_and_metrics(real_client: TestClient, auth: dict[str, str]) -> None:
+    assert real_client.get("/healthz").json() == {"status": "ok"}
+    ready = real_client.get("/readyz")
+    assert ready.status_code == 200
+    components = ready.json()["components"]
+    assert components["collections"]["demo"] > 0
+    assert components["reranker"].startswith("skipped: no cross-encoder configured")
+    assert components["generator"].startswith("loaded: llama.cpp")
+    real_client.post("/v1/search", json={"query": "lists"}, headers=auth)
+    metrics = real_client.get("/metrics").text
+    assert 'ragtime_requests_total{route="/v1/search",status="200"}' in metrics
+    assert 'ragtime_stage_duration_seconds_bucket{le="0.001",stage="embed"}' in metrics
+    assert 'ragtime_degradations_total{action="rerank_skipped",stage="rerank"}' in metrics

@@ -1,0 +1,190 @@
+"""The budget governs the pipeline: plans, fail-fast, deadline stop, headers, metrics."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from fastapi.testclient import TestClient
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind
+
+from tests.app.conftest import running_app
+from tests.helpers.fake_backends import ScriptedBackend
+from tests.helpers.sse import parse_sse
+
+# Rates that make plans predictable: 1 ms per prompt token, 10 ms per output token. The full
+# plan (768 context tokens, 48 output tokens, no reranker) is predicted at (768+120)+480+25 ms.
+RATES = {"prefill": 1.0, "decode": 10.0, "queue": 0.0, "rerank": 5.0}
+# Not even 16 output tokens fit a second: the smallest plan is out of reach.
+SLOW_DECODE = {**RATES, "decode": 100.0}
+QUESTION = {"question": "What is a list comprehension?"}
+WORDS = [f"w{i} " for i in range(200)]
+
+
+@contextmanager
+def budget_app(
+    data_dir: Path, backend: ScriptedBackend | None = None, **overrides: Any
+) -> Iterator[TestClient]:
+    with running_app(data_dir, backend=backend or ScriptedBackend(WORDS), **overrides) as client:
+        yield client
+
+
+def ask(
+    client: TestClient, auth: dict[str, str], rates: dict[str, float] = RATES, **body: Any
+) -> Any:
+    client.app.state.pipeline.cost.seed(rates)  # type: ignore[attr-defined]
+    return client.post("/v1/ask", json={**QUESTION, **body}, headers=auth)
+
+
+def actions(body: dict[str, Any]) -> list[str]:
+    return [d["action"] for d in body["degradations"]]
+
+
+def test_plans_shrink_to_the_budget_and_say_so(
+    seeded_data_dir: Path, auth: dict[str, str], spans: InMemorySpanExporter
+) -> None:
+    with budget_app(seeded_data_dir) as client:
+        full = ask(client, auth, budget_ms=5000).json()
+        context = ask(client, auth, budget_ms=1200).json()
+        output = ask(client, auth, budget_ms=700).json()
+    assert actions(full) == ["rerank_skipped"]
+    assert full["usage"]["completion_tokens"] == 48
+    assert actions(context) == ["rerank_skipped", "context_reduced"]
+    assert "output_capped" in actions(output)
+    assert output["usage"]["completion_tokens"] < 48
+    assembles = [s for s in spans.get_finished_spans() if s.name == "assemble"]
+    budgets = [s.attributes["ragtime.prompt.context_tokens_budget"] for s in assembles]
+    assert budgets[0] == 768 and 384 <= budgets[1] < 768 and budgets[2] < budgets[1]
+    assert assembles[1].attributes["ragtime.degraded"] == "context_reduced"
+
+
+def test_an_unreachable_budget_fails_fast_with_504(
+    seeded_data_dir: Path, auth: dict[str, str]
+) -> None:
+    backend = ScriptedBackend(WORDS)
+    with budget_app(seeded_data_dir, backend) as client:
+        response = ask(client, auth, budget_ms=100)
+    assert response.status_code == 504
+    error = response.json()["error"]
+    assert error["type"] == "deadline_exceeded"
+    assert re.search(
+        r"the budget cannot be met: the smallest plan needs about \d+ ms", error["message"]
+    )
+    assert backend.started_streams == 0
+
+
+def test_an_unreachable_budget_can_answer_with_passages_alone(
+    seeded_data_dir: Path, auth: dict[str, str]
+) -> None:
+    backend = ScriptedBackend(WORDS)
+    with budget_app(seeded_data_dir, backend, on_infeasible="passages") as client:
+        response = ask(client, auth, SLOW_DECODE, budget_ms=1000)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["answer"] == "" and body["finish_reason"] == "skipped"
+    assert "generation_skipped" in actions(body)
+    assert body["citations"] and backend.started_streams == 0
+
+
+def test_generation_stops_at_the_deadline(seeded_data_dir: Path, auth: dict[str, str]) -> None:
+    backend = ScriptedBackend(WORDS, delay_s=0.02)  # 200 deltas: 4 s
+    with budget_app(
+        seeded_data_dir, backend, degradation_policy=False, max_output_tokens=200
+    ) as client:
+        body = ask(client, auth, budget_ms=700).json()
+        streamed = ask(client, auth, budget_ms=700, stream=True)
+    assert body["finish_reason"] == "deadline"
+    assert "deadline_stop" in actions(body)
+    assert 0 < len(body["answer"].split()) < 200
+    assert body["budget"]["spent_ms"] < 700 + 250
+    assert backend.closed_streams == backend.started_streams == 2
+    events = parse_sse(streamed.iter_lines())
+    assert events[-1][0] == "done" and events[-1][1]["finish_reason"] == "deadline"
+
+
+def test_server_timing_and_traceparent(seeded_data_dir: Path, auth: dict[str, str]) -> None:
+    with budget_app(seeded_data_dir) as client:
+        response = ask(client, auth)
+        streamed = ask(client, auth, stream=True)
+        searched = client.post("/v1/search", json={"query": "lists"}, headers=auth)
+    body = response.json()
+    timing = dict(
+        re.fullmatch(r"([\w.]+);dur=([\d.]+)", part.strip()).groups()  # type: ignore[union-attr]
+        for part in response.headers["server-timing"].split(",")
+    )
+    assert set(body["timings_ms"]) | {"total"} == set(timing)
+    assert float(timing["total"]) >= float(timing["generate"])
+    version, trace_id, span_id, flags = response.headers["traceparent"].split("-")
+    assert (version, trace_id, len(span_id)) == ("00", body["trace_id"], 16)
+    assert int(flags, 16) & 1  # sampled
+    done = parse_sse(streamed.iter_lines())[-1][1]
+    assert "generate;dur=" in done["server_timing"]
+    assert done["traceparent"].split("-")[1] == done["trace_id"]
+    assert "search;dur=" in searched.headers["server-timing"]
+
+
+def test_budget_from_header_is_clamped_and_body_wins(
+    seeded_data_dir: Path, auth: dict[str, str]
+) -> None:
+    with budget_app(seeded_data_dir) as client:
+        client.app.state.pipeline.cost.seed(RATES)  # type: ignore[attr-defined]
+        huge = client.post(
+            "/v1/ask", json=QUESTION, headers={**auth, "Request-Timeout-Ms": "99999999"}
+        )
+        body_wins = client.post(
+            "/v1/ask",
+            json={**QUESTION, "budget_ms": 4000},
+            headers={**auth, "Request-Timeout-Ms": "9000"},
+        )
+    assert huge.json()["budget"]["budget_ms"] == 120000
+    assert body_wins.json()["budget"]["budget_ms"] == 4000
+
+
+def test_stage_spans_carry_allocations_and_the_root_lists_overruns(
+    seeded_data_dir: Path, auth: dict[str, str], spans: InMemorySpanExporter
+) -> None:
+    backend = ScriptedBackend(WORDS[:40])
+    with budget_app(
+        seeded_data_dir, backend, degradation_policy=False, fault_generate_token_delay_ms=30
+    ) as client:
+        body = ask(client, auth, budget_ms=2000).json()  # 40 x 30 ms > 72% of 2 s
+        metrics = client.get("/metrics").text
+    trace_id = int(body["trace_id"], 16)
+    finished = [s for s in spans.get_finished_spans() if s.context.trace_id == trace_id]
+    by_name = {s.name: s for s in finished}
+    generate = by_name["generate"].attributes
+    assert generate["ragtime.budget.allocated_ms"] == 0.72 * 2000
+    assert generate["ragtime.budget.spent_ms"] > generate["ragtime.budget.allocated_ms"]
+    assert generate["ragtime.budget.exceeded"] is True
+    search = by_name["search"].attributes
+    assert search["ragtime.budget.allocated_ms"] == 0.02 * 2000
+    assert search["ragtime.budget.remaining_ms"] < 2000
+    root = next(s for s in finished if s.kind == SpanKind.SERVER).attributes
+    assert "generate" in root["ragtime.budget.overrun_stages"]
+    assert root["ragtime.outcome"] == "degraded"
+    assert 'ragtime_stage_budget_exceeded_total{stage="generate"}' in metrics
+    assert 'ragtime_request_outcomes_total{outcome="degraded",route="/v1/ask"}' in metrics
+
+
+def test_metrics_link_histogram_buckets_to_traces(
+    seeded_data_dir: Path, auth: dict[str, str]
+) -> None:
+    with budget_app(seeded_data_dir) as client:
+        trace_id = ask(client, auth).json()["trace_id"]
+        plain = client.get("/metrics")
+        open_metrics = client.get(
+            "/metrics", headers={"Accept": "application/openmetrics-text; version=1.0.0"}
+        )
+    assert "# {" not in plain.text
+    assert open_metrics.headers["content-type"].startswith("application/openmetrics-text")
+    exemplars = re.findall(
+        r'^ragtime_stage_duration_seconds_bucket\{[^}]*stage="generate"[^}]*\} \S+ '
+        r'# \{trace_id="([0-9a-f]{32})"\}',
+        open_metrics.text,
+        flags=re.MULTILINE,
+    )
+    assert trace_id in exemplars

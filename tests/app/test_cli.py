@@ -1,0 +1,70 @@
+"""The `ragtime` CLI: keys, ingest (idempotent, reporting unreadable files), demo set-up."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from app import cli
+from app.config import get_settings
+from retrieval import DocumentStore
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("RAGTIME_DATA_DIR", str(tmp_path / "data"))
+    get_settings.cache_clear()
+    yield tmp_path / "data"
+    get_settings.cache_clear()
+
+
+def test_keys_create_list_revoke(data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["keys", "create", "ops"]) == 0
+    secret = capsys.readouterr().out.strip()
+    assert secret.startswith("rt_")
+    assert cli.main(["keys", "list"]) == 0
+    listing = capsys.readouterr().out
+    assert "\tops\t" in listing and "active" in listing and secret not in listing
+    assert cli.main(["keys", "revoke", "1"]) == 0
+    assert cli.main(["keys", "revoke", "1"]) == 1
+    assert "no active key with id 1" in capsys.readouterr().err
+
+
+def test_ingest_reports_unreadable_files_and_goes_on(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "good.md").write_text("# Lists\n\nA list holds items in order.\n")
+    (docs / "bad.txt").write_bytes(b"\xff\xfe\x00 not utf-8 \xc3\x28")
+    assert cli.main(["ingest", str(docs), "--collection", "notes"]) == 0
+    captured = capsys.readouterr()
+    assert "ingested 1 file(s)" in captured.out
+    assert "failed: bad.txt" in captured.err
+    assert cli.main(["ingest", str(docs), "--collection", "notes"]) == 0
+    store = DocumentStore(data_dir / "store")
+    store.open()
+    assert store.collections() == {"notes": 1}
+    store.close()
+    assert cli.main(["ingest", str(tmp_path / "missing")]) == 2
+
+
+def test_setup_demo_runs_once(
+    data_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    shutil.copy(cli.DEMO_CORPUS / "tutorial" / "appetite.rst.txt", corpus)
+    monkeypatch.setattr(cli, "DEMO_CORPUS", corpus)
+    assert cli.main(["setup-demo"]) == 0
+    first = capsys.readouterr()
+    key = (data_dir / "demo-api-key").read_text().strip()
+    assert key in first.out and "ingested 1 file(s)" in first.out
+    assert cli.main(["setup-demo"]) == 0
+    second = capsys.readouterr()
+    assert "ingested" not in second.out and key not in second.out

@@ -1,0 +1,30 @@
+"""Settings fail fast on values that cannot work together."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from app.config import Settings
+
+
+def test_environment_overrides_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAGTIME_CONTEXT_TOKENS", "512")
+    monkeypatch.setenv("RAGTIME_RECORD_CONTENT", "true")
+    settings = Settings(_env_file=None)  # type: ignore[call-arg]
+    assert settings.context_tokens == 512 and settings.record_content is True
+
+
+@pytest.mark.parametrize(
+    ("values", "fragment"),
+    [
+        ({"budget_ms_default": 10, "budget_ms_min": 50}, "budget_ms_default must lie within"),
+        ({"top_k": 30, "max_top_k": 20}, "top_k (30) must not exceed max_top_k (20)"),
+        ({"context_tokens": 2000, "max_output_tokens": 192}, "generation_context_window"),
+        ({"port": 0}, "greater than or equal to 1"),
+        ({"moderation_threshold": 0}, "greater than 0"),
+    ],
+)
+def test_bad_values_are_rejected_with_a_reason(values: dict[str, int], fragment: str) -> None:
+    with pytest.raises(ValidationError, match=fragment.replace("(", r"\(").replace(")", r"\)")):
+        Settings(_env_file=None, **values)  # type: ignore[arg-type]

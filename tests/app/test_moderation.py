@@ -1,0 +1,70 @@
+"""Question screening and the streaming answer filter."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.moderation import AnswerFilter, Moderator, QuestionRejected
+
+
+@pytest.fixture(scope="module")
+def moderator() -> Moderator:
+    m = Moderator(threshold=0.9)
+    m.load()
+    return m
+
+
+def stream(moderator: Moderator, deltas: list[str]) -> tuple[list[str], AnswerFilter]:
+    f = moderator.answer_filter()
+    released = [f.feed(d) for d in deltas]
+    released.append(f.flush())
+    return released, f
+
+
+def test_ordinary_questions_pass_and_abuse_is_rejected(moderator: Moderator) -> None:
+    assert moderator.screen_question("How do I kill a child process in Python?") < 0.9
+    with pytest.raises(QuestionRejected, match="abusive or profane") as caught:
+        moderator.screen_question("fuck you, tell me about lists")
+    assert caught.value.score >= 0.9
+
+
+def test_plain_text_is_released_as_it_streams(moderator: Moderator) -> None:
+    released, _ = stream(moderator, ["Lists are ", "mutable ", "sequences."])
+    assert released[:2] == ["Lists are ", "mutable "]
+    assert "".join(released) == "Lists are mutable sequences."
+
+
+def test_an_email_split_across_deltas_is_redacted(moderator: Moderator) -> None:
+    released, f = stream(moderator, ["Mail ", "bob.smith", "@exam", "ple.org", " today."])
+    assert "".join(released) == "Mail [email redacted] today."
+    assert not any("bob" in r for r in released)
+    assert f.redactions["email"] == 1
+
+
+@pytest.mark.parametrize(
+    ("deltas", "expected", "kind"),
+    [
+        (["Call +1 555 ", "123 4567 now"], "Call [phone redacted] now", "phone"),
+        (["Call (555) 123-", "4567."], "Call [phone redacted].", "phone"),
+        (["Card 4111 1111 ", "1111 1111 ok"], "Card [card redacted] ok", "card"),
+    ],
+)
+def test_numbers_split_across_deltas_are_redacted(
+    moderator: Moderator, deltas: list[str], expected: str, kind: str
+) -> None:
+    released, f = stream(moderator, deltas)
+    assert "".join(released) == expected
+    assert f.redactions[kind] == 1
+
+
+def test_numbers_that_are_not_cards_or_phones_pass(moderator: Moderator) -> None:
+    text = "range(10) gives 0 to 9; 1234 5678 9012 3456 fails Luhn; pi is 3.14159."
+    released, f = stream(moderator, [text[:20], text[20:]])
+    assert "".join(released) == text
+    assert not f.redactions
+
+
+def test_profane_words_are_masked(moderator: Moderator) -> None:
+    released, f = stream(moderator, ["This is ", "shit code."])
+    assert "".join(released) == "This is s*** code."
+    assert f.redactions["profanity"] == 1

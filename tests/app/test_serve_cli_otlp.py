@@ -1,0 +1,111 @@
+"""`ragtime serve` as a process, `ragtime ask` as its client, spans exported over OTLP/HTTP."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.helpers.otlp_receiver import OtlpReceiver
+
+pytestmark = pytest.mark.slow
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, "the server exited while starting"
+        try:
+            if httpx.get(f"{url}/readyz", timeout=1.0).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.3)
+    raise AssertionError("the server did not become ready")
+
+
+def test_served_answers_and_otlp_export(seeded_data_dir: Path, api_key: str) -> None:
+    port = free_port()
+    with OtlpReceiver() as receiver:
+        env = {
+            **os.environ,
+            "RAGTIME_DATA_DIR": str(seeded_data_dir),
+            "RAGTIME_MAX_OUTPUT_TOKENS": "24",
+            "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+            "OTEL_SERVICE_NAME": "ragtime-under-test",
+            "OTEL_BSP_SCHEDULE_DELAY": "100",
+        }
+        server = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "app.cli",
+                "serve",
+                "--port",
+                str(port),
+                "--log-level",
+                "warning",
+            ],
+            env=env,
+        )
+        try:
+            url = f"http://127.0.0.1:{port}"
+            wait_ready(url, server)
+            asked = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "app.cli",
+                    "ask",
+                    "--url",
+                    url,
+                    "--key",
+                    api_key,
+                    "What does the pass statement do?",
+                ],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            assert asked.returncode == 0, asked.stderr
+            assert "tutorial/controlflow.rst.txt" in asked.stdout
+            assert "trace " in asked.stdout
+            trace_id = asked.stdout.split("trace ", 1)[1].split()[0]
+            denied = subprocess.run(
+                [sys.executable, "-m", "app.cli", "ask", "--url", url, "--key", "rt_wrong", "hi"],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert denied.returncode == 1 and "error 401" in denied.stderr
+        finally:
+            server.send_signal(signal.SIGINT)
+            server.wait(timeout=30)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not any(
+            s["trace_id"] == trace_id and s["name"] == "POST /v1/ask" for s in receiver.spans
+        ):
+            time.sleep(0.1)
+    spans = [s for s in receiver.spans if s["trace_id"] == trace_id]
+    assert spans and all(s["path"] == "/v1/traces" for s in spans)
+    root = next(s for s in spans if s["name"] == "POST /v1/ask")
+    assert root["resource"]["service.name"] == "ragtime-under-test"
+    assert root["attributes"]["ragtime.budget.exceeded"] is False
+    stages = {s["name"]: s for s in spans if s["parent_span_id"] == root["span_id"]}
+    assert {"auth", "embed", "search", "rerank", "assemble", "generate"} <= set(stages)
+    assert stages["generate"]["attributes"]["gen_ai.usage.output_tokens"] > 0

@@ -1,0 +1,69 @@
+"""The budget ledger: stage spans, charges, degradations, totals on the root span."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
+
+from tracing import BudgetLedger
+
+tracer = trace.get_tracer(__name__)
+
+
+def test_stages_are_child_spans_charged_to_the_ledger(spans: InMemorySpanExporter) -> None:
+    ledger = BudgetLedger(1000)
+    with tracer.start_as_current_span("request") as root:
+        with ledger.stage("search", **{"ragtime.search.k": 3}):
+            time.sleep(0.02)
+        stage = ledger.begin("generate")
+        time.sleep(0.01)
+        stage.end()
+        stage.end()  # idempotent
+        ledger.annotate(root)
+    finished = {s.name: s for s in spans.get_finished_spans()}
+    search, generate, request = finished["search"], finished["generate"], finished["request"]
+    assert search.parent.span_id == request.context.span_id
+    assert generate.parent.span_id == request.context.span_id
+    assert search.attributes["ragtime.search.k"] == 3
+    assert search.attributes["ragtime.stage.duration_ms"] >= 20
+    assert search.attributes["ragtime.budget.budget_ms"] == 1000
+    assert search.attributes["ragtime.budget.exceeded"] is False
+    assert ledger.timings_ms["search"] >= 20 and ledger.timings_ms["generate"] >= 10
+    assert request.attributes["ragtime.budget.spent_ms"] >= 30
+    assert request.attributes["ragtime.degradations"] == ()
+
+
+def test_exceeding_the_budget_is_reported() -> None:
+    ledger = BudgetLedger(5)
+    time.sleep(0.01)
+    summary = ledger.summary()
+    assert summary["exceeded"] is True and ledger.exceeded
+    assert summary["remaining_ms"] < 0
+    assert summary["remaining_ms"] == pytest.approx(5 - summary["spent_ms"])
+
+
+def test_a_failing_stage_marks_its_span_and_is_still_charged(
+    spans: InMemorySpanExporter,
+) -> None:
+    ledger = BudgetLedger(1000)
+    with pytest.raises(RuntimeError), ledger.stage("rerank"):
+        raise RuntimeError("model exploded")
+    (span,) = spans.get_finished_spans()
+    assert span.status.status_code == StatusCode.ERROR
+    assert "rerank" in ledger.timings_ms
+
+
+def test_degradations_are_recorded_on_span_and_ledger(spans: InMemorySpanExporter) -> None:
+    ledger = BudgetLedger(1000)
+    with ledger.stage("rerank") as span:
+        ledger.degrade("rerank", "rerank_skipped", "no cross-encoder", span)
+    assert [d.as_dict() for d in ledger.degradations] == [
+        {"stage": "rerank", "action": "rerank_skipped", "reason": "no cross-encoder"}
+    ]
+    (exported,) = spans.get_finished_spans()
+    assert exported.attributes["ragtime.degraded"] == "rerank_skipped"
+    assert exported.events[0].attributes["reason"] == "no cross-encoder"
