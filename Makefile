@@ -1,4 +1,5 @@
-# ragtime: `make serve` runs the service on the offline CPU default; `make test` runs every check.
+# ragtime: `make serve` runs the service on the offline CPU default; `make test` runs every check;
+# `make bench` regenerates BENCHMARKS.md from fresh runs.
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
@@ -10,7 +11,7 @@ export CMAKE_ARGS ?= -DGGML_NATIVE=OFF
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 
-.PHONY: install serve test lint typecheck clean
+.PHONY: install serve test lint typecheck alert-tools bench clean
 
 install: $(STAMP)
 
@@ -34,8 +35,36 @@ lint: install
 typecheck: install
 	$(VENV)/bin/mypy
 
-test: lint typecheck
+# promtool (checks and unit-tests deploy/prometheus/alerts.yml) and amtool (checks the
+# Alertmanager config), from Debian's packages when missing; installing them needs root.
+APT_INSTALL := DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends
+alert-tools:
+	command -v promtool >/dev/null || (apt-get update && $(APT_INSTALL) prometheus)
+	command -v amtool >/dev/null || (apt-get update && $(APT_INSTALL) prometheus-alertmanager)
+
+test: lint typecheck alert-tools
 	$(PY) -m pytest -q
+
+# Fresh runs on this machine (about 12 minutes on 2 cores, the first one 2 more to ingest the
+# demo corpus): the CPU default at 1 and 2 users, the null backend against the bare FastAPI floor,
+# and a Poisson rate sweep for the ceiling. Servers run as subprocesses on free ports of
+# 127.0.0.1; raw results and server logs go to bench-results/, plots to benchmarks/.
+BENCH := bench-results
+RAGTIME := $(VENV)/bin/ragtime
+bench: install
+	RAGTIME_DATA_DIR=$(BENCH)/data $(RAGTIME) setup-demo
+	$(RAGTIME) bench load --serve benchmarks/cpu-default.env --concurrency 1,2 --requests 16 \
+		--warmup 1 --json $(BENCH)/cpu-default.json
+	$(RAGTIME) bench load --serve benchmarks/null.env --floor --concurrency 1 --requests 400 \
+		--rounds 8 --warmup 20 --json $(BENCH)/overhead.json
+	$(RAGTIME) bench load --serve benchmarks/null.env --rates 2,4,6,8,10,12,16,20,25,30 \
+		--duration 5 --min-requests 50 --warmup 5 --stop-at-ceiling --json $(BENCH)/ceiling.json
+	$(RAGTIME) bench load --floor --floor-tokens 16 --rates 10,25,50,100,150,200,300,400 \
+		--duration 4 --min-requests 100 --warmup 10 --json $(BENCH)/ceiling-floor.json
+	$(RAGTIME) bench report --cpu $(BENCH)/cpu-default.json --overhead $(BENCH)/overhead.json \
+		--ceiling $(BENCH)/ceiling.json --ceiling $(BENCH)/ceiling-floor.json \
+		--out BENCHMARKS.md --plots benchmarks \
+		--setup-command "RAGTIME_DATA_DIR=$(BENCH)/data ragtime setup-demo"
 
 clean:
 	rm -rf $(VENV) .ragtime .pytest_cache .mypy_cache .ruff_cache

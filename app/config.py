@@ -67,7 +67,7 @@ class Settings(BaseSettings):
         default_factory=lambda: dict(DEFAULT_BUDGET_SHARES),
         description="Each stage's share of a request's budget (JSON object).",
     )
-    ttft_target_ms: int = Field(3000, ge=1, description="Time-to-first-token target.")
+    ttft_target_ms: int = Field(2000, ge=1, description="Time-to-first-token target.")
     degradation_policy: bool = Field(True, description="Plan within the budget (off: never).")
     on_infeasible: Literal["fail", "passages"] = Field(
         "fail", description="When no plan fits: 504, or answer with the passages alone."

@@ -1,11 +1,13 @@
-"""Tracing beside every stage: OpenTelemetry setup, the budget ledger, Prometheus metrics."""
+"""Tracing beside every stage: OTel setup, the budget ledger and policy, metrics, alerts."""
 
+from tracing.alerts import AlertEvaluator
 from tracing.budget import BudgetLedger, Degradation, StageSpan
 from tracing.metrics import REGISTRY, RequestMetricsMiddleware, metrics_payload
 from tracing.setup import configure_tracing, current_trace_id, shutdown_tracing
 
 __all__ = [
     "REGISTRY",
+    "AlertEvaluator",
     "BudgetLedger",
     "Degradation",
     "RequestMetricsMiddleware",
