@@ -301,6 +301,10 @@ class Pipeline:
                         outcome.ttft_ms = ledger.spent_ms
                         tracing_metrics.TTFT_SECONDS.observe(outcome.ttft_ms / 1000.0)
                         span.add_event("first_token", {"ragtime.ttft_ms": outcome.ttft_ms})
+                        span.set_attribute(
+                            "ragtime.ttft.over_target",
+                            outcome.ttft_ms > self.settings.ttft_target_ms,
+                        )
                     if self.settings.fault_generate_token_delay_ms:  # bench/test fault
                         await asyncio.sleep(self.settings.fault_generate_token_delay_ms / 1000.0)
                     released = answer_filter.feed(event.text)
