@@ -34,6 +34,7 @@ def test_exported_names() -> None:
             "InferenceError",
             "LlamaCppBackend",
             "LlamaCppTokenizer",
+            "NullBackend",
             "PromptAssembler",
             "PromptPassage",
             "PromptTokenizer",

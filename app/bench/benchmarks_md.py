@@ -1,0 +1,265 @@
+"""BENCHMARKS.md, written from the JSON files of the runs that ``make bench`` makes.
+
+Three kinds of run feed it: the CPU default on the demo corpus (closed loops of 1 and 2 users),
+the null backend against the floor (ragtime's own overhead), and open-loop rate sweeps (the
+ceilings: the null backend's, and the floor's for reference). Every figure carries its sample
+count; every plot is regenerated from the JSON.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from app.bench import plots
+from app.bench.report import (
+    ceilings_table,
+    comparisons_table,
+    runs_table,
+    stages_table,
+)
+from app.bench.results import BenchResult, Run
+
+OVERHEAD_TARGET_MS = 2.0
+CEILING_TARGET_RPS = 300.0
+
+
+def write_benchmarks(
+    out: Path,
+    *,
+    cpu: BenchResult,
+    overhead: BenchResult,
+    ceilings: Sequence[BenchResult],
+    plot_dir: Path,
+    setup_command: str,
+    make_command: str = "make bench",
+) -> list[Path]:
+    """Write ``out`` and its plots; the paths written."""
+    sweeps = [run for result in ceilings for run in result.runs]
+    images = {
+        "cpu-cdf": plots.latency_cdfs(cpu.runs, plot_dir / "cpu-latency-cdf.png",
+                                      title="CPU default: latency CDFs"),
+        "cpu-stages": plots.stage_breakdown(cpu.runs, plot_dir / "cpu-stages.png",
+                                            title="CPU default: per-stage breakdown"),
+        "overhead-cdf": plots.latency_cdfs(overhead.runs, plot_dir / "overhead-latency-cdf.png",
+                                           title="ragtime (null backend) against the floor"),
+        "overhead-stages": plots.stage_breakdown(overhead.runs, plot_dir / "overhead-stages.png",
+                                                 title="ragtime (null backend): stages"),
+        "ceiling": plots.ttft_vs_load(sweeps, plot_dir / "ttft-vs-load.png",
+                                      title="TTFT against offered load (null backend, floor)"),
+    }  # fmt: skip
+    rel = {k: os.path.relpath(v, out.parent) for k, v in images.items()}
+    text = "\n\n".join(
+        [
+            _header(cpu),
+            _summary(cpu, overhead, ceilings),
+            _machine(
+                {"CPU default": cpu, "overhead": overhead}
+                | {f"ceiling {i + 1}": c for i, c in enumerate(ceilings)}
+            ),
+            _commands(make_command, setup_command, (cpu, overhead, *ceilings)),
+            _cpu_section(cpu, rel),
+            _overhead_section(overhead, rel),
+            _ceiling_section(ceilings, rel),
+            _reading(),
+        ]
+    )
+    out.write_text(text.rstrip() + "\n")
+    return [out, *images.values()]
+
+
+def _header(first: BenchResult) -> str:
+    return (
+        "# ragtime benchmarks\n\n"
+        f"Written by `make bench` ({first.created}); do not edit by hand, rerun it. Every latency "
+        "is the client's (`ragtime bench load`): TTFT from the moment a request was due to its "
+        "first `token` event, inter-token latency (ITL) between `token` events, end to end (e2e) "
+        "to the `done` event. Stage times are the server's own `timings_ms`. Percentiles are "
+        "numpy's (linear interpolation); `n` is the number of samples behind each figure."
+    )
+
+
+def _find(
+    runs: Sequence[Run], *, target: str | None = None, users: int | None = None
+) -> Run | None:
+    for run in runs:
+        if (target is None or run.target == target) and (users is None or run.users == users):
+            return run
+    return None
+
+
+def _ragtime_target(result: BenchResult) -> str:
+    return next(t.name for t in result.targets if t.kind != "floor")
+
+
+def _floor_target(result: BenchResult) -> str | None:
+    return next((t.name for t in result.targets if t.kind == "floor"), None)
+
+
+def _summary(cpu: BenchResult, overhead: BenchResult, ceilings: Sequence[BenchResult]) -> str:
+    lines = ["## Summary", ""]
+    for users in (1, 2):
+        run = _find(cpu.runs, users=users)
+        if run is None:
+            continue
+        s = run.summary
+        lines.append(
+            f"- CPU default on the demo corpus, {run.load}: TTFT p50 {s.ttft_ms.fmt('p50', 0)} ms, "
+            f"p95 {s.ttft_ms.fmt('p95', 0)} ms (n={s.ttft_ms.n}); end to end p50 "
+            f"{s.e2e_ms.fmt('p50', 0)} ms, p95 {s.e2e_ms.fmt('p95', 0)} ms (n={s.e2e_ms.n}); "
+            f"{s.within_budget_ratio:.0%} within budget, errors {s.error_ratio:.1%}"
+            + _error_statuses(run)
+            + "."
+        )
+    for c in overhead.comparisons:
+        ttft, e2e = c.ttft_ms["p50"], c.e2e_ms["p50"]
+        n = _find(overhead.runs, target=c.other)
+        met = "met" if ttft.diff is not None and ttft.diff < OVERHEAD_TARGET_MS else "NOT met"
+        lines.append(
+            f"- ragtime's own overhead ({c.other} against the {c.baseline}, {c.load}): TTFT p50 "
+            f"+{_f(ttft.diff, 2)} ms ({_f(ttft.ratio, 1)}x the floor's {_f(ttft.baseline, 2)} ms), "
+            f"e2e p50 +{_f(e2e.diff, 2)} ms ({_f(e2e.ratio, 1)}x), "
+            f"n={n.summary.ttft_ms.n if n else 'n/a'} each. Target under "
+            f"{OVERHEAD_TARGET_MS:g} ms at the median: {met}."
+        )
+    for top, kind in [(c, _kind(r, c.target)) for r in ceilings for c in r.ceilings]:
+        rps = "none of the swept rates" if top.ceiling_rps is None else f"{top.ceiling_rps:g} req/s"
+        line = (
+            f"- Ceiling of {top.target}: {rps} held TTFT p99 under twice its "
+            f"{_f(top.baseline_ttft_p99_ms)} ms at {top.baseline_rate:g} req/s"
+            + (f"; it doubled by {top.first_failing_rps:g} req/s" if top.first_failing_rps else "")
+            + "."
+        )
+        if kind != "floor":
+            reached = top.ceiling_rps is not None and top.ceiling_rps >= CEILING_TARGET_RPS
+            line += (
+                f" Target at least {CEILING_TARGET_RPS:g} req/s: {'met' if reached else 'NOT met'}."
+            )
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def _machine(results: dict[str, BenchResult]) -> str:
+    first = next(iter(results.values()))
+    m, v = first.machine, first.versions
+    packages = ", ".join(f"{k} {val}" for k, val in v.items() if k not in ("commit", "python"))
+    loads = "; ".join(
+        f"{name} {r.machine.get('loadavg_at_start')} -> {r.machine.get('loadavg_at_end')}"
+        for name, r in results.items()
+    )
+    return (
+        "## Machine and versions\n\n"
+        f"- {m.get('cores')} cores, {m.get('cpu_model')}, {m.get('memory_gib')} GiB, "
+        f"{m.get('platform')}.\n"
+        f"- Python {v.get('python')}, ragtime commit {v.get('commit')} (plus the working tree); "
+        f"{packages}.\n"
+        "- The load generator runs on the same cores as the servers (in its own process), so "
+        "every figure includes the client's CPU use. The machine is shared and noisy; its load "
+        f"average (1, 5, 15 min) at the start and end of each run: {loads}."
+    )
+
+
+def _commands(make: str, setup: str, results: Sequence[BenchResult]) -> str:
+    configs: dict[str, dict[str, str]] = {}
+    for result in results:
+        for t in result.targets:
+            if t.config_path:
+                configs[t.config_path] = t.config
+    body = [f"`{make}` ran, in order:", "", "```sh", setup]
+    body += [r.command for r in results]
+    body += ["```"]
+    for path, values in configs.items():
+        body += ["", f"`{path}`:", "", "```sh", *(f"{k}={v}" for k, v in values.items()), "```"]
+    return "## Commands\n\n" + "\n".join(body)
+
+
+def _cpu_section(cpu: BenchResult, rel: dict[str, str]) -> str:
+    rows = [
+        "| load | n | TTFT p50 ms | TTFT p95 ms | e2e p50 ms | e2e p95 ms | answered req/s |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for run in cpu.runs:
+        s = run.summary
+        rows.append(
+            f"| {run.load} | {s.ok} | {s.ttft_ms.fmt('p50', 0)} | {s.ttft_ms.fmt('p95', 0)} "
+            f"| {s.e2e_ms.fmt('p50', 0)} | {s.e2e_ms.fmt('p95', 0)} | {s.throughput_rps:.2f} |"
+        )
+    return (
+        "## 1. The CPU default on the demo corpus\n\n"
+        "SmolLM2-135M-Instruct through llama.cpp, MiniLM embeddings, no reranker, the full demo "
+        "corpus, the questions in `demo/questions.txt`; closed loops of 1 and 2 users.\n\n"
+        + "\n".join(rows)
+        + "\n\nAll figures:\n\n"
+        + runs_table(cpu.runs)
+        + "\n\nMedian stage times reported by the server (ms):\n\n"
+        + stages_table(cpu.runs)
+        + f"\n\n![CPU default latency CDFs]({rel['cpu-cdf']})\n\n"
+        + f"![CPU default stages]({rel['cpu-stages']})"
+    )
+
+
+def _overhead_section(overhead: BenchResult, rel: dict[str, str]) -> str:
+    floor = _floor_target(overhead) or "floor"
+    return (
+        "## 2. ragtime's own overhead, against the floor\n\n"
+        f"`{floor}` is a bare FastAPI/uvicorn/sse-starlette endpoint (`app.bench.floor`) that "
+        "streams the same number of tokens with no work. "
+        f"`{_ragtime_target(overhead)}` is the whole service with the null generation backend "
+        "(`inference.NullBackend`): auth, moderation, embedding, search, prompt assembly, the "
+        "answer filter and streaming, with no model. The two alternate round by round.\n\n"
+        + comparisons_table(overhead.comparisons)
+        + "\n\n"
+        + runs_table(overhead.runs)
+        + "\n\nMedian stage times reported by the server (ms):\n\n"
+        + stages_table(overhead.runs)
+        + f"\n\n![overhead latency CDFs]({rel['overhead-cdf']})\n\n"
+        + f"![null backend stages]({rel['overhead-stages']})"
+    )
+
+
+def _kind(result: BenchResult, target: str) -> str:
+    return next((t.kind for t in result.targets if t.name == target), "")
+
+
+def _ceiling_section(ceilings: Sequence[BenchResult], rel: dict[str, str]) -> str:
+    return (
+        "## 3. The service's ceiling, apart from the model\n\n"
+        "Open-loop Poisson arrivals at rising rates, swept for the null backend and, over the "
+        "rates that suit it, for the floor (the ceiling of the bare stack with this client on "
+        "this machine). The ceiling is the highest rate whose TTFT p99 stayed under twice its "
+        "value at the lowest rate (with at most 1% errors); with `--stop-at-ceiling` a target "
+        "leaves its sweep after two consecutive rates that fail. With 50 to 100 samples at the "
+        "lowest rates a p99 is close to the largest sample, so one stall of this shared machine "
+        "can fail a rate on its own: such isolated failures below a rate that held are listed, "
+        "and the plot shows the whole curve.\n\n"
+        + ceilings_table([c for r in ceilings for c in r.ceilings])
+        + "\n\n"
+        + runs_table([run for r in ceilings for run in r.runs])
+        + f"\n\n![TTFT against offered load]({rel['ceiling']})"
+    )
+
+
+def _reading() -> str:
+    return (
+        "## Reading these numbers\n\n"
+        "- Open-loop latencies run from each request's scheduled arrival, so a client that falls "
+        "behind cannot hide a queue; the client's own lateness is `start_lag_ms` in the JSON.\n"
+        '- "Within budget" means answered in full with the end-to-end time inside the request\'s '
+        "budget; the JSON also holds the server's own verdict (`budget_exceeded`).\n"
+        "- The raw results, one record per request, are the JSON files under `bench-results/` "
+        "(`ragtime bench load --json`); the schema is `app.bench.results.BenchResult`."
+    )
+
+
+def _error_statuses(run: Run) -> str:
+    """`` (HTTP 504: 2)`` for the failed requests of a run, or nothing."""
+    failed = {k: v for k, v in run.summary.statuses.items() if k != "200"}
+    streamed = run.summary.outcomes.get("stream_error", 0)
+    parts = [f"HTTP {k}: {v}" for k, v in failed.items()]
+    parts += [f"error events: {streamed}"] if streamed else []
+    return f" ({', '.join(parts)})" if parts else ""
+
+
+def _f(value: float | None, digits: int = 1) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"

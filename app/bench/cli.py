@@ -1,0 +1,296 @@
+"""``ragtime bench``: ``load`` drives servers and records what users feel; ``report`` writes
+BENCHMARKS.md from the JSON files of such runs."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import math
+import os
+import sys
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+DEMO_QUESTIONS = Path(__file__).resolve().parents[2] / "demo" / "questions.txt"
+SECRET_KEYS = ("RAGTIME_API_KEY",)
+
+
+def register(sub: Any) -> None:
+    """Add ``bench`` and its subcommands to the ``ragtime`` parser's subparsers."""
+    bench = sub.add_parser("bench", help="load runs and benchmarks (BENCHMARKS.md)")
+    bench_sub = bench.add_subparsers(dest="bench_command", required=True)
+
+    load = bench_sub.add_parser(
+        "load",
+        help="drive servers with streamed questions; report TTFT, ITL, e2e, budget, stages",
+        description="Closed loop (--concurrency) or open-loop Poisson arrivals (--rate, --rates) "
+        "against --url, or against servers started here from config files (--serve, repeatable) "
+        "and the bare FastAPI floor (--floor), taking turns round by round.",
+    )
+    where = load.add_argument_group("servers")
+    where.add_argument("--url", help="a running server (default: RAGTIME_HOST/PORT)")
+    where.add_argument("--key", help="API key (default: RAGTIME_API_KEY, or the demo key)")
+    where.add_argument(
+        "--serve",
+        action="append",
+        default=[],
+        metavar="CONFIG",
+        help="start ragtime with the RAGTIME_* variables of CONFIG (.env or JSON)",
+    )
+    where.add_argument(
+        "--floor",
+        action="store_true",
+        help="add the bare FastAPI/uvicorn streaming endpoint as the baseline",
+    )
+    where.add_argument(
+        "--floor-tokens",
+        type=int,
+        help="tokens the floor streams (default: the first config's max output)",
+    )
+    where.add_argument(
+        "--log-dir",
+        type=Path,
+        default=Path("bench-results/logs"),
+        help="server logs of --serve and --floor",
+    )
+    how = load.add_argument_group("load")
+    how.add_argument(
+        "--questions",
+        type=Path,
+        default=DEMO_QUESTIONS,
+        help="one question per line (default: demo/questions.txt)",
+    )
+    shape = how.add_mutually_exclusive_group()
+    shape.add_argument(
+        "--concurrency",
+        type=_ints,
+        metavar="N[,N...]",
+        help="closed loop of N users (a list runs each in turn)",
+    )
+    shape.add_argument("--rate", type=float, help="open loop: Poisson arrivals per second")
+    shape.add_argument(
+        "--rates",
+        type=_floats,
+        metavar="R,R,...",
+        help="open loops at each rate: TTFT against offered load, and ceilings",
+    )
+    size = how.add_mutually_exclusive_group()
+    size.add_argument("--requests", type=int, help="measured requests per target and load")
+    size.add_argument("--duration", type=float, metavar="S", help="measured seconds instead")
+    how.add_argument(
+        "--min-requests",
+        type=int,
+        default=0,
+        help="with --rates and --duration: at least this many requests per rate",
+    )
+    how.add_argument(
+        "--stop-at-ceiling",
+        action="store_true",
+        help="with --rates: a target leaves the sweep after two consecutive rates at which "
+        "its TTFT p99 doubled",
+    )
+    how.add_argument("--warmup", type=int, default=2, help="uncounted requests first")
+    how.add_argument("--budget-ms", type=int, help="budget_ms sent with every request")
+    how.add_argument("--rounds", type=int, help="turns per target (default 1, or 4 with several)")
+    how.add_argument("--timeout", type=float, default=120.0, help="per-request limit, seconds")
+    how.add_argument("--seed", type=int, default=0, help="seed of the arrival schedule")
+    out = load.add_argument_group("output")
+    out.add_argument("--json", type=Path, help="write every record and summary here")
+    out.add_argument("--plots", type=Path, metavar="DIR", help="write PNG plots here")
+    out.add_argument("--no-progress", action="store_true")
+    load.set_defaults(func=cmd_load)
+
+    report = bench_sub.add_parser("report", help="write BENCHMARKS.md from bench JSON files")
+    report.add_argument("--cpu", type=Path, required=True, help="JSON of the CPU default run")
+    report.add_argument("--overhead", type=Path, required=True, help="JSON of null vs floor")
+    report.add_argument(
+        "--ceiling",
+        type=Path,
+        action="append",
+        required=True,
+        help="JSON of a rate sweep (repeatable: the null backend's, the floor's)",
+    )
+    report.add_argument("--out", type=Path, default=Path("BENCHMARKS.md"))
+    report.add_argument("--plots", type=Path, default=Path("benchmarks"), metavar="DIR")
+    report.add_argument(
+        "--setup-command",
+        default="ragtime setup-demo",
+        help="how the data dir was prepared, as BENCHMARKS.md should show it",
+    )
+    report.set_defaults(func=cmd_report)
+
+
+def _ints(text: str) -> list[int]:
+    values = [int(v) for v in text.split(",") if v.strip()]
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+    return values
+
+
+def _floats(text: str) -> list[float]:
+    values = [float(v) for v in text.split(",") if v.strip()]
+    if not values or min(values) <= 0:
+        raise argparse.ArgumentTypeError(f"expected positive rates, got {text!r}")
+    return values
+
+
+def read_questions(path: Path) -> list[str]:
+    """Non-empty lines that are not ``#`` comments."""
+    lines = [line.strip() for line in path.read_text().splitlines()]
+    return [line for line in lines if line and not line.startswith("#")]
+
+
+def cmd_load(args: argparse.Namespace) -> int:
+    from app.bench.report import text_report, write_json
+    from app.bench.serve import ServerFailed
+
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per request otherwise
+    questions = read_questions(args.questions)
+    if not questions:
+        print(f"error: no questions in {args.questions}", file=sys.stderr)
+        return 2
+    try:
+        with ExitStack() as stack:
+            targets, infos = _targets(args, stack)
+            result = asyncio.run(_run(args, questions, targets, infos))
+    except (ServerFailed, ValueError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(text_report(result))
+    if args.json:
+        write_json(result, args.json)
+        print(f"\nwrote {args.json}", file=sys.stderr)
+    if args.plots:
+        from app.bench.plots import plot_all
+
+        for path in plot_all(result.runs, args.plots):
+            print(f"wrote {path}", file=sys.stderr)
+    return 0
+
+
+def _targets(args: argparse.Namespace, stack: ExitStack) -> tuple[list[Any], list[Any]]:
+    """Start the servers asked for (stopped when ``stack`` closes); targets and their infos."""
+    from app.bench.client import Target
+    from app.bench.results import TargetInfo
+    from app.bench.serve import config_key, floor_server, ragtime_server, read_config
+
+    targets: list[Target] = []
+    infos: list[TargetInfo] = []
+    configs = [(Path(p), read_config(Path(p))) for p in args.serve]
+    if args.floor:
+        tokens = args.floor_tokens or _max_output_tokens(configs[0][1] if configs else {})
+        server = stack.enter_context(floor_server(tokens, log_dir=args.log_dir))
+        targets.append(Target("floor", server.url))
+        infos.append(TargetInfo(name="floor", url=server.url, kind="floor",
+                                config={"tokens": str(tokens)}))  # fmt: skip
+    names: set[str] = {t.name for t in targets}
+    for path, config in configs:
+        name = path.stem if path.stem not in names else f"{path.stem}-{len(names)}"
+        names.add(name)
+        _say(args, f"starting {name} from {path} ...")
+        server = stack.enter_context(ragtime_server(name, config, log_dir=args.log_dir))
+        targets.append(Target(name, server.url, args.key or config_key(config)))
+        shown = {k: v for k, v in config.items() if k not in SECRET_KEYS}
+        infos.append(TargetInfo(name=name, url=server.url, kind="ragtime",
+                                config_path=str(path), config=shown))  # fmt: skip
+    if args.url or not targets:
+        url, key = _default_url_and_key(args)
+        targets.append(Target("ragtime", url, key))
+        infos.append(TargetInfo(name="ragtime", url=url, kind="url"))
+    return targets, infos
+
+
+def _max_output_tokens(config: dict[str, str]) -> int:
+    from app.config import Settings
+
+    default = Settings.model_fields["max_output_tokens"].default
+    return int(config.get("RAGTIME_MAX_OUTPUT_TOKENS", default))
+
+
+def _default_url_and_key(args: argparse.Namespace) -> tuple[str, str | None]:
+    from app.config import get_settings
+
+    settings = get_settings()
+    url = args.url or f"http://{settings.host}:{os.environ.get('PORT', settings.port)}"
+    key = args.key or os.environ.get("RAGTIME_API_KEY")
+    if not key and settings.demo_key_path.exists():
+        key = settings.demo_key_path.read_text().strip()
+    return url.rstrip("/"), key
+
+
+async def _run(
+    args: argparse.Namespace, questions: list[str], targets: list[Any], infos: list[Any]
+) -> Any:
+    from app.bench.report import command_line, machine_info, now_iso, versions
+    from app.bench.results import BenchResult, Ceiling, Run, compare
+    from app.bench.runner import LoadSpec, measure, sweep
+
+    machine, created = machine_info(), now_iso()
+    requests = args.requests if args.requests or args.duration else 50
+    base: dict[str, Any] = {
+        "requests": requests if not args.duration else None,
+        "duration_s": args.duration,
+        "warmup": args.warmup,
+        "budget_ms": args.budget_ms,
+        "rounds": args.rounds or (4 if len(targets) > 1 else 1),
+        "seed": args.seed,
+        "timeout_s": args.timeout,
+    }
+    show = not args.no_progress
+    runs: list[Run] = []
+    ceilings: list[Ceiling] = []
+    if args.rates and len(args.rates) > 1:
+        minimum, duration = args.min_requests, args.duration
+
+        def requests_at(rate: float) -> int:
+            return max(minimum, math.ceil(rate * duration))
+
+        spec = LoadSpec(rate=args.rates[0], **base)
+        runs, ceilings = await sweep(
+            targets, questions, spec, args.rates,
+            requests_at=requests_at if duration and minimum else None,
+            patience=2 if args.stop_at_ceiling else None, show_progress=show,
+        )  # fmt: skip
+    elif args.rate or args.rates:
+        spec = LoadSpec(rate=args.rate or args.rates[0], **base)
+        runs = await measure(targets, questions, spec, show_progress=show)
+    else:
+        for users in args.concurrency or [1]:
+            spec = LoadSpec(users=users, **base)
+            runs += await measure(targets, questions, spec, show_progress=show)
+    if hasattr(os, "getloadavg"):
+        machine["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    return BenchResult(
+        created=created,
+        command=command_line(getattr(args, "argv", None) or sys.argv[1:]),
+        machine=machine,
+        versions=versions(),
+        targets=infos,
+        runs=runs,
+        comparisons=compare(runs),
+        ceilings=ceilings,
+    )
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from app.bench.benchmarks_md import write_benchmarks
+    from app.bench.report import read_json
+
+    written = write_benchmarks(
+        args.out,
+        cpu=read_json(args.cpu),
+        overhead=read_json(args.overhead),
+        ceilings=[read_json(path) for path in args.ceiling],
+        plot_dir=args.plots,
+        setup_command=args.setup_command,
+    )
+    for path in written:
+        print(f"wrote {path}", file=sys.stderr)
+    return 0
+
+
+def _say(args: argparse.Namespace, text: str) -> None:
+    if not args.no_progress:
+        print(text, file=sys.stderr, flush=True)

@@ -1,0 +1,192 @@
+"""The load generator's client: one streamed ``POST /v1/ask``, timed as its user feels it.
+
+TTFT runs from the moment the request was due (its scheduled arrival in an open loop, the send in
+a closed one) to the first ``token`` event; inter-token latency is the gap between consecutive
+``token`` events; end-to-end runs to the ``done`` (or ``error``) event. The ``done`` event brings
+the server's own view: per-stage ``timings_ms``, ``budget`` and ``degradations``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import httpx
+from pydantic import BaseModel, Field
+
+Outcome = Literal["ok", "http_error", "stream_error", "incomplete", "transport_error", "timeout"]
+
+
+@dataclass(frozen=True)
+class Target:
+    """A server to drive: where it listens and the API key to send."""
+
+    name: str
+    url: str
+    key: str | None = None
+
+
+class RequestRecord(BaseModel):
+    """One request as the client saw it, with what the server reported in its ``done`` event."""
+
+    target: str
+    index: int = Field(description="Position in the phase; the question is questions[index % n].")
+    scheduled_s: float = Field(description="When it was due, seconds after its phase began.")
+    start_lag_ms: float = Field(description="How late the client sent it (client saturation).")
+    status: int = Field(description="HTTP status; 0 when no response arrived.")
+    outcome: Outcome
+    error: str | None = None
+    ttft_ms: float | None = None
+    e2e_ms: float | None = None
+    tokens: int = 0
+    itl_ms_mean: float | None = None
+    itl_ms_max: float | None = None
+    itl_ms: list[float] = Field(default_factory=list, exclude=True)
+    budget_ms: float | None = None
+    within_budget: bool = Field(
+        default=False, description="Finished, and end-to-end within its budget."
+    )
+    budget_exceeded: bool | None = Field(default=None, description="The server's own verdict.")
+    degradations: list[str] = Field(default_factory=list)
+    timings_ms: dict[str, float] = Field(default_factory=dict)
+    finish_reason: str | None = None
+
+
+def make_client(*, max_connections: int = 256, timeout_s: float = 60.0) -> httpx.AsyncClient:
+    """One long-lived client per load run, pooled, with explicit timeouts."""
+    return httpx.AsyncClient(
+        timeout=httpx.Timeout(5.0, read=timeout_s, pool=timeout_s),
+        limits=httpx.Limits(
+            max_connections=max_connections, max_keepalive_connections=max_connections
+        ),
+    )
+
+
+async def ask_stream(
+    client: httpx.AsyncClient,
+    target: Target,
+    question: str,
+    *,
+    index: int = 0,
+    due: float | None = None,
+    phase_start: float | None = None,
+    budget_ms: int | None = None,
+    timeout_s: float = 60.0,
+) -> RequestRecord:
+    """Send one streamed question to ``target``; never raises for a failed request.
+
+    ``due`` is the ``time.perf_counter()`` instant the request was meant to start (now when
+    ``None``); every latency is measured from it, so a late client cannot hide queueing.
+    """
+    now = time.perf_counter()
+    due = now if due is None else due
+    phase_start = due if phase_start is None else phase_start
+    record = RequestRecord(
+        target=target.name,
+        index=index,
+        scheduled_s=round(due - phase_start, 6),
+        start_lag_ms=round(max(0.0, now - due) * 1000.0, 3),
+        status=0,
+        outcome="incomplete",
+        budget_ms=budget_ms,
+    )
+    payload: dict[str, Any] = {"question": question, "stream": True}
+    if budget_ms is not None:
+        payload["budget_ms"] = budget_ms
+    headers = {"Authorization": f"Bearer {target.key}"} if target.key else {}
+    try:
+        async with asyncio.timeout(timeout_s):
+            await _exchange(client, f"{target.url}/v1/ask", payload, headers, due, record)
+    except TimeoutError:
+        record.outcome, record.error = "timeout", f"no answer within {timeout_s:g} s"
+    except httpx.HTTPError as exc:
+        record.outcome, record.error = "transport_error", f"{type(exc).__name__}: {exc}"
+    _finish(record)
+    return record
+
+
+async def _exchange(
+    client: httpx.AsyncClient,
+    url: str,
+    payload: dict[str, Any],
+    headers: dict[str, str],
+    due: float,
+    record: RequestRecord,
+) -> None:
+    async with client.stream("POST", url, json=payload, headers=headers) as response:
+        record.status = response.status_code
+        if response.status_code != 200:
+            await response.aread()
+            record.outcome = "http_error"
+            record.error = _error_message(response.text)
+            record.e2e_ms = _ms_since(due)
+            return
+        last_token: float | None = None
+        event = "message"
+        finished = False
+        # Read on to the end of the stream (the server closes it right after the final event),
+        # so that the connection returns to the pool instead of being torn down.
+        async for line in response.aiter_lines():
+            if finished:
+                continue
+            if line.startswith("event:"):
+                event = line[6:].strip()
+            elif line.startswith("data:"):
+                if event == "token":
+                    now = time.perf_counter()
+                    if last_token is None:
+                        record.ttft_ms = (now - due) * 1000.0
+                    else:
+                        record.itl_ms.append((now - last_token) * 1000.0)
+                    last_token = now
+                    record.tokens += 1
+                elif event in ("done", "error"):
+                    record.e2e_ms = _ms_since(due)
+                    _apply_final(record, event, json.loads(line[5:]))
+                    finished = True
+
+
+def _apply_final(record: RequestRecord, event: str, data: dict[str, Any]) -> None:
+    if event == "error":
+        record.outcome = "stream_error"
+        record.error = _error_message(json.dumps(data))
+        return
+    record.outcome = "ok"
+    budget = data.get("budget") or {}
+    if budget.get("budget_ms") is not None:
+        record.budget_ms = float(budget["budget_ms"])
+    if budget.get("exceeded") is not None:
+        record.budget_exceeded = bool(budget["exceeded"])
+    record.degradations = [str(d.get("action", d)) for d in data.get("degradations") or []]
+    record.timings_ms = {str(k): float(v) for k, v in (data.get("timings_ms") or {}).items()}
+    record.finish_reason = data.get("finish_reason")
+
+
+def _finish(record: RequestRecord) -> None:
+    if record.itl_ms:
+        record.itl_ms_mean = round(sum(record.itl_ms) / len(record.itl_ms), 4)
+        record.itl_ms_max = round(max(record.itl_ms), 4)
+    if record.ttft_ms is not None:
+        record.ttft_ms = round(record.ttft_ms, 4)
+    if record.e2e_ms is not None:
+        record.e2e_ms = round(record.e2e_ms, 4)
+    record.within_budget = (
+        record.outcome == "ok"
+        and record.e2e_ms is not None
+        and (record.budget_ms is None or record.e2e_ms <= record.budget_ms)
+    )
+
+
+def _error_message(body: str) -> str:
+    try:
+        error = json.loads(body)["error"]
+        return f"{error.get('type', 'error')}: {error.get('message', '')}"[:300]
+    except (ValueError, KeyError, TypeError):
+        return body[:300]
+
+
+def _ms_since(start: float) -> float:
+    return (time.perf_counter() - start) * 1000.0

@@ -1,0 +1,197 @@
+"""The run's record: machine and versions, the JSON file, and Markdown tables of the figures."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import platform
+import shlex
+import subprocess
+from collections.abc import Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from app.bench.results import BenchResult, Ceiling, Comparison, Run
+from app.bench.stats import Summary
+
+PACKAGES = (
+    "ragtime",
+    "fastapi",
+    "starlette",
+    "uvicorn",
+    "sse-starlette",
+    "httpx",
+    "pydantic",
+    "numpy",
+    "torch",
+    "sentence-transformers",
+    "faiss-cpu",
+    "llama-cpp-python",
+    "opentelemetry-sdk",
+    "matplotlib",
+)
+REPO = Path(__file__).resolve().parents[2]
+
+
+def machine_info() -> dict[str, Any]:
+    """Cores, CPU model, memory, OS and the load average when the run began."""
+    info: dict[str, Any] = {
+        "cores": os.cpu_count(),
+        "cpu_model": _cpu_model(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+    }
+    meminfo = Path("/proc/meminfo")
+    if meminfo.exists():
+        for line in meminfo.read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                info["memory_gib"] = round(int(line.split()[1]) / 2**20, 1)
+    if hasattr(os, "getloadavg"):
+        info["loadavg_at_start"] = [round(x, 2) for x in os.getloadavg()]
+    return info
+
+
+def _cpu_model() -> str:
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or "unknown"
+
+
+def versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "not installed"
+    out["commit"] = _git_commit()
+    return out
+
+
+def _git_commit() -> str:
+    try:
+        done = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=5,
+            env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"},
+        )
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return done.stdout.strip() if done.returncode == 0 else "unknown"
+
+
+def command_line(argv: Sequence[str]) -> str:
+    return "ragtime " + shlex.join(argv)
+
+
+def now_iso() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+def write_json(result: BenchResult, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(result.model_dump_json(indent=1) + "\n")
+
+
+def read_json(path: Path) -> BenchResult:
+    return BenchResult.model_validate_json(path.read_text())
+
+
+def _ms(summary: Summary, *fields: str) -> str:
+    return " / ".join(summary.fmt(f) for f in fields)
+
+
+def runs_table(runs: Sequence[Run]) -> str:
+    rows = [
+        "| target | load | n (ok/sent) | TTFT p50 / p95 / p99 ms | ITL p50 / p99 ms "
+        "| e2e p50 / p95 / p99 ms | answered req/s | errors | within budget | degradations |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for run in runs:
+        s = run.summary
+        degraded = ", ".join(f"{k} {v}" for k, v in s.degradations.items()) or "none"
+        ttft, e2e = _ms(s.ttft_ms, "p50", "p95", "p99"), _ms(s.e2e_ms, "p50", "p95", "p99")
+        rows.append(
+            f"| {run.target} | {run.load} | {s.ok}/{s.requests} | {ttft} "
+            f"| {_ms(s.itl_ms, 'p50', 'p99')} (n={s.itl_ms.n}) | {e2e} "
+            f"| {s.throughput_rps:.1f} | {s.error_ratio:.1%} | {s.within_budget_ratio:.1%} "
+            f"| {degraded} |"
+        )
+    return "\n".join(rows)
+
+
+def stages_table(runs: Sequence[Run]) -> str:
+    shown = [r for r in runs if r.summary.stages_ms]
+    if not shown:
+        return ""
+    stages: list[str] = []
+    for run in shown:
+        stages += [s for s in run.summary.stages_ms if s not in stages]
+    rows = [
+        "| target | load | n | " + " | ".join(stages) + " |",
+        "| --- | --- | --- |" + " --- |" * len(stages),
+    ]
+    for run in shown:
+        cells = [
+            run.summary.stages_ms[s].fmt("p50", 2) if s in run.summary.stages_ms else "n/a"
+            for s in stages
+        ]
+        rows.append(f"| {run.target} | {run.load} | {run.summary.ok} | " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
+def comparisons_table(comparisons: Sequence[Comparison]) -> str:
+    rows = [
+        "| load | baseline | other | metric | baseline ms | other ms | difference ms | ratio |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for c in comparisons:
+        for metric, deltas in (("TTFT", c.ttft_ms), ("e2e", c.e2e_ms)):
+            for field, d in deltas.items():
+                rows.append(
+                    f"| {c.load} | {c.baseline} | {c.other} | {metric} {field} | {_f(d.baseline)} "
+                    f"| {_f(d.other)} | {_f(d.diff, 2)} | {_f(d.ratio, 2)}x |"
+                )
+    return "\n".join(rows)
+
+
+def ceilings_table(ceilings: Sequence[Ceiling]) -> str:
+    rows = [
+        "| target | TTFT p99 at lowest rate | limit (2x) | ceiling (highest rate that held) "
+        "| first rate that did not | why |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for c in ceilings:
+        rows.append(
+            f"| {c.target} | {_f(c.baseline_ttft_p99_ms)} ms at {c.baseline_rate:g} req/s "
+            f"| {_f(c.limit_ttft_p99_ms)} ms | {_rate(c.ceiling_rps)} "
+            f"| {_rate(c.first_failing_rps)} | {c.reason} |"
+        )
+    return "\n".join(rows)
+
+
+def _f(value: float | None, digits: int = 1) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def _rate(value: float | None) -> str:
+    return "none" if value is None else f"{value:g} req/s"
+
+
+def text_report(result: BenchResult) -> str:
+    """What ``ragtime bench load`` prints: the tables of its run."""
+    parts = [runs_table(result.runs)]
+    if stages := stages_table(result.runs):
+        parts.append("Median server-reported stage times (ms):\n" + stages)
+    if result.comparisons:
+        parts.append(comparisons_table(result.comparisons))
+    if result.ceilings:
+        parts.append(ceilings_table(result.ceilings))
+    return "\n\n".join(parts)

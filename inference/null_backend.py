@@ -1,0 +1,62 @@
+"""A generation backend that costs (almost) nothing: for benches and tests only.
+
+``NullBackend`` streams ``tokens`` (by default ``max_tokens``) one-word deltas without decoding
+anything, so a load run measures the service around the model (HTTP, auth, moderation,
+retrieval, prompt assembly, streaming) apart from the model itself. Its tokenizer counts
+whitespace-separated words and its chat template is a trivial ChatML-like one.
+
+It is chosen only by setting (``RAGTIME_GENERATION_BACKEND=null``); never serve users with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Mapping, Sequence
+
+from inference.backend import GenerationBackend, GenerationDone, GenerationEvent, TextDelta, Usage
+from inference.prompt import AssembledPrompt
+
+DELTA = "ok "
+"""What every delta says: a whole word and its space, so an answer filter releases it at once."""
+
+
+class NullTokenizer:
+    """One token per whitespace-separated word; ``<|role|>`` headers as the chat template."""
+
+    def encode(self, text: str) -> list[int]:
+        return [hash(word) % 50_000 for word in text.split()]
+
+    def count(self, text: str) -> int:
+        return len(text.split())
+
+    def render_chat(self, messages: Sequence[Mapping[str, str]]) -> str:
+        parts = [f"<|{m['role']}|>\n{m['content']}\n" for m in messages]
+        return "".join(parts) + "<|assistant|>\n"
+
+
+class NullBackend(GenerationBackend):
+    """Streams ``tokens`` deltas (``max_tokens`` when ``None``) and finishes, doing no work."""
+
+    name = "null"
+    model = "null"
+
+    def __init__(self, *, tokens: int | None = None) -> None:
+        if tokens is not None and tokens < 1:
+            raise ValueError(f"tokens must be >= 1, got {tokens}")
+        self.tokens = tokens
+        self._tokenizer = NullTokenizer()
+
+    @property
+    def tokenizer(self) -> NullTokenizer:
+        return self._tokenizer
+
+    async def stream(
+        self, prompt: AssembledPrompt, *, max_tokens: int, temperature: float = 0.0
+    ) -> AsyncGenerator[GenerationEvent, None]:
+        if max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
+        count = max_tokens if self.tokens is None else min(self.tokens, max_tokens)
+        for _ in range(count):
+            yield TextDelta(DELTA)
+        reason = "length" if count == max_tokens else "stop"
+        usage = Usage(prompt_tokens=prompt.prompt_tokens, cached_tokens=0, completion_tokens=count)
+        yield GenerationDone(usage=usage, finish_reason=reason, queue_ms=0.0)

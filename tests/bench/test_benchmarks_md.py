@@ -1,0 +1,96 @@
+"""BENCHMARKS.md from JSON files of runs: the summary figures, the commands, the plots."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from app.bench.benchmarks_md import write_benchmarks
+from app.bench.report import write_json
+from app.bench.results import BenchResult, Run, TargetInfo, compare, find_ceiling
+from app.cli import main
+from tests.bench.test_results import make_run
+
+
+def result(command: str, runs: list[Run], targets: list[TargetInfo]) -> BenchResult:
+    sweeps = [r for r in runs if r.rate is not None]
+    return BenchResult(
+        created="2026-12-02T00:00:00+00:00",
+        command=command,
+        machine={"cores": 2, "cpu_model": "AMD EPYC", "loadavg_at_start": [1.0, 1.0, 1.0]},
+        versions={"python": "3.11.7", "fastapi": "0.165.0", "commit": "abc1234"},
+        targets=targets,
+        runs=runs,
+        comparisons=compare(runs),
+        ceilings=[find_ceiling(sweeps)] if sweeps else [],
+    )
+
+
+def with_users(run: Run, users: int) -> Run:
+    return run.model_copy(update={"users": users, "load": f"{users} user" + "s" * (users > 1)})
+
+
+def test_write_benchmarks(tmp_path: Path) -> None:
+    cpu_target = TargetInfo(
+        name="cpu-default",
+        url="u",
+        kind="ragtime",
+        config_path="benchmarks/cpu-default.env",
+        config={"RAGTIME_DATA_DIR": "bench-results/data"},
+    )
+    cpu = result(
+        "ragtime bench load --serve benchmarks/cpu-default.env --concurrency 1,2",
+        [
+            with_users(make_run("cpu-default", [900.0] * 10), 1),
+            with_users(make_run("cpu-default", [1800.0] * 10), 2),
+        ],
+        [cpu_target],
+    )
+    null_target = TargetInfo(name="null", url="u", kind="ragtime")
+    floor_target = TargetInfo(name="floor", url="u", kind="floor")
+    overhead = result(
+        "ragtime bench load --serve benchmarks/null.env --floor",
+        [make_run("floor", [2.0] * 20), make_run("null", [3.5] * 20)],
+        [floor_target, null_target],
+    )
+    ceiling = result(
+        "ragtime bench load --serve benchmarks/null.env --rates 10,20",
+        [make_run("null", [4.0] * 50, rate=10), make_run("null", [9.0] * 50, rate=20)],
+        [null_target],
+    )
+    paths = {}
+    for name, res in (("cpu", cpu), ("overhead", overhead), ("ceiling", ceiling)):
+        paths[name] = tmp_path / f"{name}.json"
+        write_json(res, paths[name])
+    out, plots = tmp_path / "BENCHMARKS.md", tmp_path / "benchmarks"
+    argv = [
+        "bench", "report", "--cpu", str(paths["cpu"]), "--overhead", str(paths["overhead"]),
+        "--ceiling", str(paths["ceiling"]), "--out", str(out), "--plots", str(plots),
+    ]  # fmt: skip
+    assert main(argv) == 0
+    text = out.read_text()
+    assert "1 user: TTFT p50 900 ms, p95 900 ms (n=10)" in text
+    assert "2 users: TTFT p50 1800 ms" in text
+    assert "TTFT p50 +1.50 ms (1.8x the floor's 2.00 ms)" in text
+    assert "Target under 2 ms at the median: met." in text
+    assert "Ceiling of null: 10 req/s held TTFT p99 under twice its 4.0 ms" in text
+    assert "Target at least 300 req/s: NOT met." in text
+    assert "ragtime bench load --serve benchmarks/cpu-default.env --concurrency 1,2" in text
+    assert "RAGTIME_DATA_DIR=bench-results/data" in text
+    assert "2 cores, AMD EPYC" in text
+    images = sorted(p.name for p in plots.iterdir())
+    assert images == [
+        "cpu-latency-cdf.png", "cpu-stages.png", "overhead-latency-cdf.png",
+        "overhead-stages.png", "ttft-vs-load.png",
+    ]  # fmt: skip
+    for name in images:
+        assert f"](benchmarks/{name})" in text
+
+
+def test_write_benchmarks_needs_no_cli(tmp_path: Path) -> None:
+    run = make_run("null", [1.0] * 5, rate=5)
+    res = result("c", [run], [TargetInfo(name="null", url="u", kind="ragtime")])
+    written = write_benchmarks(
+        tmp_path / "B.md", cpu=res, overhead=res, ceilings=[res], plot_dir=tmp_path,
+        setup_command="ragtime setup-demo",
+    )  # fmt: skip
+    assert written[0].read_text().startswith("# ragtime benchmarks")
