@@ -27,6 +27,7 @@ _WORD = re.compile(r"[A-Za-z][A-Za-z']*")
 _PENDING_DIGITS = re.compile(r"[+(]?\d[\d().\- ]*$")
 _PENDING_TOKEN = re.compile(r"\S+$")
 _MAX_PENDING_CHARS = 48
+_WORD_CACHE_SIZE = 50_000
 
 
 def _luhn_ok(digits: str) -> bool:
@@ -58,6 +59,7 @@ class Moderator:
     def __init__(self, threshold: float = 0.9) -> None:
         self.threshold = threshold
         self._predict: Callable[[list[str]], Any] | None = None
+        self._word_verdicts: dict[str, bool] = {}
 
     @property
     def loaded(self) -> bool:
@@ -76,6 +78,20 @@ class Moderator:
             self.load()
         assert self._predict is not None
         return [float(p) for p in self._predict(list(texts))]
+
+    def profane_words(self, words: set[str]) -> set[str]:
+        """The profane ones among ``words``; each word is classified once per process.
+
+        One classifier call costs milliseconds whatever its size, and an answer streams many
+        small deltas made of the same few hundred words: the cache keeps the filter cheap.
+        """
+        unknown = [w for w in words if w not in self._word_verdicts]
+        if unknown:
+            if len(self._word_verdicts) > _WORD_CACHE_SIZE:
+                self._word_verdicts.clear()
+            for word, score in zip(unknown, self.scores(unknown), strict=True):
+                self._word_verdicts[word] = score >= self.threshold
+        return {w for w in words if self._word_verdicts[w]}
 
     def screen_question(self, question: str) -> float:
         """The question's score; raises ``QuestionRejected`` at or above the threshold."""
@@ -150,8 +166,8 @@ class AnswerFilter:
         words = list(_WORD.finditer(text))
         if not words:
             return text
-        scores = self._moderator.scores([w.group() for w in words])
-        flagged = [w for w, s in zip(words, scores, strict=True) if s >= self._moderator.threshold]
+        profane = self._moderator.profane_words({w.group() for w in words})
+        flagged = [w for w in words if w.group() in profane]
         for word in reversed(flagged):
             self.redactions["profanity"] += 1
             masked = word.group()[0] + "*" * (len(word.group()) - 1)
