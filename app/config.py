@@ -11,7 +11,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 #: Default share of a request's budget per stage; generation gets most of it.
@@ -43,10 +43,26 @@ class Settings(BaseSettings):
     top_k: int = Field(4, ge=1, le=50, description="Passages given to the prompt by default.")
     max_top_k: int = Field(20, ge=1, le=200)
 
-    generation_backend: Literal["llama.cpp", "null"] = Field(
+    generation_backend: Literal["llama.cpp", "null", "sglang", "openai"] = Field(
         default="llama.cpp",
-        description="llama.cpp (the model), or null: no model, for benches only.",
+        description="llama.cpp (in-process), sglang or openai (remote), or null: benches only.",
     )
+    # Remote backends (sglang, openai): the served model and its own tokenizer.
+    sglang_endpoints: list[str] = Field(
+        default_factory=list, description="SGLang base URLs (JSON list), tried round-robin."
+    )
+    sglang_priority: int | None = Field(None, description="Sent as `priority` when set.")
+    sglang_incremental_output: bool = Field(
+        False, description="The servers run with --incremental-streaming-output."
+    )
+    served_model: str | None = Field(None, description="Model name/path the server serves.")
+    served_tokenizer: str | None = Field(
+        None, description="Its tokenizer: HF id or path; empty = served_model."
+    )
+    openai_base_url: str | None = Field(None, description="e.g. http://vllm:8000/v1")
+    openai_api_key: SecretStr | None = None
+    remote_connect_timeout_s: float = Field(2.0, gt=0)
+    remote_stall_timeout_s: float = Field(10.0, gt=0, description="No byte for this long: fail.")
     generation_model_path: str | None = Field(None, description="GGUF path; empty = SmolLM2.")
     generation_threads: int | None = Field(None, ge=1)
     generation_context_window: int = Field(2048, ge=256)
@@ -98,6 +114,19 @@ class Settings(BaseSettings):
         if not value.startswith(("http://", "https://")):
             raise ValueError(f"alert_webhook_url must be an http(s) URL, got {value!r}")
         return value
+
+    @model_validator(mode="after")
+    def _check_remote_backend(self) -> Settings:
+        if self.generation_backend == "sglang" and not self.sglang_endpoints:
+            raise ValueError("generation_backend sglang needs sglang_endpoints (a JSON list)")
+        if self.generation_backend == "openai" and not self.openai_base_url:
+            raise ValueError("generation_backend openai needs openai_base_url")
+        if self.generation_backend in ("sglang", "openai") and not self.served_model:
+            raise ValueError(f"generation_backend {self.generation_backend} needs served_model")
+        for url in [*self.sglang_endpoints, self.openai_base_url or "http://"]:
+            if not url.startswith(("http://", "https://")):
+                raise ValueError(f"remote endpoints must be http(s) URLs, got {url!r}")
+        return self
 
     @model_validator(mode="after")
     def _check_ranges(self) -> Settings:

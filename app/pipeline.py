@@ -19,6 +19,7 @@ from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from opentelemetry import trace
 from opentelemetry.trace import Span
 
 from app.errors import BudgetExhausted
@@ -277,9 +278,11 @@ class Pipeline:
         outcome.finish_reason = "cancelled"
         started = time.perf_counter()
         first_at: float | None = None
-        events = backend.stream(
-            prepared.prompt, max_tokens=max_tokens, temperature=self.settings.temperature
-        )
+        # Made current for the call, so a remote backend's propagated context names this span.
+        with trace.use_span(span, end_on_exit=False):
+            events = backend.stream(
+                prepared.prompt, max_tokens=max_tokens, temperature=self.settings.temperature
+            )
         try:
             async with aclosing(events):
                 while True:
@@ -422,6 +425,11 @@ class Pipeline:
                     "gen_ai.usage.input_tokens": usage.prompt_tokens,
                     "gen_ai.usage.output_tokens": usage.completion_tokens,
                     "ragtime.usage.cached_tokens": usage.cached_tokens,
+                    "ragtime.usage.cached_ratio": (
+                        round(usage.cached_tokens / usage.prompt_tokens, 4)
+                        if usage.prompt_tokens
+                        else 0.0
+                    ),
                 }
             )
 

@@ -15,17 +15,49 @@ from typing import Any
 from app.auth import KeyStore
 from app.config import Settings
 from app.moderation import Moderator
-from inference import GenerationBackend, LlamaCppBackend, NullBackend, PromptAssembler
+from inference import (
+    GenerationBackend,
+    HFTokenizer,
+    LlamaCppBackend,
+    NullBackend,
+    OpenAICompatBackend,
+    PromptAssembler,
+    SGLangBackend,
+)
 from retrieval import DocumentStore, Embedder, Reranker, RerankerUnavailable
 
 log = logging.getLogger(__name__)
 
 
 def default_backend(settings: Settings) -> GenerationBackend:
-    """The configured backend: llama.cpp, or the model-free ``NullBackend`` for benches."""
+    """The configured backend: llama.cpp, SGLang or OpenAI-compatible servers, or the
+    model-free ``NullBackend`` for benches."""
     if settings.generation_backend == "null":
         log.warning("generation backend is null: answers are filler, for benches only")
         return NullBackend()
+    if settings.generation_backend in ("sglang", "openai"):
+        model = settings.served_model or ""  # the settings check it is set
+        tokenizer = HFTokenizer(settings.served_tokenizer or model)
+        connect_s, stall_s = settings.remote_connect_timeout_s, settings.remote_stall_timeout_s
+        if settings.generation_backend == "sglang":
+            return SGLangBackend(
+                settings.sglang_endpoints,
+                model=model,
+                tokenizer=tokenizer,
+                priority=settings.sglang_priority,
+                incremental=settings.sglang_incremental_output,
+                connect_timeout_s=connect_s,
+                stall_timeout_s=stall_s,
+            )
+        key = settings.openai_api_key
+        return OpenAICompatBackend(
+            [settings.openai_base_url or ""],
+            model=model,
+            tokenizer=tokenizer,
+            api_key=key.get_secret_value() if key else None,
+            connect_timeout_s=connect_s,
+            stall_timeout_s=stall_s,
+        )
     return LlamaCppBackend(
         settings.generation_model_path or None,
         n_ctx=settings.generation_context_window,

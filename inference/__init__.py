@@ -3,7 +3,10 @@
 ``PromptAssembler`` turns a question and ranked passages into an ``AssembledPrompt``;
 a ``GenerationBackend`` (``LlamaCppBackend`` in-process on the CPU) streams ``TextDelta``
 events and one ``GenerationDone`` for it. Failures are ``InferenceError`` subclasses.
-``NullBackend`` streams without a model, for benches and tests only.
+``SGLangBackend`` (SGLang's native ``/generate``) and ``OpenAICompatBackend`` (an
+OpenAI-compatible ``/v1/completions``) stream from remote servers, with the served model's
+tokenizer as an ``HFTokenizer``. ``NullBackend`` streams without a model, for benches and tests
+only.
 """
 
 from inference.backend import (
@@ -14,8 +17,10 @@ from inference.backend import (
     Usage,
 )
 from inference.errors import BackendUnavailable, GenerationFailed, InferenceError
+from inference.hf_tokenizer import HFTokenizer
 from inference.llamacpp import LlamaCppBackend, LlamaCppTokenizer, default_generation_model_path
 from inference.null_backend import NullBackend
+from inference.openai_compat import OpenAICompatBackend
 from inference.prompt import (
     DEFAULT_SYSTEM_PROMPT,
     AssembledPrompt,
@@ -23,6 +28,7 @@ from inference.prompt import (
     PromptAssembler,
     PromptPassage,
 )
+from inference.sglang import SGLangBackend
 from inference.tokenizer import PromptTokenizer
 
 __all__ = [
@@ -34,13 +40,16 @@ __all__ = [
     "GenerationDone",
     "GenerationEvent",
     "GenerationFailed",
+    "HFTokenizer",
     "InferenceError",
     "LlamaCppBackend",
     "LlamaCppTokenizer",
     "NullBackend",
+    "OpenAICompatBackend",
     "PromptAssembler",
     "PromptPassage",
     "PromptTokenizer",
+    "SGLangBackend",
     "TextDelta",
     "Usage",
     "default_generation_model_path",

@@ -1,0 +1,69 @@
+"""The served model's own tokenizer, from a Hugging Face directory or id, for remote backends.
+
+A remote server (SGLang, vLLM) tokenizes with the model's ``tokenizer.json`` and chat template;
+``HFTokenizer`` does the same here, so the prompt assembler counts the tokens the server will
+run and the ids sent as ``input_ids`` are the ones its prefix cache is keyed on.
+
+``encode`` adds no special tokens of its own: the chat template writes any BOS it needs, and
+the special-token strings in the rendered text (``<|im_start|>``) are parsed as single tokens.
+Construction is cheap; ``load()`` reads the files (a backend's ``start()`` calls it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from inference.errors import BackendUnavailable
+
+__all__ = ["HFTokenizer"]
+
+
+class HFTokenizer:
+    """``transformers.AutoTokenizer`` behind the ``PromptTokenizer`` protocol.
+
+    ``local_files_only=True`` never reaches a hub (``HF_HUB_OFFLINE=1`` has the same effect).
+    """
+
+    def __init__(self, name_or_path: str | Path, *, local_files_only: bool = False) -> None:
+        self.name_or_path = str(name_or_path)
+        self.local_files_only = local_files_only
+        self._tokenizer: Any = None
+
+    @property
+    def loaded(self) -> bool:
+        return self._tokenizer is not None
+
+    def load(self) -> None:
+        """Read the tokenizer and its chat template; idempotent."""
+        if self._tokenizer is not None:
+            return
+        from transformers import AutoTokenizer  # here: importing ``inference`` stays light
+
+        tokenizer = AutoTokenizer.from_pretrained(
+            self.name_or_path, local_files_only=self.local_files_only
+        )
+        if not getattr(tokenizer, "chat_template", None):
+            raise ValueError(f"the tokenizer of {self.name_or_path} has no chat template")
+        self._tokenizer = tokenizer
+
+    @property
+    def _tok(self) -> Any:
+        if self._tokenizer is None:
+            raise BackendUnavailable(f"the tokenizer {self.name_or_path} is not loaded")
+        return self._tokenizer
+
+    def encode(self, text: str) -> list[int]:
+        return list(self._tok.encode(text, add_special_tokens=False))
+
+    def count(self, text: str) -> int:
+        return len(self.encode(text))
+
+    def render_chat(self, messages: Sequence[Mapping[str, str]]) -> str:
+        rendered = self._tok.apply_chat_template(
+            [dict(m) for m in messages], tokenize=False, add_generation_prompt=True
+        )
+        if not isinstance(rendered, str):
+            raise TypeError(f"apply_chat_template returned {type(rendered).__name__}, not str")
+        return rendered

@@ -1,0 +1,136 @@
+"""An OpenAI-compatible backend: ``/completions``, streamed (vLLM, SGLang, llama.cpp, hosted).
+
+The assembled prompt is already rendered with the model's chat template, so it is sent to the
+legacy completions route as a raw ``prompt`` rather than re-split into chat ``messages``: the
+text itself by default, or ``prompt.token_ids`` with ``send_token_ids=True`` (vLLM, SGLang and
+llama.cpp's server accept token ids; then the prompt counted is exactly the prompt served).
+``stream_options.include_usage`` asks for the usage chunk at the end;
+``usage.prompt_tokens_details.cached_tokens`` is read when the server reports it.
+Endpoints are base URLs that include the version, e.g. ``http://vllm:8000/v1``.
+
+Cancelling closes the stream (vLLM and llama.cpp's server stop on disconnect); the rid goes in
+``X-Request-Id`` for the server's logs. Failures map as ``inference._http_stream`` describes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from inference._http_stream import HTTPStreamBackend, StreamError, error_message
+from inference.backend import GenerationDone, Usage
+from inference.prompt import AssembledPrompt
+from inference.tokenizer import PromptTokenizer
+
+__all__ = ["OpenAICompatBackend"]
+
+
+class OpenAICompatBackend(HTTPStreamBackend):
+    """``POST {endpoint}/completions`` with ``stream: true``; ``model`` is sent as is."""
+
+    name = "openai"
+    health_path = "/models"
+
+    def __init__(
+        self,
+        endpoints: Sequence[str],
+        *,
+        model: str,
+        tokenizer: PromptTokenizer,
+        api_key: str | None = None,
+        send_token_ids: bool = False,
+        connect_timeout_s: float = 2.0,
+        stall_timeout_s: float = 10.0,
+        max_attempts: int | None = None,
+        cooldown_s: float = 5.0,
+        health_interval_s: float | None = 30.0,
+    ) -> None:
+        super().__init__(
+            endpoints,
+            model=model,
+            tokenizer=tokenizer,
+            connect_timeout_s=connect_timeout_s,
+            stall_timeout_s=stall_timeout_s,
+            max_attempts=max_attempts,
+            cooldown_s=cooldown_s,
+            health_interval_s=health_interval_s,
+            headers={"Authorization": f"Bearer {api_key}"} if api_key else None,
+        )
+        self.send_token_ids = send_token_ids
+
+    def _request(
+        self, prompt: AssembledPrompt, max_tokens: int, temperature: float, rid: str
+    ) -> tuple[str, dict[str, Any], dict[str, str]]:
+        body: dict[str, Any] = {
+            "model": self.model,
+            "prompt": list(prompt.token_ids) if self.send_token_ids else prompt.text,
+            "max_tokens": max_tokens,
+            "temperature": temperature,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        return "/completions", body, {"X-Request-Id": rid}
+
+    def _decoder(self, prompt: AssembledPrompt) -> _Decoder:
+        return _Decoder(prompt.prompt_tokens)
+
+
+class _Decoder:
+    """Completion chunks (``choices[0].text``, or a chat ``delta.content``), then the usage."""
+
+    done: GenerationDone | None = None  # known only at ``[DONE]``: the usage chunk comes last
+
+    def __init__(self, prompt_tokens: int) -> None:
+        self.prompt_tokens = prompt_tokens
+        self.reason: str | None = None
+        self.usage: Mapping[str, Any] | None = None
+        self.chunks = 0
+
+    def feed(self, chunk: Mapping[str, Any]) -> str:
+        if chunk.get("error") is not None:
+            raise StreamError(f"error event: {error_message(chunk)}")
+        if isinstance(chunk.get("usage"), Mapping):
+            self.usage = chunk["usage"]
+        choices = chunk.get("choices") or []
+        if not choices or not isinstance(choices[0], Mapping):
+            return ""
+        choice = choices[0]
+        delta = choice.get("delta")
+        text = choice.get("text")
+        if text is None and isinstance(delta, Mapping):
+            text = delta.get("content")
+        reason = choice.get("finish_reason")
+        if reason:
+            self.reason = _finish_reason(str(reason))
+        if not isinstance(text, str) or not text:
+            return ""
+        self.chunks += 1
+        return text
+
+    def finish(self) -> GenerationDone:
+        if self.reason is None:
+            raise StreamError("the stream ended without a finish reason")
+        usage = self.usage or {}
+        details = usage.get("prompt_tokens_details")
+        cached = details.get("cached_tokens") if isinstance(details, Mapping) else None
+        return GenerationDone(
+            usage=Usage(
+                prompt_tokens=_int(usage.get("prompt_tokens"), self.prompt_tokens),
+                cached_tokens=_int(cached, 0),
+                completion_tokens=_int(usage.get("completion_tokens"), self.chunks),
+            ),
+            finish_reason=self.reason,
+            queue_ms=0.0,
+        )
+
+
+def _finish_reason(reason: str) -> str:
+    if reason == "length":
+        return "length"
+    if reason in ("abort", "cancelled"):
+        return "cancelled"
+    return "stop"
+
+
+def _int(value: Any, default: int) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else default

@@ -1,0 +1,114 @@
+"""The whole service answering through the SGLang backend, against the fake SGLang server."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from app.config import Settings
+from app.services import default_backend
+from inference import HFTokenizer, OpenAICompatBackend, SGLangBackend
+from tests.app.conftest import make_settings, running_app
+from tests.fakes._model import detokenize, output_ids
+from tests.fakes._serve import ServerThread
+from tests.fakes.sglang_server import FakeSGLang
+from tests.fakes.tiny_tokenizer import build_tiny_tokenizer
+from tests.helpers.sse import parse_sse
+
+
+@pytest.fixture(scope="module")
+def fake_sglang() -> Iterator[tuple[FakeSGLang, str]]:
+    fake = FakeSGLang()
+    with ServerThread(fake.app) as server:
+        yield fake, server.url
+
+
+def test_ask_is_answered_through_sglang(
+    seeded_data_dir: Path,
+    auth: dict[str, str],
+    fake_sglang: tuple[FakeSGLang, str],
+    span_exporter: InMemorySpanExporter,
+    tmp_path: Path,
+) -> None:
+    fake, url = fake_sglang
+    fake.reset(natural_tokens=10, itl_s=0.001)
+    tokenizer = HFTokenizer(build_tiny_tokenizer(tmp_path), local_files_only=True)
+    backend = SGLangBackend([url], model="fake/tiny-chat", tokenizer=tokenizer)
+    with running_app(seeded_data_dir, backend=backend) as client:
+        assert client.get("/readyz").status_code == 200
+        span_exporter.clear()
+        question = {"question": "How do I define a function with a default value?"}
+        first = client.post("/v1/ask", json=question, headers=auth)
+        assert first.status_code == 200, first.text
+        streamed = client.post("/v1/ask", json={**question, "stream": True}, headers=auth)
+        assert streamed.status_code == 200
+    body = first.json()
+    sent = fake.generate_requests[0]
+    expected = detokenize(output_ids(sent.body["input_ids"], 10), final=True)
+    assert body["answer"].strip() == expected.strip()
+    assert body["finish_reason"] == "stop"
+    assert body["trace_id"] in sent.headers["traceparent"]
+    events = parse_sse(streamed.text.splitlines())
+    done = [data for event, data in events if event == "done"]
+    assert done and done[0]["finish_reason"] == "stop"
+    generate = [s for s in span_exporter.get_finished_spans() if s.name == "generate"]
+    first_span, second_span = generate[0].attributes or {}, generate[1].attributes or {}
+    assert first_span["gen_ai.system"] == "sglang"
+    assert first_span["gen_ai.request.model"] == "fake/tiny-chat"
+    assert first_span["gen_ai.usage.input_tokens"] == len(sent.body["input_ids"])
+    assert first_span["gen_ai.usage.output_tokens"] == 10
+    assert tuple(first_span["gen_ai.response.finish_reasons"]) == ("stop",)  # type: ignore[arg-type]
+    # The same question again: the fake's prefix cache serves all but the last prompt token.
+    prompt_tokens = len(sent.body["input_ids"])
+    assert second_span["ragtime.usage.cached_tokens"] == prompt_tokens - 1
+    assert second_span["ragtime.usage.cached_ratio"] == round(
+        (prompt_tokens - 1) / prompt_tokens, 4
+    )
+    assert first_span["ragtime.usage.cached_ratio"] == 0.0
+
+
+def test_settings_build_the_remote_backends(tmp_path: Path) -> None:
+    sglang = default_backend(
+        make_settings(
+            tmp_path,
+            generation_backend="sglang",
+            sglang_endpoints=["http://a:30000", "http://b:30000/"],
+            served_model="org/model",
+            sglang_priority=3,
+        )
+    )
+    assert isinstance(sglang, SGLangBackend)
+    assert sglang.endpoints == ["http://a:30000", "http://b:30000"]
+    assert (sglang.model, sglang.priority, sglang.incremental) == ("org/model", 3, False)
+    assert isinstance(sglang.tokenizer, HFTokenizer)
+    assert sglang.tokenizer.name_or_path == "org/model"
+    openai = default_backend(
+        make_settings(
+            tmp_path,
+            generation_backend="openai",
+            openai_base_url="http://vllm:8000/v1",
+            served_model="org/model",
+            served_tokenizer="/models/tok",
+            openai_api_key="sk-x",
+        )
+    )
+    assert isinstance(openai, OpenAICompatBackend)
+    assert openai.tokenizer.name_or_path == "/models/tok"  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"generation_backend": "sglang", "served_model": "m"},
+        {"generation_backend": "sglang", "sglang_endpoints": ["http://a:1"]},
+        {"generation_backend": "openai", "served_model": "m"},
+        {"generation_backend": "sglang", "served_model": "m", "sglang_endpoints": ["a:1"]},
+    ],
+)
+def test_remote_backends_need_their_settings(tmp_path: Path, overrides: dict[str, object]) -> None:
+    with pytest.raises(ValueError):
+        make_settings(tmp_path, **overrides)
+    assert Settings  # the settings class is what fails, at start-up

@@ -1,0 +1,147 @@
+"""A minimal fake OpenAI-compatible server (``/v1/completions``, ``/v1/models``), for tests only.
+
+Streams ``text_completion`` chunks with deltas in ``choices[0].text``, a chunk with the
+``finish_reason``, then (with ``stream_options.include_usage``) a usage chunk with empty
+``choices``, then ``data: [DONE]``, as vLLM and SGLang do. ``prompt_tokens_details`` appears
+only when some tokens were cached. The prompt may be text (one token per word) or token ids.
+Decoding happens in the response itself, so a closed stream stops it (as vLLM does).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from tests.fakes._model import PrefixCache, detokenize, output_ids, text_ids
+from tests.fakes.sglang_server import Recorded
+
+
+@dataclass
+class OpenAIConfig:
+    model: str = "fake/tiny-chat"
+    api_key: str | None = None
+    itl_s: float = 0.0
+    natural_tokens: int = 12
+    reject_status: int | None = None
+    error_after: int | None = None
+
+
+class FakeOpenAI:
+    def __init__(self) -> None:
+        self.config = OpenAIConfig()
+        self.cache = PrefixCache()
+        self.requests: list[Recorded] = []
+        self.decoded: dict[str, int] = {}
+        self.app = Starlette(
+            routes=[
+                Route("/v1/completions", self.completions, methods=["POST"]),
+                Route("/v1/models", self.models, methods=["GET"]),
+            ]
+        )
+
+    def reset(self, **config: Any) -> None:
+        self.config = OpenAIConfig(**config)
+        self.cache.clear()
+        self.requests.clear()
+        self.decoded.clear()
+
+    def _unauthorized(self, request: Request) -> Response | None:
+        key = self.config.api_key
+        if key and request.headers.get("authorization") != f"Bearer {key}":
+            return _error(401, "Incorrect API key provided.", "invalid_request_error")
+        return None
+
+    async def models(self, request: Request) -> Response:
+        denied = self._unauthorized(request)
+        if denied is not None:
+            return denied
+        return JSONResponse({"object": "list", "data": [{"id": self.config.model}]})
+
+    async def completions(self, request: Request) -> Response:
+        body = await request.json()
+        self.requests.append(Recorded("/v1/completions", dict(request.headers), body))
+        denied = self._unauthorized(request)
+        if denied is not None:
+            return denied
+        if self.config.reject_status is not None:
+            return _error(self.config.reject_status, "Server overloaded.", "server_error")
+        prompt = body.get("prompt")
+        ids = text_ids(prompt) if isinstance(prompt, str) else prompt
+        if not (isinstance(ids, list) and ids and all(isinstance(t, int) for t in ids)):
+            return _error(400, "prompt must be a string or a list of token ids", "invalid")
+        if not body.get("stream"):
+            return _error(400, "this fake only streams", "invalid_request_error")
+        max_tokens = int(body.get("max_tokens") or 16)
+        usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        rid = request.headers.get("x-request-id", f"cmpl-{len(self.requests)}")
+        return StreamingResponse(
+            self._stream(rid, ids, max_tokens, usage), media_type="text/event-stream"
+        )
+
+    async def _stream(
+        self, rid: str, ids: list[int], max_tokens: int, include_usage: bool
+    ) -> AsyncIterator[bytes]:
+        cfg = self.config
+        cached = min(self.cache.match(ids), len(ids) - 1)
+        planned = output_ids(ids, min(max_tokens, cfg.natural_tokens))
+        sent, out = "", []
+        self.decoded[rid] = 0
+        created = int(time.time())
+        for i, token in enumerate(planned):
+            if i == cfg.error_after:
+                error = {"error": {"message": "engine died", "type": "server_error", "code": 500}}
+                yield _data(error)
+                yield b"data: [DONE]\n\n"
+                return
+            if i and cfg.itl_s:
+                await asyncio.sleep(cfg.itl_s)
+            out.append(token)
+            self.decoded[rid] = len(out)
+            text = detokenize(out)
+            if text != sent:
+                yield _data(_chunk(rid, created, cfg.model, text[len(sent) :], None))
+                sent = text
+        self.cache.insert(ids + out)
+        final = detokenize(out, final=True)
+        reason = "length" if max_tokens <= cfg.natural_tokens else "stop"
+        yield _data(_chunk(rid, created, cfg.model, final[len(sent) :], reason))
+        if include_usage:
+            usage: dict[str, Any] = {
+                "prompt_tokens": len(ids),
+                "completion_tokens": len(out),
+                "total_tokens": len(ids) + len(out),
+            }
+            if cached > 0:
+                usage["prompt_tokens_details"] = {"cached_tokens": cached}
+            yield _data(
+                {"id": rid, "object": "text_completion", "created": created,
+                 "model": cfg.model, "choices": [], "usage": usage}
+            )  # fmt: skip
+        yield b"data: [DONE]\n\n"
+
+
+def _chunk(rid: str, created: int, model: str, text: str, reason: str | None) -> dict[str, Any]:
+    return {
+        "id": rid,
+        "object": "text_completion",
+        "created": created,
+        "model": model,
+        "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": reason}],
+    }
+
+
+def _data(obj: Any) -> bytes:
+    return b"data: " + json.dumps(obj).encode() + b"\n\n"
+
+
+def _error(status: int, message: str, kind: str) -> Response:
+    return JSONResponse({"error": {"message": message, "type": kind}}, status_code=status)

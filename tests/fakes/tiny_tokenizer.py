@@ -1,0 +1,49 @@
+"""A tiny Hugging Face tokenizer with a ChatML chat template, built locally (no hub)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from inference import DEFAULT_SYSTEM_PROMPT
+
+SPECIAL = ["[UNK]", "<|im_start|>", "<|im_end|>"]
+CHATML = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+_WORDS = (
+    "a an and are as at be by can default do does for from function how i if in is it list "
+    "lists loop of on or python return the to use value values what when with you your "
+    "question passages passage system user assistant no were found"
+)
+
+
+def build_tiny_tokenizer(dir: Path, words: str = "") -> Path:
+    """Save a word-level tokenizer (``[UNK]`` for unknown words) and ChatML template in ``dir``.
+
+    ``HFTokenizer(dir, local_files_only=True)`` loads it. Returns ``dir``.
+    """
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    text = " ".join([DEFAULT_SYSTEM_PROMPT, _WORDS, words])
+    vocab_words = sorted(set(re.findall(r"\w+|[^\w\s]+", text.lower() + " " + text)))
+    vocab_words += [
+        c for c in "abcdefghijklmnopqrstuvwxyz0123456789.,:;?!()[]'\"-—" if c not in vocab_words
+    ]
+    vocab = {tok: i for i, tok in enumerate(SPECIAL + vocab_words)}
+    tokenizer = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        unk_token="[UNK]",
+        eos_token="<|im_end|>",
+        additional_special_tokens=["<|im_start|>"],
+    )
+    fast.chat_template = CHATML
+    dir.mkdir(parents=True, exist_ok=True)
+    fast.save_pretrained(dir)
+    return dir

@@ -1,0 +1,461 @@
+"""The SGLang backend against the protocol-faithful fake server (no real SGLang runs here)."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
+
+import httpx
+import pytest
+from opentelemetry import trace
+
+from inference import (
+    AssembledPrompt,
+    BackendUnavailable,
+    GenerationDone,
+    GenerationFailed,
+    HFTokenizer,
+    InferenceError,
+    PromptAssembler,
+    SGLangBackend,
+    TextDelta,
+)
+from tests.fakes._model import detokenize, output_ids
+from tests.fakes._serve import ServerThread, refused_url
+from tests.fakes.sglang_server import FakeSGLang, ReqState
+from tests.fakes.tiny_tokenizer import build_tiny_tokenizer
+from tests.inference.conftest import Doc
+
+PASSAGES = [Doc("Lists are mutable sequences."), Doc("Tuples are not mutable.", section="Tuples")]
+
+
+@pytest.fixture(scope="module")
+def servers() -> Iterator[tuple[FakeSGLang, FakeSGLang, str, str]]:
+    a, b = FakeSGLang(), FakeSGLang()
+    with ServerThread(a.app) as sa, ServerThread(b.app) as sb:
+        yield a, b, sa.url, sb.url
+
+
+@pytest.fixture
+def fakes(
+    servers: tuple[FakeSGLang, FakeSGLang, str, str],
+) -> tuple[FakeSGLang, FakeSGLang, str, str]:
+    servers[0].reset()
+    servers[1].reset()
+    return servers
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tmp_path_factory: pytest.TempPathFactory) -> HFTokenizer:
+    tok = HFTokenizer(build_tiny_tokenizer(tmp_path_factory.mktemp("tok")), local_files_only=True)
+    tok.load()
+    return tok
+
+
+@pytest.fixture
+async def make_backend(tokenizer: HFTokenizer) -> AsyncIterator[Callable[..., SGLangBackend]]:
+    made: list[SGLangBackend] = []
+
+    def make(endpoints: list[str], **kwargs: Any) -> SGLangBackend:
+        kwargs.setdefault("stall_timeout_s", 5.0)
+        kwargs.setdefault("health_interval_s", None)
+        backend = SGLangBackend(endpoints, model="fake/tiny-chat", tokenizer=tokenizer, **kwargs)
+        made.append(backend)
+        return backend
+
+    yield make
+    for backend in made:
+        await backend.close()
+
+
+@pytest.fixture
+async def backend(
+    make_backend: Callable[..., SGLangBackend], fakes: tuple[FakeSGLang, FakeSGLang, str, str]
+) -> AsyncIterator[SGLangBackend]:
+    b = make_backend([fakes[2]])
+    await b.start()
+    yield b
+    await b.close()
+
+
+def prompt_for(tokenizer: HFTokenizer, question: str = "What is a list?") -> AssembledPrompt:
+    return PromptAssembler(tokenizer, context_tokens=200).assemble(question, PASSAGES)
+
+
+async def collect(
+    backend: SGLangBackend, prompt: AssembledPrompt, max_tokens: int = 64
+) -> tuple[list[str], GenerationDone]:
+    deltas: list[str] = []
+    done: GenerationDone | None = None
+    async for event in backend.stream(prompt, max_tokens=max_tokens):
+        if isinstance(event, TextDelta):
+            assert done is None, "a delta after the final event"
+            deltas.append(event.text)
+        else:
+            assert done is None
+            done = event
+    assert done is not None
+    return deltas, done
+
+
+async def wait_until(predicate: Callable[[], bool], timeout_s: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not met in time"
+        await asyncio.sleep(0.01)
+
+
+def only_state(fake: FakeSGLang) -> ReqState:
+    (state,) = fake.states.values()
+    return state
+
+
+# -- streaming -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("per_chunk", [1, 3])
+async def test_cumulative_chunks_become_exact_deltas(
+    backend: SGLangBackend, fakes: Any, tokenizer: HFTokenizer, per_chunk: int
+) -> None:
+    fakes[0].reset(tokens_per_chunk=per_chunk, natural_tokens=12)
+    prompt = prompt_for(tokenizer)
+    deltas, done = await collect(backend, prompt)
+    expected = detokenize(output_ids(prompt.token_ids, 12), final=True)
+    assert "".join(deltas) == expected
+    assert all(deltas)  # chunks that added no text (a held-back half character) yield nothing
+    assert done.finish_reason == "stop"
+    assert done.usage.prompt_tokens == len(prompt.token_ids)
+    assert done.usage.completion_tokens == 12
+    assert done.usage.cached_tokens == 0
+
+
+async def test_incremental_output_is_read_as_deltas(
+    make_backend: Callable[..., SGLangBackend], fakes: Any, tokenizer: HFTokenizer
+) -> None:
+    fakes[0].reset(incremental=True, tokens_per_chunk=2)
+    backend = make_backend([fakes[2]], incremental=True)
+    await backend.start()
+    prompt = prompt_for(tokenizer)
+    deltas, done = await collect(backend, prompt)
+    assert "".join(deltas) == detokenize(output_ids(prompt.token_ids, 12), final=True)
+    assert done.finish_reason == "stop"
+    await backend.close()
+
+
+async def test_a_cumulative_client_on_an_incremental_server_fails_loudly(
+    backend: SGLangBackend, fakes: Any, tokenizer: HFTokenizer
+) -> None:
+    fakes[0].reset(incremental=True)
+    with pytest.raises(InferenceError, match="not cumulative"):
+        await collect(backend, prompt_for(tokenizer))
+
+
+async def test_request_carries_input_ids_rid_and_sampling_params(
+    backend: SGLangBackend, fakes: Any, tokenizer: HFTokenizer
+) -> None:
+    prompt = prompt_for(tokenizer)
+    await collect(backend, prompt, max_tokens=5)
+    await collect(backend, prompt, max_tokens=5)
+    first, second = (r.body for r in fakes[0].generate_requests)
+    assert first["input_ids"] == prompt.token_ids
+    assert "text" not in first
+    assert first["stream"] is True
+    assert first["sampling_params"] == {"max_new_tokens": 5, "temperature": 0.0}
+    assert "priority" not in first
+    assert re.fullmatch(r"[0-9a-f]{32}", first["rid"]) and re.fullmatch(
+        r"[0-9a-f]{32}", second["rid"]
+    )
+    assert first["rid"] != second["rid"]
+
+
+async def test_length_finish_and_queue_time(
+    backend: SGLangBackend, fakes: Any, tokenizer: HFTokenizer
+) -> None:
+    fakes[0].reset(max_running=1, ttft_s=0.15)
+    prompt = prompt_for(tokenizer)
+    (_, first), (_, second) = await asyncio.gather(
+        collect(backend, prompt, max_tokens=4), collect(backend, prompt, max_tokens=4)
+    )
+    assert first.finish_reason == second.finish_reason == "length"
+    assert first.usage.completion_tokens == 4
+    # One ran while the other waited for the single running slot.
+    assert max(first.queue_ms, second.queue_ms) >= 100.0
+
+
+async def test_priority_is_sent_when_configured(
+    make_backend: Callable[..., SGLangBackend], fakes: Any, tokenizer: HFTokenizer
+) -> None:
+    backend = make_backend([fakes[2]], priority=7)
+    await backend.start()
+    await collect(backend, prompt_for(tokenizer), max_tokens=2)
+    assert fakes[0].generate_requests[0].body["priority"] == 7
+    await backend.close()
+
+
+async def test_cached_tokens_follow_the_shared_prefix(
+    backend: SGLangBackend, fakes: Any, tokenizer: HFTokenizer
+) -> None:
+    one = prompt_for(tokenizer, "What is a list?")
+    two = prompt_for(tokenizer, "How do I use a tuple?")
+    _, cold = await collect(backend, one, max_tokens=4)
+    _, warm = await collect(backend, one, max_tokens=4)
+    _, other = await collect(backend, two, max_tokens=4)
+    assert cold.usage.cached_tokens == 0
+    assert warm.usage.cached_tokens == len(one.token_ids) - 1  # the last token is recomputed
+    shared = next(
+        i for i, (a, b) in enumerate(zip(one.token_ids, two.token_ids, strict=False)) if a != b
+    )
+    assert 0 < shared < len(two.token_ids) - 1
+    assert other.usage.cached_tokens == shared
+
+
+async def test_traceparent_carries_the_callers_trace(
+    backend: SGLangBackend, fakes: Any, tokenizer: HFTokenizer, spans: Any
+) -> None:
+    prompt = prompt_for(tokenizer)
+    with trace.get_tracer("test").start_as_current_span("caller") as span:
+        events = backend.stream(prompt, max_tokens=2)
+    await collect_events(events)  # consumed outside the span: the header was taken at the call
+    header = fakes[0].generate_requests[0].headers["traceparent"]
+    context = span.get_span_context()
+    assert header.startswith(f"00-{context.trace_id:032x}-{context.span_id:016x}-")
+
+
+async def collect_events(events: Any) -> list[Any]:
+    return [e async for e in events]
+
+
+# -- cancellation --------------------------------------------------------------------------
+
+
+async def test_closing_the_stream_aborts_the_request_before_closing(
+    backend: SGLangBackend, fakes: Any, tokenizer: HFTokenizer
+) -> None:
+    fake = fakes[0]
+    fake.reset(itl_s=0.02, natural_tokens=500)
+    events = backend.stream(prompt_for(tokenizer), max_tokens=500)
+    assert isinstance(await anext(events), TextDelta)
+    assert isinstance(await anext(events), TextDelta)
+    await events.aclose()
+    state = only_state(fake)
+    await wait_until(lambda: state.finish_reason is not None and state.stream_end is not None)
+    (abort,) = fake.aborts
+    assert abort.body == {"rid": state.rid}
+    assert state.stream_open_at_abort is True
+    assert fake.events.index(("abort", state.rid)) < fake.events.index(
+        (f"stream_{state.stream_end}", state.rid)
+    )
+    assert state.finish_reason["type"] == "abort"
+    assert len(state.output) < 20  # decoding stopped, not run to 500 tokens
+
+
+async def test_a_deadline_cancellation_aborts_the_request(
+    backend: SGLangBackend, fakes: Any, tokenizer: HFTokenizer
+) -> None:
+    fake = fakes[0]
+    fake.reset(ttft_s=5.0)
+    events = backend.stream(prompt_for(tokenizer), max_tokens=8)
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(anext(events), 0.2)
+    state = only_state(fake)
+    await wait_until(lambda: state.finish_reason is not None)
+    assert [a.body["rid"] for a in fake.aborts] == [state.rid]
+    assert state.finish_reason["type"] == "abort"
+    assert state.output == []
+    assert state.stream_open_at_abort is True  # aborted first, then the stream closed
+
+
+async def test_abort_by_someone_else_is_reported_as_cancelled(
+    backend: SGLangBackend, fakes: Any, tokenizer: HFTokenizer
+) -> None:
+    fake = fakes[0]
+    fake.reset(itl_s=0.02, natural_tokens=500)
+    events = backend.stream(prompt_for(tokenizer), max_tokens=500)
+    assert isinstance(await anext(events), TextDelta)
+    rid = only_state(fake).rid
+    async with httpx.AsyncClient() as client:  # an operator aborts it, by a prefix of its rid
+        await client.post(f"{fakes[2]}/abort_request", json={"rid": rid[:8]})
+    rest = [e async for e in events]
+    assert isinstance(rest[-1], GenerationDone) and rest[-1].finish_reason == "cancelled"
+
+
+# -- failures ------------------------------------------------------------------------------
+
+
+async def test_503_is_retried_on_the_next_endpoint(
+    make_backend: Callable[..., SGLangBackend], fakes: Any, tokenizer: HFTokenizer
+) -> None:
+    a, b, url_a, url_b = fakes
+    a.reset(reject_status=503)
+    backend = make_backend([url_a, url_b])
+    await backend.start()
+    deltas, done = await collect(backend, prompt_for(tokenizer))
+    assert deltas and done.finish_reason == "stop"
+    assert len(a.generate_requests) == 1 and len(b.generate_requests) == 1
+    assert a.generate_requests[0].body["rid"] != b.generate_requests[0].body["rid"]
+    await backend.close()
+
+
+async def test_a_full_queue_answers_503_and_the_next_endpoint_serves(
+    make_backend: Callable[..., SGLangBackend], fakes: Any, tokenizer: HFTokenizer
+) -> None:
+    a, b, url_a, url_b = fakes
+    a.reset(max_running=1, queue_capacity=0, ttft_s=0.3)
+    b.reset()
+    busy = make_backend([url_a])
+    backend = make_backend([url_a, url_b])
+    await busy.start()
+    await backend.start()
+    first = asyncio.create_task(collect(busy, prompt_for(tokenizer), max_tokens=2))
+    await wait_until(lambda: len(a.states) == 1)
+    await wait_until(lambda: next(iter(a.states.values())).started is not None)
+    _, done = await collect(backend, prompt_for(tokenizer), max_tokens=2)
+    assert done.finish_reason == "length"
+    assert len(b.generate_requests) == 1
+    await first
+    await busy.close()
+    await backend.close()
+
+
+async def test_connection_refused_goes_to_the_next_endpoint(
+    make_backend: Callable[..., SGLangBackend], fakes: Any, tokenizer: HFTokenizer
+) -> None:
+    dead, sock = refused_url()
+    with sock:
+        backend = make_backend([dead, fakes[2]])
+        await backend.start()
+        assert backend.loaded  # one healthy endpoint is enough
+        _, done = await collect(backend, prompt_for(tokenizer))
+        assert done.finish_reason == "stop"
+        await backend.close()
+
+
+async def test_all_endpoints_down_is_backend_unavailable(
+    make_backend: Callable[..., SGLangBackend], fakes: Any, tokenizer: HFTokenizer
+) -> None:
+    a, _, url_a, _ = fakes
+    a.reset(reject_status=503)
+    dead, sock = refused_url()
+    with sock:
+        backend = make_backend([url_a, dead])
+        await backend.start()
+        with pytest.raises(BackendUnavailable) as info:
+            await collect(backend, prompt_for(tokenizer))
+        assert "HTTP 503" in str(info.value) and "connection failed" in str(info.value)
+        await backend.close()
+
+
+async def test_a_client_error_is_not_retried(
+    make_backend: Callable[..., SGLangBackend], fakes: Any, tokenizer: HFTokenizer
+) -> None:
+    a, b, url_a, url_b = fakes
+    a.reset(context_length=10)
+    backend = make_backend([url_a, url_b])
+    await backend.start()
+    with pytest.raises(BackendUnavailable, match="HTTP 400"):
+        await collect(backend, prompt_for(tokenizer))
+    assert not b.generate_requests
+    await backend.close()
+
+
+async def test_an_error_event_after_text_is_generation_failed(
+    backend: SGLangBackend, fakes: Any, tokenizer: HFTokenizer
+) -> None:
+    fakes[0].reset(error_after=3)
+    events = backend.stream(prompt_for(tokenizer), max_tokens=32)
+    got: list[Any] = []
+    with pytest.raises(GenerationFailed, match="CUDA out of memory"):
+        async for event in events:
+            got.append(event)
+    assert got and all(isinstance(e, TextDelta) for e in got)
+    assert not fakes[0].aborts  # the server had ended it
+
+
+async def test_an_error_event_before_text_is_retried(
+    make_backend: Callable[..., SGLangBackend], fakes: Any, tokenizer: HFTokenizer
+) -> None:
+    a, b, url_a, url_b = fakes
+    a.reset(error_after=0)
+    backend = make_backend([url_a, url_b])
+    await backend.start()
+    _, done = await collect(backend, prompt_for(tokenizer))
+    assert done.finish_reason == "stop" and len(b.generate_requests) == 1
+    await backend.close()
+
+
+async def test_a_stall_after_text_aborts_and_fails(
+    make_backend: Callable[..., SGLangBackend], fakes: Any, tokenizer: HFTokenizer
+) -> None:
+    fake = fakes[0]
+    fake.reset(stall_after=2)
+    backend = make_backend([fakes[2]], stall_timeout_s=0.3)
+    await backend.start()
+    started = time.perf_counter()
+    with pytest.raises(GenerationFailed, match="stalled"):
+        await collect(backend, prompt_for(tokenizer))
+    assert time.perf_counter() - started < 3.0
+    state = only_state(fake)
+    await wait_until(lambda: state.finish_reason is not None)
+    assert [a.body["rid"] for a in fake.aborts] == [state.rid]
+    await backend.close()
+
+
+async def test_a_stall_before_text_is_retried_then_unavailable(
+    make_backend: Callable[..., SGLangBackend], fakes: Any, tokenizer: HFTokenizer
+) -> None:
+    a, b, url_a, url_b = fakes
+    a.reset(stall_after=0)
+    b.reset(stall_after=0)
+    backend = make_backend([url_a, url_b], stall_timeout_s=0.3)
+    await backend.start()
+    with pytest.raises(BackendUnavailable, match="stalled"):
+        await collect(backend, prompt_for(tokenizer))
+    assert len(a.aborts) == 1 and len(b.aborts) == 1
+    await backend.close()
+
+
+async def test_an_abort_by_the_server_is_an_error(
+    backend: SGLangBackend, fakes: Any, tokenizer: HFTokenizer
+) -> None:
+    fakes[0].reset(server_abort_after=3)
+    with pytest.raises(GenerationFailed, match="aborted by the server"):
+        await collect(backend, prompt_for(tokenizer))
+
+
+# -- lifecycle -----------------------------------------------------------------------------
+
+
+async def test_unhealthy_server_leaves_it_unloaded_without_raising(
+    make_backend: Callable[..., SGLangBackend], fakes: Any, tokenizer: HFTokenizer
+) -> None:
+    fakes[0].reset(healthy=False)
+    backend = make_backend([fakes[2]])
+    with pytest.raises(BackendUnavailable, match="not started"):
+        await collect(backend, prompt_for(tokenizer))
+    await backend.start()
+    assert not backend.loaded
+    fakes[0].config.healthy = True
+    assert await backend.check_health() and backend.loaded
+    await backend.close()
+    assert not backend.loaded
+
+
+async def test_the_fake_reports_load_and_sglang_metrics(
+    backend: SGLangBackend, fakes: Any, tokenizer: HFTokenizer
+) -> None:
+    prompt = prompt_for(tokenizer)
+    await collect(backend, prompt, max_tokens=3)
+    await collect(backend, prompt, max_tokens=3)
+    async with httpx.AsyncClient(base_url=fakes[2]) as client:
+        loads = (await client.get("/v1/loads", params={"include": "core,queues"})).json()
+        metrics = (await client.get("/metrics")).text
+    (load,) = loads["loads"]
+    assert load["num_running_reqs"] == 0 and load["num_waiting_reqs"] == 0
+    assert 0.4 < load["cache_hit_rate"] < 0.5
+    for name in ("num_running_reqs", "num_queue_reqs", "cache_hit_rate", "prompt_tokens_total",
+                 "cached_tokens_total", "time_to_first_token_seconds_bucket"):  # fmt: skip
+        assert f"sglang:{name}{{" in metrics
+    assert re.search(r"sglang:generation_tokens_total\{[^}]*\} 6\.0", metrics)
