@@ -67,6 +67,10 @@ class Settings(BaseSettings):
     generation_threads: int | None = Field(None, ge=1)
     generation_context_window: int = Field(2048, ge=256)
     context_tokens: int = Field(768, ge=32, description="Token budget for passages in a prompt.")
+    prompt_layout: Literal["shared_prefix_first", "question_first"] = Field(
+        "shared_prefix_first",
+        description="Passages before the question (prefix-cache friendly); the other for benches.",
+    )
     max_output_tokens: int = Field(192, ge=1)
     temperature: float = Field(0.0, ge=0.0, le=2.0)
 

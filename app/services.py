@@ -101,7 +101,9 @@ class Services:
         await self._load("generator", self.backend.start)
         if "generator" not in self.problems:
             self.assembler = PromptAssembler(
-                self.backend.tokenizer, context_tokens=self.settings.context_tokens
+                self.backend.tokenizer,
+                context_tokens=self.settings.context_tokens,
+                layout=self.settings.prompt_layout,
             )
         try:
             await asyncio.to_thread(self.reranker.load)

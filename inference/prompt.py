@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Literal, Protocol
 
 from inference.tokenizer import PromptTokenizer
 
@@ -29,6 +29,9 @@ DEFAULT_SYSTEM_PROMPT = (
 )
 
 _SEPARATOR = "\n\n"
+PromptLayout = Literal["shared_prefix_first", "question_first"]
+"""``shared_prefix_first`` is ragtime's layout; ``question_first`` is the naive one, kept so the
+two can be measured side by side (``RAGTIME_PROMPT_LAYOUT``)."""
 _NO_PASSAGES = "No passages were found."
 # A sentence ends at . ! or ? followed by whitespace (or the end), or at a newline.
 _SENTENCE_END = re.compile(r"[.!?](?=\s|$)|\n")
@@ -82,9 +85,11 @@ class PromptAssembler:
         *,
         system_prompt: str = DEFAULT_SYSTEM_PROMPT,
         context_tokens: int = 1024,
+        layout: PromptLayout = "shared_prefix_first",
     ) -> None:
         if context_tokens < 0:
             raise ValueError(f"context_tokens must be >= 0, got {context_tokens}")
+        self.layout = layout
         self.tokenizer = tokenizer
         self.system_prompt = system_prompt
         self.context_tokens = context_tokens
@@ -101,8 +106,12 @@ class PromptAssembler:
             raise ValueError(f"context_tokens must be >= 0, got {budget}")
         packed = self._pack(passages, budget)
         blocks = [_block(p.label, p.passage, p.text) + _SEPARATOR for p in packed]
-        user = "".join(blocks) if blocks else _NO_PASSAGES + _SEPARATOR
-        user += "Question: " + _neutralize(question.strip())
+        context = "".join(blocks) if blocks else _NO_PASSAGES + _SEPARATOR
+        asked = "Question: " + _neutralize(question.strip())
+        if self.layout == "question_first":  # for comparison only: defeats prefix caching
+            user = asked + _SEPARATOR + context.rstrip("\n")
+        else:
+            user = context + asked
         text = self.tokenizer.render_chat(
             [{"role": "system", "content": self.system_prompt}, {"role": "user", "content": user}]
         )

@@ -112,3 +112,15 @@ def test_negative_budget_is_refused() -> None:
         PromptAssembler(WordTokenizer(), context_tokens=-1)
     with pytest.raises(ValueError):
         assembler(10).assemble("q", [], context_tokens=-5)
+
+
+def test_question_first_layout_moves_only_the_question() -> None:
+    passages = [doc("One. Two."), doc("Three.")]
+    shared = PromptAssembler(WordTokenizer(), context_tokens=100).assemble("Why?", passages)
+    naive = PromptAssembler(WordTokenizer(), context_tokens=100, layout="question_first").assemble(
+        "Why?", passages
+    )
+    assert shared.text.index("\n[1] ") < shared.text.index("Question: Why?")
+    assert naive.text.index("Question: Why?") < naive.text.index("\n[1] ")
+    assert sorted(shared.text.split()) == sorted(naive.text.split())
+    assert naive.passages == shared.passages
