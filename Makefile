@@ -45,10 +45,12 @@ alert-tools:
 test: lint typecheck alert-tools
 	$(PY) -m pytest -q
 
-# Fresh runs on this machine (about 12 minutes on 2 cores, the first one 2 more to ingest the
+# Fresh runs on this machine (about 22 minutes on 2 cores, the first one 2 more to ingest the
 # demo corpus): the CPU default at 1 and 2 users, the null backend against the bare FastAPI floor,
-# and a Poisson rate sweep for the ceiling. Servers run as subprocesses on free ports of
-# 127.0.0.1; raw results and server logs go to bench-results/, plots to benchmarks/.
+# a Poisson rate sweep for the ceiling, and the budget under injected faults with the degradation
+# policy on and off (plus the budget and tracing machinery's own cost, in-process). Servers run as
+# subprocesses on free ports of 127.0.0.1; raw results and server logs go to bench-results/, plots
+# to benchmarks/.
 BENCH := bench-results
 RAGTIME := $(VENV)/bin/ragtime
 bench: install
@@ -61,8 +63,12 @@ bench: install
 		--duration 5 --min-requests 50 --warmup 5 --stop-at-ceiling --json $(BENCH)/ceiling.json
 	$(RAGTIME) bench load --floor --floor-tokens 16 --rates 10,25,50,100,150,200,300,400 \
 		--duration 4 --min-requests 100 --warmup 10 --json $(BENCH)/ceiling-floor.json
+	$(RAGTIME) bench budget --serve benchmarks/budget.env --budget-ms 10000 \
+		--rerank-delay-ms 4000 --token-delay-ms 80 --concurrency 1,2 --requests 8 --warmup 1 \
+		--json $(BENCH)/budget.json
 	$(RAGTIME) bench report --cpu $(BENCH)/cpu-default.json --overhead $(BENCH)/overhead.json \
 		--ceiling $(BENCH)/ceiling.json --ceiling $(BENCH)/ceiling-floor.json \
+		--budget $(BENCH)/budget.json \
 		--out BENCHMARKS.md --plots benchmarks \
 		--setup-command "RAGTIME_DATA_DIR=$(BENCH)/data ragtime setup-demo"
 

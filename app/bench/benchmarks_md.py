@@ -13,6 +13,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from app.bench import plots
+from app.bench.budget import (
+    TARGET_WITHIN_BUDGET,
+    BudgetResult,
+    cells_table,
+    findings,
+    machinery_line,
+    policy_met,
+)
 from app.bench.report import (
     ceilings_table,
     comparisons_table,
@@ -34,8 +42,9 @@ def write_benchmarks(
     plot_dir: Path,
     setup_command: str,
     make_command: str = "make bench",
+    budget: BudgetResult | None = None,
 ) -> list[Path]:
-    """Write ``out`` and its plots; the paths written."""
+    """Write ``out`` and its plots; the paths written (``budget`` adds its section)."""
     sweeps = [run for result in ceilings for run in result.runs]
     images = {
         "cpu-cdf": plots.latency_cdfs(cpu.runs, plot_dir / "cpu-latency-cdf.png",
@@ -53,15 +62,16 @@ def write_benchmarks(
     text = "\n\n".join(
         [
             _header(cpu),
-            _summary(cpu, overhead, ceilings),
+            _summary(cpu, overhead, ceilings) + _budget_summary(budget),
             _machine(
                 {"CPU default": cpu, "overhead": overhead}
                 | {f"ceiling {i + 1}": c for i, c in enumerate(ceilings)}
             ),
-            _commands(make_command, setup_command, (cpu, overhead, *ceilings)),
+            _commands(make_command, setup_command, (cpu, overhead, *ceilings), budget),
             _cpu_section(cpu, rel),
             _overhead_section(overhead, rel),
             _ceiling_section(ceilings, rel),
+            *([_budget_section(budget)] if budget is not None else []),
             _reading(),
         ]
     )
@@ -160,14 +170,19 @@ def _machine(results: dict[str, BenchResult]) -> str:
     )
 
 
-def _commands(make: str, setup: str, results: Sequence[BenchResult]) -> str:
+def _commands(
+    make: str, setup: str, results: Sequence[BenchResult], budget: BudgetResult | None = None
+) -> str:
     configs: dict[str, dict[str, str]] = {}
     for result in results:
         for t in result.targets:
             if t.config_path:
                 configs[t.config_path] = t.config
+    if budget is not None:
+        configs[budget.config_path] = budget.config
     body = [f"`{make}` ran, in order:", "", "```sh", setup]
     body += [r.command for r in results]
+    body += [budget.command] if budget is not None else []
     body += ["```"]
     for path, values in configs.items():
         body += ["", f"`{path}`:", "", "```sh", *(f"{k}={v}" for k, v in values.items()), "```"]
@@ -237,6 +252,67 @@ def _ceiling_section(ceilings: Sequence[BenchResult], rel: dict[str, str]) -> st
         + "\n\n"
         + runs_table([run for r in ceilings for run in r.runs])
         + f"\n\n![TTFT against offered load]({rel['ceiling']})"
+    )
+
+
+def _budget_summary(budget: BudgetResult | None) -> str:
+    if budget is None:
+        return ""
+    lines = [""]
+    for fault in budget.faults:
+        on = [c for c in budget.cells if c.fault == fault.fault and c.policy]
+        off = [c for c in budget.cells if c.fault == fault.fault and not c.policy]
+        shares = "; ".join(
+            f"{c.load}: on {c.answered_within_ratio:.0%}, off {o.answered_within_ratio:.0%} "
+            f"(n={c.requests} each)"
+            for c, o in zip(on, off, strict=False)
+        )
+        lines.append(
+            f"- Answered within a {budget.budget_ms} ms budget, {fault.fault} fault "
+            f"(+{fault.fault_ms:g} ms), policy on against off: {shares}."
+        )
+    met = "met" if policy_met(budget.cells) else "NOT met"
+    lines.append(
+        f"- Target at least {TARGET_WITHIN_BUDGET:.0%} answered within budget with the policy "
+        f"on, under both faults: {met}."
+    )
+    if budget.machinery is not None:
+        lines.append(f"- The {machinery_line(budget.machinery)}.")
+    return "\n".join(lines)
+
+
+def _budget_section(budget: BudgetResult) -> str:
+    faults = ", ".join(f"`{f.variable}={f.fault_ms:g}`" for f in budget.faults)
+    machinery = (
+        f"\n\nThe {machinery_line(budget.machinery)}. Measured in the bench's own process "
+        "(`app.bench.machinery`, no HTTP): one request's `BudgetLedger` with its eight stage "
+        "spans charged (`generate` through `begin`/`end`), cost-model observations, one "
+        "degradation-policy plan, a degradation, the root span's annotation and the budget "
+        "summary, with the real tracer provider (`tracing.configure_tracing()`) and metrics; "
+        "the stages themselves are empty."
+        if budget.machinery is not None
+        else ""
+    )
+    return (
+        "## 4. The budget under faults: the degradation policy on and off\n\n"
+        f"`ragtime bench budget` ({budget.created}) starts, for each fault ({faults}), two "
+        f"servers from `{budget.config_path}`: `RAGTIME_DEGRADATION_POLICY=true` and `false`, "
+        "both with a tiny random cross-encoder built at bench time "
+        "(`app.bench.tiny_cross_encoder`, not a quality model: it is there so that rerank runs "
+        f"and its fault bites). Every request carries `budget_ms` {budget.budget_ms}; the two "
+        "servers take turns round by round. Load: "
+        + "; ".join(budget.loads)
+        + " (the CPU default sustains about one request at a time on this 2-core machine, so "
+        "1 user is 1x and 2 users is 2x). Answered within budget: HTTP 200 and the `done` "
+        "event's `budget.exceeded` false. 504 within budget: failed, but within the budget "
+        "(`failed_fast` in the JSON). Over budget: answered or failed after the budget ran "
+        "out. Degradations are the actions in the answers' `degradations`, counted per action, "
+        "with the number of answered requests that had any. Percentiles are over few samples "
+        "(n in every cell): p95 and p99 are near the largest.\n\n"
+        + cells_table(budget.cells)
+        + "\n\n"
+        + " ".join(findings(budget))
+        + machinery
     )
 
 

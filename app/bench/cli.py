@@ -102,6 +102,8 @@ def register(sub: Any) -> None:
     out.add_argument("--no-progress", action="store_true")
     load.set_defaults(func=cmd_load)
 
+    _register_budget(bench_sub)
+
     report = bench_sub.add_parser("report", help="write BENCHMARKS.md from bench JSON files")
     report.add_argument("--cpu", type=Path, required=True, help="JSON of the CPU default run")
     report.add_argument("--overhead", type=Path, required=True, help="JSON of null vs floor")
@@ -112,6 +114,9 @@ def register(sub: Any) -> None:
         required=True,
         help="JSON of a rate sweep (repeatable: the null backend's, the floor's)",
     )
+    report.add_argument(
+        "--budget", type=Path, help="JSON of `ragtime bench budget` (adds its section)"
+    )
     report.add_argument("--out", type=Path, default=Path("BENCHMARKS.md"))
     report.add_argument("--plots", type=Path, default=Path("benchmarks"), metavar="DIR")
     report.add_argument(
@@ -120,6 +125,109 @@ def register(sub: Any) -> None:
         help="how the data dir was prepared, as BENCHMARKS.md should show it",
     )
     report.set_defaults(func=cmd_report)
+
+
+def _register_budget(bench_sub: Any) -> None:
+    budget = bench_sub.add_parser(
+        "budget",
+        help="the degradation policy on and off under injected faults; within-budget shares",
+        description="For each fault (a delay added to every rerank run, or to every generated "
+        "token) start two servers from CONFIG, policy on and off, with a tiny random "
+        "cross-encoder so that rerank runs; drive them alternately with the same budget at each "
+        "load (closed loops of N users). Also measures the budget and tracing machinery's own "
+        "cost per request, in-process.",
+    )
+    budget.add_argument("--serve", type=Path, required=True, metavar="CONFIG")
+    budget.add_argument("--budget-ms", type=int, required=True, help="sent with every request")
+    budget.add_argument(
+        "--rerank-delay-ms", type=float, default=4000.0, help="rerank fault (0: not run)"
+    )
+    budget.add_argument(
+        "--token-delay-ms", type=float, default=80.0, help="generation fault per token (0: not run)"
+    )
+    budget.add_argument("--concurrency", type=_ints, default=[1, 2], metavar="N[,N...]")
+    budget.add_argument("--requests", type=int, default=12, help="measured requests per cell")
+    budget.add_argument("--warmup", type=int, default=1, help="uncounted requests per cell")
+    budget.add_argument("--rounds", type=int, default=2, help="turns per server and load")
+    budget.add_argument("--timeout", type=float, default=120.0, help="per-request limit, s")
+    budget.add_argument(
+        "--questions", type=Path, default=DEMO_QUESTIONS, help="one question per line"
+    )
+    budget.add_argument(
+        "--machinery-iterations",
+        type=int,
+        default=5000,
+        help="requests' worth of machinery timed in-process (0: skip)",
+    )
+    budget.add_argument(
+        "--model-dir",
+        type=Path,
+        default=Path("bench-results/tiny-cross-encoder"),
+        help="where the tiny random cross-encoder is built",
+    )
+    budget.add_argument("--log-dir", type=Path, default=Path("bench-results/logs"))
+    budget.add_argument("--json", type=Path, help="write the result here")
+    budget.add_argument("--no-progress", action="store_true")
+    budget.set_defaults(func=cmd_budget)
+
+    machinery = bench_sub.add_parser(
+        "machinery",
+        help="what the budget and tracing machinery costs per request (in-process, no HTTP)",
+    )
+    machinery.add_argument("--iterations", type=int, default=5000)
+    machinery.add_argument("--json", type=Path, help="write the result here")
+    machinery.set_defaults(func=cmd_machinery)
+
+
+def cmd_budget(args: argparse.Namespace) -> int:
+    from app.bench.budget import run_budget_bench, text_report, write_budget_json
+    from app.bench.report import command_line
+    from app.bench.serve import ServerFailed
+
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    questions = read_questions(args.questions)
+    faults = [(name, ms) for name, ms in (("rerank", args.rerank_delay_ms),
+                                         ("generate", args.token_delay_ms)) if ms > 0]  # fmt: skip
+    if not questions or not faults:
+        print("error: no questions, or no fault to inject", file=sys.stderr)
+        return 2
+    try:
+        result = run_budget_bench(
+            config_path=args.serve,
+            questions=questions,
+            budget_ms=args.budget_ms,
+            faults=faults,
+            users=args.concurrency,
+            requests=args.requests,
+            warmup=args.warmup,
+            rounds=args.rounds,
+            timeout_s=args.timeout,
+            model_dir=args.model_dir,
+            log_dir=args.log_dir,
+            machinery_iterations=args.machinery_iterations,
+            command=command_line(getattr(args, "argv", None) or sys.argv[1:]),
+            show_progress=not args.no_progress,
+        )
+    except (ServerFailed, ValueError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(text_report(result))
+    if args.json:
+        write_budget_json(result, args.json)
+        print(f"\nwrote {args.json}", file=sys.stderr)
+    return 0
+
+
+def cmd_machinery(args: argparse.Namespace) -> int:
+    from app.bench.budget import machinery_line
+    from app.bench.machinery import measure_machinery
+
+    cost = measure_machinery(args.iterations)
+    print(machinery_line(cost) + ".")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(cost.model_dump_json(indent=1) + "\n")
+    return 0
 
 
 def _ints(text: str) -> list[int]:
@@ -276,6 +384,7 @@ async def _run(
 
 def cmd_report(args: argparse.Namespace) -> int:
     from app.bench.benchmarks_md import write_benchmarks
+    from app.bench.budget import read_budget_json
     from app.bench.report import read_json
 
     written = write_benchmarks(
@@ -285,6 +394,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         ceilings=[read_json(path) for path in args.ceiling],
         plot_dir=args.plots,
         setup_command=args.setup_command,
+        budget=read_budget_json(args.budget) if args.budget else None,
     )
     for path in written:
         print(f"wrote {path}", file=sys.stderr)
