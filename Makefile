@@ -64,7 +64,7 @@ bench: install
 	$(RAGTIME) bench load --floor --floor-tokens 16 --rates 10,25,50,100,150,200,300,400 \
 		--duration 4 --min-requests 100 --warmup 10 --json $(BENCH)/ceiling-floor.json
 	$(RAGTIME) bench budget --serve benchmarks/budget.env --budget-ms 10000 \
-		--rerank-delay-ms 4000 --token-delay-ms 80 --concurrency 1,2 --requests 8 --warmup 1 \
+		--rerank-delay-ms 200 --token-delay-ms 80 --concurrency 1,2 --requests 8 --warmup 1 \
 		--json $(BENCH)/budget.json
 	$(RAGTIME) bench report --cpu $(BENCH)/cpu-default.json --overhead $(BENCH)/overhead.json \
 		--ceiling $(BENCH)/ceiling.json --ceiling $(BENCH)/ceiling-floor.json \

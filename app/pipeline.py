@@ -40,6 +40,7 @@ from tracing.cost_model import CostModel
 from tracing.policy import BudgetInfeasible, DegradationPolicy, Plan, PlanLimits
 
 _LABEL = re.compile(r"\[(\d{1,3})\]")
+_FINISH_RESERVE_MS = 50.0
 T = TypeVar("T")
 
 
@@ -158,7 +159,12 @@ class Pipeline:
                 0.0,
             )
         try:
-            return policy.plan(ledger.remaining_ms, k=k, rerank_available=available)
+            return policy.plan(
+                ledger.remaining_ms,
+                k=k,
+                rerank_available=available,
+                queued=self.services.backend.pending,
+            )
         except BudgetInfeasible as exc:
             if self.settings.on_infeasible == "passages" and limits.max_output_tokens:
                 ledger.degrade("generate", "generation_skipped", str(exc))
@@ -210,8 +216,8 @@ class Pipeline:
         return result.passages
 
     def _rerank_work(self, query: str, candidates: list[Passage], k: int) -> Any:
-        if self.settings.fault_rerank_delay_ms:  # bench/test fault injection
-            time.sleep(self.settings.fault_rerank_delay_ms / 1000.0)
+        if self.settings.fault_rerank_delay_ms:  # bench/test fault: a slower model, per pair
+            time.sleep(self.settings.fault_rerank_delay_ms * len(candidates) / 1000.0)
         return self.services.reranker.rerank(query, candidates, k)
 
     # -- answering -------------------------------------------------------------------------
@@ -338,7 +344,8 @@ class Pipeline:
         self, events: AsyncGenerator[Any, None], ledger: BudgetLedger
     ) -> TextDelta | GenerationDone | None:
         """The next backend event, or None when the deadline passes first."""
-        reserve_ms = self.cost.rate("moderate.answer") or 2.0
+        # Room to flush the answer filter and send the last event before the deadline.
+        reserve_ms = self.cost.rate("moderate.answer") + _FINISH_RESERVE_MS
         timeout_s = (ledger.remaining_ms - reserve_ms) / 1000.0
         if timeout_s <= 0:
             return None
@@ -356,7 +363,7 @@ class Pipeline:
         if done.finish_reason not in ("stop", "length") or first_at is None:
             return
         usage = done.usage
-        self.cost.observe("queue", done.queue_ms, 1)
+        self.cost.observe("service", _ms_since(started) - done.queue_ms, 1)
         prefill_ms = (first_at - started) * 1000.0 - done.queue_ms
         self.cost.observe("prefill", prefill_ms, max(usage.prompt_tokens - usage.cached_tokens, 1))
         if usage.completion_tokens > 1:

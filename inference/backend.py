@@ -67,6 +67,11 @@ class GenerationBackend(ABC):
         """Whether ``stream()`` can serve now."""
         return True
 
+    @property
+    def pending(self) -> int:
+        """Requests this backend is decoding or holding in its queue (0 when it cannot tell)."""
+        return 0
+
     async def start(self) -> None:  # noqa: B027 - an optional hook, like BaseTransport.close
         """Load the model or connect; heavy work belongs here, not in ``__init__``."""
 

@@ -82,6 +82,10 @@ class LlamaCppBackend(GenerationBackend):
     def loaded(self) -> bool:
         return self._llm is not None
 
+    @property
+    def pending(self) -> int:
+        return len(self._jobs)
+
     async def start(self) -> None:
         async with self._start_lock:
             if self._llm is not None:

@@ -18,7 +18,7 @@ DEFAULT_PRIORS_MS: Mapping[str, float] = {
     "rerank": 4.0,  # per candidate pair
     "prefill": 2.5,  # per uncached prompt token
     "decode": 12.0,  # per output token
-    "queue": 0.0,  # per request: waiting for the generation backend
+    "service": 3000.0,  # per request: prefill + decode, what a queued request makes others wait
 }
 
 

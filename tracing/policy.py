@@ -25,7 +25,7 @@ class PlanLimits:
     min_output_tokens: int = 16
     prompt_overhead_tokens: int = 120
     """System prompt, template and question: prefilled whatever the context holds."""
-    reserve_ms: float = 25.0
+    reserve_ms: float = 50.0
     """Prompt assembly, answer moderation and streaming, which the plan does not size."""
 
 
@@ -64,18 +64,25 @@ class DegradationPolicy:
         self.limits = limits
 
     def predict(self, candidates: int, context_tokens: int, output_tokens: int) -> float:
-        """Predicted ms from rerank to the last answer token for this plan."""
+        """Predicted ms from rerank to the last answer token for this plan, queueing aside."""
         lim = self.limits
         return (
             self.cost.predict("rerank", candidates)
-            + self.cost.predict("queue", 1)
             + self.cost.predict("prefill", context_tokens + lim.prompt_overhead_tokens)
             + self.cost.predict("decode", output_tokens)
             + lim.reserve_ms
         )
 
-    def plan(self, remaining_ms: float, *, k: int, rerank_available: bool) -> Plan:
+    def plan(self, remaining_ms: float, *, k: int, rerank_available: bool, queued: int = 0) -> Plan:
+        """The largest plan that fits ``remaining_ms``.
+
+        ``queued`` requests ahead of this one at the generation backend each cost one request's
+        service time (``service``: prefill and decode, learned per request); that wait comes off
+        the top, since no plan of this request shrinks it.
+        """
         lim = self.limits
+        queue_ms = self.cost.predict("service", queued) if lim.max_output_tokens else 0.0
+        total_ms, remaining_ms = remaining_ms, remaining_ms - queue_ms
         n = max(lim.rerank_candidates, k) if rerank_available else 0
         ctx, out = lim.context_tokens, lim.max_output_tokens
         actions: list[Action] = []
@@ -118,9 +125,9 @@ class DegradationPolicy:
             actions.append(
                 Action("generate", "output_capped", f"{out} of {lim.max_output_tokens} tokens")
             )
-        predicted = self.predict(n, ctx, out)
-        if predicted > remaining_ms:
-            raise BudgetInfeasible(predicted, remaining_ms)
+        predicted = self.predict(n, ctx, out) + queue_ms
+        if predicted > total_ms:
+            raise BudgetInfeasible(predicted, total_ms)
         return Plan(n, ctx, out, predicted, actions)
 
     def _units(self, stage: str, spare_ms: float) -> int:

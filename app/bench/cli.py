@@ -140,7 +140,7 @@ def _register_budget(bench_sub: Any) -> None:
     budget.add_argument("--serve", type=Path, required=True, metavar="CONFIG")
     budget.add_argument("--budget-ms", type=int, required=True, help="sent with every request")
     budget.add_argument(
-        "--rerank-delay-ms", type=float, default=4000.0, help="rerank fault (0: not run)"
+        "--rerank-delay-ms", type=float, default=200.0, help="rerank fault per pair (0: not run)"
     )
     budget.add_argument(
         "--token-delay-ms", type=float, default=80.0, help="generation fault per token (0: not run)"

@@ -18,7 +18,7 @@ from tests.helpers.sse import parse_sse
 
 # Rates that make plans predictable: 1 ms per prompt token, 10 ms per output token. The full
 # plan (768 context tokens, 48 output tokens, no reranker) is predicted at (768+120)+480+25 ms.
-RATES = {"prefill": 1.0, "decode": 10.0, "queue": 0.0, "rerank": 5.0}
+RATES = {"prefill": 1.0, "decode": 10.0, "service": 1000.0, "rerank": 5.0}
 # Not even 16 output tokens fit a second: the smallest plan is out of reach.
 SLOW_DECODE = {**RATES, "decode": 100.0}
 QUESTION = {"question": "What is a list comprehension?"}
@@ -147,22 +147,22 @@ def test_budget_from_header_is_clamped_and_body_wins(
 def test_stage_spans_carry_allocations_and_the_root_lists_overruns(
     seeded_data_dir: Path, auth: dict[str, str], spans: InMemorySpanExporter
 ) -> None:
-    backend = ScriptedBackend(WORDS[:40])
+    backend = ScriptedBackend(WORDS[:48])
     with budget_app(
-        seeded_data_dir, backend, degradation_policy=False, fault_generate_token_delay_ms=30
+        seeded_data_dir, backend, degradation_policy=False, fault_generate_token_delay_ms=40
     ) as client:
-        body = ask(client, auth, budget_ms=2000).json()  # 40 x 30 ms > 72% of 2 s
+        body = ask(client, auth, budget_ms=2500).json()  # 48 x 40 ms > 72% of 2.5 s
         metrics = client.get("/metrics").text
     trace_id = int(body["trace_id"], 16)
     finished = [s for s in spans.get_finished_spans() if s.context.trace_id == trace_id]
     by_name = {s.name: s for s in finished}
     generate = by_name["generate"].attributes
-    assert generate["ragtime.budget.allocated_ms"] == 0.72 * 2000
+    assert generate["ragtime.budget.allocated_ms"] == 0.72 * 2500
     assert generate["ragtime.budget.spent_ms"] > generate["ragtime.budget.allocated_ms"]
     assert generate["ragtime.budget.exceeded"] is True
     search = by_name["search"].attributes
-    assert search["ragtime.budget.allocated_ms"] == 0.02 * 2000
-    assert search["ragtime.budget.remaining_ms"] < 2000
+    assert search["ragtime.budget.allocated_ms"] == 0.02 * 2500
+    assert search["ragtime.budget.remaining_ms"] < 2500
     root = next(s for s in finished if s.kind == SpanKind.SERVER).attributes
     assert "generate" in root["ragtime.budget.overrun_stages"]
     assert root["ragtime.outcome"] == "degraded"

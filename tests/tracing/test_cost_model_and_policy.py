@@ -7,7 +7,7 @@ import pytest
 from tracing.cost_model import CostModel
 from tracing.policy import BudgetInfeasible, DegradationPolicy, PlanLimits
 
-RATES = {"rerank": 10.0, "prefill": 1.0, "decode": 10.0, "queue": 0.0}
+RATES = {"rerank": 10.0, "prefill": 1.0, "decode": 10.0, "service": 500.0}
 LIMITS = PlanLimits(
     rerank_candidates=20,
     context_tokens=800,
@@ -83,3 +83,13 @@ def test_no_plan_fits_raises_with_the_numbers() -> None:
     with pytest.raises(BudgetInfeasible, match="needs about 300 ms and 250 ms remain") as caught:
         policy().plan(250, k=4, rerank_available=True)
     assert caught.value.needed_ms == pytest.approx(300)
+
+
+def test_requests_queued_ahead_come_off_the_top() -> None:
+    # 2 queued x 500 ms of service leave 1100 of 2100 ms: no rerank, half the context (prefill
+    # 400 + 100), then 60 output tokens (600 ms); the wait counts in the prediction.
+    plan = policy().plan(2100, k=4, rerank_available=True, queued=2)
+    assert (plan.rerank_candidates, plan.context_tokens, plan.max_output_tokens) == (0, 400, 60)
+    assert plan.predicted_ms == pytest.approx(2100)
+    with pytest.raises(BudgetInfeasible):
+        policy().plan(2100, k=4, rerank_available=True, queued=5)
