@@ -1,6 +1,6 @@
 """``ragtime bench budget``: the degradation policy on and off, under injected faults.
 
-For each fault (an added delay per reranked pair, ``RAGTIME_FAULT_RERANK_DELAY_MS``, or per generated
+For each fault (a delay per reranked pair, ``RAGTIME_FAULT_RERANK_DELAY_MS``, or per generated
 token, ``RAGTIME_FAULT_GENERATE_TOKEN_DELAY_MS``) two servers start from the same config file,
 ``RAGTIME_DEGRADATION_POLICY=true`` and ``false``, with a tiny random cross-encoder
 (``app.bench.tiny_cross_encoder``) so that the rerank stage runs. Both are driven by the ordinary
