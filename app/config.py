@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -43,10 +43,20 @@ class Settings(BaseSettings):
     top_k: int = Field(4, ge=1, le=50, description="Passages given to the prompt by default.")
     max_top_k: int = Field(20, ge=1, le=200)
 
-    generation_backend: Literal["llama.cpp", "null", "sglang", "openai"] = Field(
+    generation_backend: Literal["llama.cpp", "null", "sglang", "openai", "routed"] = Field(
         default="llama.cpp",
-        description="llama.cpp (in-process), sglang or openai (remote), or null: benches only.",
+        description="llama.cpp (in-process), sglang or openai (remote), routed (pools of "
+        "SGLang servers), or null: benches only.",
     )
+    # The routed backend: pools of SGLang servers sharing one tokenizer (served_tokenizer).
+    model_pools: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description='JSON: {"small": {"model": ..., "endpoints": [...]}, "large": {...}}.',
+    )
+    route_rules: dict[str, Any] | None = Field(
+        None, description="JSON overriding the question classifier (rules, long_chars, ...)."
+    )
+    route_poll_interval_s: float = Field(2.0, gt=0, description="Seconds between load polls.")
     # Remote backends (sglang, openai): the served model and its own tokenizer.
     sglang_endpoints: list[str] = Field(
         default_factory=list, description="SGLang base URLs (JSON list), tried round-robin."
@@ -127,10 +137,32 @@ class Settings(BaseSettings):
             raise ValueError("generation_backend openai needs openai_base_url")
         if self.generation_backend in ("sglang", "openai") and not self.served_model:
             raise ValueError(f"generation_backend {self.generation_backend} needs served_model")
-        for url in [*self.sglang_endpoints, self.openai_base_url or "http://"]:
-            if not url.startswith(("http://", "https://")):
+        if self.generation_backend == "routed":
+            self._check_pools()
+        pool_urls = [
+            u for p in self.model_pools.values() if isinstance(e := p.get("endpoints"), list)
+            for u in e
+        ]  # fmt: skip
+        for url in [*self.sglang_endpoints, *pool_urls, self.openai_base_url or "http://"]:
+            if not isinstance(url, str) or not url.startswith(("http://", "https://")):
                 raise ValueError(f"remote endpoints must be http(s) URLs, got {url!r}")
         return self
+
+    def _check_pools(self) -> None:
+        from inference import QuestionClassifier
+
+        if not self.model_pools:
+            raise ValueError("generation_backend routed needs model_pools (a JSON object)")
+        for name, pool in self.model_pools.items():
+            endpoints = pool.get("endpoints")
+            if not isinstance(pool.get("model"), str) or not isinstance(endpoints, list):
+                raise ValueError(f"model_pools[{name!r}] needs a model and an endpoints list")
+            if not endpoints:
+                raise ValueError(f"model_pools[{name!r}] has no endpoints")
+        classifier = QuestionClassifier.from_config(self.route_rules)
+        missing = classifier.pools - set(self.model_pools)
+        if missing:
+            raise ValueError(f"route_rules send questions to unknown pools: {sorted(missing)}")
 
     @model_validator(mode="after")
     def _check_ranges(self) -> Settings:

@@ -32,6 +32,7 @@ from inference import (
     GenerationFailed,
     TextDelta,
     Usage,
+    routing_deadline,
 )
 from retrieval import Passage, UnknownCollection
 from tracing import BudgetLedger
@@ -285,10 +286,12 @@ class Pipeline:
         started = time.perf_counter()
         first_at: float | None = None
         # Made current for the call, so a remote backend's propagated context names this span.
-        with trace.use_span(span, end_on_exit=False):
+        with trace.use_span(span, end_on_exit=False), routing_deadline(ledger.deadline):
             events = backend.stream(
                 prepared.prompt, max_tokens=max_tokens, temperature=self.settings.temperature
             )
+            if backend.last_degradation is not None:  # e.g. a smaller model to fit the budget
+                ledger.degrade("generate", *backend.last_degradation, span)
         try:
             async with aclosing(events):
                 while True:

@@ -22,6 +22,8 @@ from inference import (
     NullBackend,
     OpenAICompatBackend,
     PromptAssembler,
+    QuestionClassifier,
+    RoutedBackend,
     SGLangBackend,
 )
 from retrieval import DocumentStore, Embedder, Reranker, RerankerUnavailable
@@ -30,11 +32,26 @@ log = logging.getLogger(__name__)
 
 
 def default_backend(settings: Settings) -> GenerationBackend:
-    """The configured backend: llama.cpp, SGLang or OpenAI-compatible servers, or the
-    model-free ``NullBackend`` for benches."""
+    """The configured backend: llama.cpp, SGLang or OpenAI-compatible servers, pools of SGLang
+    servers behind a router, or the model-free ``NullBackend`` for benches."""
     if settings.generation_backend == "null":
         log.warning("generation backend is null: answers are filler, for benches only")
         return NullBackend()
+    if settings.generation_backend == "routed":
+        pools = settings.model_pools
+        # One tokenizer for every pool (the prompt is assembled before routing).
+        first_model = str(next(iter(pools.values()))["model"])
+        return RoutedBackend.sglang(
+            pools,
+            tokenizer=HFTokenizer(settings.served_tokenizer or first_model),
+            classifier=QuestionClassifier.from_config(settings.route_rules),
+            budget_pool="small" if "small" in pools else None,
+            poll_interval_s=settings.route_poll_interval_s,
+            priority=settings.sglang_priority,
+            incremental=settings.sglang_incremental_output,
+            connect_timeout_s=settings.remote_connect_timeout_s,
+            stall_timeout_s=settings.remote_stall_timeout_s,
+        )
     if settings.generation_backend in ("sglang", "openai"):
         model = settings.served_model or ""  # the settings check it is set
         tokenizer = HFTokenizer(settings.served_tokenizer or model)

@@ -5,7 +5,9 @@ a ``GenerationBackend`` (``LlamaCppBackend`` in-process on the CPU) streams ``Te
 events and one ``GenerationDone`` for it. Failures are ``InferenceError`` subclasses.
 ``SGLangBackend`` (SGLang's native ``/generate``) and ``OpenAICompatBackend`` (an
 OpenAI-compatible ``/v1/completions``) stream from remote servers, with the served model's
-tokenizer as an ``HFTokenizer``. ``NullBackend`` streams without a model, for benches and tests
+tokenizer as an ``HFTokenizer``. ``RoutedBackend`` routes each request to a pool of them (small
+or large model, least-loaded endpoint) by a ``QuestionClassifier``, polled loads and the time
+left under ``routing_deadline``. ``NullBackend`` streams without a model, for benches and tests
 only.
 """
 
@@ -28,6 +30,7 @@ from inference.prompt import (
     PromptAssembler,
     PromptPassage,
 )
+from inference.routing import QuestionClassifier, RoutedBackend, routing_deadline
 from inference.sglang import SGLangBackend
 from inference.tokenizer import PromptTokenizer
 
@@ -49,8 +52,11 @@ __all__ = [
     "PromptAssembler",
     "PromptPassage",
     "PromptTokenizer",
+    "QuestionClassifier",
+    "RoutedBackend",
     "SGLangBackend",
     "TextDelta",
     "Usage",
     "default_generation_model_path",
+    "routing_deadline",
 ]

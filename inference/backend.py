@@ -54,6 +54,9 @@ class GenerationBackend(ABC):
 
     name: str
     """The serving engine, for spans (``gen_ai.system``), e.g. ``"llama.cpp"``."""
+    last_degradation: tuple[str, str] | None = None
+    """``(action, reason)`` when the last ``stream()`` call chose to serve with less (a smaller
+    model, to fit the budget); set synchronously by ``stream()``, read by the caller at once."""
     model: str
     """The model served, for spans (``gen_ai.request.model``)."""
 

@@ -74,6 +74,9 @@ class AssembledPrompt:
     dropped: int
     context_tokens_budget: int
     context_tokens_used: int
+    question: str = ""
+    """The question as asked (stripped), for a router that picks a model by it; "" when the
+    prompt was built by other means."""
 
 
 class PromptAssembler:
@@ -124,6 +127,7 @@ class PromptAssembler:
             dropped=len(passages) - len(packed),
             context_tokens_budget=budget,
             context_tokens_used=sum(p.tokens for p in packed),
+            question=question.strip(),
         )
 
     def _pack(self, passages: Sequence[ContextPassage], budget: int) -> list[PromptPassage]:

@@ -40,10 +40,13 @@ def test_exported_names() -> None:
             "PromptAssembler",
             "PromptPassage",
             "PromptTokenizer",
+            "QuestionClassifier",
+            "RoutedBackend",
             "SGLangBackend",
             "TextDelta",
             "Usage",
             "default_generation_model_path",
+            "routing_deadline",
         ]
     )
     for name in inference.__all__:
