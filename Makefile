@@ -48,9 +48,10 @@ test: lint typecheck alert-tools
 # Fresh runs on this machine (about 22 minutes on 2 cores, the first one 2 more to ingest the
 # demo corpus): the CPU default at 1 and 2 users, the null backend against the bare FastAPI floor,
 # a Poisson rate sweep for the ceiling, and the budget under injected faults with the degradation
-# policy on and off (plus the budget and tracing machinery's own cost, in-process). Servers run as
-# subprocesses on free ports of 127.0.0.1; raw results and server logs go to bench-results/, plots
-# to benchmarks/.
+# policy on and off (plus the budget and tracing machinery's own cost, in-process), and prefix
+# caching with ragtime's prompt layout against question first (llama.cpp, then the fake SGLang
+# server in a pytest test). Servers run as subprocesses on free ports of 127.0.0.1; raw results
+# and server logs go to bench-results/, plots to benchmarks/.
 BENCH := bench-results
 RAGTIME := $(VENV)/bin/ragtime
 bench: install
@@ -66,9 +67,15 @@ bench: install
 	$(RAGTIME) bench budget --serve benchmarks/budget.env --budget-ms 10000 \
 		--rerank-delay-ms 200 --token-delay-ms 80 --concurrency 1,2 --requests 8 --warmup 1 \
 		--json $(BENCH)/budget.json
+	$(RAGTIME) bench load --serve benchmarks/prefix-shared.env --serve benchmarks/prefix-naive.env \
+		--questions demo/questions-grouped.txt --concurrency 1 --requests 24 --warmup 1 \
+		--json $(BENCH)/prefix.json
+	RAGTIME_BENCH_PREFIX_FAKE_JSON=$(BENCH)/prefix-fake.json $(PY) -m pytest -q \
+		tests/bench/test_prefix_cache_fake_sglang.py
 	$(RAGTIME) bench report --cpu $(BENCH)/cpu-default.json --overhead $(BENCH)/overhead.json \
 		--ceiling $(BENCH)/ceiling.json --ceiling $(BENCH)/ceiling-floor.json \
 		--budget $(BENCH)/budget.json \
+		--prefix $(BENCH)/prefix.json --prefix-fake $(BENCH)/prefix-fake.json \
 		--out BENCHMARKS.md --plots benchmarks \
 		--setup-command "RAGTIME_DATA_DIR=$(BENCH)/data ragtime setup-demo"
 

@@ -21,6 +21,7 @@ from app.bench.budget import (
     machinery_line,
     policy_met,
 )
+from app.bench.prefix import FAKE_COMMAND, PrefixFakeResult, prefix_section, prefix_summary
 from app.bench.report import (
     ceilings_table,
     comparisons_table,
@@ -43,8 +44,11 @@ def write_benchmarks(
     setup_command: str,
     make_command: str = "make bench",
     budget: BudgetResult | None = None,
+    prefix: BenchResult | None = None,
+    prefix_fake: PrefixFakeResult | None = None,
 ) -> list[Path]:
-    """Write ``out`` and its plots; the paths written (``budget`` adds its section)."""
+    """Write ``out`` and its plots; the paths written (``budget`` adds its section, and
+    ``prefix`` or ``prefix_fake`` the prefix-caching one)."""
     sweeps = [run for result in ceilings for run in result.runs]
     images = {
         "cpu-cdf": plots.latency_cdfs(cpu.runs, plot_dir / "cpu-latency-cdf.png",
@@ -62,16 +66,30 @@ def write_benchmarks(
     text = "\n\n".join(
         [
             _header(cpu),
-            _summary(cpu, overhead, ceilings) + _budget_summary(budget),
+            _summary(cpu, overhead, ceilings)
+            + _budget_summary(budget)
+            + prefix_summary(prefix, prefix_fake),
             _machine(
                 {"CPU default": cpu, "overhead": overhead}
                 | {f"ceiling {i + 1}": c for i, c in enumerate(ceilings)}
+                | ({"prefix": prefix} if prefix is not None else {})
             ),
-            _commands(make_command, setup_command, (cpu, overhead, *ceilings), budget),
+            _commands(
+                make_command,
+                setup_command,
+                (cpu, overhead, *ceilings, *([prefix] if prefix is not None else [])),
+                budget,
+                [FAKE_COMMAND] if prefix_fake is not None else [],
+            ),
             _cpu_section(cpu, rel),
             _overhead_section(overhead, rel),
             _ceiling_section(ceilings, rel),
             *([_budget_section(budget)] if budget is not None else []),
+            *(
+                [prefix_section(prefix, prefix_fake, 5 if budget is not None else 4)]
+                if prefix is not None or prefix_fake is not None
+                else []
+            ),
             _reading(),
         ]
     )
@@ -171,7 +189,11 @@ def _machine(results: dict[str, BenchResult]) -> str:
 
 
 def _commands(
-    make: str, setup: str, results: Sequence[BenchResult], budget: BudgetResult | None = None
+    make: str,
+    setup: str,
+    results: Sequence[BenchResult],
+    budget: BudgetResult | None = None,
+    extra: Sequence[str] = (),
 ) -> str:
     configs: dict[str, dict[str, str]] = {}
     for result in results:
@@ -183,7 +205,7 @@ def _commands(
     body = [f"`{make}` ran, in order:", "", "```sh", setup]
     body += [r.command for r in results]
     body += [budget.command] if budget is not None else []
-    body += ["```"]
+    body += [*extra, "```"]
     for path, values in configs.items():
         body += ["", f"`{path}`:", "", "```sh", *(f"{k}={v}" for k, v in values.items()), "```"]
     return "## Commands\n\n" + "\n".join(body)

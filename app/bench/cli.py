@@ -117,6 +117,16 @@ def register(sub: Any) -> None:
     report.add_argument(
         "--budget", type=Path, help="JSON of `ragtime bench budget` (adds its section)"
     )
+    report.add_argument(
+        "--prefix",
+        type=Path,
+        help="JSON of the prefix-caching run, prefix-shared vs prefix-naive (adds its section)",
+    )
+    report.add_argument(
+        "--prefix-fake",
+        type=Path,
+        help="JSON the fake-SGLang prefix-cache test wrote (RAGTIME_BENCH_PREFIX_FAKE_JSON)",
+    )
     report.add_argument("--out", type=Path, default=Path("BENCHMARKS.md"))
     report.add_argument("--plots", type=Path, default=Path("benchmarks"), metavar="DIR")
     report.add_argument(
@@ -385,6 +395,7 @@ async def _run(
 def cmd_report(args: argparse.Namespace) -> int:
     from app.bench.benchmarks_md import write_benchmarks
     from app.bench.budget import read_budget_json
+    from app.bench.prefix import read_fake_json
     from app.bench.report import read_json
 
     written = write_benchmarks(
@@ -395,6 +406,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         plot_dir=args.plots,
         setup_command=args.setup_command,
         budget=read_budget_json(args.budget) if args.budget else None,
+        prefix=read_json(args.prefix) if args.prefix else None,
+        prefix_fake=read_fake_json(args.prefix_fake) if args.prefix_fake else None,
     )
     for path in written:
         print(f"wrote {path}", file=sys.stderr)

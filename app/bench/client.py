@@ -3,7 +3,8 @@
 TTFT runs from the moment the request was due (its scheduled arrival in an open loop, the send in
 a closed one) to the first ``token`` event; inter-token latency is the gap between consecutive
 ``token`` events; end-to-end runs to the ``done`` (or ``error``) event. The ``done`` event brings
-the server's own view: per-stage ``timings_ms``, ``budget`` and ``degradations``.
+the server's own view: per-stage ``timings_ms``, ``budget``, ``degradations`` and ``usage``
+(prompt, cached and completion tokens).
 """
 
 from __future__ import annotations
@@ -53,6 +54,13 @@ class RequestRecord(BaseModel):
     degradations: list[str] = Field(default_factory=list)
     timings_ms: dict[str, float] = Field(default_factory=dict)
     finish_reason: str | None = None
+    prompt_tokens: int | None = Field(
+        default=None, description="The ``done`` event's usage: prompt tokens (None if absent)."
+    )
+    cached_tokens: int | None = Field(
+        default=None, description="Of the prompt tokens, those served from the prefix cache."
+    )
+    completion_tokens: int | None = None
 
 
 def make_client(*, max_connections: int = 256, timeout_s: float = 60.0) -> httpx.AsyncClient:
@@ -163,6 +171,10 @@ def _apply_final(record: RequestRecord, event: str, data: dict[str, Any]) -> Non
     record.degradations = [str(d.get("action", d)) for d in data.get("degradations") or []]
     record.timings_ms = {str(k): float(v) for k, v in (data.get("timings_ms") or {}).items()}
     record.finish_reason = data.get("finish_reason")
+    usage = data.get("usage") or {}
+    for field in ("prompt_tokens", "cached_tokens", "completion_tokens"):
+        if usage.get(field) is not None:
+            setattr(record, field, int(usage[field]))
 
 
 def _finish(record: RequestRecord) -> None:

@@ -38,6 +38,17 @@ class RunSummary(BaseModel):
     degradations: dict[str, int]
     outcomes: dict[str, int]
     statuses: dict[str, int]
+    prompt_tokens: int = Field(
+        default=0,
+        description="Prompt tokens summed over the answered requests that reported usage.",
+    )
+    cached_tokens: int = Field(
+        default=0, description="Of those, the tokens served from the backend's prefix cache."
+    )
+    cached_ratio: float | None = Field(
+        default=None, description="cached_tokens / prompt_tokens; None when no usage was reported."
+    )
+    cached_ratio_n: int = Field(default=0, description="Requests behind cached_ratio.")
 
 
 class Run(BaseModel):
@@ -114,6 +125,9 @@ def summarize_run(
         for stage, ms in record.timings_ms.items():
             stages.setdefault(stage, []).append(ms)
     judged = [r.budget_exceeded for r in ok if r.budget_exceeded is not None]
+    used = [r for r in ok if r.prompt_tokens is not None and r.cached_tokens is not None]
+    prompt_tokens = sum(r.prompt_tokens or 0 for r in used)
+    cached_tokens = sum(r.cached_tokens or 0 for r in used)
     return RunSummary(
         requests=n,
         ok=len(ok),
@@ -132,6 +146,10 @@ def summarize_run(
         degradations=_count(d for r in ok for d in r.degradations),
         outcomes=_count(r.outcome for r in records),
         statuses=_count(str(r.status) for r in records),
+        prompt_tokens=prompt_tokens,
+        cached_tokens=cached_tokens,
+        cached_ratio=ratio(cached_tokens, prompt_tokens) if used else None,
+        cached_ratio_n=len(used),
     )
 
 

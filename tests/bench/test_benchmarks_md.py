@@ -5,8 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from app.bench.benchmarks_md import write_benchmarks
+from app.bench.prefix import NAIVE, OURS, PrefixFakeResult, layout_cache, write_fake_json
 from app.bench.report import write_json
-from app.bench.results import BenchResult, Run, TargetInfo, compare, find_ceiling
+from app.bench.results import (
+    BenchResult,
+    Run,
+    TargetInfo,
+    compare,
+    find_ceiling,
+    summarize_run,
+)
 from app.cli import main
 from tests.bench.test_results import make_run
 
@@ -94,3 +102,58 @@ def test_write_benchmarks_needs_no_cli(tmp_path: Path) -> None:
         setup_command="ragtime setup-demo",
     )  # fmt: skip
     assert written[0].read_text().startswith("# ragtime benchmarks")
+
+
+def with_cache(run: Run, prompt: int, cached: int) -> Run:
+    for record in run.requests:
+        record.prompt_tokens, record.cached_tokens = prompt, cached
+    return run.model_copy(update={"summary": summarize_run(run.requests, run.wall_s)})
+
+
+def test_the_prefix_section(tmp_path: Path) -> None:
+    run = make_run("null", [1.0] * 5, rate=5)
+    base = result("c", [run], [TargetInfo(name="null", url="u", kind="ragtime")])
+    targets = [
+        TargetInfo(name=name, url="u", kind="ragtime", config_path=f"benchmarks/{name}.env",
+                   config={"RAGTIME_PROMPT_LAYOUT": layout})
+        for name, layout in (("prefix-shared", OURS), ("prefix-naive", NAIVE))
+    ]  # fmt: skip
+    prefix = result(
+        "ragtime bench load --serve benchmarks/prefix-shared.env "
+        "--serve benchmarks/prefix-naive.env --questions demo/questions-grouped.txt",
+        [
+            with_cache(make_run("prefix-shared", [400.0] * 8), 500, 400),
+            with_cache(make_run("prefix-naive", [1000.0] * 8), 500, 100),
+        ],
+        targets,
+    )
+    fake = PrefixFakeResult(
+        created="2026-12-02T00:00:00+00:00", server="fake", questions="q",
+        layouts=[layout_cache(OURS, [(100, 0), (100, 90)]), layout_cache(NAIVE, [(100, 0)] * 2)],
+    )  # fmt: skip
+    paths = {"base": tmp_path / "base.json", "prefix": tmp_path / "prefix.json"}
+    write_json(base, paths["base"])
+    write_json(prefix, paths["prefix"])
+    write_fake_json(fake, tmp_path / "fake.json")
+    out = tmp_path / "BENCHMARKS.md"
+    argv = [
+        "bench", "report", "--cpu", str(paths["base"]), "--overhead", str(paths["base"]),
+        "--ceiling", str(paths["base"]), "--prefix", str(paths["prefix"]),
+        "--prefix-fake", str(tmp_path / "fake.json"), "--out", str(out), "--plots", str(tmp_path),
+    ]  # fmt: skip
+    assert main(argv) == 0
+    text = out.read_text()
+    assert "## 4. Prefix caching: ragtime's layout vs question first" in text
+    assert (
+        "| llama.cpp (CPU default), `prefix-shared` | `shared_prefix_first` | 8 | 4000 | 3200 "
+        "| 80.0% | 400 (n=8) | 400 |"
+    ) in text
+    assert "| `question_first` | 8 | 4000 | 800 | 20.0% | 1000 (n=8) |" in text
+    assert "cached-token ratio 4.00x, TTFT p50 0.40x" in text
+    assert (
+        "| fake SGLang (RadixAttention-like trie) | `shared_prefix_first` | 2 | 200 | 90 " in text
+    )
+    assert "cached-token ratio 45.0% against 0.0% (n=2 and 2)" in text
+    assert "--questions demo/questions-grouped.txt" in text  # the command is listed
+    assert "RAGTIME_BENCH_PREFIX_FAKE_JSON=bench-results/prefix-fake.json" in text
+    assert text.index("## 4. Prefix") < text.index("## Reading these numbers")

@@ -50,6 +50,8 @@ def scripted_app() -> FastAPI:
                 if question == "hang":
                     await asyncio.sleep(10)
             done = dict(DONE)
+            if question == "no usage":
+                done["usage"] = None
             if question == "late":
                 done["budget"] = {**DONE["budget"], "budget_ms": 5.0, "exceeded": True}  # type: ignore[dict-item]
             yield {"event": "done", "data": json.dumps(done)}
@@ -80,12 +82,19 @@ async def test_a_full_answer(client: httpx.AsyncClient) -> None:
     assert record.degradations == ["rerank_skipped"]
     assert record.budget_ms == 1000.0 and record.budget_exceeded is False
     assert record.within_budget and record.finish_reason == "stop" and record.index == 3
+    assert (record.prompt_tokens, record.cached_tokens, record.completion_tokens) == (10, 0, 3)
 
 
 async def test_over_budget(client: httpx.AsyncClient) -> None:
     record = await ask_stream(client, TARGET, "late")
     assert record.outcome == "ok" and record.budget_exceeded is True
     assert record.budget_ms == 5.0 and not record.within_budget
+
+
+async def test_a_done_event_without_usage(client: httpx.AsyncClient) -> None:
+    record = await ask_stream(client, TARGET, "no usage")
+    assert record.outcome == "ok"
+    assert (record.prompt_tokens, record.cached_tokens, record.completion_tokens) == (None,) * 3
 
 
 async def test_an_error_event_midstream(client: httpx.AsyncClient) -> None:

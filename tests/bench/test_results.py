@@ -143,11 +143,47 @@ def test_json_file_schema(tmp_path: Path) -> None:
     assert {"ttft_ms", "itl_ms_mean", "e2e_ms", "within_budget", "budget_exceeded", "status",
             "degradations", "timings_ms", "outcome", "start_lag_ms"} <= set(req)  # fmt: skip
     assert "itl_ms" not in req  # pooled into the summary, not stored per request
+    assert {"prompt_tokens", "cached_tokens", "completion_tokens"} <= set(req)
+    summary = run["summary"]
+    assert {"prompt_tokens", "cached_tokens", "cached_ratio", "cached_ratio_n"} <= set(summary)
     assert read_json(path).runs[0].summary == result.runs[0].summary
     schema = BenchResult.model_json_schema()
     assert {"created", "command", "machine", "versions", "targets", "runs"} <= set(
         schema["required"]
     )
+
+
+def test_cached_ratio_sums_tokens_over_the_answered() -> None:
+    records = [record(i) for i in range(4)]
+    for r, (prompt, cached) in zip(records, [(100, 0), (100, 90), (200, 150)], strict=False):
+        r.prompt_tokens, r.cached_tokens = prompt, cached  # records[3] reported no usage
+    failed = record(9, outcome="http_error")
+    failed.prompt_tokens, failed.cached_tokens = 1000, 1000  # not answered: not counted
+    s = summarize_run([*records, failed], 2.0)
+    assert (s.prompt_tokens, s.cached_tokens, s.cached_ratio_n) == (400, 240, 3)
+    assert s.cached_ratio == 0.6
+    assert summarize_run([record(0)], 1.0).cached_ratio is None
+
+
+def test_files_without_usage_still_read(tmp_path: Path) -> None:
+    """JSON written before usage was recorded: the new fields take their defaults."""
+    result = BenchResult(
+        created="2026-12-02T00:00:00+00:00", command="c", machine={}, versions={},
+        targets=[TargetInfo(name="a", url="http://127.0.0.1:1", kind="url")],
+        runs=[make_run("a", [1.0, 2.0])],
+    )  # fmt: skip
+    raw = json.loads(result.model_dump_json())
+    for run in raw["runs"]:
+        for key in ("prompt_tokens", "cached_tokens", "cached_ratio", "cached_ratio_n"):
+            del run["summary"][key]
+        for req in run["requests"]:
+            for key in ("prompt_tokens", "cached_tokens", "completion_tokens"):
+                del req[key]
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(raw))
+    old = read_json(path).runs[0]
+    assert old.summary.cached_ratio is None and old.summary.cached_ratio_n == 0
+    assert old.requests[0].prompt_tokens is None
 
 
 def test_env_config(tmp_path: Path) -> None:

@@ -88,3 +88,22 @@ async def test_a_sweep_stops_after_two_failing_rates(monkeypatch: pytest.MonkeyP
     assert [r.rate for r in runs] == measured
     assert ceiling.ceiling_rps == 30 and ceiling.first_failing_rps == 40
     assert "isolated failures below the ceiling at 20 req/s" in ceiling.reason
+
+
+async def test_one_user_keeps_the_question_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Grouped questions (the prefix-caching bench) reach each target in file order."""
+    sent: list[tuple[str, str]] = []
+    real = runner.ask_stream
+
+    async def recording(client: object, target: Target, question: str, **kw: object) -> object:
+        sent.append((target.name, question))
+        return await real(client, target, question, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(runner, "ask_stream", recording)
+    questions = [f"q{i}" for i in range(6)]
+    targets = [Target("a", "http://127.0.0.1:9"), Target("b", "http://127.0.0.1:9")]
+    spec = LoadSpec(users=1, requests=6, rounds=2, timeout_s=2.0)
+    await measure(targets, questions, spec, show_progress=False)
+    for name in ("a", "b"):
+        assert [q for t, q in sent if t == name] == questions
+    assert [t for t, _ in sent] == ["a"] * 3 + ["b"] * 6 + ["a"] * 3  # rounds alternate

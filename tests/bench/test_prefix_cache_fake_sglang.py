@@ -1,0 +1,105 @@
+"""Prefix caching against the fake SGLang server: ragtime's layout against question first.
+
+The real app answers the grouped questions through ``SGLangBackend``, once per prompt layout,
+each time from an empty cache of the fake server (a trie of every finished request's tokens, as
+RadixAttention keeps). ragtime's layout must get a strictly higher cached-token ratio. When
+``RAGTIME_BENCH_PREFIX_FAKE_JSON`` names a file, the ratios are written there for BENCHMARKS.md
+(``make bench``); the fake's timings are synthetic, so no latency is recorded.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from app.bench.cli import read_questions
+from app.bench.prefix import (
+    FAKE_ENV,
+    NAIVE,
+    OURS,
+    LayoutCache,
+    PrefixFakeResult,
+    layout_cache,
+    write_fake_json,
+)
+from app.bench.report import now_iso
+from inference import HFTokenizer, SGLangBackend
+from tests.app.conftest import running_app
+from tests.fakes._serve import ServerThread
+from tests.fakes.sglang_server import FakeSGLang
+from tests.fakes.tiny_tokenizer import build_tiny_tokenizer
+from tests.helpers.sse import parse_sse
+
+pytestmark = pytest.mark.slow
+
+QUESTIONS = Path(__file__).resolve().parents[2] / "demo" / "questions-grouped.txt"
+
+
+@pytest.fixture(scope="module")
+def fake_sglang() -> Iterator[tuple[FakeSGLang, str]]:
+    fake = FakeSGLang()
+    with ServerThread(fake.app) as server:
+        yield fake, server.url
+
+
+def measure_layout(
+    layout: str, questions: list[str], data_dir: Path, key: str, url: str, tokenizer_dir: Path
+) -> LayoutCache:
+    tokenizer = HFTokenizer(tokenizer_dir, local_files_only=True)
+    backend = SGLangBackend([url], model="fake/tiny-chat", tokenizer=tokenizer)
+    usages: list[tuple[int, int]] = []
+    with running_app(
+        data_dir, backend=backend, prompt_layout=layout, max_output_tokens=4
+    ) as client:
+        for question in questions:
+            response = client.post(
+                "/v1/ask",
+                json={"question": question, "stream": True},
+                headers={"Authorization": f"Bearer {key}"},
+            )
+            assert response.status_code == 200, response.text
+            done = [
+                data for event, data in parse_sse(response.text.splitlines()) if event == "done"
+            ]
+            assert done, response.text
+            usage = done[0]["usage"]
+            usages.append((usage["prompt_tokens"], usage["cached_tokens"]))
+    return layout_cache(layout, usages)
+
+
+def test_ragtimes_layout_is_cached_more_than_question_first(
+    seeded_data_dir: Path,
+    api_key: str,
+    fake_sglang: tuple[FakeSGLang, str],
+    tmp_path: Path,
+) -> None:
+    fake, url = fake_sglang
+    questions = read_questions(QUESTIONS)
+    assert len(questions) == 24
+    tokenizer_dir = build_tiny_tokenizer(tmp_path)
+    measured: list[LayoutCache] = []
+    for layout in (OURS, NAIVE):
+        fake.reset(natural_tokens=4)  # an empty cache for each layout
+        measured.append(
+            measure_layout(layout, questions, seeded_data_dir, api_key, url, tokenizer_dir)
+        )
+        assert len(fake.generate_requests) == len(questions)
+    ours, naive = measured
+    assert ours.n == naive.n == len(questions)
+    assert ours.cached_ratio is not None and naive.cached_ratio is not None
+    assert ours.cached_ratio > naive.cached_ratio, measured
+    target = os.environ.get(FAKE_ENV)
+    if target:
+        write_fake_json(
+            PrefixFakeResult(
+                created=now_iso(),
+                server="fake SGLang (tests/fakes/sglang_server.py), SGLangBackend, tiny tokenizer",
+                questions="demo/questions-grouped.txt",
+                layouts=measured,
+                notes=["timings of the fake server are synthetic: cached-token ratios only"],
+            ),
+            Path(target),
+        )
