@@ -39,7 +39,7 @@ from opentelemetry import propagate
 from inference.backend import GenerationBackend, GenerationDone, GenerationEvent, TextDelta
 from inference.errors import BackendUnavailable, GenerationFailed
 from inference.prompt import AssembledPrompt
-from inference.tokenizer import PromptTokenizer
+from inference.tokenizer import PromptTokenizer, load_tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -198,12 +198,7 @@ class HTTPStreamBackend(GenerationBackend):
     async def start(self) -> None:
         if self._client is not None:
             return
-        load = getattr(self._tokenizer, "load", None)
-        if callable(load):
-            try:
-                await asyncio.to_thread(load)
-            except Exception as exc:
-                raise BackendUnavailable(f"{self.name}: the tokenizer did not load: {exc}") from exc
+        await load_tokenizer(self._tokenizer, self.name)
         self._client = httpx.AsyncClient(
             timeout=self.timeout,
             headers=self._headers,

@@ -50,7 +50,7 @@ from inference._route_classifier import Classification, QuestionClassifier
 from inference.backend import GenerationBackend, GenerationEvent, TextDelta
 from inference.errors import BackendUnavailable
 from inference.prompt import AssembledPrompt
-from inference.tokenizer import PromptTokenizer
+from inference.tokenizer import PromptTokenizer, load_tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -201,12 +201,7 @@ class RoutedBackend(GenerationBackend):
     async def start(self) -> None:
         if self._client is not None:
             return
-        load = getattr(self._tokenizer, "load", None)
-        if callable(load):
-            try:
-                await asyncio.to_thread(load)
-            except Exception as exc:
-                raise BackendUnavailable(f"routing: the tokenizer did not load: {exc}") from exc
+        await load_tokenizer(self._tokenizer, "routing")
         endpoints = list(self._by_url.values())
         results = await asyncio.gather(
             *(e.backend.start() for e in endpoints), return_exceptions=True

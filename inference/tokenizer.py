@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
+
+from inference.errors import BackendUnavailable
 
 
 @runtime_checkable
@@ -20,3 +23,15 @@ class PromptTokenizer(Protocol):
     def count(self, text: str) -> int: ...
 
     def render_chat(self, messages: Sequence[Mapping[str, str]]) -> str: ...
+
+
+async def load_tokenizer(tokenizer: PromptTokenizer, owner: str) -> None:
+    """Run the tokenizer's own ``load()`` in a thread, if it has one (a remote model's tokenizer
+    loads from disk or a hub); a failure is the ``owner`` backend being unavailable."""
+    load = getattr(tokenizer, "load", None)
+    if not callable(load):
+        return
+    try:
+        await asyncio.to_thread(load)
+    except Exception as exc:
+        raise BackendUnavailable(f"{owner}: the tokenizer did not load: {exc}") from exc
