@@ -9,13 +9,9 @@ import os
 import sys
 from pathlib import Path
 
+from app.config import get_settings
+
 DEMO_CORPUS = Path(__file__).resolve().parent.parent / "demo" / "corpus"
-
-
-def _settings():  # type: ignore[no-untyped-def]
-    from app.config import get_settings
-
-    return get_settings()
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -23,7 +19,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from app.main import create_app
 
-    settings = _settings()
+    settings = get_settings()
     host = args.host or settings.host
     port = args.port or int(os.environ.get("PORT", settings.port))
     uvicorn.run(create_app(settings), host=host, port=port, log_level=args.log_level)
@@ -33,7 +29,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def _ingest(path: Path, collection: str) -> int:
     from retrieval import DocumentStore, Embedder, ingest_path
 
-    settings = _settings()
+    settings = get_settings()
     embedder = Embedder(settings.embedding_model or None)
     embedder.load()
     store = DocumentStore(settings.store_path)
@@ -62,13 +58,13 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     if not path.exists():
         print(f"error: {path} does not exist", file=sys.stderr)
         return 2
-    return _ingest(path, args.collection or _settings().default_collection)
+    return _ingest(path, args.collection or get_settings().default_collection)
 
 
 def cmd_keys(args: argparse.Namespace) -> int:
     from app.auth import KeyStore
 
-    keys = KeyStore(_settings().keys_path)
+    keys = KeyStore(get_settings().keys_path)
     try:
         if args.keys_command == "create":
             key, secret = keys.create(args.name)
@@ -93,7 +89,7 @@ def cmd_setup_demo(args: argparse.Namespace) -> int:
     from app.auth import KeyStore
     from retrieval import DocumentStore
 
-    settings = _settings()
+    settings = get_settings()
     store = DocumentStore(settings.store_path)
     store.open()
     has_demo = store.has_collection(settings.default_collection)
@@ -119,7 +115,7 @@ def cmd_setup_demo(args: argparse.Namespace) -> int:
 def cmd_ask(args: argparse.Namespace) -> int:
     import httpx
 
-    settings = _settings()
+    settings = get_settings()
     key = args.key or os.environ.get("RAGTIME_API_KEY")
     if not key and settings.demo_key_path.exists():
         key = settings.demo_key_path.read_text().strip()
