@@ -31,8 +31,8 @@ from inference import (
     GenerationDone,
     GenerationFailed,
     TextDelta,
+    RouteDecision,
     Usage,
-    routing_deadline,
 )
 from retrieval import Passage, UnknownCollection
 from tracing import BudgetLedger
@@ -286,12 +286,13 @@ class Pipeline:
         started = time.perf_counter()
         first_at: float | None = None
         # Made current for the call, so a remote backend's propagated context names this span.
-        with trace.use_span(span, end_on_exit=False), routing_deadline(ledger.deadline):
+        with trace.use_span(span, end_on_exit=False):
             events = backend.stream(
-                prepared.prompt, max_tokens=max_tokens, temperature=self.settings.temperature
+                prepared.prompt,
+                max_tokens=max_tokens,
+                temperature=self.settings.temperature,
+                deadline=ledger.deadline,
             )
-            if backend.last_degradation is not None:  # e.g. a smaller model to fit the budget
-                ledger.degrade("generate", *backend.last_degradation, span)
         try:
             async with aclosing(events):
                 while True:
@@ -302,6 +303,10 @@ class Pipeline:
                             "generate", "deadline_stop", "decoding stopped at the deadline", span
                         )
                         break
+                    if isinstance(event, RouteDecision):
+                        if event.degradation is not None:  # e.g. a smaller model, to fit
+                            ledger.degrade("generate", *event.degradation, span)
+                        continue
                     if isinstance(event, GenerationDone):
                         outcome.usage = event.usage
                         outcome.finish_reason = event.finish_reason
@@ -345,7 +350,7 @@ class Pipeline:
 
     async def _next_before_deadline(
         self, events: AsyncGenerator[Any, None], ledger: BudgetLedger
-    ) -> TextDelta | GenerationDone | None:
+    ) -> TextDelta | GenerationDone | RouteDecision | None:
         """The next backend event, or None when the deadline passes first."""
         # Room to flush the answer filter and send the last event before the deadline.
         reserve_ms = self.cost.rate("moderate.answer") + _FINISH_RESERVE_MS
@@ -353,7 +358,7 @@ class Pipeline:
         if timeout_s <= 0:
             return None
         try:
-            event: TextDelta | GenerationDone = await asyncio.wait_for(
+            event: TextDelta | GenerationDone | RouteDecision = await asyncio.wait_for(
                 anext(events), timeout=timeout_s
             )
         except TimeoutError:

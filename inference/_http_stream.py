@@ -249,7 +249,12 @@ class HTTPStreamBackend(GenerationBackend):
             await self.check_health()
 
     def stream(
-        self, prompt: AssembledPrompt, *, max_tokens: int, temperature: float = 0.0
+        self,
+        prompt: AssembledPrompt,
+        *,
+        max_tokens: int,
+        temperature: float = 0.0,
+        deadline: float | None = None,
     ) -> AsyncGenerator[GenerationEvent, None]:
         if max_tokens < 1:
             raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")

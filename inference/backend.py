@@ -8,7 +8,7 @@ releases in ``close()``, and answers one call, ``stream()``. In-process (llama.c
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass
 
 from inference.prompt import AssembledPrompt
@@ -37,7 +37,43 @@ class GenerationDone:
     """Time spent waiting for the backend before decoding began."""
 
 
-GenerationEvent = TextDelta | GenerationDone
+@dataclass(frozen=True)
+class RouteDecision:
+    """Which server and model take this request, and why.
+
+    Yielded before the first ``TextDelta`` by every backend; a backend that fails over before
+    the first token yields another, and the last one before the first delta is the one that
+    served. ``target`` is the key the budget engine learns costs under (one per endpoint and
+    model); ``degradation`` is ``(action, reason)`` when the backend chose to serve with less
+    (a smaller model, to fit the time left).
+    """
+
+    target: str
+    model: str
+    pool: str = ""
+    reason: str = ""
+    detail: str = ""
+    degradation: tuple[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class TargetLoad:
+    """What one serving target reports of its load and recent latency (``None``: unknown).
+
+    ``running`` requests are being decoded now (for SGLang, its running batch), ``waiting`` are
+    queued behind them. ``ttft_ms`` and ``itl_ms`` are the server's own recent means (SGLang's
+    ``/metrics`` histograms, the difference between two polls); the server's TTFT already
+    includes its queue wait. ``max_running`` is how many requests it decodes at once.
+    """
+
+    running: int = 0
+    waiting: int = 0
+    max_running: int | None = None
+    ttft_ms: float | None = None
+    itl_ms: float | None = None
+
+
+GenerationEvent = TextDelta | GenerationDone | RouteDecision
 
 
 class GenerationBackend(ABC):
@@ -45,8 +81,11 @@ class GenerationBackend(ABC):
 
     Contract of ``stream()``, an async generator:
 
-    * it yields zero or more ``TextDelta`` and then exactly one ``GenerationDone``;
+    * it yields one or more ``RouteDecision`` (the last before the first delta is the one that
+      serves), zero or more ``TextDelta`` and then exactly one ``GenerationDone``;
     * it raises ``BackendUnavailable`` before the first delta and ``GenerationFailed`` after;
+    * ``deadline`` (a ``time.perf_counter()`` value, or ``None``) is when the caller must have
+      its answer; a backend may use it to choose a target, and stops producing past it;
     * if the consumer stops early (``aclose()`` on the generator, or its task is cancelled),
       the backend stops producing within a couple of tokens and is free for the next request.
       The ``GenerationDone`` of a cancelled request is not delivered.
@@ -54,9 +93,6 @@ class GenerationBackend(ABC):
 
     name: str
     """The serving engine, for spans (``gen_ai.system``), e.g. ``"llama.cpp"``."""
-    last_degradation: tuple[str, str] | None = None
-    """``(action, reason)`` when the last ``stream()`` call chose to serve with less (a smaller
-    model, to fit the budget); set synchronously by ``stream()``, read by the caller at once."""
     model: str
     """The model served, for spans (``gen_ai.request.model``)."""
 
@@ -75,6 +111,23 @@ class GenerationBackend(ABC):
         """Requests this backend is decoding or holding in its queue (0 when it cannot tell)."""
         return 0
 
+    def cost_target(self, question: str = "") -> str:
+        """The target a request for ``question`` would most likely be served by now: the key of
+        the costs the budget engine plans it with."""
+        return f"{self.name}:{self.model}"
+
+    def probe_backends(self) -> Mapping[str, GenerationBackend]:
+        """Single-target backends to calibrate, by target (only those up now).
+
+        Empty for a backend whose costs are known in advance (llama.cpp on our CPU keeps the
+        measured priors); a remote backend lists each endpoint, so that the budget engine can
+        measure its fixed cost, prefill and decode rates with a short probe when it joins."""
+        return {}
+
+    def target_load(self, target: str) -> TargetLoad | None:
+        """What ``target`` last reported of its load and latency; ``None`` when unknown."""
+        return None
+
     async def start(self) -> None:  # noqa: B027 - an optional hook, like BaseTransport.close
         """Load the model or connect; heavy work belongs here, not in ``__init__``."""
 
@@ -83,6 +136,11 @@ class GenerationBackend(ABC):
 
     @abstractmethod
     def stream(
-        self, prompt: AssembledPrompt, *, max_tokens: int, temperature: float = 0.0
+        self,
+        prompt: AssembledPrompt,
+        *,
+        max_tokens: int,
+        temperature: float = 0.0,
+        deadline: float | None = None,
     ) -> AsyncGenerator[GenerationEvent, None]:
         """Generate at most ``max_tokens`` tokens after ``prompt.token_ids``."""

@@ -47,7 +47,7 @@ from opentelemetry.trace import Span
 from inference._http_stream import Rejected
 from inference._load_poller import EndpointState, LoadSnapshot
 from inference._route_classifier import Classification, QuestionClassifier
-from inference.backend import GenerationBackend, GenerationEvent, TextDelta
+from inference.backend import GenerationBackend, GenerationEvent, RouteDecision, TextDelta
 from inference.errors import BackendUnavailable
 from inference.prompt import AssembledPrompt
 from inference.tokenizer import PromptTokenizer, load_tokenizer
@@ -310,12 +310,18 @@ class RoutedBackend(GenerationBackend):
     # -- streaming -------------------------------------------------------------------------
 
     def stream(
-        self, prompt: AssembledPrompt, *, max_tokens: int, temperature: float = 0.0
+        self,
+        prompt: AssembledPrompt,
+        *,
+        max_tokens: int,
+        temperature: float = 0.0,
+        deadline: float | None = None,
     ) -> AsyncGenerator[GenerationEvent, None]:
         """Route now, in the caller's context (its span gets the choice); stream lazily."""
         if max_tokens < 1:
             raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
-        deadline = _deadline.get()
+        if deadline is None:
+            deadline = _deadline.get()
         remaining_ms = None if deadline is None else (deadline - time.perf_counter()) * 1000.0
         span = trace.get_current_span()
         route: Route | BackendUnavailable
@@ -356,9 +362,24 @@ class RoutedBackend(GenerationBackend):
                 otel_context.detach(token)
             endpoint.state.in_flight += 1
             streamed = False
+            degradation = (
+                ("smaller_model", f"{route.model}: {route.detail}")
+                if route.reason == "budget"
+                else None
+            )
+            yield RouteDecision(
+                target=route.endpoint,
+                model=route.model,
+                pool=route.pool,
+                reason=route.reason,
+                detail=route.detail,
+                degradation=degradation,
+            )
             try:
                 async with aclosing(events):
                     async for event in events:
+                        if isinstance(event, RouteDecision):
+                            continue  # the router's decision above stands for the endpoint's
                         streamed = streamed or isinstance(event, TextDelta)
                         yield event
                 return

@@ -50,7 +50,12 @@ class ScriptedBackend(GenerationBackend):
         return True
 
     async def stream(
-        self, prompt: AssembledPrompt, *, max_tokens: int, temperature: float = 0.0
+        self,
+        prompt: AssembledPrompt,
+        *,
+        max_tokens: int,
+        temperature: float = 0.0,
+        deadline: float | None = None,
     ) -> AsyncGenerator[GenerationEvent, None]:
         self.started_streams += 1
         try:

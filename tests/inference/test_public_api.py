@@ -41,8 +41,10 @@ def test_exported_names() -> None:
             "PromptPassage",
             "PromptTokenizer",
             "QuestionClassifier",
+            "RouteDecision",
             "RoutedBackend",
             "SGLangBackend",
+            "TargetLoad",
             "TextDelta",
             "Usage",
             "default_generation_model_path",
@@ -75,7 +77,12 @@ class EchoBackend(GenerationBackend):
         return WordTokenizer()
 
     async def stream(
-        self, prompt: AssembledPrompt, *, max_tokens: int, temperature: float = 0.0
+        self,
+        prompt: AssembledPrompt,
+        *,
+        max_tokens: int,
+        temperature: float = 0.0,
+        deadline: float | None = None,
     ) -> AsyncGenerator[GenerationEvent, None]:
         yield TextDelta(str(prompt.prompt_tokens))
         yield GenerationDone(Usage(prompt.prompt_tokens, 0, 1), "stop", 0.0)
