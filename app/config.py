@@ -104,6 +104,21 @@ class Settings(BaseSettings):
     )
     min_context_tokens: int = Field(64, ge=0)
     min_output_tokens: int = Field(16, ge=1)
+    budget_quantile: float = Field(
+        0.9, gt=0.0, lt=1.0, description="Plans are sized to this quantile of observed costs."
+    )
+    budget_halflife_requests: float = Field(
+        16.0, gt=0, description="An observed cost weighs half after this many newer ones."
+    )
+    budget_halflife_s: float = Field(
+        120.0, gt=0, description="... and half after this many seconds (drift back to the prior)."
+    )
+    budget_quality_path: Path | None = Field(
+        None, description="Quality per saving (JSON, from `ragtime bench quality`); empty: shipped."
+    )
+    calibration_interval_s: float = Field(
+        10.0, gt=0, description="Seconds between checks for remote targets to calibrate."
+    )
     # Fault injection, for benches and tests only.
     fault_rerank_delay_ms: float = Field(0.0, ge=0.0)
     fault_generate_token_delay_ms: float = Field(0.0, ge=0.0)

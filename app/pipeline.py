@@ -3,10 +3,12 @@
 moderate.question -> embed -> search -> (plan) -> rerank -> assemble -> generate (the answer
 filtered as it streams) -> moderate.answer. Retrieval-only requests stop after rerank.
 
-After search, the degradation policy sizes the rest of the request to what is left of its budget
-(rerank candidates, context tokens, output tokens), or fails fast when nothing fits. Blocking work
+After search, the budget engine (``tracing.budget``) sizes the rest of the request to what is
+left of its budget, for the target that will serve it and its place in that target's queue
+(rerank candidates, context tokens, output tokens), or fails fast when nothing fits. A stage
+that fails other than generation (a reranker error) is skipped as a degradation. Blocking work
 (torch, FAISS, tokenisation) runs in worker threads, waited for no longer than the budget allows;
-generation stops at the deadline. Every stage's cost feeds the cost model the policy plans with.
+generation stops at the deadline. Every stage's cost goes back to the engine's cost model.
 """
 
 from __future__ import annotations
@@ -30,15 +32,26 @@ from inference import (
     BackendUnavailable,
     GenerationDone,
     GenerationFailed,
-    TextDelta,
     RouteDecision,
     Usage,
 )
-from retrieval import Passage, UnknownCollection
-from tracing import BudgetLedger
+from retrieval import Passage, RerankResult, UnknownCollection
 from tracing import metrics as tracing_metrics
-from tracing.cost_model import CostModel
-from tracing.policy import BudgetInfeasible, DegradationPolicy, Plan, PlanLimits
+from tracing.budget import (
+    DEFAULT_QUALITY_PATH,
+    BudgetEngine,
+    BudgetInfeasible,
+    BudgetLedger,
+    DeadlinePassed,
+    Learning,
+    Plan,
+    PlanLimits,
+    QualityTable,
+    Reservation,
+    TargetQueue,
+    next_before_deadline,
+    run_in_thread,
+)
 
 _LABEL = re.compile(r"\[(\d{1,3})\]")
 _FINISH_RESERVE_MS = 50.0
@@ -55,6 +68,17 @@ class Prepared:
     plan: Plan
     generate: bool = True
     """False when the budget allowed only the passages (``on_infeasible = "passages"``)."""
+    reservation: Reservation | None = None
+    """The generation time held at the target; released when generation ends."""
+
+
+@dataclass
+class _GenerationRun:
+    """One request's generation, as the budget engine learns from it."""
+
+    target: str
+    started: float
+    first_at: float | None = None
 
 
 @dataclass
@@ -71,33 +95,41 @@ class AnswerOutcome:
         return {int(m) for m in _LABEL.findall(self.text)}
 
 
+def build_budget_engine(settings: Any) -> BudgetEngine:
+    """The budget engine for these settings: plan limits, learning, the quality table."""
+    s = settings
+    return BudgetEngine(
+        PlanLimits(
+            rerank_candidates=s.rerank_candidates,
+            context_tokens=s.context_tokens,
+            max_output_tokens=s.max_output_tokens,
+            min_context_tokens=min(s.min_context_tokens, s.context_tokens),
+            min_output_tokens=min(s.min_output_tokens, s.max_output_tokens),
+        ),
+        PlanLimits(
+            rerank_candidates=s.rerank_candidates,
+            context_tokens=0,
+            max_output_tokens=0,
+            min_context_tokens=0,
+            min_output_tokens=0,
+            prompt_overhead_tokens=0,
+            reserve_ms=2.0,
+        ),
+        quality=QualityTable.load(s.budget_quality_path or DEFAULT_QUALITY_PATH),
+        learning=Learning(
+            quantile=s.budget_quantile,
+            halflife_requests=s.budget_halflife_requests,
+            halflife_s=s.budget_halflife_s,
+        ),
+    )
+
+
 class Pipeline:
-    def __init__(self, services: Services) -> None:
+    def __init__(self, services: Services, budget: BudgetEngine | None = None) -> None:
         self.services = services
-        self.settings = s = services.settings
-        self.cost = CostModel()
-        self.ask_policy = DegradationPolicy(
-            self.cost,
-            PlanLimits(
-                rerank_candidates=s.rerank_candidates,
-                context_tokens=s.context_tokens,
-                max_output_tokens=s.max_output_tokens,
-                min_context_tokens=min(s.min_context_tokens, s.context_tokens),
-                min_output_tokens=min(s.min_output_tokens, s.max_output_tokens),
-            ),
-        )
-        self.search_policy = DegradationPolicy(
-            self.cost,
-            PlanLimits(
-                rerank_candidates=s.rerank_candidates,
-                context_tokens=0,
-                max_output_tokens=0,
-                min_context_tokens=0,
-                min_output_tokens=0,
-                prompt_overhead_tokens=0,
-                reserve_ms=2.0,
-            ),
-        )
+        self.settings = services.settings
+        self.budget = budget or build_budget_engine(self.settings)
+        self.cost = self.budget.cost
 
     # -- retrieval -------------------------------------------------------------------------
 
@@ -105,7 +137,7 @@ class Pipeline:
         self, query: str, collection: str, k: int, ledger: BudgetLedger
     ) -> list[Passage]:
         """Embed, search and rerank (sized to the budget): the ``k`` best passages."""
-        passages, _ = await self._retrieve(query, collection, k, ledger, self.search_policy)
+        passages, _ = await self._retrieve(query, collection, k, ledger, None)
         return passages
 
     async def _retrieve(
@@ -114,8 +146,9 @@ class Pipeline:
         collection: str,
         k: int,
         ledger: BudgetLedger,
-        policy: DegradationPolicy,
+        question: str | None,
     ) -> tuple[list[Passage], Plan]:
+        """``question`` is set for an answer (plan generation too), None for a search."""
         store, embedder, reranker = (
             self.services.store,
             self.services.embedder,
@@ -128,14 +161,14 @@ class Pipeline:
         with ledger.stage("embed", **{"ragtime.embed.model": embedder.model_name}):
             started = time.perf_counter()
             vectors = await self._in_thread(ledger, "embed", embedder.embed, [query])
-            self.cost.observe("embed", _ms_since(started), 1)
+            self.budget.observe_stage("embed", _ms_since(started), 1)
         candidates = max(k, self.settings.rerank_candidates) if reranker.available else k
         with ledger.stage("search") as span:
             started = time.perf_counter()
             passages = await self._in_thread(
                 ledger, "search", store.search, collection, vectors[0], candidates
             )
-            self.cost.observe("search", _ms_since(started), 1)
+            self.budget.observe_stage("search", _ms_since(started), 1)
             span.set_attributes(
                 {
                     "ragtime.search.collection": collection,
@@ -144,33 +177,57 @@ class Pipeline:
                     "ragtime.search.top_score": passages[0].score if passages else 0.0,
                 }
             )
-        plan = self._plan(policy, ledger, k)
+        plan = self._plan(ledger, k, question)
+        if plan.rerank_candidates and passages:
+            ledger.expect("rerank", plan.stage_ms.get("rerank", 0.0))
         with ledger.stage("rerank") as span:
             passages = await self._rerank(query, passages, k, plan, ledger, span)
         return passages, plan
 
-    def _plan(self, policy: DegradationPolicy, ledger: BudgetLedger, k: int) -> Plan:
+    def _plan(self, ledger: BudgetLedger, k: int, question: str | None) -> Plan:
         available = self.services.reranker.available
-        limits = policy.limits
+        engine = self.budget
+        limits = (engine.search_policy if question is None else engine.answer_policy).limits
+        backend = self.services.backend
+        target = backend.cost_target(question) if question is not None else ""
         if not self.settings.degradation_policy:
             return Plan(
                 limits.rerank_candidates if available else 0,
                 limits.context_tokens,
                 limits.max_output_tokens,
                 0.0,
+                target=target,
             )
         try:
-            return policy.plan(
-                ledger.remaining_ms,
+            if question is None:
+                return engine.plan_search(ledger, k=k, rerank_available=available)
+            return engine.plan_answer(
+                ledger,
                 k=k,
                 rerank_available=available,
-                queued=self.services.backend.pending,
+                target=target,
+                queue=self._target_queue(target),
             )
         except BudgetInfeasible as exc:
             if self.settings.on_infeasible == "passages" and limits.max_output_tokens:
                 ledger.degrade("generate", "generation_skipped", str(exc))
-                return Plan(0, limits.context_tokens, 0, 0.0)
+                return Plan(0, limits.context_tokens, 0, 0.0, target=target)
             raise BudgetExhausted(str(exc)) from exc
+
+    def _target_queue(self, target: str) -> TargetQueue:
+        """How ``target`` queues: its slots, whether it is ours alone and EDF, others' load."""
+        backend = self.services.backend
+        load = backend.target_load(target)
+        if load is None:
+            return TargetQueue(slots=1, edf=backend.earliest_deadline_first)
+        ours = self.budget.reservations.open(target)
+        return TargetQueue(
+            slots=max(load.max_running or 1, 1),
+            edf=backend.earliest_deadline_first,
+            external=0
+            if backend.earliest_deadline_first
+            else max(load.running + load.waiting - ours, 0),
+        )
 
     async def _rerank(
         self,
@@ -207,7 +264,16 @@ class Pipeline:
                 span,
             )
             return passages[:k]
-        self.cost.observe("rerank", _ms_since(started), len(candidates))
+        except Exception as exc:  # a reranker that fails is skipped: the vector order stands
+            span.record_exception(exc)
+            ledger.degrade(
+                "rerank",
+                "rerank_failed",
+                f"the reranker failed ({type(exc).__name__}: {exc}); vector order kept",
+                span,
+            )
+            return passages[:k]
+        self.budget.observe_stage("rerank", _ms_since(started), len(candidates))
         span.set_attributes(
             {
                 "ragtime.rerank.model": reranker.model_name or "",
@@ -216,7 +282,7 @@ class Pipeline:
         )
         return result.passages
 
-    def _rerank_work(self, query: str, candidates: list[Passage], k: int) -> Any:
+    def _rerank_work(self, query: str, candidates: list[Passage], k: int) -> RerankResult:
         if self.settings.fault_rerank_delay_ms:  # bench/test fault: a slower model, per pair
             time.sleep(self.settings.fault_rerank_delay_ms * len(candidates) / 1000.0)
         return self.services.reranker.rerank(query, candidates, k)
@@ -236,24 +302,38 @@ class Pipeline:
         with ledger.stage("moderate.question") as span:
             score = self.services.moderator.screen_question(question)
             span.set_attribute("ragtime.moderation.score", round(score, 4))
-        passages, plan = await self._retrieve(question, collection, top_k, ledger, self.ask_policy)
-        with ledger.stage("assemble") as span:
-            self._record_actions(plan, "assemble", ledger, span)
-            prompt = await self._in_thread(
-                ledger, "assemble", assembler.assemble, question, passages,
-                context_tokens=plan.context_tokens,
-            )  # fmt: skip
-            span.set_attributes(
-                {
-                    "ragtime.prompt.tokens": prompt.prompt_tokens,
-                    "ragtime.prompt.passages": len(prompt.passages),
-                    "ragtime.prompt.dropped": prompt.dropped,
-                    "ragtime.prompt.truncated": any(p.truncated for p in prompt.passages),
-                    "ragtime.prompt.context_tokens_budget": prompt.context_tokens_budget,
-                    "ragtime.prompt.context_tokens_used": prompt.context_tokens_used,
-                }
-            )
-        return Prepared(question, passages, prompt, plan, generate=plan.max_output_tokens > 0)
+        passages, plan = await self._retrieve(question, collection, top_k, ledger, question)
+        # Hold the planned generation time at its target, so later requests plan around it.
+        reservation = self.budget.reserve(plan, ledger) if plan.max_output_tokens > 0 else None
+        try:
+            with ledger.stage("assemble") as span:
+                self._record_actions(plan, "assemble", ledger, span)
+                prompt = await self._in_thread(
+                    ledger, "assemble", assembler.assemble, question, passages,
+                    context_tokens=plan.context_tokens,
+                )  # fmt: skip
+                span.set_attributes(
+                    {
+                        "ragtime.prompt.tokens": prompt.prompt_tokens,
+                        "ragtime.prompt.passages": len(prompt.passages),
+                        "ragtime.prompt.dropped": prompt.dropped,
+                        "ragtime.prompt.truncated": any(p.truncated for p in prompt.passages),
+                        "ragtime.prompt.context_tokens_budget": prompt.context_tokens_budget,
+                        "ragtime.prompt.context_tokens_used": prompt.context_tokens_used,
+                    }
+                )
+        except BaseException:
+            if reservation is not None:
+                reservation.release()
+            raise
+        return Prepared(
+            question,
+            passages,
+            prompt,
+            plan,
+            generate=plan.max_output_tokens > 0,
+            reservation=reservation,
+        )
 
     async def generate(
         self, prepared: Prepared, ledger: BudgetLedger, outcome: AnswerOutcome
@@ -263,12 +343,25 @@ class Pipeline:
         Decoding stops at the deadline (finish reason ``deadline``). Closing this generator
         early (a client that went away) closes the backend's stream, which stops decoding.
         """
-        if not prepared.generate:
-            outcome.finish_reason = "skipped"
-            return
+        reservation = prepared.reservation
+        try:
+            if not prepared.generate:
+                outcome.finish_reason = "skipped"
+                return
+            async with aclosing(self._generate(prepared, ledger, outcome)) as deltas:
+                async for delta in deltas:
+                    yield delta
+        finally:
+            if reservation is not None:
+                reservation.release()
+
+    async def _generate(
+        self, prepared: Prepared, ledger: BudgetLedger, outcome: AnswerOutcome
+    ) -> AsyncGenerator[str, None]:
         backend = self.services.backend
         answer_filter = self.services.moderator.answer_filter()
-        max_tokens = prepared.plan.max_output_tokens
+        plan = prepared.plan
+        max_tokens = plan.max_output_tokens
         stage = ledger.begin(
             "generate",
             **{
@@ -280,11 +373,14 @@ class Pipeline:
             },
         )
         span = stage.span
-        self._record_actions(prepared.plan, "generate", ledger, span)
+        if plan.stage_ms:
+            ledger.expect("generate", plan.stage_ms.get("queue", 0.0) + plan.stage_ms["generate"])
+        self._record_actions(plan, "generate", ledger, span)
         error: BaseException | None = None
         outcome.finish_reason = "cancelled"
-        started = time.perf_counter()
-        first_at: float | None = None
+        run = _GenerationRun(target=plan.target, started=time.perf_counter())
+        if prepared.reservation is not None:
+            prepared.reservation.start()
         # Made current for the call, so a remote backend's propagated context names this span.
         with trace.use_span(span, end_on_exit=False):
             events = backend.stream(
@@ -293,10 +389,12 @@ class Pipeline:
                 temperature=self.settings.temperature,
                 deadline=ledger.deadline,
             )
+        # Room to flush the answer filter and send the last event before the deadline.
+        reserve_ms = self.cost.rate("moderate.answer") + _FINISH_RESERVE_MS
         try:
             async with aclosing(events):
                 while True:
-                    event = await self._next_before_deadline(events, ledger)
+                    event = await next_before_deadline(events, ledger, reserve_ms=reserve_ms)
                     if event is None:  # the deadline came first
                         outcome.finish_reason = "deadline"
                         ledger.degrade(
@@ -304,6 +402,9 @@ class Pipeline:
                         )
                         break
                     if isinstance(event, RouteDecision):
+                        run.target = event.target or run.target
+                        if span.is_recording():
+                            span.set_attribute("ragtime.budget.target", run.target)
                         if event.degradation is not None:  # e.g. a smaller model, to fit
                             ledger.degrade("generate", *event.degradation, span)
                         continue
@@ -311,10 +412,10 @@ class Pipeline:
                         outcome.usage = event.usage
                         outcome.finish_reason = event.finish_reason
                         span.set_attribute("ragtime.generate.queue_ms", round(event.queue_ms, 3))
-                        self._observe_generation(started, first_at, event)
+                        self._observe_generation(run, event)
                         break
-                    if first_at is None:
-                        first_at = time.perf_counter()
+                    if run.first_at is None:
+                        run.first_at = time.perf_counter()
                         outcome.ttft_ms = ledger.spent_ms
                         tracing_metrics.TTFT_SECONDS.observe(outcome.ttft_ms / 1000.0)
                         span.add_event("first_token", {"ragtime.ttft_ms": outcome.ttft_ms})
@@ -328,7 +429,7 @@ class Pipeline:
                     if released:
                         outcome.text += released
                         yield released
-            if first_at is None and outcome.finish_reason == "deadline":
+            if run.first_at is None and outcome.finish_reason == "deadline":
                 raise BudgetExhausted("no answer token came before the deadline")
             tail = self._moderate_tail(answer_filter, ledger, outcome)
             if tail:
@@ -341,41 +442,25 @@ class Pipeline:
         except Exception as exc:
             error = exc
             outcome.finish_reason = "error"
-            if first_at is None:
+            if run.first_at is None:
                 raise BackendUnavailable(f"generation failed: {exc}") from exc
             raise GenerationFailed(f"generation failed mid-stream: {exc}") from exc
         finally:
             self._finish_generate_span(span, outcome, answer_filter.elapsed_ms)
             stage.end(error)
 
-    async def _next_before_deadline(
-        self, events: AsyncGenerator[Any, None], ledger: BudgetLedger
-    ) -> TextDelta | GenerationDone | RouteDecision | None:
-        """The next backend event, or None when the deadline passes first."""
-        # Room to flush the answer filter and send the last event before the deadline.
-        reserve_ms = self.cost.rate("moderate.answer") + _FINISH_RESERVE_MS
-        timeout_s = (ledger.remaining_ms - reserve_ms) / 1000.0
-        if timeout_s <= 0:
-            return None
-        try:
-            event: TextDelta | GenerationDone | RouteDecision = await asyncio.wait_for(
-                anext(events), timeout=timeout_s
-            )
-        except TimeoutError:
-            return None
-        return event
-
-    def _observe_generation(
-        self, started: float, first_at: float | None, done: GenerationDone
-    ) -> None:
-        if done.finish_reason not in ("stop", "length") or first_at is None:
+    def _observe_generation(self, run: _GenerationRun, done: GenerationDone) -> None:
+        """Teach the engine what this target's prefill and decode cost (our queue aside)."""
+        if done.finish_reason not in ("stop", "length") or run.first_at is None:
             return
         usage = done.usage
-        self.cost.observe("service", _ms_since(started) - done.queue_ms, 1)
-        prefill_ms = (first_at - started) * 1000.0 - done.queue_ms
-        self.cost.observe("prefill", prefill_ms, max(usage.prompt_tokens - usage.cached_tokens, 1))
-        if usage.completion_tokens > 1:
-            self.cost.observe("decode", _ms_since(first_at), usage.completion_tokens - 1)
+        self.budget.observe_generation(
+            run.target,
+            uncached_tokens=usage.prompt_tokens - usage.cached_tokens,
+            ttft_ms=(run.first_at - run.started) * 1000.0 - done.queue_ms,
+            output_tokens=usage.completion_tokens,
+            decode_ms=_ms_since(run.first_at),
+        )
 
     @staticmethod
     def _record_actions(plan: Plan, stage: str, ledger: BudgetLedger, span: Span) -> None:
@@ -395,16 +480,11 @@ class Pipeline:
     async def _in_thread(
         self, ledger: BudgetLedger, stage: str, fn: Callable[..., T], *args: Any, **kwargs: Any
     ) -> T:
-        """Run blocking ``fn`` in a thread, waiting no longer than the budget has left.
-
-        A thread cannot be killed: on timeout the request stops waiting (504) and the thread's
-        result is dropped when it finishes.
-        """
-        timeout_s = max(ledger.remaining_ms, 0.0) / 1000.0
+        """Run blocking ``fn`` in a thread, waiting no longer than the budget has left."""
         try:
-            return await asyncio.wait_for(asyncio.to_thread(fn, *args, **kwargs), timeout_s)
-        except TimeoutError:
-            raise BudgetExhausted(f"the {stage} stage ran past the deadline") from None
+            return await run_in_thread(ledger, stage, fn, *args, **kwargs)
+        except DeadlinePassed as exc:
+            raise BudgetExhausted(str(exc)) from None
 
     def _moderate_tail(
         self, answer_filter: AnswerFilter, ledger: BudgetLedger, outcome: AnswerOutcome
@@ -422,7 +502,7 @@ class Pipeline:
             )
             for kind, count in outcome.redactions.items():
                 span.set_attribute(f"ragtime.moderation.redacted.{kind}", count)
-        self.cost.observe("moderate.answer", answer_filter.elapsed_ms, 1)
+        self.budget.observe_stage("moderate.answer", answer_filter.elapsed_ms, 1)
         return tail
 
     @staticmethod

@@ -27,6 +27,8 @@ class Job:
     events: asyncio.Queue[object] = field(default_factory=asyncio.Queue)
     cancel: threading.Event = field(default_factory=threading.Event)
     submitted: float = field(default_factory=time.perf_counter)
+    closed: bool = False
+    """Set when the backend shut down before the job was served."""
 
     def emit(self, item: object) -> None:
         """Post ``item`` to the consumer's loop; safe from any thread."""

@@ -95,6 +95,8 @@ class GenerationBackend(ABC):
     """The serving engine, for spans (``gen_ai.system``), e.g. ``"llama.cpp"``."""
     model: str
     """The model served, for spans (``gen_ai.request.model``)."""
+    earliest_deadline_first: bool = False
+    """Whether the backend serves its waiting requests earliest ``deadline`` first."""
 
     @property
     @abstractmethod

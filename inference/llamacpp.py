@@ -1,17 +1,23 @@
 """The llama.cpp backend: a GGUF model in-process, the offline CPU default (SmolLM2-135M).
 
-One dedicated worker thread owns the model. It loads it, then serves requests one at a time in
-FIFO order, so the event loop never blocks on llama.cpp. Each request gets an ``asyncio.Queue``
-that the worker fills through ``loop.call_soon_threadsafe``, and a ``threading.Event`` that the
-consumer sets when it stops early; the worker checks it before decoding and after every token.
-The prompt is decoded from ``AssembledPrompt.token_ids``, so the prompt counted is the one run,
-and llama.cpp reuses the KV cache of the prefix it shares with the previous request.
+One dedicated worker thread owns the model. It loads it, then serves requests one at a time,
+earliest deadline first (requests without a deadline last, in arrival order), so the event loop
+never blocks on llama.cpp and a request due sooner is not stuck behind one that can wait. Each
+request gets an ``asyncio.Queue`` that the worker fills through ``loop.call_soon_threadsafe``, and
+a ``threading.Event`` that the consumer sets when it stops early; the worker checks it before
+decoding and after every token. The prompt is decoded from ``AssembledPrompt.token_ids``, so the
+prompt counted is the one run, and llama.cpp reuses the KV cache of the prefix it shares with the
+previous request.
 """
 
 from __future__ import annotations
 
 import asyncio
+import heapq
 import importlib.util
+import itertools
+import math
+import threading
 import time
 from collections.abc import AsyncGenerator, Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -20,7 +26,13 @@ from typing import Any
 
 from inference._llamacpp_tokenizer import LlamaCppTokenizer
 from inference._llamacpp_worker import END, Job, decode
-from inference.backend import GenerationBackend, GenerationDone, GenerationEvent, TextDelta
+from inference.backend import (
+    GenerationBackend,
+    GenerationDone,
+    GenerationEvent,
+    TargetLoad,
+    TextDelta,
+)
 from inference.errors import BackendUnavailable, GenerationFailed, InferenceError
 from inference.prompt import AssembledPrompt
 
@@ -50,6 +62,7 @@ class LlamaCppBackend(GenerationBackend):
     """
 
     name = "llama.cpp"
+    earliest_deadline_first = True
 
     def __init__(
         self,
@@ -70,6 +83,9 @@ class LlamaCppBackend(GenerationBackend):
         self._tokenizer: LlamaCppTokenizer | None = None
         self._executor: ThreadPoolExecutor | None = None
         self._jobs: set[Job] = set()
+        self._waiting: list[tuple[float, int, Job]] = []  # a heap by deadline, then arrival
+        self._waiting_lock = threading.Lock()
+        self._arrivals = itertools.count()
         self._start_lock = asyncio.Lock()
 
     @property
@@ -85,6 +101,11 @@ class LlamaCppBackend(GenerationBackend):
     @property
     def pending(self) -> int:
         return len(self._jobs)
+
+    def target_load(self, target: str) -> TargetLoad:
+        """One request decodes at a time; the others wait for the worker."""
+        pending = len(self._jobs)
+        return TargetLoad(running=min(pending, 1), waiting=max(pending - 1, 0), max_running=1)
 
     async def start(self) -> None:
         async with self._start_lock:
@@ -148,11 +169,18 @@ class LlamaCppBackend(GenerationBackend):
         if llm is None or executor is None:
             raise BackendUnavailable("the llama.cpp backend is not loaded")
         job = Job(list(prompt.token_ids), max_tokens, temperature, asyncio.get_running_loop())
+        with self._waiting_lock:
+            due = math.inf if deadline is None else deadline
+            heapq.heappush(self._waiting, (due, next(self._arrivals), job))
         try:
-            future = executor.submit(self._serve, llm, job)
+            # One task per job; each serves whichever waiting job is due first.
+            future = executor.submit(self._serve_next, llm)
         except RuntimeError as exc:  # shut down between the check and the submit
+            with self._waiting_lock:
+                self._waiting = [w for w in self._waiting if w[2] is not job]
+                heapq.heapify(self._waiting)
             raise BackendUnavailable("the llama.cpp backend is closed") from exc
-        future.add_done_callback(lambda _: job.emit(END))
+        future.add_done_callback(self._task_done)
         self._jobs.add(job)
         streamed = False
         try:
@@ -165,10 +193,30 @@ class LlamaCppBackend(GenerationBackend):
                     yield item
                     return
                 else:
-                    raise _translate(item, streamed, future) from _cause(item)
+                    raise _translate(item, streamed, job.closed) from _cause(item)
         finally:
             job.cancel.set()  # a no-op once done; stops the worker if the consumer left early
             self._jobs.discard(job)
+
+    def _pop(self) -> Job | None:
+        with self._waiting_lock:
+            return heapq.heappop(self._waiting)[2] if self._waiting else None
+
+    def _serve_next(self, llm: Any) -> None:
+        """Runs on the worker thread: serve the waiting job due first."""
+        job = self._pop()
+        if job is None:
+            return
+        try:
+            self._serve(llm, job)
+        finally:
+            job.emit(END)
+
+    def _task_done(self, future: Future[None]) -> None:
+        """A task cancelled at shutdown never ran: end one waiting job in its place."""
+        if future.cancelled() and (job := self._pop()) is not None:
+            job.closed = True
+            job.emit(END)
 
     def _serve(self, llm: Any, job: Job) -> None:
         """Runs on the worker thread: decode one request, report its outcome."""
@@ -182,10 +230,10 @@ class LlamaCppBackend(GenerationBackend):
         job.emit(done)
 
 
-def _translate(item: object, streamed: bool, future: Future[None]) -> InferenceError:
+def _translate(item: object, streamed: bool, closed: bool) -> InferenceError:
     if isinstance(item, BaseException):
         message = f"llama.cpp failed: {type(item).__name__}: {item}"
-    elif future.cancelled():
+    elif closed:
         message = "the llama.cpp backend closed before serving the request"
     else:
         message = "the llama.cpp worker stopped without finishing the request"

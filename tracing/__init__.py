@@ -1,7 +1,7 @@
 """Tracing beside every stage: OTel setup, the budget ledger and policy, metrics, alerts."""
 
 from tracing.alerts import AlertEvaluator
-from tracing.budget import BudgetLedger, Degradation, StageSpan
+from tracing.budget.ledger import BudgetLedger, Degradation, StageSpan
 from tracing.metrics import REGISTRY, RequestMetricsMiddleware, metrics_payload
 from tracing.setup import configure_tracing, current_trace_id, shutdown_tracing
 

@@ -79,6 +79,20 @@ BUDGET_EXCEEDED = Counter(
     ["route"],
     registry=REGISTRY,
 )
+PREDICTION_ERROR_RATIO = Histogram(
+    "ragtime_budget_prediction_error_ratio",
+    "A stage's actual time over the budget engine's prediction for it (1 = exact).",
+    ["stage"],
+    buckets=(0.25, 0.5, 0.75, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0, 3.0, 5.0, 10.0),
+    registry=REGISTRY,
+)
+COST_MODEL = Gauge(
+    "ragtime_cost_model",
+    "The budget engine's current costs: per generation target (term fixed_ms, "
+    "prefill_ms_per_token, decode_ms_per_token) and per stage (term ms_per_unit), at its quantile.",
+    ["target", "term"],
+    registry=REGISTRY,
+)
 
 
 def metrics_payload(accept: str = "") -> tuple[bytes, str]:

@@ -1,13 +1,21 @@
-"""The cost model learns per-unit costs; the policy picks the largest plan that fits."""
+"""The cost model is shaped like inference and cannot be poisoned; the policy uses the budget."""
 
 from __future__ import annotations
 
 import pytest
 
-from tracing.cost_model import CostModel
-from tracing.policy import BudgetInfeasible, DegradationPolicy, PlanLimits
+from tracing.budget import (
+    BudgetInfeasible,
+    CostModel,
+    DegradationPolicy,
+    GenerationPrior,
+    Learning,
+    PlanLimits,
+    QualityTable,
+)
+from tracing.budget.cost_model import weighted_quantile
 
-RATES = {"rerank": 10.0, "prefill": 1.0, "decode": 10.0, "service": 500.0}
+PRIOR = GenerationPrior(fixed_ms=50.0, prefill_ms_per_token=2.0, decode_ms_per_token=10.0)
 LIMITS = PlanLimits(
     rerank_candidates=20,
     context_tokens=800,
@@ -17,79 +25,211 @@ LIMITS = PlanLimits(
     prompt_overhead_tokens=100,
     reserve_ms=0.0,
 )
-# Full plan: rerank 20 x 10 + prefill (800 + 100) x 1 + decode 100 x 10 = 2100 ms.
+LINEAR = QualityTable({"context": [(0.0, 0.0), (1.0, 1.0)], "output": [(0.0, 0.0), (1.0, 1.0)]})
 
 
-def policy() -> DegradationPolicy:
-    cost = CostModel({})
-    cost.seed(RATES)
-    return DegradationPolicy(cost, LIMITS)
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
 
 
-def test_rates_are_moving_averages_of_per_unit_costs() -> None:
-    cost = CostModel({"decode": 10.0}, alpha=0.5)
-    cost.observe("decode", 400.0, 20)  # 20 ms per token
-    assert cost.rate("decode") == pytest.approx(15.0)
-    cost.observe("decode", 400.0, 20)
-    assert cost.rate("decode") == pytest.approx(17.5)
-    assert cost.predict("decode", 10) == pytest.approx(175.0)
-    cost.observe("search", 3.0, 1)  # a stage without a prior starts from its first run
-    assert cost.rate("search") == 3.0
-    cost.observe("search", 5.0, 0)  # no work done: nothing learned
-    assert cost.snapshot()["search"] == {"ms_per_unit": 3.0, "observations": 1}
+def model(clock: Clock | None = None, **learning: float) -> CostModel:
+    return CostModel(
+        {"rerank": 10.0},
+        PRIOR,
+        learning=Learning(**learning),  # type: ignore[arg-type]
+        clock=clock or Clock(),
+    )
+
+
+def test_weighted_quantile() -> None:
+    values = [(float(v), 1.0) for v in range(1, 11)]
+    assert weighted_quantile(values, 0.5) == 5.0
+    assert weighted_quantile(values, 0.9) == 9.0
+    assert weighted_quantile([(1.0, 9.0), (100.0, 1.0)], 0.9) == 1.0
+
+
+def test_ttft_is_a_fixed_cost_plus_a_cost_per_uncached_token() -> None:
+    cost = model()
+    gen = cost.generation("gpu")
+    for tokens in (100, 400, 800, 200, 600) * 8:  # a server: 30 ms + 0.05 ms per token
+        gen.observe_first_token(tokens, 30.0 + 0.05 * tokens)
+    fixed, slope = gen.line()
+    assert slope < 0.2  # the prior says 2 ms per token; the data pulls it to the server's
+    assert 25.0 < fixed < 60.0
+    assert 80.0 <= gen.ttft_ms(1000) < 100.0  # truth: 80 ms
+
+
+def test_cache_hits_do_not_poison_the_prefill_rate() -> None:
+    """A fully cached prompt is TTFT at ~0 uncached tokens: it informs the fixed cost only."""
+    cost = model()
+    gen = cost.generation("cpu")
+    for tokens in (300, 600, 900, 450):
+        gen.observe_first_token(tokens, 60.0 + 2.5 * tokens)
+    before = gen.ttft_ms(800)
+    for _ in range(30):  # a burst of repeats: 1 uncached token, ~70 ms each
+        gen.observe_first_token(1, 70.0)
+    after = gen.ttft_ms(800)
+    # The old model learned 70 ms per token here (TTFT / max(uncached, 1)): 56 s for 800 tokens.
+    assert after < 1.5 * before
+    assert after < 3000
+
+
+def test_decode_is_per_output_token_at_the_quantile() -> None:
+    gen = model().generation("t")
+    for ms in [10.0] * 18 + [40.0, 40.0]:
+        gen.observe_decode(10, ms * 10)
+    assert gen.decode_ms_per_token(0.5) == pytest.approx(10.0)
+    assert gen.decode_ms_per_token(0.99) == pytest.approx(40.0)
+    assert gen.decode_ms(11) == pytest.approx(10 * gen.decode_ms_per_token())
+
+
+def test_plans_at_a_high_quantile_not_the_mean() -> None:
+    gen = model().generation("t")
+    for i in range(40):  # one in five requests is three times slower
+        gen.observe_first_token(500, 300.0 if i % 5 == 0 else 100.0)
+    assert gen.ttft_ms(500, quantile=0.5) < 150
+    assert gen.ttft_ms(500) > 250  # p90
+
+
+def test_one_model_per_target_and_calibration_sets_its_prior() -> None:
+    cost = model()
+    cost.calibrate(
+        "http://gpu:30000",
+        GenerationPrior(30.0, 0.05, 10.0, source="calibration"),
+    )
+    gpu, cpu = cost.generation("http://gpu:30000"), cost.generation("llama.cpp:x")
+    assert gpu.ttft_ms(800) == pytest.approx(70.0)
+    assert cpu.ttft_ms(800) == pytest.approx(50.0 + 2.0 * 800)
+    assert cost.snapshot()["generation"]["http://gpu:30000"]["prior"]["source"] == "calibration"  # type: ignore[index]
+
+
+def test_a_stall_fades_within_a_bounded_number_of_requests() -> None:
+    gen = model(halflife_requests=8.0, window=64).generation("t")
+    for _ in range(20):
+        gen.observe_decode(10, 100.0)  # 10 ms per token
+    for _ in range(10):  # a stall: 100 ms per token
+        gen.observe_decode(10, 1000.0)
+    assert gen.decode_ms_per_token() > 50
+    for _ in range(40):  # normal again
+        gen.observe_decode(10, 100.0)
+    assert gen.decode_ms_per_token() == pytest.approx(10.0, rel=0.1)
+
+
+def test_with_no_requests_the_model_drifts_back_to_its_prior() -> None:
+    """A service that refuses everything learns nothing; time alone brings the prior back."""
+    clock = Clock()
+    gen = model(clock, halflife_s=30.0).generation("t")
+    for _ in range(40):  # a slow period: 100 ms per token
+        gen.observe_decode(10, 1000.0)
+    assert gen.decode_ms_per_token() == pytest.approx(100.0)
+    clock.now += 600.0  # ten minutes without a request
+    assert gen.decode_ms_per_token() == pytest.approx(PRIOR.decode_ms_per_token)
+
+
+def test_stage_rates_have_priors_and_learn() -> None:
+    cost = model()
+    assert cost.rate("rerank") == 10.0
+    assert cost.rate("never-seen") == 0.0
+    for _ in range(20):
+        cost.observe("rerank", 40.0, 20)  # 2 ms per pair
+    assert cost.rate("rerank") == pytest.approx(2.0)
+    cost.observe("search", 3.0, 0)  # no work done: nothing learned
+    assert cost.snapshot()["stages"]["rerank"]["observations"] == 20  # type: ignore[index]
+
+
+# -- the policy -----------------------------------------------------------------------------
+
+
+def policy(quality: QualityTable = LINEAR) -> DegradationPolicy:
+    return DegradationPolicy(model(), LIMITS, quality)
+
+
+def full_ms() -> float:
+    # rerank 20 x 10 + TTFT 50 + 2 x (800 + 100) + decode 99 x 10
+    return 200 + 50 + 2 * 900 + 990
 
 
 def test_the_full_plan_when_it_fits() -> None:
-    plan = policy().plan(2100, k=4, rerank_available=True)
+    plan = policy().plan(full_ms() + 1, k=4, rerank_available=True, target="t")
     assert (plan.rerank_candidates, plan.context_tokens, plan.max_output_tokens) == (20, 800, 100)
-    assert plan.actions == [] and plan.predicted_ms == pytest.approx(2100)
+    assert plan.actions == [] and plan.predicted_ms == pytest.approx(full_ms())
+    assert plan.stage_ms["generate"] == pytest.approx(50 + 1800 + 990)
 
 
-def test_fewer_rerank_candidates_first() -> None:
-    plan = policy().plan(2000, k=4, rerank_available=True)
-    assert plan.rerank_candidates == 10
-    assert [a.action for a in plan.actions] == ["rerank_reduced"]
-    assert plan.predicted_ms <= 2000
+def test_output_uses_the_time_that_is_left() -> None:
+    """The answer gets as many tokens as the remaining time allows, not the minimum."""
+    plan = policy().plan(1000, k=4, rerank_available=False, target="t")
+    assert plan.predicted_ms <= 1000
+    assert plan.predicted_ms > 900  # the budget is used
+    assert plan.max_output_tokens > LIMITS.min_output_tokens
 
 
-def test_rerank_is_skipped_when_not_even_k_candidates_fit() -> None:
-    plan = policy().plan(1930, k=4, rerank_available=True)
-    assert plan.rerank_candidates == 0 and plan.context_tokens == 800
-    assert [a.action for a in plan.actions] == ["rerank_skipped"]
+def test_quality_orders_the_savings() -> None:
+    """Where context is worth little and output much, context goes first (and vice versa)."""
+    cheap_context = QualityTable(
+        {"context": [(0.0, 0.9), (1.0, 1.0)], "output": [(0.0, 0.0), (1.0, 1.0)]}
+    )
+    cheap_output = QualityTable(
+        {"context": [(0.0, 0.0), (1.0, 1.0)], "output": [(0.0, 0.9), (1.0, 1.0)]}
+    )
+    budget = full_ms() - 800
+    a = policy(cheap_context).plan(budget, k=4, rerank_available=False, target="t")
+    b = policy(cheap_output).plan(budget, k=4, rerank_available=False, target="t")
+    assert a.max_output_tokens == 100 and a.context_tokens < 800
+    assert b.context_tokens == 800 and b.max_output_tokens < 100
+    assert [x.action for x in a.actions] == ["context_reduced"]
+    assert [x.action for x in b.actions] == ["output_capped"]
 
 
-def test_then_a_smaller_context() -> None:
-    plan = policy().plan(1700, k=4, rerank_available=True)
-    assert plan.rerank_candidates == 0
-    assert plan.context_tokens == 600 and plan.max_output_tokens == 100
-    assert [a.action for a in plan.actions] == ["rerank_skipped", "context_reduced"]
+def test_rerank_is_reduced_or_skipped_when_it_costs_more_than_it_keeps() -> None:
+    table = QualityTable(
+        {
+            "rerank": [(0.0, 0.97), (1.0, 1.0)],
+            "context": [(0.0, 0.0), (1.0, 1.0)],
+            "output": [(0.0, 0.0), (1.0, 1.0)],
+        }
+    )
+    plan = policy(table).plan(full_ms() - 150, k=4, rerank_available=True, target="t")
+    assert plan.rerank_candidates < 20
+    assert plan.actions[0].action in ("rerank_reduced", "rerank_skipped")
 
 
-def test_then_fewer_output_tokens() -> None:
-    plan = policy().plan(1000, k=4, rerank_available=False)
-    # Context halves to 400 first (prefill 500), then output shrinks to fit: 50 tokens.
-    assert plan.context_tokens == 400 and plan.max_output_tokens == 50
-    assert [a.action for a in plan.actions] == ["context_reduced", "output_capped"]
+def test_queue_wait_comes_off_the_top() -> None:
+    p = policy()
+    alone = p.plan(2000, k=4, rerank_available=False, target="t")
+    queued = p.plan(2000, k=4, rerank_available=False, target="t", queue_ms=1000)
+    assert queued.predicted_ms <= 2000
+    assert queued.stage_ms["queue"] == 1000
+    assert queued.quality < alone.quality
 
 
-def test_then_the_rest_of_the_context() -> None:
-    plan = policy().plan(350, k=4, rerank_available=False)
-    assert plan.max_output_tokens == 10
-    assert plan.context_tokens == 150  # 350 - 10 x 10 decode - 100 overhead
-    assert plan.predicted_ms <= 350
+def test_infeasible_only_when_the_smallest_plan_does_not_fit() -> None:
+    # Smallest: TTFT 50 + 2 x (100 + 100) + decode 9 x 10 = 540 ms.
+    plan = policy().plan(560, k=4, rerank_available=True, target="t")
+    assert (plan.rerank_candidates, plan.context_tokens) == (0, 100)
+    with pytest.raises(BudgetInfeasible) as info:
+        policy().plan(500, k=4, rerank_available=True, target="t")
+    assert info.value.needed_ms == pytest.approx(540)
 
 
-def test_no_plan_fits_raises_with_the_numbers() -> None:
-    with pytest.raises(BudgetInfeasible, match="needs about 300 ms and 250 ms remain") as caught:
-        policy().plan(250, k=4, rerank_available=True)
-    assert caught.value.needed_ms == pytest.approx(300)
+def test_a_search_plan_sizes_rerank_only() -> None:
+    limits = PlanLimits(20, 0, 0, 0, 0, 0, reserve_ms=0.0)
+    p = DegradationPolicy(model(), limits, LINEAR)
+    assert p.plan(1000, k=4, rerank_available=True).rerank_candidates == 20
+    assert p.plan(150, k=4, rerank_available=True).rerank_candidates == 10
+    assert p.plan(10, k=4, rerank_available=True).rerank_candidates == 0
 
 
-def test_requests_queued_ahead_come_off_the_top() -> None:
-    # 2 queued x 500 ms of service leave 1100 of 2100 ms: no rerank, half the context (prefill
-    # 400 + 100), then 60 output tokens (600 ms); the wait counts in the prediction.
-    plan = policy().plan(2100, k=4, rerank_available=True, queued=2)
-    assert (plan.rerank_candidates, plan.context_tokens, plan.max_output_tokens) == (0, 400, 60)
-    assert plan.predicted_ms == pytest.approx(2100)
-    with pytest.raises(BudgetInfeasible):
-        policy().plan(2100, k=4, rerank_available=True, queued=5)
+def test_quality_table_interpolates_and_validates(tmp_path: object) -> None:
+    table = QualityTable({"output": [(0.0, 0.2), (0.5, 0.6), (1.0, 1.0)]})
+    assert table.quality("output", 0.25) == pytest.approx(0.4)
+    assert table.quality("output", 1.0) == 1.0
+    assert table.quality("context", 0.1) == 1.0  # unmeasured knob: no penalty
+    with pytest.raises(ValueError, match="unknown knob"):
+        QualityTable({"temperature": [(0.0, 1.0)]})
+    with pytest.raises(ValueError, match="sorted"):
+        QualityTable({"output": [(1.0, 1.0), (0.0, 0.5)]})

@@ -6,7 +6,9 @@ current span, for ordinary code) or ``ledger.begin(name)`` (a span that is not m
 work that spans the yields of a stream). When a stage ends, its wall time is charged to the
 ledger, observed in the stage histogram (with the trace id as exemplar), and written on its span:
 ``ragtime.budget.allocated_ms`` and ``spent_ms`` (the stage's), ``remaining_ms`` (the request's),
-``exceeded`` (the stage overran its allocation). Deliberate degradations are recorded with
+``exceeded`` (the stage overran its allocation). A stage the plan predicted (``expect``) also
+gets ``ragtime.budget.predicted_ms``, and its actual/predicted ratio goes to the
+``ragtime_budget_prediction_error_ratio`` histogram. Deliberate degradations are recorded with
 ``degrade``; the request's root span gets the totals and the stages that overran.
 """
 
@@ -76,6 +78,7 @@ class BudgetLedger:
         self.started_at = time.perf_counter() if started_at is None else started_at
         self.shares: Mapping[str, float] = shares or {}
         self._timings: dict[str, float] = {}
+        self._expected: dict[str, float] = {}
         self.degradations: list[Degradation] = []
         self.overruns: list[str] = []
 
@@ -104,6 +107,10 @@ class BudgetLedger:
     def timings_ms(self) -> dict[str, float]:
         return {stage: round(ms, 3) for stage, ms in self._timings.items()}
 
+    def expect(self, stage: str, predicted_ms: float) -> None:
+        """The plan's prediction for ``stage``, compared with what it spends when it ends."""
+        self._expected[stage] = predicted_ms
+
     def charge(self, stage: str, elapsed_ms: float, span: Span | None = None) -> None:
         """Add ``elapsed_ms`` to ``stage``; write the stage's budget figures on ``span``."""
         spent = self._timings.get(stage, 0.0) + elapsed_ms
@@ -116,7 +123,12 @@ class BudgetLedger:
         context = (span or trace.get_current_span()).get_span_context()
         exemplar = {"trace_id": format(context.trace_id, "032x")} if context.is_valid else None
         metrics.STAGE_SECONDS.labels(stage=stage).observe(elapsed_ms / 1000.0, exemplar)
+        predicted = self._expected.pop(stage, None) if span is not None else None
+        if predicted is not None and predicted > 0:
+            metrics.PREDICTION_ERROR_RATIO.labels(stage=stage).observe(spent / predicted)
         if span is not None and span.is_recording():
+            if predicted is not None:
+                span.set_attribute("ragtime.budget.predicted_ms", round(predicted, 3))
             span.set_attributes(
                 {
                     "ragtime.stage.duration_ms": round(elapsed_ms, 3),

@@ -1,0 +1,133 @@
+"""The budget engine: the one object the pipeline asks to plan, and tells what happened.
+
+It holds the cost model, the policies for answers and searches, the reservations that model
+contention, and the calibrator. The pipeline calls ``plan_answer``/``plan_search`` after search,
+``reserve`` to hold its generation time at the target, ``observe_*`` as stages end, and the
+engine publishes its current costs as metrics.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tracing import metrics
+from tracing.budget.calibration import Calibrator
+from tracing.budget.cost_model import CostModel, Learning
+from tracing.budget.ledger import BudgetLedger
+from tracing.budget.policy import DegradationPolicy, Plan, PlanLimits
+from tracing.budget.quality import QualityTable
+from tracing.budget.queue import Reservation, Reservations
+
+
+@dataclass(frozen=True)
+class TargetQueue:
+    """How a target serves its queue, as far as planning is concerned."""
+
+    slots: int = 1
+    """Requests it decodes at once."""
+    edf: bool = False
+    """Whether it serves our requests earliest-deadline-first (llama.cpp's worker does)."""
+    external: int = 0
+    """Requests it reports that are not ours (another replica's): counted ahead of us."""
+
+
+class BudgetEngine:
+    def __init__(
+        self,
+        answer_limits: PlanLimits,
+        search_limits: PlanLimits,
+        *,
+        quality: QualityTable,
+        learning: Learning | None = None,
+        cost: CostModel | None = None,
+    ) -> None:
+        self.cost = cost or CostModel(learning=learning)
+        self.quality = quality
+        self.answer_policy = DegradationPolicy(self.cost, answer_limits, quality)
+        self.search_policy = DegradationPolicy(self.cost, search_limits, quality)
+        self.reservations = Reservations()
+        self.calibrator = Calibrator(self.cost)
+
+    def plan_answer(
+        self,
+        ledger: BudgetLedger,
+        *,
+        k: int,
+        rerank_available: bool,
+        target: str,
+        queue: TargetQueue = TargetQueue(),
+    ) -> Plan:
+        """The best plan for an answer from ``target`` in what is left of ``ledger``'s budget;
+        raises ``BudgetInfeasible`` when not even the smallest fits."""
+        gen = self.cost.generation(target)
+        typical_ms = gen.service_ms(
+            self.answer_policy.limits.context_tokens, self.answer_policy.limits.max_output_tokens
+        )
+        wait = self.reservations.wait(
+            target,
+            ledger.deadline,
+            slots=queue.slots,
+            edf=queue.edf,
+            external=queue.external,
+            external_ms=typical_ms,
+        )
+        return self.answer_policy.plan(
+            ledger.remaining_ms,
+            k=k,
+            rerank_available=rerank_available,
+            target=target,
+            queue_ms=wait.ms,
+        )
+
+    def plan_search(self, ledger: BudgetLedger, *, k: int, rerank_available: bool) -> Plan:
+        return self.search_policy.plan(ledger.remaining_ms, k=k, rerank_available=rerank_available)
+
+    def reserve(self, plan: Plan, ledger: BudgetLedger) -> Reservation:
+        """Hold ``plan``'s generation time at its target until released."""
+        return self.reservations.reserve(
+            plan.target, ledger.deadline, plan.stage_ms.get("generate", 0.0)
+        )
+
+    def observe_stage(self, stage: str, elapsed_ms: float, units: float) -> None:
+        self.cost.observe(stage, elapsed_ms, units)
+
+    def observe_generation(
+        self,
+        target: str,
+        *,
+        uncached_tokens: int,
+        ttft_ms: float | None,
+        output_tokens: int,
+        decode_ms: float | None,
+    ) -> None:
+        """Learn from one request's generation at ``target`` (times exclude our queue)."""
+        gen = self.cost.generation(target)
+        if ttft_ms is not None:
+            gen.observe_first_token(uncached_tokens, ttft_ms)
+        if decode_ms is not None and output_tokens > 1:
+            gen.observe_decode(output_tokens - 1, decode_ms)
+
+    def publish(self) -> None:
+        """Set the ``ragtime_cost_model`` gauges to the current costs."""
+        for target in self.cost.targets():
+            gen = self.cost.generation(target)
+            fixed, slope = gen.line()
+            metrics.COST_MODEL.labels(target=target, term="fixed_ms").set(fixed)
+            metrics.COST_MODEL.labels(target=target, term="prefill_ms_per_token").set(slope)
+            metrics.COST_MODEL.labels(target=target, term="decode_ms_per_token").set(
+                gen.decode_ms_per_token()
+            )
+        for stage in ("embed", "search", "rerank", "moderate.answer"):
+            metrics.COST_MODEL.labels(target=stage, term="ms_per_unit").set(self.cost.rate(stage))
+
+    def snapshot(self) -> dict[str, object]:
+        snap = self.cost.snapshot()
+        snap["calibration"] = {
+            "calibrated": {t: p.__dict__ for t, p in self.calibrator.calibrated.items()},
+            "failures": dict(self.calibrator.failures),
+        }
+        snap["quality"] = {
+            "curves": {k: [list(p) for p in v] for k, v in self.quality.curves.items()},
+            "notes": dict(self.quality.notes),
+        }
+        return snap

@@ -1,0 +1,218 @@
+"""The degradation policy: of the plans that fit what is left, the one that keeps most quality.
+
+A plan fixes how many candidates rerank scores, how many context tokens the prompt may hold and
+how many tokens the answer may have. The policy tries every rerank level and a ladder of context
+sizes; for each it gives the answer as many output tokens as the time left allows (up to the
+configured cap), predicts the plan's cost with the target's cost model at its quantile, and
+weighs it with the measured ``QualityTable``. The plan kept is the one of highest quality, the
+larger one among equals. So the order in which savings are taken follows what each costs in
+quality per millisecond saved, and a plan uses the budget it has rather than the minimum.
+
+When not even the smallest plan (``min_context_tokens``, ``min_output_tokens``, no rerank) fits,
+``plan`` raises ``BudgetInfeasible``: a 504 is due only then, at measured costs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from tracing.budget.cost_model import CostModel, GenerationEstimate
+from tracing.budget.quality import QualityTable
+
+#: The context sizes tried, as shares of the configured context.
+CONTEXT_LADDER = (1.0, 0.75, 0.5, 0.375, 0.25, 0.125, 0.0)
+
+
+@dataclass(frozen=True)
+class PlanLimits:
+    rerank_candidates: int
+    context_tokens: int
+    max_output_tokens: int
+    min_context_tokens: int = 64
+    min_output_tokens: int = 16
+    prompt_overhead_tokens: int = 120
+    """System prompt, template and question: prefilled whatever the context holds."""
+    reserve_ms: float = 50.0
+    """Prompt assembly, answer moderation and streaming, which the plan does not size."""
+
+
+@dataclass(frozen=True)
+class Action:
+    stage: str
+    action: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    rerank_candidates: int
+    """0 when rerank is skipped."""
+    context_tokens: int
+    max_output_tokens: int
+    predicted_ms: float
+    """From now to the last answer token, queue wait included."""
+    actions: list[Action] = field(default_factory=list)
+    stage_ms: dict[str, float] = field(default_factory=dict)
+    """Predicted ms per stage: ``rerank``, ``queue``, ``generate`` (first token and decode)."""
+    quality: float = 1.0
+    target: str = ""
+
+
+class BudgetInfeasible(Exception):
+    """Not even the smallest plan fits what is left of the budget."""
+
+    def __init__(self, needed_ms: float, remaining_ms: float) -> None:
+        self.needed_ms = needed_ms
+        self.remaining_ms = remaining_ms
+        super().__init__(
+            f"the budget cannot be met: the smallest plan needs about {needed_ms:.0f} ms "
+            f"and {max(remaining_ms, 0.0):.0f} ms remain"
+        )
+
+
+class DegradationPolicy:
+    def __init__(self, cost: CostModel, limits: PlanLimits, quality: QualityTable) -> None:
+        self.cost = cost
+        self.limits = limits
+        self.quality = quality
+
+    def plan(
+        self,
+        remaining_ms: float,
+        *,
+        k: int,
+        rerank_available: bool,
+        target: str = "",
+        queue_ms: float = 0.0,
+    ) -> Plan:
+        """The plan of highest quality that fits ``remaining_ms``, after ``queue_ms`` of wait."""
+        lim = self.limits
+        full_n = max(lim.rerank_candidates, k) if rerank_available else 0
+        rerank_levels = sorted({full_n, max(k, full_n // 2), k, 0} if full_n else {0}, reverse=True)
+        generating = lim.max_output_tokens > 0
+        gen = self.cost.generation(target).estimate() if generating else None
+        ctx_levels = (
+            sorted(
+                {
+                    max(round(lim.context_tokens * f), lim.min_context_tokens)
+                    for f in CONTEXT_LADDER
+                },
+                reverse=True,
+            )
+            if generating
+            else [lim.context_tokens]
+        )
+        best: Plan | None = None
+        smallest_ms = math.inf
+        for n in rerank_levels:
+            rerank_ms = self.cost.predict("rerank", n)
+            for ctx in ctx_levels:
+                plan = self._fit(n, rerank_ms, ctx, gen, remaining_ms, queue_ms, full_n, target)
+                if isinstance(plan, float):
+                    smallest_ms = min(smallest_ms, plan)
+                    continue
+                smallest_ms = min(smallest_ms, plan.predicted_ms)
+                # Equal quality (a knob the table does not weigh): the larger plan.
+                if best is None or (plan.quality, plan.predicted_ms) > (
+                    best.quality,
+                    best.predicted_ms,
+                ):
+                    best = plan
+        if best is None:
+            raise BudgetInfeasible(smallest_ms, remaining_ms)
+        return self._explain(best, full_n)
+
+    def _fit(
+        self,
+        n: int,
+        rerank_ms: float,
+        ctx: int,
+        gen: GenerationEstimate | None,
+        remaining_ms: float,
+        queue_ms: float,
+        full_n: int,
+        target: str,
+    ) -> Plan | float:
+        """The plan with ``n`` candidates and ``ctx`` context tokens and as many output tokens as
+        fit; the smallest such plan's predicted ms when it does not fit."""
+        lim = self.limits
+        rerank_share = n / full_n if full_n else 1.0
+        if gen is None:  # retrieval only
+            predicted = rerank_ms + lim.reserve_ms
+            if predicted > remaining_ms:
+                return predicted
+            quality = self.quality.quality("rerank", rerank_share)
+            return Plan(n, 0, 0, predicted, stage_ms={"rerank": rerank_ms}, quality=quality)
+        first_ms = gen.ttft_ms(ctx + lim.prompt_overhead_tokens)
+        fixed = rerank_ms + queue_ms + first_ms + lim.reserve_ms
+        per_token = gen.decode_ms_per_token
+        spare = remaining_ms - fixed
+        out = lim.max_output_tokens
+        if per_token > 0:
+            out = min(out, 1 + math.floor(max(spare, 0.0) / per_token))
+        minimum = fixed + gen.decode_ms(lim.min_output_tokens)
+        if spare < 0 or out < lim.min_output_tokens:
+            return minimum
+        gen_ms = first_ms + gen.decode_ms(out)
+        predicted = rerank_ms + queue_ms + gen_ms + lim.reserve_ms
+        quality = self.quality.plan_quality(
+            context=ctx / lim.context_tokens if lim.context_tokens else 1.0,
+            output=out / lim.max_output_tokens,
+            rerank=rerank_share,
+        )
+        return Plan(
+            n,
+            ctx,
+            out,
+            predicted,
+            stage_ms={"rerank": rerank_ms, "queue": queue_ms, "generate": gen_ms},
+            quality=quality,
+            target=target,
+        )
+
+    def _explain(self, plan: Plan, full_n: int) -> Plan:
+        lim = self.limits
+        actions: list[Action] = []
+        if full_n and plan.rerank_candidates == 0:
+            actions.append(
+                Action(
+                    "rerank",
+                    "rerank_skipped",
+                    f"{full_n} candidates need ~{self.cost.predict('rerank', full_n):.0f} ms",
+                )
+            )
+        elif plan.rerank_candidates < full_n:
+            actions.append(
+                Action(
+                    "rerank",
+                    "rerank_reduced",
+                    f"{plan.rerank_candidates} of {full_n} candidates fit",
+                )
+            )
+        if lim.max_output_tokens and plan.context_tokens < lim.context_tokens:
+            actions.append(
+                Action(
+                    "assemble",
+                    "context_reduced",
+                    f"{plan.context_tokens} of {lim.context_tokens} tokens",
+                )
+            )
+        if plan.max_output_tokens < lim.max_output_tokens:
+            actions.append(
+                Action(
+                    "generate",
+                    "output_capped",
+                    f"{plan.max_output_tokens} of {lim.max_output_tokens} tokens",
+                )
+            )
+        return Plan(
+            plan.rerank_candidates,
+            plan.context_tokens,
+            plan.max_output_tokens,
+            plan.predicted_ms,
+            actions,
+            plan.stage_ms,
+            plan.quality,
+            plan.target,
+        )

@@ -1,0 +1,80 @@
+"""What each saving costs in answer quality: measured curves the policy weighs milliseconds by.
+
+A ``QualityTable`` holds, per knob of a plan, the quality kept (1.0 = the full plan's answer) at
+a fraction of that knob's full setting:
+
+* ``context``: the share of the configured context tokens the prompt may hold;
+* ``output``: the share of the configured output tokens the answer may have;
+* ``rerank``: the share of the configured rerank candidates scored (0 = vector order).
+
+Between measured points the curve is linear. The quality of a plan is the product of its knobs'
+qualities. ``ragtime bench quality`` measures the curves on the demo corpus and writes them to
+``quality.json`` beside this module, which is the default table; ``RAGTIME_BUDGET_QUALITY_PATH``
+names another.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+DEFAULT_QUALITY_PATH = Path(__file__).with_name("quality.json")
+KNOBS = ("context", "output", "rerank")
+
+
+@dataclass(frozen=True)
+class QualityTable:
+    curves: Mapping[str, Sequence[tuple[float, float]]]
+    """Per knob, ``(fraction, quality)`` points sorted by fraction, ending at ``(1.0, 1.0)``."""
+    notes: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for knob, points in self.curves.items():
+            if knob not in KNOBS:
+                raise ValueError(f"unknown knob {knob!r}; known: {', '.join(KNOBS)}")
+            if not points or any(not (0.0 <= f <= 1.0 and 0.0 <= q <= 1.0) for f, q in points):
+                raise ValueError(f"{knob}: points must be (fraction, quality) pairs in [0, 1]")
+            if list(points) != sorted(points):
+                raise ValueError(f"{knob}: points must be sorted by fraction")
+
+    def quality(self, knob: str, fraction: float) -> float:
+        """Quality kept at ``fraction`` of the knob's full setting (1.0 for an unknown knob)."""
+        points = self.curves.get(knob)
+        if not points:
+            return 1.0
+        fraction = min(max(fraction, 0.0), 1.0)
+        xs = [f for f, _ in points]
+        i = bisect.bisect_left(xs, fraction)
+        if i == 0:
+            return points[0][1] if fraction <= xs[0] else 1.0
+        if i == len(points):
+            return points[-1][1]
+        (f0, q0), (f1, q1) = points[i - 1], points[i]
+        return q0 + (q1 - q0) * (fraction - f0) / (f1 - f0) if f1 > f0 else q1
+
+    def plan_quality(self, *, context: float, output: float, rerank: float) -> float:
+        return (
+            self.quality("context", context)
+            * self.quality("output", output)
+            * self.quality("rerank", rerank)
+        )
+
+    @classmethod
+    def load(cls, path: Path = DEFAULT_QUALITY_PATH) -> QualityTable:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        curves = {
+            knob: [(float(f), float(q)) for f, q in points]
+            for knob, points in data.get("curves", {}).items()
+        }
+        return cls(curves, data.get("notes", {}))
+
+    def dump(self, path: Path) -> None:
+        data = {
+            "curves": {knob: [list(p) for p in points] for knob, points in self.curves.items()},
+            "notes": dict(self.notes),
+        }
+        path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")

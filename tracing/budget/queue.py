@@ -1,0 +1,113 @@
+"""Contention: the generation work already promised to each target, and the wait it implies.
+
+Every request that is planned reserves its predicted generation time (``Reservation``) at the
+target that will serve it, with its deadline. A new request's wait is the work ahead of it
+divided among the target's slots (1 for the in-process llama.cpp worker, the running batch for
+SGLang). For a target served earliest-deadline-first, only requests with an earlier deadline
+(or already running) are ahead. Every request stops at its own deadline, so no request ahead
+holds its slot past that: the wait is capped by the latest deadline ahead. That is what lets the
+policy shrink each queued request's plan instead of refusing the late ones: the wait it counts
+is what the requests ahead can really take, not one average service time each.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+
+@dataclass(eq=False)
+class Reservation:
+    target: str
+    deadline: float
+    """``time.perf_counter()`` value by which the request is stopped."""
+    service_ms: float
+    """Predicted time from sending to the last token."""
+    started: float | None = None
+    released: bool = False
+    _book: Reservations | None = field(default=None, repr=False)
+
+    def start(self) -> None:
+        """Generation began (the request left our queue)."""
+        if self.started is None:
+            self.started = time.perf_counter()
+
+    def release(self) -> None:
+        if self._book is not None and not self.released:
+            self._book.release(self)
+
+    def remaining_ms(self, now: float) -> float:
+        left = self.service_ms
+        if self.started is not None:
+            left -= (now - self.started) * 1000.0
+        return max(min(left, (self.deadline - now) * 1000.0), 0.0)
+
+
+@dataclass(frozen=True)
+class Wait:
+    ms: float
+    ahead: int
+    """Requests counted ahead of this one."""
+    slots: int
+
+
+class Reservations:
+    """The open reservations of every target."""
+
+    def __init__(self) -> None:
+        self._by_target: dict[str, list[Reservation]] = {}
+        self._lock = threading.Lock()
+
+    def reserve(self, target: str, deadline: float, service_ms: float) -> Reservation:
+        res = Reservation(target, deadline, service_ms, _book=self)
+        with self._lock:
+            self._by_target.setdefault(target, []).append(res)
+        return res
+
+    def release(self, res: Reservation) -> None:
+        with self._lock:
+            res.released = True
+            held = self._by_target.get(res.target, [])
+            if res in held:
+                held.remove(res)
+
+    def open(self, target: str) -> int:
+        with self._lock:
+            return len(self._by_target.get(target, []))
+
+    def wait(
+        self,
+        target: str,
+        deadline: float,
+        *,
+        slots: int = 1,
+        edf: bool = False,
+        external: int = 0,
+        external_ms: float = 0.0,
+        now: float | None = None,
+    ) -> Wait:
+        """The predicted wait before a request due at ``deadline`` starts at ``target``.
+
+        ``external`` requests (another client's, seen in the server's own load report) are
+        counted ahead too, ``external_ms`` each.
+        """
+        now = time.perf_counter() if now is None else now
+        slots = max(slots, 1)
+        with self._lock:
+            held = self._by_target.get(target, [])
+            # A reservation its owner never released (a request abandoned before generating)
+            # holds nothing once its deadline has passed.
+            held[:] = [r for r in held if r.deadline > now - 1.0]
+            held = list(held)
+        ahead = [r for r in held if not edf or r.started is not None or r.deadline <= deadline]
+        count = len(ahead) + max(external, 0)
+        if count < slots:
+            return Wait(0.0, count, slots)
+        work = sum(r.remaining_ms(now) for r in ahead) + max(external, 0) * external_ms
+        # A slot frees when the earliest of the running requests ends; with every slot busy,
+        # the work ahead is shared by the slots.
+        ms = work / slots
+        if ahead and not external:
+            ms = min(ms, max((max(r.deadline for r in ahead) - now) * 1000.0, 0.0))
+        return Wait(ms, count, slots)
