@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -9,10 +11,11 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 
+from app.calibration import probes, reported_itl_ms
 from app.config import Settings, get_settings
 from app.errors import install_error_handlers
 from app.pipeline import Pipeline
-from app.routes import alerts, ask, health, search
+from app.routes import alerts, ask, budget, health, search
 from app.services import Services
 from inference import GenerationBackend
 from tracing import RequestMetricsMiddleware, configure_tracing, shutdown_tracing
@@ -20,7 +23,15 @@ from tracing.alerts import AlertEvaluator
 
 log = logging.getLogger("ragtime")
 
-API_ROUTES = ("/v1/ask", "/v1/search", "/v1/alerts", "/healthz", "/readyz", "/metrics")
+API_ROUTES = (
+    "/v1/ask",
+    "/v1/search",
+    "/v1/alerts",
+    "/v1/budget/model",
+    "/healthz",
+    "/readyz",
+    "/metrics",
+)
 
 
 def alert_evaluator(settings: Settings) -> AlertEvaluator:
@@ -49,7 +60,17 @@ def create_app(
         services = Services.build(settings, backend=backend)
         await services.start()
         app.state.services = services
-        app.state.pipeline = Pipeline(services)
+        app.state.pipeline = pipeline = Pipeline(services)
+        gen = services.backend
+        # Calibrate remote targets as they join; publish the cost model as metrics.
+        upkeep = asyncio.create_task(
+            pipeline.budget.maintain(
+                lambda: probes(gen),
+                interval_s=settings.calibration_interval_s,
+                itl_ms=lambda target: reported_itl_ms(gen, target),
+            ),
+            name="ragtime-budget-upkeep",
+        )
         app.state.alerts = alert_evaluator(settings)
         await app.state.alerts.start()  # runs without a webhook too, for GET /v1/alerts
         ready, components = services.readiness()
@@ -57,6 +78,9 @@ def create_app(
         try:
             yield
         finally:
+            upkeep.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await upkeep
             await app.state.alerts.stop()
             await services.close()
             shutdown_tracing()
@@ -72,6 +96,7 @@ def create_app(
     app.include_router(search.router)
     app.include_router(health.router)
     app.include_router(alerts.router)
+    app.include_router(budget.router)
     FastAPIInstrumentor.instrument_app(
         app, excluded_urls="/healthz,/readyz,/metrics", exclude_spans=["receive", "send"]
     )

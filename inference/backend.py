@@ -41,9 +41,9 @@ class GenerationDone:
 class RouteDecision:
     """Which server and model take this request, and why.
 
-    Yielded before the first ``TextDelta`` by every backend; a backend that fails over before
-    the first token yields another, and the last one before the first delta is the one that
-    served. ``target`` is the key the budget engine learns costs under (one per endpoint and
+    Yielded before the first ``TextDelta`` by a backend with several targets; one that fails
+    over before the first token yields another, and the last one before the first delta is the
+    one that served. Without one, the request's target is ``cost_target()``. ``target`` is the key the budget engine learns costs under (one per endpoint and
     model); ``degradation`` is ``(action, reason)`` when the backend chose to serve with less
     (a smaller model, to fit the time left).
     """
@@ -81,8 +81,9 @@ class GenerationBackend(ABC):
 
     Contract of ``stream()``, an async generator:
 
-    * it yields one or more ``RouteDecision`` (the last before the first delta is the one that
-      serves), zero or more ``TextDelta`` and then exactly one ``GenerationDone``;
+    * a backend with more than one target (remote endpoints) yields a ``RouteDecision`` before
+      each attempt (the last before the first delta is the one that served); then zero or more
+      ``TextDelta`` and exactly one ``GenerationDone``;
     * it raises ``BackendUnavailable`` before the first delta and ``GenerationFailed`` after;
     * ``deadline`` (a ``time.perf_counter()`` value, or ``None``) is when the caller must have
       its answer; a backend may use it to choose a target, and stops producing past it;

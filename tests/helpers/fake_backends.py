@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncGenerator, Sequence
 
 from inference import (
@@ -12,6 +13,7 @@ from inference import (
     GenerationDone,
     GenerationEvent,
     GenerationFailed,
+    TargetLoad,
     TextDelta,
     Usage,
 )
@@ -86,3 +88,86 @@ def failing_midstream_backend() -> ScriptedBackend:
         fail_after=1,
         fail_with=GenerationFailed("decoder crashed"),
     )
+
+
+class SimulatedBackend(GenerationBackend):
+    """A model server in miniature, for budget tests: it takes time the way inference does.
+
+    Time to first token is ``fixed_ms`` plus ``prefill_ms_per_token`` for each prompt token not
+    shared with the previous prompt (a one-entry prefix cache, as llama.cpp keeps), then
+    ``decode_ms_per_token`` per further token. ``slots`` requests run at once; the rest wait in
+    arrival order, and their wait is reported as ``queue_ms``.
+    """
+
+    name = "simulated"
+    model = "simulated-model"
+
+    def __init__(
+        self,
+        *,
+        fixed_ms: float = 20.0,
+        prefill_ms_per_token: float = 1.0,
+        decode_ms_per_token: float = 5.0,
+        answer_words: int = 200,
+        slots: int = 1,
+    ) -> None:
+        self.fixed_ms = fixed_ms
+        self.prefill_ms_per_token = prefill_ms_per_token
+        self.decode_ms_per_token = decode_ms_per_token
+        self.answer_words = answer_words
+        self.slots = slots
+        self.running = 0
+        self.waiting = 0
+        self.served: list[Usage] = []
+        self._previous: list[int] = []
+        self._semaphore: asyncio.Semaphore | None = None
+        self._tokenizer = NullTokenizer()
+
+    @property
+    def tokenizer(self) -> NullTokenizer:
+        return self._tokenizer
+
+    def target_load(self, target: str) -> TargetLoad:
+        return TargetLoad(running=self.running, waiting=self.waiting, max_running=self.slots)
+
+    async def stream(
+        self,
+        prompt: AssembledPrompt,
+        *,
+        max_tokens: int,
+        temperature: float = 0.0,
+        deadline: float | None = None,
+    ) -> AsyncGenerator[GenerationEvent, None]:
+        if self._semaphore is None:
+            self._semaphore = asyncio.Semaphore(self.slots)
+        arrived = time.perf_counter()
+        self.waiting += 1
+        try:
+            await self._semaphore.acquire()
+        finally:
+            self.waiting -= 1
+        self.running += 1
+        try:
+            queue_ms = (time.perf_counter() - arrived) * 1000.0
+            ids = list(prompt.token_ids)
+            shared = 0
+            for a, b in zip(ids, self._previous, strict=False):
+                if a != b:
+                    break
+                shared += 1
+            cached = min(shared, max(len(ids) - 1, 0))
+            self._previous = ids
+            uncached = len(ids) - cached
+            await asyncio.sleep((self.fixed_ms + self.prefill_ms_per_token * uncached) / 1000.0)
+            count = min(self.answer_words, max_tokens)
+            for i in range(count):
+                if i:
+                    await asyncio.sleep(self.decode_ms_per_token / 1000.0)
+                yield TextDelta(f"word{i} ")
+            usage = Usage(len(ids), cached, count)
+            self.served.append(usage)
+            reason = "length" if count == max_tokens else "stop"
+            yield GenerationDone(usage=usage, finish_reason=reason, queue_ms=queue_ms)
+        finally:
+            self.running -= 1
+            self._semaphore.release()

@@ -146,6 +146,33 @@ async def test_concurrent_streams_are_served_one_after_the_other(
     assert second.queue_ms > first.queue_ms and second.queue_ms > 20
 
 
+async def test_waiting_requests_are_served_earliest_deadline_first(
+    llama_backend: LlamaCppBackend,
+) -> None:
+    prompt = prompt_for(llama_backend, LONG_ANSWER)
+    now = time.perf_counter()
+    running = llama_backend.stream(prompt, max_tokens=12)  # no deadline: served last when queued
+    assert isinstance(await anext(running), TextDelta)  # holds the worker
+    log: list[str] = []
+
+    async def run(name: str, deadline: float | None) -> None:
+        async for event in llama_backend.stream(prompt, max_tokens=3, deadline=deadline):
+            log.append(name)
+            assert not isinstance(event, Exception)
+
+    tasks = [
+        asyncio.create_task(run("whenever", None)),
+        asyncio.create_task(run("late", now + 60)),
+        asyncio.create_task(run("soon", now + 20)),
+    ]
+    await asyncio.sleep(0.05)  # all three wait behind ``running``, in arrival order
+    assert len(llama_backend._waiting) == 3
+    _ = [event async for event in running]
+    await asyncio.gather(*tasks)
+    firsts = list(dict.fromkeys(log))
+    assert firsts == ["soon", "late", "whenever"]
+
+
 async def test_a_request_cancelled_while_queued_never_decodes(
     llama_backend: LlamaCppBackend,
 ) -> None:

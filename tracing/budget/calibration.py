@@ -5,14 +5,14 @@ joins, ``calibrate`` sends it three small requests through a ``Probe`` (the call
 per target from its backend): two tiny prompts for one token each (the fixed cost; the second
 runs warm), and one prompt of ``long_tokens`` fresh tokens for ``decode_tokens`` tokens (prefill
 per token over the fixed cost, then decode per token). The result becomes the target's prior in
-the cost model, the figure it decays back to. ``Calibrator.watch`` re-probes a target each time
-it reappears among the targets that are up, and feeds each target's own reported inter-token
-latency (SGLang's ``/metrics``) to its decode estimate as it moves.
+the cost model, the figure it decays back to. ``Calibrator.sync`` (called periodically by
+``BudgetEngine.maintain``) re-probes a target each time it reappears among the targets that are
+up, and feeds each target's own reported inter-token latency (SGLang's ``/metrics``) to its
+decode estimate as it moves.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -89,18 +89,3 @@ class Calibrator:
                 itl = itl_ms(target)
                 if itl is not None and itl > 0:
                     self.cost.generation(target).observe_decode(1, itl)
-
-    async def watch(
-        self,
-        probes: Callable[[], Mapping[str, Probe]],
-        *,
-        interval_s: float,
-        itl_ms: Callable[[str], float | None] | None = None,
-    ) -> None:
-        """``sync`` every ``interval_s`` until cancelled."""
-        while True:
-            try:
-                await self.sync(probes(), itl_ms)
-            except Exception:  # the watcher must outlive any one failure
-                log.exception("calibration sync failed")
-            await asyncio.sleep(interval_s)

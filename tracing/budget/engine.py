@@ -8,15 +8,20 @@ engine publishes its current costs as metrics.
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from tracing import metrics
-from tracing.budget.calibration import Calibrator
+from tracing.budget.calibration import Calibrator, Probe
 from tracing.budget.cost_model import CostModel, Learning
 from tracing.budget.ledger import BudgetLedger
 from tracing.budget.policy import DegradationPolicy, Plan, PlanLimits
 from tracing.budget.quality import QualityTable
 from tracing.budget.queue import Reservation, Reservations
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -119,6 +124,23 @@ class BudgetEngine:
             )
         for stage in ("embed", "search", "rerank", "moderate.answer"):
             metrics.COST_MODEL.labels(target=stage, term="ms_per_unit").set(self.cost.rate(stage))
+
+    async def maintain(
+        self,
+        probes: Callable[[], Mapping[str, Probe]],
+        *,
+        interval_s: float,
+        itl_ms: Callable[[str], float | None] | None = None,
+    ) -> None:
+        """In the background until cancelled: calibrate targets as they join, learn what they
+        report, and publish the costs as metrics, every ``interval_s``."""
+        while True:
+            try:
+                await self.calibrator.sync(probes(), itl_ms)
+                self.publish()
+            except Exception:  # the maintainer must outlive any one failure
+                log.exception("budget engine upkeep failed")
+            await asyncio.sleep(interval_s)
 
     def snapshot(self) -> dict[str, object]:
         snap = self.cost.snapshot()
