@@ -1,0 +1,124 @@
+"""Calibration measures a target's costs; reservations model the queue in front of it."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tracing.budget import (
+    Calibrator,
+    CostModel,
+    ProbeResult,
+    Reservations,
+    calibrate,
+)
+
+
+def gpu_probe(calls: list[tuple[int, int]]) -> object:
+    """A target that answers like a GPU server: TTFT 30 ms + 0.05 ms per token, 10 ms per token."""
+
+    async def probe(prompt_tokens: int, max_tokens: int) -> ProbeResult:
+        calls.append((prompt_tokens, max_tokens))
+        ttft = 30.0 + 0.05 * prompt_tokens
+        return ProbeResult(prompt_tokens, 0, ttft, max_tokens, ttft + 10.0 * (max_tokens - 1))
+
+    return probe
+
+
+async def test_calibration_measures_fixed_prefill_and_decode() -> None:
+    calls: list[tuple[int, int]] = []
+    prior = await calibrate(gpu_probe(calls))  # type: ignore[arg-type]
+    assert prior.source == "calibration"
+    assert prior.fixed_ms == pytest.approx(30.4)
+    assert prior.prefill_ms_per_token == pytest.approx(0.05, rel=0.01)
+    assert prior.decode_ms_per_token == pytest.approx(10.0)
+    assert len(calls) == 3
+
+
+async def test_a_target_is_calibrated_when_it_joins_and_again_when_it_comes_back() -> None:
+    cost = CostModel()
+    calibrator = Calibrator(cost)
+    calls: list[tuple[int, int]] = []
+    probe = gpu_probe(calls)
+    await calibrator.sync({"http://a": probe})  # type: ignore[dict-item]
+    assert cost.generation("http://a").ttft_ms(800) < 100  # not the CPU's 2.5 ms per token
+    await calibrator.sync({"http://a": probe})  # type: ignore[dict-item]
+    assert len(calls) == 3  # still up: not probed again
+    await calibrator.sync({})  # went down
+    await calibrator.sync({"http://a": probe})  # type: ignore[dict-item]
+    assert len(calls) == 6
+
+
+async def test_a_failed_probe_leaves_the_prior_and_is_retried() -> None:
+    cost = CostModel()
+    calibrator = Calibrator(cost)
+
+    async def broken(prompt_tokens: int, max_tokens: int) -> ProbeResult:
+        raise ConnectionError("refused")
+
+    await calibrator.sync({"http://b": broken})
+    assert "refused" in calibrator.failures["http://b"]
+    assert cost.generation("http://b").prior.source == "prior"
+    calls: list[tuple[int, int]] = []
+    await calibrator.sync({"http://b": gpu_probe(calls)})  # type: ignore[dict-item]
+    assert calls and "http://b" not in calibrator.failures
+
+
+async def test_reported_inter_token_latency_feeds_decode() -> None:
+    cost = CostModel()
+    calibrator = Calibrator(cost)
+    calls: list[tuple[int, int]] = []
+    for _ in range(30):
+        await calibrator.sync({"t": gpu_probe(calls)}, lambda target: 40.0)  # type: ignore[dict-item]
+    assert cost.generation("t").decode_ms_per_token(0.5) == pytest.approx(40.0)
+
+
+def test_a_lone_request_waits_for_nothing() -> None:
+    book = Reservations()
+    now = time.perf_counter()
+    assert book.wait("t", now + 5, slots=1, now=now).ms == 0.0
+
+
+def test_the_wait_is_the_work_ahead_capped_by_its_deadlines() -> None:
+    book = Reservations()
+    now = time.perf_counter()
+    first = book.reserve("t", now + 10, 2000.0)
+    first.start()
+    book.reserve("t", now + 10, 1000.0)
+    wait = book.wait("t", now + 20, slots=1, now=now)
+    assert wait.ahead == 2 and wait.ms == pytest.approx(3000.0, abs=20)
+    short = Reservations()
+    short.reserve("t", now + 0.5, 2000.0)  # stopped at its deadline, 500 ms from now
+    assert short.wait("t", now + 20, slots=1, now=now).ms == pytest.approx(500.0)
+
+
+def test_earliest_deadline_first_counts_only_earlier_deadlines() -> None:
+    book = Reservations()
+    now = time.perf_counter()
+    running = book.reserve("t", now + 30, 1000.0)
+    running.start()
+    book.reserve("t", now + 30, 1000.0)  # queued, due later than the newcomer
+    assert book.wait("t", now + 5, slots=1, edf=True, now=now).ms == pytest.approx(1000.0, abs=20)
+    assert book.wait("t", now + 5, slots=1, edf=False, now=now).ms == pytest.approx(2000.0, abs=20)
+
+
+def test_a_batch_has_room_until_its_slots_are_full() -> None:
+    book = Reservations()
+    now = time.perf_counter()
+    for _ in range(7):
+        book.reserve("t", now + 10, 800.0).start()
+    assert book.wait("t", now + 10, slots=8, now=now).ms == 0.0
+    book.reserve("t", now + 10, 800.0).start()
+    assert book.wait("t", now + 10, slots=8, now=now).ms == pytest.approx(800.0, abs=20)
+    assert book.wait("t", now + 10, slots=8, external=8, external_ms=800.0, now=now).ms > 1000
+
+
+def test_released_and_abandoned_reservations_hold_nothing() -> None:
+    book = Reservations()
+    now = time.perf_counter()
+    res = book.reserve("t", now + 10, 5000.0)
+    res.release()
+    book.reserve("t", now - 5, 5000.0)  # its owner went away long ago
+    assert book.wait("t", now + 10, slots=1, now=now).ms == 0.0
+    assert book.open("t") == 0
