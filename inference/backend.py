@@ -43,9 +43,10 @@ class RouteDecision:
 
     Yielded before the first ``TextDelta`` by a backend with several targets; one that fails
     over before the first token yields another, and the last one before the first delta is the
-    one that served. Without one, the request's target is ``cost_target()``. ``target`` is the key the budget engine learns costs under (one per endpoint and
-    model); ``degradation`` is ``(action, reason)`` when the backend chose to serve with less
-    (a smaller model, to fit the time left).
+    one that served. Without one, the request's target is ``cost_target()``. ``target`` is the
+    key the budget engine learns costs under (one per endpoint and model); ``degradation`` is
+    ``(action, reason)`` when the backend chose to serve with less (a smaller model, to fit the
+    time left).
     """
 
     target: str

@@ -140,15 +140,37 @@ def register(sub: Any) -> None:
 def _register_budget(bench_sub: Any) -> None:
     budget = bench_sub.add_parser(
         "budget",
-        help="the degradation policy on and off under injected faults; within-budget shares",
-        description="For each fault (a delay added to every rerank run, or to every generated "
-        "token) start two servers from CONFIG, policy on and off, with a tiny random "
-        "cross-encoder so that rerank runs; drive them alternately with the same budget at each "
-        "load (closed loops of N users). Also measures the budget and tracing machinery's own "
-        "cost per request, in-process.",
+        help="goodput per budget (--budgets), or the policy on and off under injected faults",
+        description="With --budgets: for each CONFIG, the unconstrained p50, then for each "
+        "budget (multiples of that p50) and load, what share of requests got a useful answer "
+        "within budget, and what share a 504, before and after a run of cache hits "
+        "(app.bench.goodput). Without: for each fault (a delay added to every rerank run, or to "
+        "every generated token) start two servers from CONFIG, policy on and off, with a tiny "
+        "random cross-encoder so that rerank runs; drive them alternately with the same budget "
+        "at each load (closed loops of N users). Also measures the budget and tracing "
+        "machinery's own cost per request, in-process.",
     )
-    budget.add_argument("--serve", type=Path, required=True, metavar="CONFIG")
-    budget.add_argument("--budget-ms", type=int, required=True, help="sent with every request")
+    budget.add_argument("--serve", type=Path, required=True, metavar="CONFIG", action="append")
+    budget.add_argument("--budget-ms", type=int, help="sent with every request (fault mode)")
+    budget.add_argument(
+        "--budgets",
+        type=_floats,
+        metavar="X[,X...]",
+        help="goodput mode: budgets as multiples of the unconstrained p50, e.g. 0.3,0.5,1,1.5",
+    )
+    budget.add_argument("--baseline", type=int, default=8, help="goodput: unconstrained requests")
+    budget.add_argument(
+        "--cache-hits", type=int, default=50, help="goodput: repeats of one question between"
+    )
+    budget.add_argument(
+        "--repeat-share", type=float, default=0.3, help="goodput: share of repeated questions"
+    )
+    budget.add_argument(
+        "--fake-sglang",
+        metavar="SPEC",
+        help="goodput: start the fake SGLang server for sglang configs, e.g. "
+        "'fixed_ms=30,prefill_ms_per_token=0.05,decode_ms_per_token=10,max_running=8'",
+    )
     budget.add_argument(
         "--rerank-delay-ms", type=float, default=200.0, help="rerank fault per pair (0: not run)"
     )
@@ -196,6 +218,11 @@ def cmd_budget(args: argparse.Namespace) -> int:
 
     logging.getLogger("httpx").setLevel(logging.WARNING)
     questions = read_questions(args.questions)
+    if args.budgets:
+        return _goodput(args, questions)
+    if args.budget_ms is None or len(args.serve) != 1:
+        print("error: the fault mode needs --budget-ms and one --serve", file=sys.stderr)
+        return 2
     faults = [(name, ms) for name, ms in (("rerank", args.rerank_delay_ms),
                                          ("generate", args.token_delay_ms)) if ms > 0]  # fmt: skip
     if not questions or not faults:
@@ -203,7 +230,7 @@ def cmd_budget(args: argparse.Namespace) -> int:
         return 2
     try:
         result = run_budget_bench(
-            config_path=args.serve,
+            config_path=args.serve[0],
             questions=questions,
             budget_ms=args.budget_ms,
             faults=faults,
@@ -224,6 +251,37 @@ def cmd_budget(args: argparse.Namespace) -> int:
     print(text_report(result))
     if args.json:
         write_budget_json(result, args.json)
+        print(f"\nwrote {args.json}", file=sys.stderr)
+    return 0
+
+
+def _goodput(args: argparse.Namespace, questions: list[str]) -> int:
+    from app.bench.goodput import run_goodput, text_report, write_goodput_json
+    from app.bench.report import command_line
+    from app.bench.serve import ServerFailed
+
+    try:
+        result = run_goodput(
+            servers=[(path.stem, path) for path in args.serve],
+            questions=questions,
+            multiples=args.budgets,
+            users=args.concurrency,
+            requests=args.requests,
+            baseline=args.baseline,
+            cache_hits=args.cache_hits,
+            repeat_share=args.repeat_share,
+            timeout_s=args.timeout,
+            log_dir=args.log_dir,
+            command=command_line(getattr(args, "argv", None) or sys.argv[1:]),
+            fake_sglang=args.fake_sglang,
+            show_progress=not args.no_progress,
+        )
+    except (ServerFailed, ValueError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(text_report(result))
+    if args.json:
+        write_goodput_json(result, args.json)
         print(f"\nwrote {args.json}", file=sys.stderr)
     return 0
 

@@ -43,6 +43,8 @@ class RequestRecord(BaseModel):
     ttft_ms: float | None = None
     e2e_ms: float | None = None
     tokens: int = 0
+    answer_words: int = Field(default=0, description="Words in the streamed answer.")
+    answer: str = Field(default="", exclude=True)
     itl_ms_mean: float | None = None
     itl_ms_max: float | None = None
     itl_ms: list[float] = Field(default_factory=list, exclude=True)
@@ -151,6 +153,7 @@ async def _exchange(
                         record.itl_ms.append((now - last_token) * 1000.0)
                     last_token = now
                     record.tokens += 1
+                    record.answer += json.loads(line[5:]).get("text", "")
                 elif event in ("done", "error"):
                     record.e2e_ms = _ms_since(due)
                     _apply_final(record, event, json.loads(line[5:]))
@@ -178,6 +181,7 @@ def _apply_final(record: RequestRecord, event: str, data: dict[str, Any]) -> Non
 
 
 def _finish(record: RequestRecord) -> None:
+    record.answer_words = len(record.answer.split())
     if record.itl_ms:
         record.itl_ms_mean = round(sum(record.itl_ms) / len(record.itl_ms), 4)
         record.itl_ms_max = round(max(record.itl_ms), 4)

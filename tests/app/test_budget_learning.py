@@ -100,9 +100,7 @@ def test_a_failing_reranker_is_skipped_as_a_degradation(
 def test_stage_spans_carry_predicted_and_actual_ms(
     seeded_data_dir: Path, auth: dict[str, str], spans: InMemorySpanExporter
 ) -> None:
-    with running_app(
-        seeded_data_dir, backend=SimulatedBackend(), max_output_tokens=24
-    ) as client:
+    with running_app(seeded_data_dir, backend=SimulatedBackend(), max_output_tokens=24) as client:
         seed(client)
         body = ask(client, auth, "What is a tuple?", budget_ms=5000).json()
         unauthenticated = client.get("/v1/budget/model")

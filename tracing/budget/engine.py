@@ -142,8 +142,28 @@ class BudgetEngine:
                 log.exception("budget engine upkeep failed")
             await asyncio.sleep(interval_s)
 
+    def plan_bounds(self, target: str) -> dict[str, float]:
+        """Predicted ms of the smallest and the full answer plan at ``target``, with no queue,
+        counting the stages before planning (embed, search) and answer moderation."""
+        lim = self.answer_policy.limits
+        est = self.cost.generation(target).estimate()
+        around = sum(self.cost.rate(s) for s in ("embed", "search", "moderate.answer"))
+        smallest = (
+            est.service_ms(
+                lim.min_context_tokens + lim.prompt_overhead_tokens, lim.min_output_tokens
+            )
+            + lim.reserve_ms
+        )
+        full = (
+            self.cost.predict("rerank", lim.rerank_candidates)
+            + est.service_ms(lim.context_tokens + lim.prompt_overhead_tokens, lim.max_output_tokens)
+            + lim.reserve_ms
+        )
+        return {"smallest_ms": round(smallest + around, 1), "full_ms": round(full + around, 1)}
+
     def snapshot(self) -> dict[str, object]:
         snap = self.cost.snapshot()
+        snap["plans"] = {target: self.plan_bounds(target) for target in self.cost.targets()}
         snap["calibration"] = {
             "calibrated": {t: p.__dict__ for t, p in self.calibrator.calibrated.items()},
             "failures": dict(self.calibrator.failures),
