@@ -456,7 +456,8 @@ class Pipeline:
         usage = done.usage
         self.budget.observe_generation(
             run.target,
-            uncached_tokens=usage.prompt_tokens - usage.cached_tokens,
+            prompt_tokens=usage.prompt_tokens,
+            cached_tokens=usage.cached_tokens,
             ttft_ms=(run.first_at - run.started) * 1000.0 - done.queue_ms,
             output_tokens=usage.completion_tokens,
             decode_ms=_ms_since(run.first_at),

@@ -11,11 +11,12 @@ For each server (a config file; the fake SGLang server is started first when ask
    prefix cache again and again (what poisoned the first cost model);
 4. **after**: the cells of step 2 again.
 
-Each request counts as **within** (HTTP 200, the answer complete and the budget not exceeded),
-**useful** (within, and the answer has at least ``USEFUL_WORDS`` words: the headline), a **504**
-(refused: not useful, however fast), over budget, or an error. Targets: at least 99% within in
-every cell; at least 95% useful wherever the smallest plan's measured cost fits the budget; no
-budget and load with fewer useful answers after the cache hits than before.
+Each request counts as **within** when its response came back within its budget (a complete
+answer the server did not mark over budget, or a 504: the budget held either way), **useful**
+(a complete answer of at least ``USEFUL_WORDS`` words within budget: the headline), a **504**
+(refused: within budget, but not useful however fast), over budget, or an error. Targets: at
+least 99% within in every cell; at least 95% useful wherever the smallest plan's measured cost
+fits the budget; no budget and load with fewer useful answers after the cache hits than before.
 """
 
 from __future__ import annotations
@@ -55,14 +56,23 @@ def repeat_mix(questions: Sequence[str], n: int, *, repeat_share: float, seed: i
 
 
 def is_useful(record: RequestRecord) -> bool:
-    return is_within(record) and record.answer_words >= USEFUL_WORDS
+    """A complete answer of at least a few words, within its budget."""
+    return (
+        record.outcome == "ok"
+        and record.status == 200
+        and is_within(record)
+        and record.answer_words >= USEFUL_WORDS
+    )
 
 
 def is_within(record: RequestRecord) -> bool:
-    if record.outcome != "ok" or record.status != 200 or record.e2e_ms is None:
+    """The response, an answer or a 504, came back within the budget (the budget held)."""
+    if record.e2e_ms is None:
         return False
     late = record.budget_ms is not None and record.e2e_ms > record.budget_ms
-    return not (record.budget_exceeded or late)
+    if record.outcome == "ok" and record.status == 200:
+        return not (record.budget_exceeded or late)
+    return is_refused(record) and not late
 
 
 def is_refused(record: RequestRecord) -> bool:

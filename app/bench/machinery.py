@@ -48,7 +48,12 @@ def one_request(engine: BudgetEngine) -> None:
                 reservation.start()
                 stage = ledger.begin(name, **{"gen_ai.request.max_tokens": 64})
                 engine.observe_generation(
-                    "bench", uncached_tokens=100, ttft_ms=1.0, output_tokens=10, decode_ms=1.0
+                    "bench",
+                    prompt_tokens=150,
+                    cached_tokens=50,
+                    ttft_ms=1.0,
+                    output_tokens=10,
+                    decode_ms=1.0,
                 )
                 stage.end()
                 reservation.release()

@@ -7,6 +7,7 @@ from app.bench.fake_sglang import spec_args
 from app.bench.goodput import (
     GoodputResult,
     is_useful,
+    is_within,
     repeat_mix,
     summarize_cell,
     table,
@@ -30,6 +31,8 @@ def test_useful_means_a_few_words_within_budget() -> None:
     assert not is_useful(record(words=2))  # an answer of two words is not an answer
     assert not is_useful(record(e2e=1500.0))  # late
     assert not is_useful(record(status=504, words=0))  # refused, however fast
+    assert is_within(record(status=504, words=0, e2e=30.0))
+    assert not is_within(record(status=502, words=0, e2e=30.0))
 
 
 def test_a_cell_counts_refusals_apart_from_answers() -> None:
@@ -37,7 +40,7 @@ def test_a_cell_counts_refusals_apart_from_answers() -> None:
         [record(), record(), record(status=504, words=0, e2e=30.0), record(words=1)],
         server="s", phase="before", multiple=0.5, budget_ms=1000, users=1, smallest_ms=400.0,
     )  # fmt: skip
-    assert (cell.within, cell.useful, cell.refused) == (3, 2, 1)
+    assert (cell.within, cell.useful, cell.refused) == (4, 2, 1)  # a fast 504 held the budget
     assert cell.useful_ratio == 0.5 and cell.refused_ratio == 0.25
     assert cell.smallest_plan_fits
     assert "**50%**" in table([cell])

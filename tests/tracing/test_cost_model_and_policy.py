@@ -233,3 +233,13 @@ def test_quality_table_interpolates_and_validates(tmp_path: object) -> None:
         QualityTable({"temperature": [(0.0, 1.0)]})
     with pytest.raises(ValueError, match="sorted"):
         QualityTable({"output": [(1.0, 1.0), (0.0, 0.5)]})
+
+
+def test_plans_count_on_the_prefix_that_recent_requests_found_cached() -> None:
+    gen = model().generation("t")
+    assert gen.estimate().cached_prefix_tokens == 0.0  # nothing seen: assume nothing cached
+    for cached in [60] * 7 + [900] * 3:  # fresh questions share the system prompt; repeats all
+        gen.observe_cache(920, cached)
+    est = gen.estimate()
+    assert est.cached_prefix_tokens == 60.0  # a low quantile: not the repeats' 900
+    assert est.prompt_ttft_ms(920) == pytest.approx(est.ttft_ms(860))

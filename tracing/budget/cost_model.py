@@ -176,6 +176,13 @@ class GenerationEstimate:
     ttft_ratio: float
     """The quantile of observed/fitted TTFT: how far above the line the quantile lies."""
     decode_ms_per_token: float
+    cached_prefix_tokens: float = 0.0
+    """Prompt tokens a new request can count on finding cached (the shared system prompt and
+    template): a low quantile of what recent requests found."""
+
+    def prompt_ttft_ms(self, prompt_tokens: float) -> float:
+        """TTFT of a prompt of ``prompt_tokens``, less the prefix it can count on finding cached."""
+        return self.ttft_ms(max(prompt_tokens - self.cached_prefix_tokens, 1.0))
 
     def ttft_ms(self, uncached_tokens: float) -> float:
         return (self.fixed_ms + self.prefill_ms_per_token * max(uncached_tokens, 0.0)) * (
@@ -186,8 +193,9 @@ class GenerationEstimate:
         """Output tokens after the first."""
         return self.decode_ms_per_token * max(tokens - 1, 0.0)
 
-    def service_ms(self, uncached_tokens: float, output_tokens: float) -> float:
-        return self.ttft_ms(uncached_tokens) + self.decode_ms(output_tokens)
+    def service_ms(self, prompt_tokens: float, output_tokens: float) -> float:
+        """From sending a prompt of ``prompt_tokens`` to its last token."""
+        return self.prompt_ttft_ms(prompt_tokens) + self.decode_ms(output_tokens)
 
 
 class GenerationCost:
@@ -205,6 +213,7 @@ class GenerationCost:
         self._lock = threading.Lock()
         self._ttft = _Samples(learning, clock)
         self._decode = _Samples(learning, clock)
+        self._cached = _Samples(learning, clock)
         self._estimates: dict[float, tuple[float, GenerationEstimate]] = {}
 
     def recalibrate(self, prior: GenerationPrior) -> None:
@@ -217,6 +226,13 @@ class GenerationCost:
         if ttft_ms >= 0 and math.isfinite(ttft_ms):
             with self._lock:
                 self._ttft.add(float(max(uncached_tokens, 0)), ttft_ms)
+                self._estimates.clear()
+
+    def observe_cache(self, prompt_tokens: int, cached_tokens: int) -> None:
+        """How much of a request's prompt the target found in its prefix cache."""
+        if prompt_tokens > 0:
+            with self._lock:
+                self._cached.add(prompt_tokens, float(min(max(cached_tokens, 0), prompt_tokens)))
                 self._estimates.clear()
 
     def observe_decode(self, tokens: int, elapsed_ms: float) -> None:
@@ -265,6 +281,7 @@ class GenerationCost:
                 return cached[1]
             points = self._ttft.weighted()
             decode = [(y, w) for _, y, w in self._decode.weighted()]
+            prefixes = [(y, w) for _, y, w in self._cached.weighted()]
             fixed, slope = self._fit(points)
         ratios = [
             (y / fitted, w) for x, y, w in points if (fitted := fixed + slope * x) > 0 and w > 1e-3
@@ -274,7 +291,9 @@ class GenerationCost:
             ratios.append((1.0, self.learning.prior_weight))
             ratio = max(weighted_quantile(ratios, q), 0.0)
         decode.append((self.prior.decode_ms_per_token, self.learning.prior_weight))
-        est = GenerationEstimate(fixed, slope, ratio, weighted_quantile(decode, q))
+        # Count on the prefix that all but the unluckiest recent requests found cached.
+        prefix = weighted_quantile(prefixes, 1.0 - q) if len(prefixes) >= 3 else 0.0
+        est = GenerationEstimate(fixed, slope, ratio, weighted_quantile(decode, q), prefix)
         with self._lock:
             self._estimates[q] = (now, est)
         return est
@@ -290,9 +309,9 @@ class GenerationCost:
         """Predicted time for ``tokens`` output tokens after the first."""
         return self.estimate(quantile).decode_ms(tokens)
 
-    def service_ms(self, uncached_tokens: float, output_tokens: float) -> float:
-        """Predicted time from sending a request to its last token, at the model's quantile."""
-        return self.estimate().service_ms(uncached_tokens, output_tokens)
+    def service_ms(self, prompt_tokens: float, output_tokens: float) -> float:
+        """Predicted time from sending a prompt to its last token, at the model's quantile."""
+        return self.estimate().service_ms(prompt_tokens, output_tokens)
 
     def snapshot(self) -> dict[str, object]:
         fixed, slope = self.line()
@@ -306,6 +325,7 @@ class GenerationCost:
                 self.decode_ms_per_token(), 4
             ),
             "ttft_ms_512_uncached": round(self.ttft_ms(512), 3),
+            "cached_prefix_tokens": round(self.estimate().cached_prefix_tokens, 1),
             "observations": {"first_token": ttft_n, "decode": decode_n},
             "prior": {
                 "source": self.prior.source,

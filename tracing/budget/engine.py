@@ -65,8 +65,9 @@ class BudgetEngine:
         """The best plan for an answer from ``target`` in what is left of ``ledger``'s budget;
         raises ``BudgetInfeasible`` when not even the smallest fits."""
         gen = self.cost.generation(target)
+        lim = self.answer_policy.limits
         typical_ms = gen.service_ms(
-            self.answer_policy.limits.context_tokens, self.answer_policy.limits.max_output_tokens
+            lim.context_tokens + lim.prompt_overhead_tokens, lim.max_output_tokens
         )
         wait = self.reservations.wait(
             target,
@@ -100,15 +101,17 @@ class BudgetEngine:
         self,
         target: str,
         *,
-        uncached_tokens: int,
+        prompt_tokens: int,
+        cached_tokens: int,
         ttft_ms: float | None,
         output_tokens: int,
         decode_ms: float | None,
     ) -> None:
         """Learn from one request's generation at ``target`` (times exclude our queue)."""
         gen = self.cost.generation(target)
+        gen.observe_cache(prompt_tokens, cached_tokens)
         if ttft_ms is not None:
-            gen.observe_first_token(uncached_tokens, ttft_ms)
+            gen.observe_first_token(prompt_tokens - cached_tokens, ttft_ms)
         if decode_ms is not None and output_tokens > 1:
             gen.observe_decode(output_tokens - 1, decode_ms)
 

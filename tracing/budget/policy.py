@@ -144,7 +144,7 @@ class DegradationPolicy:
                 return predicted
             quality = self.quality.quality("rerank", rerank_share)
             return Plan(n, 0, 0, predicted, stage_ms={"rerank": rerank_ms}, quality=quality)
-        first_ms = gen.ttft_ms(ctx + lim.prompt_overhead_tokens)
+        first_ms = gen.prompt_ttft_ms(ctx + lim.prompt_overhead_tokens)
         fixed = rerank_ms + queue_ms + first_ms + lim.reserve_ms
         per_token = gen.decode_ms_per_token
         spare = remaining_ms - fixed
