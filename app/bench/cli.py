@@ -103,6 +103,7 @@ def register(sub: Any) -> None:
     load.set_defaults(func=cmd_load)
 
     _register_budget(bench_sub)
+    _register_quality(bench_sub)
 
     report = bench_sub.add_parser("report", help="write BENCHMARKS.md from bench JSON files")
     report.add_argument("--cpu", type=Path, required=True, help="JSON of the CPU default run")
@@ -209,6 +210,69 @@ def _register_budget(bench_sub: Any) -> None:
     machinery.add_argument("--iterations", type=int, default=5000)
     machinery.add_argument("--json", type=Path, help="write the result here")
     machinery.set_defaults(func=cmd_machinery)
+
+
+def _register_quality(bench_sub: Any) -> None:
+    quality = bench_sub.add_parser(
+        "quality",
+        help="what each saving (smaller context, capped output) costs in answer quality",
+        description="In-process on the configured models and collection (RAGTIME_* settings): "
+        "answers with the full plan, with smaller contexts and cut short, scored by the "
+        "reference passage's content words they keep (app.bench.quality). Writes the curves the "
+        "degradation policy weighs its savings with.",
+    )
+    quality.add_argument("--questions", type=Path, default=DEMO_QUESTIONS)
+    quality.add_argument("--limit", type=int, default=12, help="questions used")
+    quality.add_argument(
+        "--table", type=Path, help="write the QualityTable here (e.g. tracing/budget/quality.json)"
+    )
+    quality.add_argument("--json", type=Path, help="write the measurement here")
+    quality.set_defaults(func=cmd_quality)
+
+
+def cmd_quality(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from app.bench.quality import (
+        QualityResult,
+        measure_quality,
+        quality_table_json,
+        table,
+        write_json,
+    )
+    from app.bench.report import command_line, machine_info, now_iso, versions
+    from app.config import get_settings
+    from tracing.budget import DEFAULT_QUALITY_PATH, QualityTable
+
+    settings = get_settings()
+    questions = read_questions(args.questions)[: args.limit]
+    context, output, full_score, full_ms = asyncio.run(
+        measure_quality(questions, settings=settings)
+    )
+    result = QualityResult(
+        created=now_iso(),
+        command=command_line(getattr(args, "argv", None) or sys.argv[1:]),
+        machine=machine_info(),
+        versions=versions(),
+        questions=len(questions),
+        context_tokens=settings.context_tokens,
+        max_output_tokens=settings.max_output_tokens,
+        full_score_mean=round(full_score, 3),
+        full_generate_ms_p50=round(full_ms, 1),
+        context=context,
+        output=output,
+    )
+    print(table(result))
+    if args.json:
+        write_json(result, args.json)
+    if args.table:
+        shipped = QualityTable.load(DEFAULT_QUALITY_PATH)
+        rerank = [list(p) for p in shipped.curves.get("rerank", [(0.0, 0.95), (1.0, 1.0)])]
+        data = quality_table_json(result, rerank)
+        QualityTable({k: [tuple(p) for p in v] for k, v in data["curves"].items()})  # validate
+        write_json(data, args.table)
+        print(f"wrote {args.table}", file=sys.stderr)
+    return 0
 
 
 def cmd_budget(args: argparse.Namespace) -> int:

@@ -1,0 +1,215 @@
+"""``ragtime bench quality``: what each saving of the budget engine costs in answer quality.
+
+In-process, on the configured models and collection (the CPU default on the demo corpus), for
+each question: retrieve its passages once, then generate
+
+* the **full** plan's answer (the configured context and output tokens);
+* an answer from each smaller context (shares of the configured context tokens);
+* and, for output caps, the full answer cut after each share of its tokens (decoding is greedy,
+  so a capped answer is the full answer's first tokens).
+
+An answer's score is how much of the **reference passage's key content** it keeps: the content
+words (four letters or more, not stop words) it shares with the passage ranked first. A knob's
+quality at a share is the sum of the scores there over the sum of the full plan's, capped at 1.
+Beside each share go the milliseconds it saves at the median, priced at the rates measured on
+the full plan's run (prefill per uncached token, decode per token): the prompt tokens and answer
+tokens it removes. (A smaller prompt run right after the full one finds most of its prefix
+cached, so its own timing would flatter it.) The curves are written as a ``QualityTable``
+(``tracing/budget/quality.json`` is the shipped one), which orders the policy's savings.
+
+Rerank is not measured here: no cross-encoder ships offline, so its curve stays as assumed
+(``notes`` say so) until a reranker and a retrieval evaluation exist.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+_STOP_WORDS = (
+    "about above after again also been before being below between both could does doing down "
+    "during each from further have having here into itself just more most once only other "
+    "over same should some such than that their them then there these they this those through "
+    "under until very were what when where which while with would your yours answer question "
+    "passage passages python"
+)
+STOP = frozenset(_STOP_WORDS.split())
+SHARES = (0.75, 0.5, 0.25)
+
+
+def content_words(text: str) -> set[str]:
+    return {w for w in re.findall(r"[a-z_]{4,}", text.lower()) if w not in STOP}
+
+
+class KnobPoint(BaseModel):
+    share: float
+    quality: float
+    saved_ms_p50: float = Field(description="Median ms saved against the full plan.")
+
+
+class QualityResult(BaseModel):
+    schema_version: str = "ragtime-bench-quality/1"
+    created: str
+    command: str
+    machine: dict[str, Any]
+    versions: dict[str, str]
+    questions: int
+    context_tokens: int
+    max_output_tokens: int
+    full_score_mean: float
+    full_generate_ms_p50: float = Field(description="Priced as the savings are (uncached).")
+    context: list[KnobPoint]
+    output: list[KnobPoint]
+    notes: list[str] = Field(default_factory=list)
+
+
+async def measure_quality(
+    questions: Sequence[str], *, settings: Any, shares: Sequence[float] = SHARES
+) -> tuple[list[KnobPoint], list[KnobPoint], float, float]:
+    """The context and output curves, the full plan's mean score and median generation ms."""
+    from app.pipeline import Pipeline
+    from app.services import Services
+    from inference import GenerationDone, TextDelta
+    from tracing.budget import BudgetLedger
+
+    services = Services.build(settings)
+    await services.start()
+    if services.problems or services.assembler is None:
+        raise RuntimeError(f"the service did not load: {services.problems}")
+    pipeline = Pipeline(services)
+    backend, assembler = services.backend, services.assembler
+    full_ctx, full_out = settings.context_tokens, settings.max_output_tokens
+
+    async def generate(prompt: Any, max_tokens: int) -> tuple[list[str], float, float]:
+        """Deltas, the prefill ms per uncached token, and the decode ms per token."""
+        started = time.perf_counter()
+        deltas: list[str] = []
+        first = 0.0
+        uncached = prompt.prompt_tokens
+        async for event in backend.stream(prompt, max_tokens=max_tokens):
+            if isinstance(event, TextDelta):
+                first = first or (time.perf_counter() - started) * 1000.0
+                deltas.append(event.text)
+            elif isinstance(event, GenerationDone):
+                uncached = event.usage.prompt_tokens - event.usage.cached_tokens
+                break
+        decode = ((time.perf_counter() - started) * 1000.0 - first) / max(len(deltas) - 1, 1)
+        return deltas, first / max(uncached, 1), decode
+
+    full_scores: list[float] = []
+    full_ms: list[float] = []
+    ctx_scores: dict[float, list[float]] = {s: [] for s in shares}
+    ctx_saved: dict[float, list[float]] = {s: [] for s in shares}
+    out_scores: dict[float, list[float]] = {s: [] for s in shares}
+    out_saved: dict[float, list[float]] = {s: [] for s in shares}
+    try:
+        for question in questions:
+            ledger = BudgetLedger(120_000)
+            passages = await pipeline.retrieve(
+                question, settings.default_collection, settings.top_k, ledger
+            )
+            if not passages:
+                continue
+            key = content_words(passages[0].text)
+            prompt = assembler.assemble(question, passages, context_tokens=full_ctx)
+            deltas, prefill, per_token = await generate(prompt, full_out)
+            full_scores.append(len(content_words("".join(deltas)) & key))
+            full_ms.append(prompt.prompt_tokens * prefill + len(deltas) * per_token)
+            for share in shares:
+                cut = max(round(full_out * share), 1)
+                out_scores[share].append(len(content_words("".join(deltas[:cut])) & key))
+                out_saved[share].append(max(len(deltas) - cut, 0) * per_token)
+                smaller = assembler.assemble(
+                    question, passages, context_tokens=max(round(full_ctx * share), 1)
+                )
+                answer, _, _ = await generate(smaller, full_out)
+                ctx_scores[share].append(len(content_words("".join(answer)) & key))
+                # Priced at the full plan's measured rates: the smaller prompt shares its
+                # prefix with the one before it, so its own timing would flatter it.
+                removed = prompt.prompt_tokens - smaller.prompt_tokens
+                ctx_saved[share].append(removed * prefill + (len(deltas) - len(answer)) * per_token)
+    finally:
+        await services.close()
+    base = sum(full_scores) or 1.0
+
+    def curve(scores: dict[float, list[float]], saved: dict[float, list[float]]) -> list[KnobPoint]:
+        return [
+            KnobPoint(
+                share=share,
+                quality=round(min(sum(scores[share]) / base, 1.0), 4),
+                saved_ms_p50=round(statistics.median(saved[share]), 1) if saved[share] else 0.0,
+            )
+            for share in sorted(shares)
+        ]
+
+    return (
+        curve(ctx_scores, ctx_saved),
+        curve(out_scores, out_saved),
+        statistics.fmean(full_scores) if full_scores else 0.0,
+        statistics.median(full_ms) if full_ms else 0.0,
+    )
+
+
+def quality_table_json(result: QualityResult, rerank: list[list[float]]) -> dict[str, Any]:
+    """The ``QualityTable`` file: measured context and output curves, the assumed rerank one."""
+
+    def points(knob: list[KnobPoint]) -> list[list[float]]:
+        zero = [0.0, 0.0]
+        return [zero] + [[p.share, p.quality] for p in knob] + [[1.0, 1.0]]
+
+    return {
+        "curves": {
+            "context": _monotone(points(result.context)),
+            "output": _monotone(points(result.output)),
+            "rerank": rerank,
+        },
+        "notes": {
+            "source": f"ragtime bench quality, {result.created}: {result.command}",
+            "measure": "share of the reference passage's content words the answer keeps, "
+            "relative to the full plan, over the demo questions",
+            "questions": result.questions,
+            "rerank": "assumed, not measured: no cross-encoder ships offline",
+        },
+    }
+
+
+def _monotone(points: list[list[float]]) -> list[list[float]]:
+    """Quality never falls as a knob grows: a noisy dip is flattened, not trusted."""
+    best = 0.0
+    out = []
+    for share, quality in points:
+        best = max(best, quality)
+        out.append([share, round(best, 4)])
+    return out
+
+
+def table(result: QualityResult) -> str:
+    rows = [
+        "| saving | share kept | quality kept | ms saved (median) | quality lost per 100 ms |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for knob, points in (("context", result.context), ("output", result.output)):
+        for p in points:
+            per = (1 - p.quality) / p.saved_ms_p50 * 100 if p.saved_ms_p50 > 0 else float("nan")
+            rows.append(
+                f"| {knob} | {p.share:.0%} | {p.quality:.0%} | {p.saved_ms_p50:.0f} | {per:.3f} |"
+            )
+    return "\n".join(rows)
+
+
+def write_json(data: BaseModel | dict[str, Any], path: Path) -> None:
+    import json
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = (
+        data.model_dump_json(indent=1)
+        if isinstance(data, BaseModel)
+        else json.dumps(data, indent=2)
+    )
+    path.write_text(text + "\n")
