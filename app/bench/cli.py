@@ -137,6 +137,17 @@ def register(sub: Any) -> None:
     )
     report.set_defaults(func=cmd_report)
 
+    section = bench_sub.add_parser(
+        "section",
+        help="write the budget engine's section of BENCHMARKS.md (goodput, quality per saving)",
+    )
+    section.add_argument(
+        "--goodput", type=Path, action="append", default=[], help="JSON of a goodput run"
+    )
+    section.add_argument("--quality", type=Path, help="JSON of `ragtime bench quality`")
+    section.add_argument("--out", type=Path, default=Path("BENCHMARKS.md"))
+    section.set_defaults(func=cmd_section)
+
 
 def _register_budget(bench_sub: Any) -> None:
     budget = bench_sub.add_parser(
@@ -272,6 +283,18 @@ def cmd_quality(args: argparse.Namespace) -> int:
         QualityTable({k: [tuple(p) for p in v] for k, v in data["curves"].items()})  # validate
         write_json(data, args.table)
         print(f"wrote {args.table}", file=sys.stderr)
+    return 0
+
+
+def cmd_section(args: argparse.Namespace) -> int:
+    from app.bench.budget_md import write_section
+    from app.bench.goodput import read_goodput_json
+    from app.bench.quality import QualityResult
+
+    goodputs = [read_goodput_json(path) for path in args.goodput]
+    quality = QualityResult.model_validate_json(args.quality.read_text()) if args.quality else None
+    write_section(args.out, goodputs, quality)
+    print(f"wrote the budget engine's section of {args.out}", file=sys.stderr)
     return 0
 
 

@@ -132,3 +132,29 @@ def test_health_readiness_and_metrics(real_client: TestClient, auth: dict[str, s
     assert 'ragtime_requests_total{route="/v1/search",status="200"}' in metrics
     assert 'ragtime_stage_duration_seconds_bucket{le="0.001",stage="embed"}' in metrics
     assert 'ragtime_degradations_total{action="rerank_skipped",stage="rerank"}' in metrics
+
+
+def test_repeats_then_a_new_question_on_a_tight_budget(
+    real_client: TestClient, auth: dict[str, str]
+) -> None:
+    """Issue 8's scenario on the real CPU default: four repeats of one question (their prompts
+    served from llama.cpp's prefix cache), then a new question with 2.5 s. The first cost model
+    learned the repeats' TTFT as a per-token rate and refused it with a 504."""
+    for _ in range(4):
+        repeat = real_client.post(
+            "/v1/ask",
+            json={"question": "What does the zip function do?", "budget_ms": 30000},
+            headers=auth,
+        )
+        assert repeat.status_code == 200, repeat.text
+    usage = repeat.json()["usage"]
+    assert usage["cached_tokens"] >= usage["prompt_tokens"] - 1  # the repeat hit the cache
+    new = real_client.post(
+        "/v1/ask",
+        json={"question": "How do I write text to a file?", "budget_ms": 2500},
+        headers=auth,
+    )
+    assert new.status_code == 200, new.text
+    body = new.json()
+    assert len(body["answer"].split()) >= 3, body
+    assert not body["budget"]["exceeded"]
