@@ -50,9 +50,13 @@ test: lint typecheck alert-tools
 # a Poisson rate sweep for the ceiling, and the budget under injected faults with the degradation
 # policy on and off (plus the budget and tracing machinery's own cost, in-process), and prefix
 # caching with ragtime's prompt layout against question first (llama.cpp, then the fake SGLang
-# server in a pytest test). Servers run as subprocesses on free ports of 127.0.0.1; raw results
+# server in a pytest test); then the budget engine: the quality each saving keeps, and goodput per
+# budget on the CPU default and on the fake SGLang server with GPU-like timings. Servers run as subprocesses on free ports of 127.0.0.1; raw results
 # and server logs go to bench-results/, plots to benchmarks/.
 BENCH := bench-results
+# A GPU server as the budget issue describes it: TTFT ~30 ms + 0.05 ms per uncached token,
+# 10 ms per token, a running batch of at most 8.
+FAKE_SGLANG := fixed_ms=30,prefill_ms_per_token=0.05,decode_ms_per_token=10,max_running=8
 RAGTIME := $(VENV)/bin/ragtime
 bench: install
 	RAGTIME_DATA_DIR=$(BENCH)/data $(RAGTIME) setup-demo
@@ -72,12 +76,21 @@ bench: install
 		--json $(BENCH)/prefix.json
 	RAGTIME_BENCH_PREFIX_FAKE_JSON=$(BENCH)/prefix-fake.json $(PY) -m pytest -q \
 		tests/bench/test_prefix_cache_fake_sglang.py
+	RAGTIME_DATA_DIR=$(BENCH)/data $(RAGTIME) bench quality --limit 12 \
+		--json $(BENCH)/quality.json --table tracing/budget/quality.json
+	$(RAGTIME) bench budget --serve benchmarks/budget.env --budgets 0.3,0.5,0.75,1,1.5 \
+		--concurrency 1,2 --requests 8 --json $(BENCH)/goodput-cpu.json
+	$(RAGTIME) bench budget --serve benchmarks/budget-sglang.env --fake-sglang $(FAKE_SGLANG) \
+		--budgets 0.3,0.5,0.75,1,1.5 --concurrency 1,2,8 --requests 16 \
+		--json $(BENCH)/goodput-sglang.json
 	$(RAGTIME) bench report --cpu $(BENCH)/cpu-default.json --overhead $(BENCH)/overhead.json \
 		--ceiling $(BENCH)/ceiling.json --ceiling $(BENCH)/ceiling-floor.json \
 		--budget $(BENCH)/budget.json \
 		--prefix $(BENCH)/prefix.json --prefix-fake $(BENCH)/prefix-fake.json \
 		--out BENCHMARKS.md --plots benchmarks \
 		--setup-command "RAGTIME_DATA_DIR=$(BENCH)/data ragtime setup-demo"
+	$(RAGTIME) bench section --goodput $(BENCH)/goodput-cpu.json \
+		--goodput $(BENCH)/goodput-sglang.json --quality $(BENCH)/quality.json --out BENCHMARKS.md
 
 clean:
 	rm -rf $(VENV) .ragtime .pytest_cache .mypy_cache .ruff_cache
