@@ -30,8 +30,8 @@ from inference import (
     BackendUnavailable,
     GenerationDone,
     GenerationFailed,
-    TextDelta,
     RouteDecision,
+    TextDelta,
     Usage,
 )
 from retrieval import Passage, UnknownCollection
