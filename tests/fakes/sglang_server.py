@@ -325,7 +325,9 @@ class FakeSGLang:
                 return await self._finish(state, _abort("Unknown error"))
             if i == cfg.server_abort_after:
                 status = cfg.server_abort_status
-                return await self._finish(state, _abort("Aborted by the server.", status_code=status))
+                return await self._finish(
+                    state, _abort("Aborted by the server.", status_code=status)
+                )
             if i == cfg.natural_tokens:
                 return await self._finish(state, {"type": "stop", "matched": EOS_ID})
             if (i and await _wait(state.aborted, cfg.itl_s)) or state.aborted.is_set():
