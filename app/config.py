@@ -11,7 +11,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 #: Default share of a request's budget per stage; generation gets most of it.
@@ -25,6 +25,26 @@ DEFAULT_BUDGET_SHARES: dict[str, float] = {
     "generate": 0.72,
     "moderate.answer": 0.03,
 }
+
+
+def _check_url(url: str) -> str:
+    if not url.startswith(("http://", "https://")):
+        raise ValueError(f"remote endpoints must be http(s) URLs, got {url!r}")
+    return url
+
+
+class ModelPool(BaseModel):
+    """One pool of the routed backend: a model and the SGLang servers serving it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str = Field(min_length=1)
+    endpoints: list[str] = Field(min_length=1)
+
+    @field_validator("endpoints")
+    @classmethod
+    def _check_endpoints(cls, value: list[str]) -> list[str]:
+        return [_check_url(url) for url in value]
 
 
 class Settings(BaseSettings):
@@ -49,14 +69,13 @@ class Settings(BaseSettings):
         "SGLang servers), or null: benches only.",
     )
     # The routed backend: pools of SGLang servers sharing one tokenizer (served_tokenizer).
-    model_pools: dict[str, dict[str, Any]] = Field(
+    model_pools: dict[str, ModelPool] = Field(
         default_factory=dict,
         description='JSON: {"small": {"model": ..., "endpoints": [...]}, "large": {...}}.',
     )
     route_rules: dict[str, Any] | None = Field(
         None, description="JSON overriding the question classifier (rules, long_chars, ...)."
     )
-    route_poll_interval_s: float = Field(2.0, gt=0, description="Seconds between load polls.")
     # Remote backends (sglang, openai): the served model and its own tokenizer.
     sglang_endpoints: list[str] = Field(
         default_factory=list, description="SGLang base URLs (JSON list), tried round-robin."
@@ -73,6 +92,12 @@ class Settings(BaseSettings):
     openai_api_key: SecretStr | None = None
     remote_connect_timeout_s: float = Field(2.0, gt=0)
     remote_stall_timeout_s: float = Field(10.0, gt=0, description="No byte for this long: fail.")
+    remote_health_timeout_s: float = Field(
+        5.0, gt=1.0, description="Readiness and load polls (SGLang's /health takes >= 1 s)."
+    )
+    remote_poll_interval_s: float = Field(
+        2.0, gt=0, description="Seconds between background polls of every remote endpoint."
+    )
     generation_model_path: str | None = Field(None, description="GGUF path; empty = SmolLM2.")
     generation_threads: int | None = Field(None, ge=1)
     generation_context_window: int = Field(2048, ge=256)
@@ -154,13 +179,8 @@ class Settings(BaseSettings):
             raise ValueError(f"generation_backend {self.generation_backend} needs served_model")
         if self.generation_backend == "routed":
             self._check_pools()
-        pool_urls = [
-            u for p in self.model_pools.values() if isinstance(e := p.get("endpoints"), list)
-            for u in e
-        ]  # fmt: skip
-        for url in [*self.sglang_endpoints, *pool_urls, self.openai_base_url or "http://"]:
-            if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-                raise ValueError(f"remote endpoints must be http(s) URLs, got {url!r}")
+        for url in [*self.sglang_endpoints, self.openai_base_url or "http://"]:
+            _check_url(url)
         return self
 
     def _check_pools(self) -> None:
@@ -168,12 +188,9 @@ class Settings(BaseSettings):
 
         if not self.model_pools:
             raise ValueError("generation_backend routed needs model_pools (a JSON object)")
-        for name, pool in self.model_pools.items():
-            endpoints = pool.get("endpoints")
-            if not isinstance(pool.get("model"), str) or not isinstance(endpoints, list):
-                raise ValueError(f"model_pools[{name!r}] needs a model and an endpoints list")
-            if not endpoints:
-                raise ValueError(f"model_pools[{name!r}] has no endpoints")
+        urls = [u.rstrip("/") for pool in self.model_pools.values() for u in pool.endpoints]
+        if len(set(urls)) != len(urls):
+            raise ValueError("model_pools lists an endpoint twice")
         classifier = QuestionClassifier.from_config(self.route_rules)
         missing = classifier.pools - set(self.model_pools)
         if missing:

@@ -6,6 +6,7 @@ translate them once. 503s carry ``Retry-After``. Validation errors name the fiel
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -15,7 +16,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.moderation import QuestionRejected
-from inference import InferenceError
+from inference import BackendBusy, GenerationRejected, InferenceError
 from retrieval import RetrievalError
 
 
@@ -103,8 +104,18 @@ def install_error_handlers(app: FastAPI, *, retry_after_s: int) -> None:
 
     @app.exception_handler(InferenceError)
     async def _inference(_: Request, exc: InferenceError) -> JSONResponse:
-        kind = "backend_unavailable" if exc.status_code == 503 else "generation_failed"
-        return respond(exc.status_code, error_body(kind, str(exc)))
+        headers: dict[str, str] = {}
+        if isinstance(exc, GenerationRejected):  # the server found the request invalid
+            kind = "generation_rejected"
+        elif isinstance(exc, BackendBusy):
+            kind = "backend_busy"
+            if exc.retry_after_s is not None:
+                headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after_s)))
+        elif exc.status_code == 503:
+            kind = "backend_unavailable"
+        else:
+            kind = "generation_failed"
+        return respond(exc.status_code, error_body(kind, str(exc)), headers)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:

@@ -33,6 +33,7 @@ from inference import (
     GenerationDone,
     GenerationFailed,
     RouteDecision,
+    TextDelta,
     Usage,
 )
 from retrieval import Passage, RerankResult, UnknownCollection

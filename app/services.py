@@ -23,12 +23,25 @@ from inference import (
     OpenAICompatBackend,
     PromptAssembler,
     QuestionClassifier,
+    RemoteOptions,
     RoutedBackend,
     SGLangBackend,
 )
 from retrieval import DocumentStore, Embedder, Reranker, RerankerUnavailable
 
 log = logging.getLogger(__name__)
+
+
+def remote_options(settings: Settings) -> RemoteOptions:
+    """The options every remote backend (and each routed pool) is built with."""
+    return RemoteOptions(
+        connect_timeout_s=settings.remote_connect_timeout_s,
+        stall_timeout_s=settings.remote_stall_timeout_s,
+        health_timeout_s=settings.remote_health_timeout_s,
+        poll_interval_s=settings.remote_poll_interval_s,
+        priority=settings.sglang_priority,
+        incremental=settings.sglang_incremental_output,
+    )
 
 
 def default_backend(settings: Settings) -> GenerationBackend:
@@ -40,31 +53,23 @@ def default_backend(settings: Settings) -> GenerationBackend:
     if settings.generation_backend == "routed":
         pools = settings.model_pools
         # One tokenizer for every pool (the prompt is assembled before routing).
-        first_model = str(next(iter(pools.values()))["model"])
+        first_model = next(iter(pools.values())).model
         return RoutedBackend.sglang(
-            pools,
+            {name: pool.model_dump() for name, pool in pools.items()},
             tokenizer=HFTokenizer(settings.served_tokenizer or first_model),
             classifier=QuestionClassifier.from_config(settings.route_rules),
             budget_pool="small" if "small" in pools else None,
-            poll_interval_s=settings.route_poll_interval_s,
-            priority=settings.sglang_priority,
-            incremental=settings.sglang_incremental_output,
-            connect_timeout_s=settings.remote_connect_timeout_s,
-            stall_timeout_s=settings.remote_stall_timeout_s,
+            options=remote_options(settings),
         )
     if settings.generation_backend in ("sglang", "openai"):
         model = settings.served_model or ""  # the settings check it is set
         tokenizer = HFTokenizer(settings.served_tokenizer or model)
-        connect_s, stall_s = settings.remote_connect_timeout_s, settings.remote_stall_timeout_s
         if settings.generation_backend == "sglang":
             return SGLangBackend(
                 settings.sglang_endpoints,
                 model=model,
                 tokenizer=tokenizer,
-                priority=settings.sglang_priority,
-                incremental=settings.sglang_incremental_output,
-                connect_timeout_s=connect_s,
-                stall_timeout_s=stall_s,
+                options=remote_options(settings),
             )
         key = settings.openai_api_key
         return OpenAICompatBackend(
@@ -72,8 +77,7 @@ def default_backend(settings: Settings) -> GenerationBackend:
             model=model,
             tokenizer=tokenizer,
             api_key=key.get_secret_value() if key else None,
-            connect_timeout_s=connect_s,
-            stall_timeout_s=stall_s,
+            options=remote_options(settings),
         )
     return LlamaCppBackend(
         settings.generation_model_path or None,

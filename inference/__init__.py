@@ -5,12 +5,14 @@ a ``GenerationBackend`` (``LlamaCppBackend`` in-process on the CPU) streams ``Te
 events and one ``GenerationDone`` for it. Failures are ``InferenceError`` subclasses.
 ``SGLangBackend`` (SGLang's native ``/generate``) and ``OpenAICompatBackend`` (an
 OpenAI-compatible ``/v1/completions``) stream from remote servers, with the served model's
-tokenizer as an ``HFTokenizer``. ``RoutedBackend`` routes each request to a pool of them (small
-or large model, least-loaded endpoint) by a ``QuestionClassifier``, polled loads and the time
-left under ``routing_deadline``. ``NullBackend`` streams without a model, for benches and tests
-only.
+tokenizer as an ``HFTokenizer``, configured by one ``RemoteOptions``. ``RoutedBackend`` routes
+each request to a pool of them (small or large model, least-loaded endpoint) by a
+``QuestionClassifier``, polled loads and the time left before ``stream()``'s ``deadline``.
+A request the server finds invalid is a ``GenerationRejected``; every server full, a
+``BackendBusy``. ``NullBackend`` streams without a model, for benches and tests only.
 """
 
+from inference._endpoints import RemoteOptions
 from inference.backend import (
     GenerationBackend,
     GenerationDone,
@@ -20,7 +22,13 @@ from inference.backend import (
     TextDelta,
     Usage,
 )
-from inference.errors import BackendUnavailable, GenerationFailed, InferenceError
+from inference.errors import (
+    BackendBusy,
+    BackendUnavailable,
+    GenerationFailed,
+    GenerationRejected,
+    InferenceError,
+)
 from inference.hf_tokenizer import HFTokenizer
 from inference.llamacpp import LlamaCppBackend, LlamaCppTokenizer, default_generation_model_path
 from inference.null_backend import NullBackend
@@ -32,19 +40,21 @@ from inference.prompt import (
     PromptAssembler,
     PromptPassage,
 )
-from inference.routing import QuestionClassifier, RoutedBackend, routing_deadline
+from inference.routing import QuestionClassifier, RoutedBackend
 from inference.sglang import SGLangBackend
 from inference.tokenizer import PromptTokenizer
 
 __all__ = [
     "DEFAULT_SYSTEM_PROMPT",
     "AssembledPrompt",
+    "BackendBusy",
     "BackendUnavailable",
     "ContextPassage",
     "GenerationBackend",
     "GenerationDone",
     "GenerationEvent",
     "GenerationFailed",
+    "GenerationRejected",
     "HFTokenizer",
     "InferenceError",
     "LlamaCppBackend",
@@ -55,6 +65,7 @@ __all__ = [
     "PromptPassage",
     "PromptTokenizer",
     "QuestionClassifier",
+    "RemoteOptions",
     "RouteDecision",
     "RoutedBackend",
     "SGLangBackend",
@@ -62,5 +73,4 @@ __all__ = [
     "TextDelta",
     "Usage",
     "default_generation_model_path",
-    "routing_deadline",
 ]

@@ -1,43 +1,59 @@
 """Streaming generation over HTTP: what the SGLang and OpenAI-compatible backends share.
 
 A subclass says how to build its request (``_request``), how to read one SSE chunk (a
-``ChunkDecoder``) and how to stop a request on the server (``_abort``). This module does the
-rest: one long-lived ``httpx.AsyncClient`` with explicit timeouts, a round-robin pool of
-endpoints that puts those that just failed last, retries before the first delta, cancellation
-(abort on the server first, then close the stream), and the translation of outside failures::
+``ChunkDecoder``), how to stop a request on the server (``_abort``) and how to poll an
+endpoint (``_poll_endpoint``). This module does the rest: one long-lived ``httpx.AsyncClient``
+with explicit timeouts, one ``EndpointState`` per endpoint (``inference._endpoints``), kept by
+a background poll and by what requests see, retries before the first delta, the fit of the
+output to the endpoint's context length, cancellation (abort on the server first, then close
+the stream), and the translation of failures by whose fault they are::
 
-    failure                                   before the first delta   after it
-    connection refused or timed out           next endpoint            -
-    5xx or 429 status (503: queue full)       next endpoint            -
-    other 4xx status                          BackendUnavailable       -
-    error event, server abort, stream cut     next endpoint            GenerationFailed
-    stall: no byte within stall_timeout_s     abort, next endpoint     abort, GenerationFailed
+    failure                                      before the first delta      after it
+    the request's own (HTTP 400/413/422, an      GenerationRejected: not     GenerationFailed
+      error event with a 4xx code or             retried, endpoint stays up
+      retryable false, an abort with a 4xx)
+    busy (HTTP 429/503, an abort with 503 or     endpoint busy, next one;    GenerationFailed
+      429: "The request queue is full.")         all busy: BackendBusy
+    the server's (5xx, refused or dropped        endpoint down, next one     GenerationFailed
+      connection, error event, stall: no byte
+      within stall_timeout_s: aborted first)
+    other 4xx (401, 403, 404: configuration)     BackendUnavailable          -
 
 When every attempt failed the caller gets ``BackendUnavailable`` naming each failure. Nothing
-is retried once text was yielded, so output is never duplicated. There is no deadline argument
-in the backend contract: the caller enforces its deadline by cancelling (the pipeline's
-``wait_for``), which aborts the running request; here, attempts are bounded by
-``max_attempts`` and each by the connect and stall timeouts.
+is retried once text was yielded, so output is never duplicated. The caller enforces its
+deadline by cancelling (the pipeline's ``wait_for``), which aborts the running request; here,
+attempts are bounded by ``max_attempts`` and each by the connect and stall timeouts.
+
+Before each attempt ``stream()`` yields a ``RouteDecision`` naming the endpoint. If the prompt
+plus ``max_tokens`` would not fit the endpoint's context length (read when it joined), the
+output is capped to fit and the decision says so (``("output_capped", ...)``); a prompt that
+leaves fewer than ``min_output_tokens`` is a ``GenerationRejected`` without being sent.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import json
 import logging
 import secrets
-import time
 from abc import abstractmethod
 from collections.abc import AsyncGenerator, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import httpx
 from opentelemetry import propagate
 
-from inference.backend import GenerationBackend, GenerationDone, GenerationEvent, TextDelta
-from inference.errors import BackendUnavailable, GenerationFailed
+from inference._endpoints import EndpointState, Health, RemoteOptions
+from inference.backend import (
+    GenerationBackend,
+    GenerationDone,
+    GenerationEvent,
+    RouteDecision,
+    TargetLoad,
+    TextDelta,
+)
+from inference.errors import BackendBusy, BackendUnavailable, GenerationFailed, GenerationRejected
 from inference.prompt import AssembledPrompt
 from inference.tokenizer import PromptTokenizer, load_tokenizer
 
@@ -51,20 +67,47 @@ def new_rid() -> str:
     return secrets.token_hex(RID_BYTES)
 
 
+Fault = Literal["request", "busy", "server", "config"]
+"""Whose fault a failure is: the request's, a full server's, a broken server's, or ours."""
+
+_REQUEST_STATUSES = frozenset({400, 413, 422})
+_BUSY_STATUSES = frozenset({429, 503})
+
+
+def fault_of(status: int | None, retryable: bool | None = None) -> Fault:
+    """Classify by an HTTP-like status (and SGLang's ``retryable`` flag, which wins when
+    false); no status and no flag is the server's."""
+    if retryable is False or (status is not None and status in _REQUEST_STATUSES):
+        return "request"
+    if status is None:
+        return "server"
+    if status in _BUSY_STATUSES:
+        return "busy"
+    if 400 <= status < 500 and status != 408:
+        return "config"
+    return "server"
+
+
 class StreamError(Exception):
-    """The stream said the request failed: an error event, an abort by the server, bad data."""
+    """The request failed: an error event, an abort by the server, bad data, an error status.
+
+    ``status`` is the status the server gave (None: none) and ``fault`` whose fault it is.
+    """
+
+    def __init__(
+        self, message: str, *, status: int | None = None, fault: Fault | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.fault: Fault = fault or fault_of(status)
 
 
-class Rejected(Exception):
+class Rejected(StreamError):
     """The server answered the request with an error status instead of a stream."""
 
     def __init__(self, status_code: int, detail: str) -> None:
-        super().__init__(f"HTTP {status_code}: {detail}")
+        super().__init__(f"HTTP {status_code}: {detail}", status=status_code)
         self.status_code = status_code
-
-    @property
-    def retryable(self) -> bool:
-        return self.status_code >= 500 or self.status_code in (408, 429)
 
 
 class ChunkDecoder(Protocol):
@@ -79,6 +122,30 @@ class ChunkDecoder(Protocol):
 
     def finish(self) -> GenerationDone:
         """At the end of the stream: the final event, or ``StreamError`` if it never came."""
+
+
+def error_event(chunk: Mapping[str, Any]) -> StreamError:
+    """An in-stream ``{"error": {"message", "type", "code", "retryable"}}`` (SGLang 0.5.23's
+    ``serve_generate_request``, vLLM's ``create_streaming_error_response``; older vLLM sends
+    the error object itself, ``{"object": "error", "message", "type", "code"}``)."""
+    error = chunk if chunk.get("object") == "error" else chunk.get("error")
+    status: int | None = None
+    retryable: bool | None = None
+    if isinstance(error, Mapping):
+        code = error.get("code")
+        if isinstance(code, int) and not isinstance(code, bool):
+            status = code
+        elif isinstance(code, str) and code.isdigit():
+            status = int(code)
+        flag = error.get("retryable")
+        retryable = flag if isinstance(flag, bool) else None
+        if status is None and error.get("type") == "invalid_request_error":
+            status = 400
+    return StreamError(
+        f"error event: {error_message({'error': error})}",
+        status=status,
+        fault=fault_of(status, retryable),
+    )
 
 
 async def iter_sse_json(response: httpx.Response) -> AsyncGenerator[dict[str, Any], None]:
@@ -107,50 +174,16 @@ async def iter_sse_json(response: httpx.Response) -> AsyncGenerator[dict[str, An
             return
 
 
-class EndpointPool:
-    """Round-robin over endpoints; one that failed goes last for ``cooldown_s`` seconds."""
-
-    def __init__(self, endpoints: Sequence[str], *, cooldown_s: float = 5.0) -> None:
-        if not endpoints:
-            raise ValueError("at least one endpoint is needed")
-        self.endpoints = [e.rstrip("/") for e in endpoints]
-        self.cooldown_s = cooldown_s
-        self._failed_at: dict[str, float] = {}
-        self._next = 0
-
-    def order(self) -> list[str]:
-        """Every endpoint, healthy ones first, starting one further along each call."""
-        start, self._next = self._next, (self._next + 1) % len(self.endpoints)
-        rotated = self.endpoints[start:] + self.endpoints[:start]
-        now = time.monotonic()
-        cooling = {e for e, at in self._failed_at.items() if now - at < self.cooldown_s}
-        return [e for e in rotated if e not in cooling] + [e for e in rotated if e in cooling]
-
-    def failed(self, endpoint: str) -> None:
-        self._failed_at[endpoint] = time.monotonic()
-
-    def succeeded(self, endpoint: str) -> None:
-        self._failed_at.pop(endpoint, None)
-
-    @property
-    def any_healthy(self) -> bool:
-        now = time.monotonic()
-        return any(
-            now - self._failed_at.get(e, -float("inf")) >= self.cooldown_s for e in self.endpoints
-        )
-
-
 class HTTPStreamBackend(GenerationBackend):
     """A remote backend streaming SSE over one pooled ``httpx.AsyncClient``.
 
-    ``start()`` loads the tokenizer (if it has a ``load()``), builds the client and checks
-    ``health_path`` on every endpoint; an unhealthy server leaves ``loaded`` False without
-    raising, and a background check every ``health_interval_s`` (None: never) or any served
-    request brings it back. The W3C ``traceparent`` of the context current when ``stream()``
-    is called travels with the request.
+    ``start()`` loads the tokenizer (if it has a ``load()``), builds the client and polls every
+    endpoint once (``poll_once``): one not ready leaves it down without raising, and the
+    background poll every ``options.poll_interval_s`` (or a request served by it) brings it
+    back. The W3C ``traceparent`` of the context current when ``stream()`` is called travels
+    with the request. ``endpoint(url)`` is a single-endpoint view sharing the client, the
+    options and the endpoint's state (what ``probe_backends()`` and the router use).
     """
-
-    health_path = "/health"
 
     def __init__(
         self,
@@ -158,34 +191,47 @@ class HTTPStreamBackend(GenerationBackend):
         *,
         model: str,
         tokenizer: PromptTokenizer,
-        connect_timeout_s: float = 2.0,
-        stall_timeout_s: float = 10.0,
-        max_attempts: int | None = None,
-        cooldown_s: float = 5.0,
-        health_interval_s: float | None = 10.0,
+        options: RemoteOptions | None = None,
         headers: Mapping[str, str] | None = None,
     ) -> None:
-        if connect_timeout_s <= 0 or stall_timeout_s <= 0:
-            raise ValueError("timeouts must be > 0")
+        if not endpoints:
+            raise ValueError("at least one endpoint is needed")
         self.model = model
-        self._pool = EndpointPool(endpoints, cooldown_s=cooldown_s)
-        self.max_attempts = max_attempts or len(self._pool.endpoints)
-        if self.max_attempts < 1:
-            raise ValueError(f"max_attempts must be >= 1, got {self.max_attempts}")
+        self.options = options = options or RemoteOptions()
+        self._states: dict[str, EndpointState] = {}
+        for url in endpoints:
+            state = EndpointState(url)
+            if state.url in self._states:
+                raise ValueError(f"endpoint {url} is listed twice")
+            self._states[state.url] = state
+        self.max_attempts = options.max_attempts or len(self._states)
         self.timeout = httpx.Timeout(
-            connect=connect_timeout_s, read=stall_timeout_s, write=stall_timeout_s, pool=None
+            connect=options.connect_timeout_s,
+            read=options.stall_timeout_s,
+            write=options.stall_timeout_s,
+            pool=None,
         )
-        self.abort_timeout = httpx.Timeout(connect_timeout_s)
-        self.health_interval_s = health_interval_s
+        self.poll_timeout = httpx.Timeout(
+            options.health_timeout_s, connect=options.connect_timeout_s
+        )
+        self.abort_timeout = httpx.Timeout(options.connect_timeout_s)
         self._headers = dict(headers or {})
         self._tokenizer = tokenizer
         self._client: httpx.AsyncClient | None = None
-        self._healthy = False
         self._poller: asyncio.Task[None] | None = None
+        self._turn = 0
+        self._views: dict[str, EndpointBackend] = {}
+
+    # -- state -------------------------------------------------------------------------------
 
     @property
     def endpoints(self) -> list[str]:
-        return list(self._pool.endpoints)
+        return list(self._states)
+
+    @property
+    def states(self) -> dict[str, EndpointState]:
+        """Every endpoint's state, by URL; read-only use."""
+        return dict(self._states)
 
     @property
     def tokenizer(self) -> PromptTokenizer:
@@ -193,7 +239,41 @@ class HTTPStreamBackend(GenerationBackend):
 
     @property
     def loaded(self) -> bool:
-        return self._client is not None and self._healthy
+        return self._client is not None and any(s.serving for s in self._states.values())
+
+    @property
+    def pending(self) -> int:
+        return sum(s.in_flight for s in self._states.values())
+
+    @property
+    def context_length(self) -> int | None:
+        """The smallest context length the endpoints reported (None: none reported yet):
+        prompt plus output tokens must stay under it."""
+        known = [s.context_length for s in self._states.values() if s.context_length]
+        return min(known) if known else None
+
+    def cost_target(self, question: str = "") -> str:
+        serving = [s for s in self._states.values() if s.serving]
+        return (serving or list(self._states.values()))[0].url
+
+    def probe_backends(self) -> Mapping[str, GenerationBackend]:
+        return {url: self.endpoint(url) for url, s in self._states.items() if s.up}
+
+    def target_load(self, target: str) -> TargetLoad | None:
+        state = self._states.get(target.rstrip("/"))
+        return state.load if state is not None else None
+
+    def endpoint(self, url: str) -> EndpointBackend:
+        """The single-endpoint backend for ``url`` (one of ``endpoints``)."""
+        url = url.rstrip("/")
+        if url not in self._states:
+            raise KeyError(url)
+        view = self._views.get(url)
+        if view is None:
+            view = self._views[url] = EndpointBackend(self, url)
+        return view
+
+    # -- lifecycle and polling -----------------------------------------------------------------
 
     async def start(self) -> None:
         if self._client is not None:
@@ -204,11 +284,11 @@ class HTTPStreamBackend(GenerationBackend):
             headers=self._headers,
             limits=httpx.Limits(max_keepalive_connections=64),
         )
-        await self.check_health()
-        if not self._healthy:
-            log.warning("%s: no endpoint is healthy yet: %s", self.name, self.endpoints)
-        if self.health_interval_s:
-            self._poller = asyncio.create_task(self._poll_health(self.health_interval_s))
+        await self.poll_once()
+        if not self.loaded:
+            log.warning("%s: no endpoint is ready yet: %s", self.name, list(self._states.values()))
+        if self.options.poll_interval_s:
+            self._poller = asyncio.create_task(self._poll_loop(self.options.poll_interval_s))
 
     async def close(self) -> None:
         poller, self._poller = self._poller, None
@@ -217,36 +297,49 @@ class HTTPStreamBackend(GenerationBackend):
             with contextlib.suppress(asyncio.CancelledError):
                 await poller
         client, self._client = self._client, None
-        self._healthy = False
         if client is not None:
             await client.aclose()
 
-    async def check_health(self) -> bool:
-        """GET ``health_path`` on every endpoint; True when at least one answers 200."""
+    async def poll_once(self) -> None:
+        """Poll every endpoint once: readiness, its facts when it joins, its load."""
         client = self._client
         if client is None:
-            return False
-        results = await asyncio.gather(*(self._probe(client, e) for e in self._pool.endpoints))
-        self._healthy = any(results)
-        return self._healthy
+            return
+        await asyncio.gather(*(self._poll(client, s) for s in self._states.values()))
 
-    async def _probe(self, client: httpx.AsyncClient, endpoint: str) -> bool:
+    async def check_health(self) -> bool:
+        """Poll now; True when at least one endpoint can serve."""
+        await self.poll_once()
+        return self.loaded
+
+    async def _poll(self, client: httpx.AsyncClient, state: EndpointState) -> None:
         try:
-            response = await client.get(endpoint + self.health_path, timeout=self.abort_timeout)
-        except httpx.HTTPError:
-            ok = False
-        else:
-            ok = response.status_code == 200
-        if ok:
-            self._pool.succeeded(endpoint)
-        else:
-            self._pool.failed(endpoint)
-        return ok
+            await self._poll_endpoint(client, state)
+        except (httpx.HTTPError, ValueError) as exc:
+            state.mark_down(f"poll failed: {_describe(exc, self.poll_timeout)}")
 
-    async def _poll_health(self, interval_s: float) -> None:
+    async def _poll_endpoint(self, client: httpx.AsyncClient, state: EndpointState) -> None:
+        """One poll of ``state``; raises ``httpx.HTTPError`` or ``ValueError`` when it is down.
+
+        By default: ``GET /models`` (OpenAI-compatible servers), whose cards may carry the
+        context length (vLLM's ``max_model_len``)."""
+        response = await client.get(state.url + "/models", timeout=self.poll_timeout)
+        if response.status_code != 200:
+            not_ready(state, f"/models answered {response.status_code}")
+            return
+        if not state.joined:
+            state.read_info(response.json())
+        state.mark_up()
+
+    async def _poll_loop(self, interval_s: float) -> None:
         while self._client is not None:  # ends when close() cancels it
             await asyncio.sleep(interval_s)
-            await self.check_health()
+            try:
+                await self.poll_once()
+            except Exception:  # a bug in polling must not stop it for good
+                log.exception("%s: poll failed", self.name)
+
+    # -- streaming -----------------------------------------------------------------------------
 
     def stream(
         self,
@@ -256,11 +349,16 @@ class HTTPStreamBackend(GenerationBackend):
         temperature: float = 0.0,
         deadline: float | None = None,
     ) -> AsyncGenerator[GenerationEvent, None]:
+        return self._open(prompt, max_tokens, temperature, None)
+
+    def _open(
+        self, prompt: AssembledPrompt, max_tokens: int, temperature: float, only: str | None
+    ) -> AsyncGenerator[GenerationEvent, None]:
         if max_tokens < 1:
             raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
         headers: dict[str, str] = {}
         propagate.inject(headers)  # now, in the caller's context, not at the first anext()
-        return self._stream(prompt, max_tokens, temperature, headers)
+        return self._stream(prompt, max_tokens, temperature, headers, only)
 
     @abstractmethod
     def _request(
@@ -275,23 +373,75 @@ class HTTPStreamBackend(GenerationBackend):
     async def _abort(self, client: httpx.AsyncClient, endpoint: str, rid: str) -> None:
         """Stop ``rid`` on the server before its stream is closed; by default nothing."""
 
+    def _order(self, only: str | None) -> list[EndpointState]:
+        """The endpoints to try: those serving, least loaded first (rotating among equals),
+        then busy ones, then down ones due a retry; every one when none of those is left."""
+        if only is not None:
+            return [self._states[only]]
+        states = list(self._states.values())
+        n = len(states)
+        turn, self._turn = self._turn, (self._turn + 1) % n
+
+        def load(item: tuple[int, EndpointState]) -> tuple[int, int, int]:
+            i, s = item
+            return (s.load.waiting, s.in_flight, (i - turn) % n)
+
+        serving = [s for _, s in sorted(enumerate(states), key=load) if s.serving]
+        rotated = states[turn:] + states[:turn]
+        busy = [s for s in rotated if s.health is Health.BUSY and s not in serving]
+        due = [s for s in rotated if s.retry_due(self.options.cooldown_s)]
+        order = serving + busy + due
+        return order or rotated
+
+    def _fit(
+        self, state: EndpointState, prompt: AssembledPrompt, max_tokens: int
+    ) -> tuple[int, tuple[str, str] | None]:
+        """``max_tokens`` capped to the endpoint's context length, and the degradation if so."""
+        context = state.context_length
+        if context is None or prompt.prompt_tokens + max_tokens < context:
+            return max_tokens, None
+        room = context - prompt.prompt_tokens - 1  # SGLang refuses prompt + output >= context
+        least = min(self.options.min_output_tokens, max_tokens)
+        if room < least:
+            raise GenerationRejected(
+                f"{self.name}: the prompt ({prompt.prompt_tokens} tokens) leaves no room for "
+                f"{least} output tokens in {state.url}'s context length of {context} tokens"
+            )
+        return room, (
+            "output_capped",
+            f"context length {context}: {prompt.prompt_tokens} prompt tokens leave room for "
+            f"{room} of {max_tokens} output tokens",
+        )
+
     async def _stream(
         self,
         prompt: AssembledPrompt,
         max_tokens: int,
         temperature: float,
         trace_headers: dict[str, str],
+        only: str | None,
     ) -> AsyncGenerator[GenerationEvent, None]:
         client = self._client
         if client is None:
             raise BackendUnavailable(f"the {self.name} backend is not started")
         failures: list[str] = []
+        busy = 0
         last: BaseException | None = None
-        endpoints = itertools.islice(itertools.cycle(self._pool.order()), self.max_attempts)
+        attempts = 1 if only is not None else self.max_attempts
+        order = self._order(only)[:attempts]
         streamed = False
-        for endpoint in endpoints:
+        for state in order:
+            endpoint = state.url
+            fitted, degradation = self._fit(state, prompt, max_tokens)
+            yield RouteDecision(
+                target=endpoint,
+                model=self.model,
+                reason="failover" if failures else "endpoint",
+                detail=failures[-1] if failures else "",
+                degradation=degradation,
+            )
             rid = new_rid()
-            path, body, extra = self._request(prompt, max_tokens, temperature, rid)
+            path, body, extra = self._request(prompt, fitted, temperature, rid)
             decoder = self._decoder(prompt)
             response: httpx.Response | None = None
             # Held here, and closed only after the abort: dropped, it would be finalized by the
@@ -302,6 +452,7 @@ class HTTPStreamBackend(GenerationBackend):
             pending: asyncio.Future[Any] | None = None
             live = False  # the server may be running this rid: abort it if we leave early
             done: GenerationDone | None = None
+            state.in_flight += 1
             try:
                 request = client.build_request(
                     "POST", endpoint + path, json=body, headers={**trace_headers, **extra}
@@ -313,7 +464,6 @@ class HTTPStreamBackend(GenerationBackend):
                 if opened.status_code != 200:
                     live = False
                     raise Rejected(opened.status_code, await _detail(opened))
-                self._healthy = True
                 chunks = iter_sse_json(opened)
                 try:
                     while True:
@@ -333,21 +483,34 @@ class HTTPStreamBackend(GenerationBackend):
                         raise  # a broken tail after the finish chunk does not matter
                 live = False
                 done = decoder.finish()
-                self._pool.succeeded(endpoint)
-            except (httpx.HTTPError, StreamError, Rejected) as exc:
+                if not state.up:
+                    state.mark_up()
+            except (httpx.HTTPError, StreamError) as exc:
                 if isinstance(exc, StreamError | httpx.ConnectError | httpx.ConnectTimeout):
                     live = False  # the server ended the request, or never saw it
+                fault = exc.fault if isinstance(exc, StreamError) else "server"
                 message = f"{endpoint}: {_describe(exc, self.timeout)}"
                 if streamed:
                     raise GenerationFailed(f"{self.name} failed mid-stream: {message}") from exc
-                if isinstance(exc, Rejected) and not exc.retryable:
+                if fault == "request":
+                    status = exc.status if isinstance(exc, StreamError) else None
+                    raise GenerationRejected(
+                        f"{self.name} rejected the request: {message}",
+                        status_code=422 if status == 422 else 400,
+                    ) from exc
+                if fault == "config":
                     raise BackendUnavailable(f"{self.name} refused the request: {message}") from exc
-                self._pool.failed(endpoint)
+                if fault == "busy":
+                    busy += 1
+                    state.mark_busy(message, self.options.busy_s)
+                else:
+                    state.mark_down(message)
                 failures.append(message)
                 last = exc
                 log.warning("%s attempt failed, %s", self.name, message)
                 continue
             finally:
+                state.in_flight -= 1
                 try:
                     if live:
                         await self._abort(client, endpoint, rid)
@@ -360,11 +523,72 @@ class HTTPStreamBackend(GenerationBackend):
                         await response.aclose()
             yield done
             return
-        self._healthy = self._pool.any_healthy
-        raise BackendUnavailable(
-            f"{self.name}: no endpoint served the request "
-            f"({len(failures)} attempt(s)): " + "; ".join(failures)
-        ) from last
+        summary = f"({len(failures)} attempt(s)): " + "; ".join(failures)
+        if failures and busy == len(failures):
+            raise BackendBusy(
+                f"{self.name}: every endpoint tried is busy {summary}",
+                retry_after_s=max(self.options.busy_s, 1.0),
+            ) from last
+        raise BackendUnavailable(f"{self.name}: no endpoint served the request {summary}") from last
+
+
+class EndpointBackend(GenerationBackend):
+    """One endpoint of an ``HTTPStreamBackend``: its client, options and state, no retries.
+
+    Built by ``HTTPStreamBackend.endpoint()``; starting and closing belong to the parent."""
+
+    def __init__(self, parent: HTTPStreamBackend, url: str) -> None:
+        self._parent = parent
+        self.url = url
+        self.name = parent.name
+        self.model = parent.model
+
+    @property
+    def state(self) -> EndpointState:
+        return self._parent.states[self.url]
+
+    @property
+    def tokenizer(self) -> PromptTokenizer:
+        return self._parent.tokenizer
+
+    @property
+    def loaded(self) -> bool:
+        return self._parent.loaded and self.state.serving
+
+    @property
+    def pending(self) -> int:
+        return self.state.in_flight
+
+    @property
+    def context_length(self) -> int | None:
+        return self.state.context_length
+
+    def cost_target(self, question: str = "") -> str:
+        return self.url
+
+    def probe_backends(self) -> Mapping[str, GenerationBackend]:
+        return {self.url: self} if self.state.up else {}
+
+    def target_load(self, target: str) -> TargetLoad | None:
+        return self.state.load if target.rstrip("/") == self.url else None
+
+    def stream(
+        self,
+        prompt: AssembledPrompt,
+        *,
+        max_tokens: int,
+        temperature: float = 0.0,
+        deadline: float | None = None,
+    ) -> AsyncGenerator[GenerationEvent, None]:
+        return self._parent._open(prompt, max_tokens, temperature, self.url)
+
+
+def not_ready(state: EndpointState, reason: str) -> None:
+    """A poll found the endpoint not ready: draining if it was serving, else still down."""
+    if state.health in (Health.UP, Health.BUSY, Health.DRAINING):
+        state.mark_draining(reason)
+    else:
+        state.mark_down(reason)
 
 
 async def _next(chunks: AsyncGenerator[dict[str, Any], None]) -> dict[str, Any] | None:

@@ -9,7 +9,12 @@ llama.cpp's server accept token ids; then the prompt counted is exactly the prom
 Endpoints are base URLs that include the version, e.g. ``http://vllm:8000/v1``.
 
 Cancelling closes the stream (vLLM and llama.cpp's server stop on disconnect); the rid goes in
-``X-Request-Id`` for the server's logs. Failures map as ``inference._http_stream`` describes.
+``X-Request-Id`` for the server's logs. A request vLLM finds invalid before streaming is an
+HTTP 400 (``serving_engine.py::create_error_response``); an error once the stream has begun
+is a ``data: {"error": {"message", "type", "code"}}`` event
+(``serving_completion.py``/``serving_engine.py::create_streaming_error_response``), 4xx codes
+the request's fault, others the server's. Failures map as ``inference._http_stream``
+describes. Polling asks ``/models``, whose cards give vLLM's ``max_model_len``.
 """
 
 from __future__ import annotations
@@ -17,7 +22,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from inference._http_stream import HTTPStreamBackend, StreamError, error_message
+from inference._endpoints import RemoteOptions
+from inference._http_stream import HTTPStreamBackend, StreamError, error_event
 from inference.backend import GenerationDone, Usage
 from inference.prompt import AssembledPrompt
 from inference.tokenizer import PromptTokenizer
@@ -29,7 +35,6 @@ class OpenAICompatBackend(HTTPStreamBackend):
     """``POST {endpoint}/completions`` with ``stream: true``; ``model`` is sent as is."""
 
     name = "openai"
-    health_path = "/models"
 
     def __init__(
         self,
@@ -39,21 +44,13 @@ class OpenAICompatBackend(HTTPStreamBackend):
         tokenizer: PromptTokenizer,
         api_key: str | None = None,
         send_token_ids: bool = False,
-        connect_timeout_s: float = 2.0,
-        stall_timeout_s: float = 10.0,
-        max_attempts: int | None = None,
-        cooldown_s: float = 5.0,
-        health_interval_s: float | None = 30.0,
+        options: RemoteOptions | None = None,
     ) -> None:
         super().__init__(
             endpoints,
             model=model,
             tokenizer=tokenizer,
-            connect_timeout_s=connect_timeout_s,
-            stall_timeout_s=stall_timeout_s,
-            max_attempts=max_attempts,
-            cooldown_s=cooldown_s,
-            health_interval_s=health_interval_s,
+            options=options,
             headers={"Authorization": f"Bearer {api_key}"} if api_key else None,
         )
         self.send_token_ids = send_token_ids
@@ -87,8 +84,8 @@ class _Decoder:
         self.chunks = 0
 
     def feed(self, chunk: Mapping[str, Any]) -> str:
-        if chunk.get("error") is not None:
-            raise StreamError(f"error event: {error_message(chunk)}")
+        if chunk.get("error") is not None or chunk.get("object") == "error":
+            raise error_event(chunk)
         if isinstance(chunk.get("usage"), Mapping):
             self.usage = chunk["usage"]
         choices = chunk.get("choices") or []

@@ -7,26 +7,40 @@ by default (each chunk repeats everything so far); ``incremental=True`` is for s
 with ``--incremental-streaming-output``. A chunk whose text does not extend the text so far is
 an error, not silently mangled output: it means the flag does not match the server.
 
+With ``--incremental-streaming-output`` an abort chunk still carries the full text so far
+(``managers/tokenizer_manager.py``); it is read as cumulative, not appended again.
+
 Cancelling (the consumer closes the stream, or its task is cancelled at the deadline) first
 posts ``/abort_request`` for the rid, then closes the stream: closing alone does not stop
-decoding on recent SGLang. The final chunk's ``meta_info`` gives the usage and the finish
+decoding on older SGLang. The final chunk's ``meta_info`` gives the usage and the finish
 reason: ``stop``, ``length``, or ``abort``, which is ``"cancelled"`` when someone asked for it
-and an error (retried before the first delta) when the server aborted the request itself
-(it then carries a ``status_code``). Failures map as ``inference._http_stream`` describes.
+and an error when the server aborted the request itself with a ``status_code``: 4xx is the
+request's fault, 503 a full queue (busy), anything else the server's. With ``stream: true``
+SGLang answers 200 before it validates the request, so a request error comes as an error
+event, ``{"error": {"message", "type", "code": 400, "retryable": false}}``
+(``entrypoints/http_server.py``). Failures map as ``inference._http_stream`` describes.
+
+Polling (``_poll_endpoint``, off the request path): ``GET /ready`` (the cheap readiness check;
+a server without it answers 404 and ``/health`` is asked instead, with ``health_timeout_s``:
+it generates a token and takes at least 1 s); when the endpoint joins, ``/model_info`` and
+``/server_info`` for its context length and ``max_running_requests``; while it is up,
+``/v1/loads`` (running and waiting requests) and ``/metrics`` (the TTFT and ITL histograms,
+optional: a server without ``--enable-metrics`` leaves them unknown).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import httpx
 
-from inference._http_stream import HTTPStreamBackend, StreamError, error_message
+from inference._endpoints import EndpointState, parse_metrics
+from inference._http_stream import HTTPStreamBackend, StreamError, error_event, not_ready
 from inference.backend import GenerationDone, Usage
 from inference.prompt import AssembledPrompt
-from inference.tokenizer import PromptTokenizer
 
 log = logging.getLogger(__name__)
 
@@ -34,41 +48,22 @@ __all__ = ["SGLangBackend"]
 
 
 class SGLangBackend(HTTPStreamBackend):
-    """One or more SGLang servers serving the same model, tried round-robin.
+    """One or more SGLang servers serving the same model, least loaded first.
 
     ``tokenizer`` must be the served model's (e.g. ``HFTokenizer`` of the same path or id);
-    it is loaded in ``start()`` when it has a ``load()`` method. ``stall_timeout_s`` bounds
-    every wait for data, the first token included.
+    it is loaded in ``start()`` when it has a ``load()`` method. ``options`` (a
+    ``RemoteOptions``) holds the timeouts, ``priority`` and ``incremental``.
     """
 
     name = "sglang"
 
-    def __init__(
-        self,
-        endpoints: Sequence[str],
-        *,
-        model: str,
-        tokenizer: PromptTokenizer,
-        connect_timeout_s: float = 2.0,
-        stall_timeout_s: float = 10.0,
-        priority: int | None = None,
-        incremental: bool = False,
-        max_attempts: int | None = None,
-        cooldown_s: float = 5.0,
-        health_interval_s: float | None = 10.0,
-    ) -> None:
-        super().__init__(
-            endpoints,
-            model=model,
-            tokenizer=tokenizer,
-            connect_timeout_s=connect_timeout_s,
-            stall_timeout_s=stall_timeout_s,
-            max_attempts=max_attempts,
-            cooldown_s=cooldown_s,
-            health_interval_s=health_interval_s,
-        )
-        self.priority = priority
-        self.incremental = incremental
+    @property
+    def priority(self) -> int | None:
+        return self.options.priority
+
+    @property
+    def incremental(self) -> bool:
+        return self.options.incremental
 
     def _request(
         self, prompt: AssembledPrompt, max_tokens: int, temperature: float, rid: str
@@ -94,6 +89,28 @@ class SGLangBackend(HTTPStreamBackend):
         except httpx.HTTPError as exc:
             log.warning("sglang: could not abort %s on %s: %s", rid, endpoint, exc)
 
+    async def _poll_endpoint(self, client: httpx.AsyncClient, state: EndpointState) -> None:
+        timeout = self.poll_timeout
+        ready = await client.get(state.url + "/ready", timeout=timeout)
+        if ready.status_code == 404:  # an older server: /health generates a token (>= 1 s)
+            ready = await client.get(state.url + "/health", timeout=timeout)
+        if ready.status_code != 200:
+            not_ready(state, f"not ready: {ready.request.url.path} answered {ready.status_code}")
+            return
+        if not state.joined:
+            state.read_info(*await asyncio.gather(*(
+                _get_json(client, state.url + path, timeout)
+                for path in ("/model_info", "/server_info")
+            )))  # fmt: skip
+        loads, metrics = await asyncio.gather(
+            client.get(state.url + "/v1/loads", timeout=timeout),
+            _get_metrics(client, state.url + "/metrics", timeout),
+        )
+        if loads.status_code != 200:
+            raise ValueError(f"/v1/loads answered {loads.status_code}")
+        state.read_load(loads.json(), metrics)
+        state.mark_up()
+
 
 class _Decoder:
     """Cumulative (or incremental) ``/generate`` chunks to deltas and the final event."""
@@ -106,11 +123,17 @@ class _Decoder:
 
     def feed(self, chunk: Mapping[str, Any]) -> str:
         if chunk.get("error") is not None:
-            raise StreamError(f"error event: {error_message(chunk)}")
+            raise error_event(chunk)
         text = chunk.get("text") or ""
         if not isinstance(text, str):
             raise StreamError(f"chunk text is not a string: {text!r:.100}")
-        if self.incremental:
+        meta = chunk.get("meta_info") or {}
+        reason = meta.get("finish_reason")
+        # An abort chunk carries the full text so far even with incremental output.
+        cumulative = not self.incremental or (
+            _kind(reason) == "abort" and text.startswith(self.text)
+        )
+        if not cumulative:
             delta = text
             self.text += text
         elif text.startswith(self.text):
@@ -121,8 +144,6 @@ class _Decoder:
                 "streamed text is not cumulative: does the server run with "
                 "--incremental-streaming-output? (then set incremental=True)"
             )
-        meta = chunk.get("meta_info") or {}
-        reason = meta.get("finish_reason")
         if reason:
             self.done = GenerationDone(
                 usage=Usage(
@@ -141,18 +162,45 @@ class _Decoder:
         return self.done
 
 
+def _kind(reason: Any) -> str | None:
+    if not reason:
+        return None
+    return str(reason.get("type")) if isinstance(reason, Mapping) else str(reason)
+
+
 def _finish_reason(reason: Any) -> str:
-    """SGLang's ``{"type": ...}`` as ours; an abort by the server (with a status) is an error."""
-    kind = reason.get("type") if isinstance(reason, Mapping) else str(reason)
+    """SGLang's ``{"type": ...}`` as ours; an abort by the server (with a status) is an error:
+    ``managers/scheduler.py`` aborts a request the full queue cannot take with 503."""
+    kind = _kind(reason)
     if kind == "length":
         return "length"
     if kind == "abort":
         status = reason.get("status_code") if isinstance(reason, Mapping) else None
-        if status:
+        if isinstance(status, int) and not isinstance(status, bool) and status:
             message = reason.get("message") if isinstance(reason, Mapping) else None
-            raise StreamError(f"aborted by the server ({status}): {message}")
+            raise StreamError(f"aborted by the server ({status}): {message}", status=status)
         return "cancelled"
     return "stop"
+
+
+async def _get_json(client: httpx.AsyncClient, url: str, timeout: httpx.Timeout) -> Any:
+    """A JSON body, or None when the server has no such route or says something else."""
+    try:
+        response = await client.get(url, timeout=timeout)
+        return response.json() if response.status_code == 200 else None
+    except (httpx.HTTPError, ValueError):
+        return None
+
+
+async def _get_metrics(
+    client: httpx.AsyncClient, url: str, timeout: httpx.Timeout
+) -> dict[str, float]:
+    """``sglang:`` samples; empty without ``--enable-metrics``."""
+    try:
+        response = await client.get(url, timeout=timeout)
+    except httpx.HTTPError:
+        return {}
+    return parse_metrics(response.text) if response.status_code == 200 else {}
 
 
 def _int(value: Any, default: int) -> int:

@@ -10,7 +10,7 @@ import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from app.services import default_backend
-from inference import HFTokenizer, RoutedBackend
+from inference import HFTokenizer, RemoteOptions, RoutedBackend
 from tests.app.conftest import make_settings, running_app
 from tests.fakes._serve import ServerThread
 from tests.fakes.sglang_server import FakeSGLang
@@ -36,13 +36,14 @@ def test_settings_build_the_router(tmp_path: Path) -> None:
             generation_backend="routed",
             model_pools=POOLS,
             route_rules={"rules": [["large", "why"]], "long_chars": 100},
-            route_poll_interval_s=0.5,
+            remote_poll_interval_s=0.5,
             served_tokenizer="/models/tok",
         )
     )
     assert isinstance(router, RoutedBackend)
     assert sorted(router.endpoints) == ["http://l1:30000", "http://s1:30000", "http://s2:30000"]
-    assert router.poll_interval_s == 0.5 and router.budget_pool == "small"
+    assert router.options.poll_interval_s == 0.5 and router.budget_pool == "small"
+    assert router.options.max_attempts == 1 and router.options.health_timeout_s == 5.0
     assert router.classifier.long_chars == 100
     assert isinstance(router.tokenizer, HFTokenizer)
     assert router.tokenizer.name_or_path == "/models/tok"
@@ -54,6 +55,18 @@ def test_settings_build_the_router(tmp_path: Path) -> None:
     [
         {"generation_backend": "routed"},
         {"generation_backend": "routed", "model_pools": {"small": {"model": "m"}}},
+        {
+            "generation_backend": "routed",
+            "model_pools": {**POOLS, "large": {"model": "m", "endpoints": []}},
+        },
+        {
+            "generation_backend": "routed",
+            "model_pools": {**POOLS, "large": {"model": "m", "endpoints": ["http://s1:30000"]}},
+        },
+        {
+            "generation_backend": "routed",
+            "model_pools": {**POOLS, "large": {**POOLS["large"], "extra": 1}},
+        },
         {"generation_backend": "routed", "model_pools": {"small": {"endpoints": ["http://a"]}}},
         {"generation_backend": "routed", "model_pools": {"small": POOLS["small"]}},  # no large
         {"generation_backend": "routed", "model_pools": POOLS, "route_rules": {"rules": "x"}},
@@ -85,7 +98,7 @@ def test_each_question_is_routed_and_the_span_says_why(
             "large": {"model": "fake/large", "endpoints": [large_url]},
         },
         tokenizer=tokenizer,
-        poll_interval_s=30.0,
+        options=RemoteOptions(poll_interval_s=30.0),
     )
     with running_app(seeded_data_dir, backend=router) as client:
         assert client.get("/readyz").status_code == 200
@@ -119,7 +132,7 @@ def test_a_tight_budget_answers_with_the_smaller_model_and_says_so(
             "large": {"model": "fake/large", "endpoints": [large_url]},
         },
         tokenizer=HFTokenizer(build_tiny_tokenizer(tmp_path), local_files_only=True),
-        poll_interval_s=0.2,
+        options=RemoteOptions(poll_interval_s=0.2),
     )
     question = {"question": "Why would I use a tuple instead of a list?"}
     with running_app(seeded_data_dir, backend=router, degradation_policy=False) as client:
@@ -127,7 +140,7 @@ def test_a_tight_budget_answers_with_the_smaller_model_and_says_so(
         assert roomy.status_code == 200, roomy.text
         assert "smaller_model" not in [d["action"] for d in roomy.json()["degradations"]]
         for _ in range(50):  # the poller learns the large pool's latency off the request path
-            snap = router.endpoints[large_url].snapshot
+            snap = router.endpoints[large_url]
             if snap.ttft_ms is not None and snap.itl_ms is not None:
                 break
             time.sleep(0.1)

@@ -6,11 +6,20 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from app.config import Settings
+from app.errors import install_error_handlers
 from app.services import default_backend
-from inference import HFTokenizer, OpenAICompatBackend, SGLangBackend
+from inference import (
+    BackendBusy,
+    GenerationRejected,
+    HFTokenizer,
+    OpenAICompatBackend,
+    SGLangBackend,
+)
 from tests.app.conftest import make_settings, running_app
 from tests.fakes._model import detokenize, output_ids
 from tests.fakes._serve import ServerThread
@@ -70,6 +79,32 @@ def test_ask_is_answered_through_sglang(
     assert first_span["ragtime.usage.cached_ratio"] == 0.0
 
 
+def test_request_errors_and_busy_servers_map_to_their_statuses() -> None:
+    """``GenerationRejected`` is the caller's error (400/422 with the server's message), never
+    a 503; ``BackendBusy`` is a 503 with the Retry-After it names."""
+    app = FastAPI()
+    install_error_handlers(app, retry_after_s=5)
+
+    @app.get("/rejected")
+    async def rejected() -> None:
+        raise GenerationRejected("sglang rejected the request: context length", status_code=422)
+
+    @app.get("/busy")
+    async def busy() -> None:
+        raise BackendBusy("every endpoint is busy", retry_after_s=2.5)
+
+    with TestClient(app) as client:
+        answer = client.get("/rejected")
+        assert answer.status_code == 422 and "Retry-After" not in answer.headers
+        assert answer.json()["error"] == {
+            "type": "generation_rejected",
+            "message": "sglang rejected the request: context length",
+        }
+        full = client.get("/busy")
+        assert full.status_code == 503 and full.headers["Retry-After"] == "3"
+        assert full.json()["error"]["type"] == "backend_busy"
+
+
 def test_settings_build_the_remote_backends(tmp_path: Path) -> None:
     sglang = default_backend(
         make_settings(
@@ -112,3 +147,26 @@ def test_remote_backends_need_their_settings(tmp_path: Path, overrides: dict[str
     with pytest.raises(ValueError):
         make_settings(tmp_path, **overrides)
     assert Settings  # the settings class is what fails, at start-up
+
+
+def test_a_request_the_server_refuses_does_not_take_the_backend_out(
+    seeded_data_dir: Path,
+    auth: dict[str, str],
+    fake_sglang: tuple[FakeSGLang, str],
+    tmp_path: Path,
+) -> None:
+    fake, url = fake_sglang
+    fake.reset(natural_tokens=4)
+    tokenizer = HFTokenizer(build_tiny_tokenizer(tmp_path), local_files_only=True)
+    backend = SGLangBackend([url], model="fake/tiny-chat", tokenizer=tokenizer)
+    question = {"question": "How do I define a function with a default value?"}
+    with running_app(seeded_data_dir, backend=backend) as client:
+        fake.config.context_length = 20  # under what the client read: SGLang's 200 + error
+        refused = client.post("/v1/ask", json=question, headers=auth)
+        assert refused.status_code != 200
+        assert "context length" in refused.json()["error"]["message"]
+        fake.config.context_length = 8192
+        assert client.get("/readyz").status_code == 200  # the endpoint was not taken out
+        answered = client.post("/v1/ask", json=question, headers=auth)
+        assert answered.status_code == 200, answered.text
+    assert backend.states[url].up

@@ -5,6 +5,14 @@ Streams ``text_completion`` chunks with deltas in ``choices[0].text``, a chunk w
 ``choices``, then ``data: [DONE]``, as vLLM and SGLang do. ``prompt_tokens_details`` appears
 only when some tokens were cached. The prompt may be text (one token per word) or token ids.
 Decoding happens in the response itself, so a closed stream stops it (as vLLM does).
+
+Errors follow vLLM (``vllm/entrypoints/openai/serving_engine.py``): a request found invalid
+before streaming (a prompt plus ``max_tokens`` over ``max_model_len``) is an HTTP 400
+``{"error": {"message", "type": "BadRequestError", "param", "code": 400}}``
+(``create_error_response``); an error once the stream has begun is a
+``data: {"error": {...}}`` event (``create_streaming_error_response``, used by
+``serving_completion.py``). ``/v1/models`` cards carry ``max_model_len``
+(``serving_models.py``).
 """
 
 from __future__ import annotations
@@ -33,6 +41,8 @@ class OpenAIConfig:
     natural_tokens: int = 12
     reject_status: int | None = None
     error_after: int | None = None
+    error_code: int = 500
+    max_model_len: int = 8192
 
 
 class FakeOpenAI:
@@ -64,7 +74,12 @@ class FakeOpenAI:
         denied = self._unauthorized(request)
         if denied is not None:
             return denied
-        return JSONResponse({"object": "list", "data": [{"id": self.config.model}]})
+        card = {
+            "id": self.config.model,
+            "object": "model",
+            "max_model_len": self.config.max_model_len,
+        }
+        return JSONResponse({"object": "list", "data": [card]})
 
     async def completions(self, request: Request) -> Response:
         body = await request.json()
@@ -81,6 +96,15 @@ class FakeOpenAI:
         if not body.get("stream"):
             return _error(400, "this fake only streams", "invalid_request_error")
         max_tokens = int(body.get("max_tokens") or 16)
+        if len(ids) + max_tokens > self.config.max_model_len:
+            return _error(
+                400,
+                f"This model's maximum context length is {self.config.max_model_len} tokens. "
+                f"However, you requested {len(ids) + max_tokens} tokens ({len(ids)} in the "
+                f"messages, {max_tokens} in the completion). Please reduce the length of the "
+                "messages or completion.",
+                "BadRequestError",
+            )
         usage = bool((body.get("stream_options") or {}).get("include_usage"))
         rid = request.headers.get("x-request-id", f"cmpl-{len(self.requests)}")
         return StreamingResponse(
@@ -98,7 +122,9 @@ class FakeOpenAI:
         created = int(time.time())
         for i, token in enumerate(planned):
             if i == cfg.error_after:
-                error = {"error": {"message": "engine died", "type": "server_error", "code": 500}}
+                code = cfg.error_code
+                kind = "BadRequestError" if code < 500 else "InternalServerError"
+                error = {"error": {"message": "engine died", "type": kind, "code": code}}
                 yield _data(error)
                 yield b"data: [DONE]\n\n"
                 return
@@ -144,4 +170,5 @@ def _data(obj: Any) -> bytes:
 
 
 def _error(status: int, message: str, kind: str) -> Response:
-    return JSONResponse({"error": {"message": message, "type": kind}}, status_code=status)
+    body = {"message": message, "type": kind, "param": None, "code": status}
+    return JSONResponse({"error": body}, status_code=status)

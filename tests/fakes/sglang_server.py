@@ -1,30 +1,40 @@
-"""A fake SGLang server that speaks the native protocol as ``shared/reference/sglang-protocol.md``
-describes it, for tests only.
+"""A fake SGLang server that speaks the native protocol of upstream 0.5.23, for tests and benches.
+
+Each behaviour names the upstream file (under ``python/sglang/srt/``) it follows; the facts are
+those of ``shared/reference/sglang-protocol.md``, read from that source.
 
 ``POST /generate`` streams ``data: <json>`` chunks whose ``text`` and ``output_ids`` are
 cumulative (incremental with ``incremental=True``), every one with ``meta_info``, then
 ``data: [DONE]``. The finish reason is ``{"type": "stop", "matched": EOS}`` after
 ``natural_tokens``, ``{"type": "length", "length": N}`` at ``max_new_tokens``, or
-``{"type": "abort", ...}``. Decoding runs in a task of its own, as in SGLang's scheduler: closing
-the stream does **not** stop it (upstream issue 36333); only ``/abort_request`` does, matching
-rids by prefix. ``cached_tokens`` comes from a trie of the token ids of finished requests (at
-most ``prompt_tokens - 1``: the last prompt token is always computed). A full queue answers
-503 before streaming. Also ``/health``, ``/health_generate``, ``/v1/loads``, ``/get_load``,
-``/metrics`` (``sglang:`` names), ``/model_info``, ``/flush_cache``.
+``{"type": "abort", ...}``. A streamed request is answered 200 **before** it is validated, so
+its errors come in the stream (``entrypoints/http_server.py``). Decoding runs in a task of its
+own, as in SGLang's scheduler: closing the stream does not stop it here (older releases and
+proxies; upstream issue 36333); ``/abort_request`` does, matching rids by prefix.
+``cached_tokens`` comes from a trie of the token ids of finished requests (at most
+``prompt_tokens - 1``: the last prompt token is always computed).
 
-Fail modes, each off by default: ``reject_status`` (answer every ``/generate`` with it),
-``error_after`` (an error event after N tokens), ``stall_after`` (silence after N tokens until
-aborted), ``server_abort_after`` (the server aborts the request, with a ``status_code``).
-Everything a client sent is kept in ``requests``; ``states`` holds each rid's fate.
+GPU-like timing: at most ``max_running`` requests decode at once, the rest wait (the wait counts
+in their TTFT, as SGLang's does); a request's first token comes ``ttft_s`` plus
+``prefill_s_per_token`` per uncached prompt token after it starts, each next one ``itl_s``
+later. ``python -m tests.fakes.sglang_server --port 0 ...`` runs it as a process of its own.
+
+Fail modes, each off by default: ``reject_status`` (an HTTP status before streaming, as a proxy
+in front would), ``error_after`` (an error event after N tokens), ``stall_after`` (silence after
+N tokens until aborted), ``server_abort_after`` (the server aborts the request, with a
+``status_code``). Everything a client sent is kept in ``requests``; ``states`` holds each
+rid's fate.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
+import socket
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,18 +86,29 @@ class ReqState:
 class FakeConfig:
     model: str = "fake/tiny-chat"
     ttft_s: float = 0.0
+    """The fixed part of the time to first token, once a request runs."""
+    prefill_s_per_token: float = 0.0
+    """Added to the TTFT per prompt token not served from the prefix cache."""
     itl_s: float = 0.0
+    """Decode time per token after the first."""
     natural_tokens: int = 12
     tokens_per_chunk: int = 1
     incremental: bool = False
     max_running: int = 64
+    """``--max-running-requests``: the running batch; more requests wait."""
     queue_capacity: int | None = None
+    """``--max-queued-requests``: waiting requests beyond it are aborted with 503."""
     context_length: int = 8192
     healthy: bool = True
+    has_ready: bool = True
+    """Whether ``/ready`` exists (older servers: 404, only the slow ``/health``)."""
+    health_s: float = 1.0
+    """How long ``/health`` takes: it generates a token and waits at least 1 s."""
     reject_status: int | None = None
     error_after: int | None = None
     stall_after: int | None = None
     server_abort_after: int | None = None
+    server_abort_status: int = 503
 
 
 class FakeSGLang:
@@ -100,6 +121,7 @@ class FakeSGLang:
         self.aborts: list[Recorded] = []
         self.states: dict[str, ReqState] = {}
         self.events: list[tuple[str, str]] = []
+        self.health_calls = 0
         self._active: dict[str, ReqState] = {}
         self._open_streams: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -120,10 +142,13 @@ class FakeSGLang:
                 Route("/abort_request", self.abort_request, methods=["POST"]),
                 Route("/health", self.health, methods=["GET"]),
                 Route("/health_generate", self.health, methods=["GET"]),
+                Route("/ready", self.ready, methods=["GET"]),
                 Route("/v1/loads", self.loads, methods=["GET"]),
-                Route("/get_load", self.loads, methods=["GET"]),
                 Route("/metrics", self.metrics, methods=["GET"]),
                 Route("/model_info", self.model_info, methods=["GET"]),
+                Route("/get_model_info", self.model_info, methods=["GET"]),
+                Route("/server_info", self.server_info, methods=["GET"]),
+                Route("/get_server_info", self.server_info, methods=["GET"]),
                 Route("/flush_cache", self.flush_cache, methods=["POST", "GET"]),
             ]
         )
@@ -139,6 +164,7 @@ class FakeSGLang:
         self.aborts.clear()
         self.states.clear()
         self.events.clear()
+        self.health_calls = 0
 
     @property
     def generate_requests(self) -> list[Recorded]:
@@ -153,36 +179,46 @@ class FakeSGLang:
             return _error(400, "invalid JSON body")
         self.requests.append(Recorded("/generate", dict(request.headers), body))
         cfg = self.config
-        if cfg.reject_status is not None:
-            return _error(cfg.reject_status, "The request queue is full.")
-        if not isinstance(body, dict):
-            return _error(400, "the body must be an object")
-        ids = body.get("input_ids")
-        if ids is None and isinstance(body.get("text"), str):
-            ids = text_ids(body["text"])
-        if not (isinstance(ids, list) and ids and all(isinstance(t, int) for t in ids)):
-            return _error(400, "Either text or input_ids should be provided.")
-        params = body.get("sampling_params") or {}
-        max_new = params.get("max_new_tokens", 128)
-        if not isinstance(max_new, int) or max_new < 0:
-            return _error(400, f"max_new_tokens must be a non-negative int, got {max_new!r}")
-        if len(ids) + max_new > cfg.context_length:
-            return _error(400, f"The input ({len(ids)} tokens) is longer than the context.")
+        if cfg.reject_status is not None:  # a proxy's (or an older server's) HTTP status
+            return _error(cfg.reject_status, _REASONS.get(cfg.reject_status, "rejected"))
+        stream = isinstance(body, dict) and bool(body.get("stream"))
+        problem = self._validate(body)
+        if problem is not None:
+            # entrypoints/http_server.py: a streamed request is answered 200 before any check
+            # runs; the ValueError of managers/tokenizer_manager.py::_validate_one_request comes
+            # as an error event, then [DONE]. Without stream: HTTP 400 with the same error.
+            error = {
+                "message": problem,
+                "type": "invalid_request_error",
+                "code": 400,
+                "retryable": False,
+            }
+            if not stream:
+                return JSONResponse({"error": error}, status_code=400)
+            return StreamingResponse(_chunks({"error": error}), media_type="text/event-stream")
+        assert isinstance(body, dict)
+        ids = _input_ids(body)
         rid = body.get("rid") or uuid.uuid4().hex
-        if not isinstance(rid, str):
-            return _error(400, "rid must be a string")
-        if rid in self._active:
-            return _error(400, f"Duplicate request ID {rid}")
+        max_new = (body.get("sampling_params") or {}).get("max_new_tokens", 128)
+        state = ReqState(rid, ids, max_new, stream)
+        self.states[rid] = state
+        # managers/scheduler.py::_abort_on_queued_limit: with --max-queued-requests, a request
+        # the full waiting queue cannot take is aborted (the incoming one, without priority
+        # scheduling): a finish reason of type abort with status_code 503, on a 200 stream.
         slots_full = self._sem is not None and self._sem.locked()
         if cfg.queue_capacity is not None and slots_full and self._waiting >= cfg.queue_capacity:
-            return _error(503, "The request queue is full.")
-        state = ReqState(rid, ids, max_new, bool(body.get("stream")))
-        self.states[rid] = state
+            state.finish_reason = _abort(QUEUE_FULL, status_code=503)
+            self.counters["num_aborted_requests"] += 1
+            if not stream:
+                return _error(503, QUEUE_FULL)
+            return StreamingResponse(
+                _chunks(self._chunk(state, state.finish_reason)), media_type="text/event-stream"
+            )
         self._active[rid] = state
         task = asyncio.create_task(self._decode(state))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-        if not state.stream:
+        if not stream:
             await task
             last = b""
             while not state.chunks.empty():
@@ -191,6 +227,47 @@ class FakeSGLang:
                     last = item
             return Response(last.removeprefix(b"data: ").strip(), media_type="application/json")
         return StreamingResponse(self._body(state), media_type="text/event-stream")
+
+    def _validate(self, body: Any) -> str | None:
+        """The request errors of ``managers/tokenizer_manager.py::_validate_one_request`` and
+        ``sampling_params.py`` (unknown keys: ``api/v1/api_types.py``), or None."""
+        if not isinstance(body, dict):
+            return "the body must be an object"
+        ids = _input_ids(body)
+        if not ids:
+            return "Either text or input_ids should be provided."
+        params = body.get("sampling_params") or {}
+        if not isinstance(params, dict):
+            return "sampling_params must be an object"
+        unknown = sorted(set(params) - SAMPLING_KEYS)
+        if unknown:
+            return f"Unknown sampling parameters: {unknown}"
+        max_new = params.get("max_new_tokens", 128)
+        if not isinstance(max_new, int) or isinstance(max_new, bool) or max_new < 0:
+            return f"max_new_tokens must be at least 0, got {max_new!r}."
+        context = self.config.context_length
+        if len(ids) >= context:
+            return (
+                f"The input ({len(ids)} tokens) is longer than the model's context length "
+                f"({context} tokens)."
+            )
+        if len(ids) + max_new >= context:
+            return (
+                f"Requested token count exceeds the model's maximum context length of "
+                f"{context} tokens. You requested a total of {len(ids) + max_new} tokens: "
+                f"{len(ids)} tokens from the input messages and {max_new} tokens for the "
+                "completion. Please reduce the number of tokens in the input messages or the "
+                "completion to fit within the limit."
+            )
+        rid = body.get("rid")
+        if rid is not None and not isinstance(rid, str):
+            return "rid must be a string"
+        if isinstance(rid, str) and rid in self._active:
+            return f"Duplicate request ID: {rid}"
+        priority = body.get("priority")
+        if priority is not None and (not isinstance(priority, int) or isinstance(priority, bool)):
+            return f"priority must be an integer, got {priority!r}"
+        return None
 
     async def _body(self, state: ReqState) -> AsyncIterator[bytes]:
         self._open_streams.add(state.rid)
@@ -235,18 +312,22 @@ class FakeSGLang:
         state.cached_tokens = min(self.cache.match(state.input_ids), len(state.input_ids) - 1)
         self.counters["prompt_tokens"] += len(state.input_ids)
         self.counters["cached_tokens"] += state.cached_tokens
-        if await _wait(state.aborted, cfg.ttft_s):
+        prefill_s = cfg.prefill_s_per_token * (len(state.input_ids) - state.cached_tokens)
+        if await _wait(state.aborted, cfg.ttft_s + prefill_s):
             return await self._finish(state, _abort("Abort before prefill"))
         planned = output_ids(state.input_ids, state.max_new_tokens)
         last_token_at = time.monotonic()
         for i, token in enumerate(planned):
             if i == cfg.error_after:
-                return await self._emit_error(state, "Internal server error: CUDA out of memory.")
+                return await self._emit_error(state, "CUDA out of memory.")
             if i == cfg.stall_after:
                 await _wait(state.aborted, 30.0)  # silence, until aborted (or 30 s)
                 return await self._finish(state, _abort("Unknown error"))
             if i == cfg.server_abort_after:
-                return await self._finish(state, _abort("Waited too long.", status_code=503))
+                status = cfg.server_abort_status
+                return await self._finish(
+                    state, _abort("Aborted by the server.", status_code=status)
+                )
             if i == cfg.natural_tokens:
                 return await self._finish(state, {"type": "stop", "matched": EOS_ID})
             if (i and await _wait(state.aborted, cfg.itl_s)) or state.aborted.is_set():
@@ -271,6 +352,10 @@ class FakeSGLang:
 
     async def _emit(self, state: ReqState, reason: dict[str, Any] | None) -> None:
         """Queue one chunk: the text so far (or its new part), ``meta_info`` always."""
+        chunk = self._chunk(state, reason)
+        await state.chunks.put(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+
+    def _chunk(self, state: ReqState, reason: dict[str, Any] | None) -> dict[str, Any]:
         text = detokenize(state.output, final=reason is not None)
         meta: dict[str, Any] = {
             "id": state.rid,
@@ -283,7 +368,9 @@ class FakeSGLang:
         if reason is not None:
             meta["e2e_latency"] = time.monotonic() - state.arrived
             meta["queue_time"] = state.queue_s
-        incremental = self.config.incremental
+        # managers/tokenizer_manager.py: with --incremental-streaming-output each chunk has the
+        # new text only, except an abort's, which still carries the full text so far.
+        incremental = self.config.incremental and not (reason and reason["type"] == "abort")
         ids = state.output[state.ids_sent :] if incremental else state.output
         chunk = {
             "text": text[len(state.text_sent) :] if incremental else text,
@@ -291,11 +378,14 @@ class FakeSGLang:
             "meta_info": meta,
         }
         state.text_sent, state.ids_sent = text, len(state.output)
-        await state.chunks.put(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+        return chunk
 
     async def _emit_error(self, state: ReqState, message: str) -> None:
+        # entrypoints/http_server.py: an exception other than a request's ValueError while
+        # streaming is an error event with a 5xx code, retryable.
         state.finish_reason = {"type": "error", "message": message}
-        error = json.dumps({"error": {"message": message}}).encode()
+        body = {"message": message, "type": "internal_error", "code": 500, "retryable": True}
+        error = json.dumps({"error": body}).encode()
         await state.chunks.put(b"data: " + error + b"\n\n")
         await state.chunks.put(b"data: [DONE]\n\n")
 
@@ -318,25 +408,39 @@ class FakeSGLang:
         return Response(status_code=200)
 
     async def health(self, request: Request) -> Response:
+        """``entrypoints/http_server.py::health_generate``: 503 while starting or stopping;
+        otherwise it generates one token and answers once the scheduler replied, checking
+        every second: at least ``health_s`` (1 s upstream)."""
+        self.health_calls += 1
+        if not self.config.healthy:
+            return Response(status_code=503)
+        await asyncio.sleep(self.config.health_s)
+        return Response(status_code=200 if self.config.healthy else 503)
+
+    async def ready(self, request: Request) -> Response:
+        """``/ready``: the cheap readiness check, no generation; 404 on servers without it."""
+        if not self.config.has_ready:
+            return JSONResponse({"detail": "Not Found"}, status_code=404)
         return Response(status_code=200 if self.config.healthy else 503)
 
     def _load(self) -> dict[str, Any]:
+        """One data-parallel rank's entry of ``GET /v1/loads`` (``entrypoints/http_server.py``,
+        ``managers/io_struct.py``); ``/get_load`` is gone in 0.5.23."""
         running = sum(1 for s in self._active.values() if s.started is not None)
         prompt = self.counters["prompt_tokens"]
         return {
             "dp_rank": 0,
             "num_running_reqs": running,
             "num_waiting_reqs": self._waiting,
-            "num_reqs": len(self._active),
-            "num_tokens": sum(len(s.input_ids) + len(s.output) for s in self._active.values()),
+            "num_total_reqs": len(self._active),
+            "num_used_tokens": sum(len(s.input_ids) + len(s.output) for s in self._active.values()),
+            "max_total_num_tokens": self.config.context_length * self.config.max_running,
             "token_usage": 0.0,
             "cache_hit_rate": self.counters["cached_tokens"] / prompt if prompt else 0.0,
         }
 
     async def loads(self, request: Request) -> Response:
         load = self._load()
-        if request.url.path == "/get_load":
-            return JSONResponse([load])
         return JSONResponse({"timestamp": time.time(), "version": "fake", "loads": [load]})
 
     async def metrics(self, request: Request) -> Response:
@@ -369,13 +473,62 @@ class FakeSGLang:
         return PlainTextResponse("\n".join(lines) + "\n", media_type="text/plain; version=0.0.4")
 
     async def model_info(self, request: Request) -> Response:
-        return JSONResponse({"model_path": self.config.model, "is_generation": True})
+        return JSONResponse(
+            {
+                "model_path": self.config.model,
+                "tokenizer_path": self.config.model,
+                "is_generation": True,
+                "context_length": self.config.context_length,
+            }
+        )
+
+    async def server_info(self, request: Request) -> Response:
+        """A few of ``/server_info``'s many keys (server args and scheduler info)."""
+        return JSONResponse(
+            {
+                "model_path": self.config.model,
+                "context_length": self.config.context_length,
+                "max_running_requests": self.config.max_running,
+                "max_queued_requests": self.config.queue_capacity,
+                "incremental_streaming_output": self.config.incremental,
+                "version": "0.5.23-fake",
+            }
+        )
 
     async def flush_cache(self, request: Request) -> Response:
         if self._active:
             return PlainTextResponse("Cache not flushed: requests are running.", status_code=400)
         self.cache.clear()
         return PlainTextResponse("Cache flushed.")
+
+
+QUEUE_FULL = "The request queue is full."
+_REASONS = {503: QUEUE_FULL, 429: "Too many requests.", 500: "Internal server error."}
+#: ``sampling/sampling_params.py``: the keys ``SamplingParams`` takes (a few less used omitted).
+SAMPLING_KEYS = frozenset(
+    {
+        "max_new_tokens", "min_new_tokens", "temperature", "top_p", "top_k", "min_p",
+        "frequency_penalty", "presence_penalty", "repetition_penalty", "stop", "stop_token_ids",
+        "ignore_eos", "skip_special_tokens", "spaces_between_special_tokens", "json_schema",
+        "regex", "ebnf", "n", "no_stop_trim", "custom_params", "stream_interval", "logit_bias",
+        "sampling_seed",
+    }
+)  # fmt: skip
+
+
+def _input_ids(body: dict[str, Any]) -> list[int]:
+    ids = body.get("input_ids")
+    if ids is None and isinstance(body.get("text"), str):
+        ids = text_ids(body["text"])
+    if isinstance(ids, list) and ids and all(isinstance(t, int) for t in ids):
+        return ids
+    return []
+
+
+async def _chunks(*chunks: Any) -> AsyncIterator[bytes]:
+    for chunk in chunks:
+        yield b"data: " + json.dumps(chunk).encode() + b"\n\n"
+    yield b"data: [DONE]\n\n"
 
 
 def _error(status: int, message: str) -> Response:
@@ -398,3 +551,44 @@ async def _wait(event: asyncio.Event, timeout_s: float) -> bool:
     except TimeoutError:
         return False
     return True
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Run the fake as a server process: ``python -m tests.fakes.sglang_server --port 0``."""
+    import uvicorn
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=30000, help="0: pick a free one")
+    parser.add_argument("--model", default=FakeConfig.model)
+    parser.add_argument("--fixed-ms", type=float, default=0.0, help="TTFT once running")
+    parser.add_argument("--prefill-ms-per-token", type=float, default=0.0)
+    parser.add_argument("--decode-ms-per-token", type=float, default=0.0)
+    parser.add_argument("--max-running", type=int, default=FakeConfig.max_running)
+    parser.add_argument("--max-queued", type=int, default=None)
+    parser.add_argument("--context-length", type=int, default=FakeConfig.context_length)
+    parser.add_argument("--natural-tokens", type=int, default=FakeConfig.natural_tokens)
+    parser.add_argument("--incremental-streaming-output", action="store_true")
+    args = parser.parse_args(argv)
+    fake = FakeSGLang()
+    fake.reset(
+        model=args.model,
+        ttft_s=args.fixed_ms / 1000.0,
+        prefill_s_per_token=args.prefill_ms_per_token / 1000.0,
+        itl_s=args.decode_ms_per_token / 1000.0,
+        max_running=args.max_running,
+        queue_capacity=args.max_queued,
+        context_length=args.context_length,
+        natural_tokens=args.natural_tokens,
+        incremental=args.incremental_streaming_output,
+    )
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((args.host, args.port))
+    print(f"listening on http://{args.host}:{sock.getsockname()[1]}", flush=True)
+    config = uvicorn.Config(fake.app, log_level="warning", lifespan="off")
+    uvicorn.Server(config).run(sockets=[sock])
+
+
+if __name__ == "__main__":
+    main()

@@ -12,9 +12,12 @@ from inference import (
     BackendUnavailable,
     GenerationDone,
     GenerationFailed,
+    GenerationRejected,
     HFTokenizer,
     OpenAICompatBackend,
     PromptAssembler,
+    RemoteOptions,
+    RouteDecision,
     TextDelta,
 )
 from tests.fakes._model import detokenize, output_ids, text_ids
@@ -24,6 +27,7 @@ from tests.fakes.tiny_tokenizer import build_tiny_tokenizer
 from tests.inference.conftest import Doc
 
 KEY = "sk-test-123"
+NO_POLL = RemoteOptions(poll_interval_s=None)
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +56,7 @@ async def backend(
 ) -> AsyncIterator[OpenAICompatBackend]:
     b = OpenAICompatBackend(
         [server[1]], model="fake/tiny-chat", tokenizer=tokenizer, api_key=KEY,
-        health_interval_s=None,
+        options=NO_POLL,
     )  # fmt: skip
     await b.start()
     yield b
@@ -67,7 +71,8 @@ async def collect(
     backend: OpenAICompatBackend, prompt: AssembledPrompt, max_tokens: int = 64
 ) -> tuple[str, GenerationDone]:
     events = [e async for e in backend.stream(prompt, max_tokens=max_tokens)]
-    *deltas, done = events
+    assert isinstance(events[0], RouteDecision)
+    *deltas, done = [e for e in events if not isinstance(e, RouteDecision)]
     assert isinstance(done, GenerationDone) and all(isinstance(d, TextDelta) for d in deltas)
     return "".join(d.text for d in deltas if isinstance(d, TextDelta)), done
 
@@ -98,7 +103,7 @@ async def test_token_ids_can_be_sent_instead_of_text(
 ) -> None:
     backend = OpenAICompatBackend(
         [server[1]], model="m", tokenizer=tokenizer, api_key=KEY, send_token_ids=True,
-        health_interval_s=None,
+        options=NO_POLL,
     )  # fmt: skip
     await backend.start()
     prompt = prompt_for(tokenizer)
@@ -115,7 +120,7 @@ async def test_503_and_refused_endpoints_are_retried_then_unavailable(
     with sock:
         backend = OpenAICompatBackend(
             [dead + "/v1", server[1]], model="m", tokenizer=tokenizer, api_key=KEY,
-            health_interval_s=None,
+            options=NO_POLL,
         )  # fmt: skip
         await backend.start()
         _, done = await collect(backend, prompt_for(tokenizer))
@@ -130,7 +135,7 @@ async def test_a_wrong_key_is_not_retried(
     server: tuple[FakeOpenAI, str], fake: FakeOpenAI, tokenizer: HFTokenizer
 ) -> None:
     backend = OpenAICompatBackend(
-        [server[1]], model="m", tokenizer=tokenizer, api_key="wrong", health_interval_s=None
+        [server[1]], model="m", tokenizer=tokenizer, api_key="wrong", options=NO_POLL
     )
     await backend.start()
     assert not backend.loaded
@@ -153,6 +158,7 @@ async def test_closing_the_stream_stops_decoding(
 ) -> None:
     fake.reset(api_key=KEY, itl_s=0.02, natural_tokens=500)
     events = backend.stream(prompt_for(tokenizer), max_tokens=500)
+    assert isinstance(await anext(events), RouteDecision)
     assert isinstance(await anext(events), TextDelta)
     await events.aclose()
     await asyncio.sleep(0.2)
@@ -160,6 +166,26 @@ async def test_closing_the_stream_stops_decoding(
     assert decoded < 30
     await asyncio.sleep(0.1)
     assert list(fake.decoded.values()) == [decoded]  # it stopped when the stream closed
+
+
+async def test_vllms_request_errors_are_rejected_not_retried(
+    server: tuple[FakeOpenAI, str], fake: FakeOpenAI, tokenizer: HFTokenizer
+) -> None:
+    backend = OpenAICompatBackend(
+        [server[1]], model="m", tokenizer=tokenizer, api_key=KEY, options=NO_POLL
+    )
+    await backend.start()
+    assert backend.context_length == 8192  # max_model_len from /v1/models
+    prompt = prompt_for(tokenizer)
+    fake.config.max_model_len = 20  # smaller than the client read: vLLM answers 400
+    with pytest.raises(GenerationRejected, match="maximum context length"):
+        await collect(backend, prompt)
+    fake.config.max_model_len = 8192
+    fake.config.error_code, fake.config.error_after = 400, 0  # an error event with a 4xx code
+    with pytest.raises(GenerationRejected, match="engine died"):
+        await collect(backend, prompt)
+    assert len(fake.requests) == 2 and backend.states[server[1]].up
+    await backend.close()
 
 
 def test_backend_needs_an_endpoint(tokenizer: HFTokenizer) -> None:

@@ -25,12 +25,14 @@ def test_exported_names() -> None:
         [
             "DEFAULT_SYSTEM_PROMPT",
             "AssembledPrompt",
+            "BackendBusy",
             "BackendUnavailable",
             "ContextPassage",
             "GenerationBackend",
             "GenerationDone",
             "GenerationEvent",
             "GenerationFailed",
+            "GenerationRejected",
             "HFTokenizer",
             "InferenceError",
             "LlamaCppBackend",
@@ -41,6 +43,7 @@ def test_exported_names() -> None:
             "PromptPassage",
             "PromptTokenizer",
             "QuestionClassifier",
+            "RemoteOptions",
             "RouteDecision",
             "RoutedBackend",
             "SGLangBackend",
@@ -48,7 +51,6 @@ def test_exported_names() -> None:
             "TextDelta",
             "Usage",
             "default_generation_model_path",
-            "routing_deadline",
         ]
     )
     for name in inference.__all__:
@@ -59,6 +61,10 @@ def test_error_statuses() -> None:
     assert InferenceError.status_code == 500
     assert BackendUnavailable.status_code == 503 and issubclass(BackendUnavailable, InferenceError)
     assert GenerationFailed.status_code == 502 and issubclass(GenerationFailed, InferenceError)
+    assert issubclass(inference.BackendBusy, BackendUnavailable)
+    rejected = inference.GenerationRejected("bad", status_code=422)
+    assert rejected.status_code == 422 and not isinstance(rejected, BackendUnavailable)
+    assert inference.GenerationRejected("bad", status_code=503).status_code == 400
 
 
 def test_system_prompt_is_fixed() -> None:

@@ -15,12 +15,14 @@ from inference import (
     AssembledPrompt,
     BackendUnavailable,
     GenerationDone,
+    GenerationRejected,
     HFTokenizer,
     PromptAssembler,
     QuestionClassifier,
+    RemoteOptions,
     RoutedBackend,
+    RouteDecision,
     TextDelta,
-    routing_deadline,
 )
 from tests.fakes._serve import ServerThread, refused_url
 from tests.fakes.sglang_server import FakeSGLang
@@ -104,7 +106,7 @@ async def make_router(
                 "large": {"model": "fake/large", "endpoints": large or [fakes[2].url]},
             },
             tokenizer=tokenizer,
-            **kwargs,
+            options=RemoteOptions(**kwargs),
         )
         made.append(router)
         await router.start()
@@ -121,21 +123,28 @@ def prompt_for(tokenizer: HFTokenizer, question: str) -> AssembledPrompt:
     )
 
 
-async def collect(router: RoutedBackend, prompt: AssembledPrompt) -> GenerationDone:
-    events = [e async for e in router.stream(prompt, max_tokens=8)]
+async def collect(
+    router: RoutedBackend, prompt: AssembledPrompt, max_tokens: int = 8
+) -> GenerationDone:
+    events = [e async for e in router.stream(prompt, max_tokens=max_tokens)]
+    assert isinstance(events[0], RouteDecision)
+    events = [e for e in events if not isinstance(e, RouteDecision)]
     assert all(isinstance(e, TextDelta) for e in events[:-1])
     assert isinstance(events[-1], GenerationDone)
     return events[-1]
 
 
 async def stream_in_span(
-    router: RoutedBackend, prompt: AssembledPrompt, max_tokens: int = 8
-) -> tuple[list[TextDelta | GenerationDone], str]:
+    router: RoutedBackend,
+    prompt: AssembledPrompt,
+    max_tokens: int = 8,
+    deadline: float | None = None,
+) -> tuple[list[Any], str]:
     """As the pipeline does: ``stream()`` called with the span current, consumed outside it,
     the span ended after; the events and the span's trace id."""
     span = trace.get_tracer(__name__).start_span("generate")
     with trace.use_span(span, end_on_exit=False):
-        events = router.stream(prompt, max_tokens=max_tokens)
+        events = router.stream(prompt, max_tokens=max_tokens, deadline=deadline)
     try:
         return [e async for e in events], format(span.get_span_context().trace_id, "032x")
     finally:
@@ -201,7 +210,7 @@ async def test_the_least_loaded_endpoint_is_chosen(
     router = await make_router()
     a.server._waiting = 3  # the fake reports it as num_waiting_reqs
     await router.poll_once()
-    assert router.endpoints[a.url].snapshot.waiting == 3
+    assert router.endpoints[a.url].load.waiting == 3
     for _ in range(3):  # every time, not by turns
         assert router.choose(LOOKUP, max_tokens=8).endpoint == b.url
     a.server._waiting, b.server._waiting = 0, 2
@@ -245,10 +254,10 @@ async def test_ttft_and_itl_are_read_from_metrics(
     large = fakes[2]
     large.server.reset(ttft_s=0.2, itl_s=0.01, natural_tokens=4)
     router = await make_router()
-    assert router.endpoints[large.url].snapshot.ttft_ms is None
+    assert router.endpoints[large.url].ttft_ms is None
     await collect(router, prompt_for(tokenizer, REASONING))
     await router.poll_once()
-    snap = router.endpoints[large.url].snapshot
+    snap = router.endpoints[large.url]
     assert snap.ttft_ms is not None and 150 < snap.ttft_ms < 1000
     assert snap.itl_ms is not None and 5 < snap.itl_ms < 200
 
@@ -274,14 +283,17 @@ async def test_a_short_budget_routes_to_the_small_pool(
     tight = router.choose(REASONING, max_tokens=16, remaining_ms=100)
     assert (tight.pool, tight.reason) == ("small", "budget")
     assert tight.detail.startswith("large needs ~")
-    # Through stream(): the deadline in effect when it is called.
-    with routing_deadline(time.perf_counter() + 0.1):
-        await stream_in_span(router, prompt_for(tokenizer, REASONING), max_tokens=16)
+    # Through stream(): the deadline it is given.
+    events, _ = await stream_in_span(
+        router, prompt_for(tokenizer, REASONING), 16, deadline=time.perf_counter() + 0.1
+    )
     (span,) = [s for s in spans.get_finished_spans() if s.name == "generate"]
     attrs = span.attributes or {}
     assert (attrs["ragtime.route.pool"], attrs["ragtime.route.reason"]) == ("small", "budget")
-    assert router.last_degradation is not None
-    assert router.last_degradation[0] == "smaller_model"
+    decision = events[0]
+    assert isinstance(decision, RouteDecision) and decision.pool == "small"
+    assert decision.degradation is not None and decision.degradation[0] == "smaller_model"
+    assert decision.target in (fakes[0].url, fakes[1].url) and decision.model == "fake/small"
 
 
 # -- failures ------------------------------------------------------------------------------
@@ -294,7 +306,7 @@ async def test_a_failed_endpoint_is_taken_out_and_probed_back(
     spans: InMemorySpanExporter,
 ) -> None:
     small_a, small_b, large = fakes
-    large.server.reset(reject_status=503)
+    large.server.reset(reject_status=500)
     router = await make_router()
     events, trace_id = await stream_in_span(router, prompt_for(tokenizer, REASONING))
     assert isinstance(events[-1], GenerationDone)
@@ -315,7 +327,8 @@ async def test_a_failed_endpoint_is_taken_out_and_probed_back(
     assert (out.pool, out.reason) == ("small", "failover")
     large.server.reset(healthy=False)
     await router.poll_once()
-    assert not router.endpoints[large.url].up and large.counter.count("/health") >= 1
+    assert not router.endpoints[large.url].up and large.counter.count("/ready") >= 1
+    assert large.counter.count("/health") == 0
     large.server.reset()
     await router.poll_once()
     assert router.endpoints[large.url].up
@@ -332,7 +345,7 @@ async def test_an_endpoint_whose_poll_fails_is_skipped(
     with sock:
         router = await make_router(small=[dead, fakes[1].url])
         assert not router.endpoints[dead].up
-        assert "load poll failed" in router.endpoints[dead].down_reason
+        assert "poll failed" in router.endpoints[dead].reason
         for _ in range(3):
             assert router.choose(LOOKUP, max_tokens=8).endpoint == fakes[1].url
         await collect(router, prompt_for(tokenizer, LOOKUP))
@@ -345,11 +358,12 @@ async def test_every_endpoint_down_fails_at_the_first_event(
     tokenizer: HFTokenizer,
 ) -> None:
     for fake in fakes:
-        fake.server.reset(reject_status=503)
+        fake.server.reset(reject_status=500)
     router = await make_router()
     events = router.stream(prompt_for(tokenizer, LOOKUP), max_tokens=8)  # does not raise
     with pytest.raises(BackendUnavailable, match="no endpoint served"):
-        await anext(events)
+        async for event in events:
+            assert isinstance(event, RouteDecision)  # one per endpoint tried, then the error
     assert sum(f.counter.count("/generate") for f in fakes) == 3  # each endpoint once
     assert not router.loaded
     with pytest.raises(BackendUnavailable, match="no endpoint is up"):
@@ -363,7 +377,7 @@ async def test_a_refused_request_does_not_take_the_endpoint_out(
 ) -> None:
     fakes[2].server.reset(reject_status=400)
     router = await make_router()
-    with pytest.raises(BackendUnavailable, match="refused"):
+    with pytest.raises(GenerationRejected, match="HTTP 400"):
         await collect(router, prompt_for(tokenizer, REASONING))
     assert router.endpoints[fakes[2].url].up
     assert fakes[0].counter.count("/generate") + fakes[1].counter.count("/generate") == 0
@@ -390,3 +404,54 @@ async def test_the_route_goes_on_the_current_span(
     assert attrs["gen_ai.request.model"] == "fake/large"
     assert REASONING not in str(dict(attrs))  # the question itself stays off the span
     assert trace_id in fakes[2].server.generate_requests[0].headers["traceparent"]
+
+
+async def test_a_burst_with_invalid_requests_answers_every_valid_one(
+    tokenizer: HFTokenizer,
+) -> None:
+    """2 pools x 2 endpoints, 50 requests at once, one in five over-long for the servers'
+    context (each one a 200 then an error event, as SGLang sends it): every valid request is
+    answered, every invalid one rejected with the server's message, no endpoint taken out."""
+    fakes = [FakeSGLang() for _ in range(4)]
+    with (
+        ServerThread(fakes[0].app) as s1,
+        ServerThread(fakes[1].app) as s2,
+        ServerThread(fakes[2].app) as l1,
+        ServerThread(fakes[3].app) as l2,
+    ):
+        for fake in fakes:
+            fake.reset(itl_s=0.002, natural_tokens=6)
+        router = RoutedBackend.sglang(
+            {
+                "small": {"model": "fake/small", "endpoints": [s1.url, s2.url]},
+                "large": {"model": "fake/large", "endpoints": [l1.url, l2.url]},
+            },
+            tokenizer=tokenizer,
+            options=RemoteOptions(poll_interval_s=None, stall_timeout_s=5.0),
+        )
+        await router.start()
+        try:
+            context = 300
+            for fake in fakes:  # smaller than the client read: the servers must refuse
+                fake.config.context_length = context
+
+            async def one(i: int) -> str:
+                question = LOOKUP if i % 2 else REASONING
+                prompt = prompt_for(tokenizer, question)
+                invalid = i % 5 == 4
+                max_tokens = context if invalid else 8
+                try:
+                    await collect(router, prompt, max_tokens=max_tokens)
+                except GenerationRejected as exc:
+                    assert "context length" in str(exc)
+                    return "rejected" if invalid else f"valid {i} rejected: {exc}"
+                return "answered" if not invalid else f"invalid {i} answered"
+
+            outcomes = await asyncio.gather(*(one(i) for i in range(50)))
+        finally:
+            await router.close()
+    assert outcomes.count("answered") == 40, outcomes
+    assert outcomes.count("rejected") == 10, outcomes
+    assert all(state.up for state in router.endpoints.values())
+    assert sum(len(f.generate_requests) for f in fakes) == 50  # nothing retried
+    assert all(f.generate_requests for f in fakes)  # both pools, both endpoints each

@@ -14,12 +14,16 @@ from opentelemetry import trace
 
 from inference import (
     AssembledPrompt,
+    BackendBusy,
     BackendUnavailable,
     GenerationDone,
     GenerationFailed,
+    GenerationRejected,
     HFTokenizer,
     InferenceError,
     PromptAssembler,
+    RemoteOptions,
+    RouteDecision,
     SGLangBackend,
     TextDelta,
 )
@@ -61,8 +65,11 @@ async def make_backend(tokenizer: HFTokenizer) -> AsyncIterator[Callable[..., SG
 
     def make(endpoints: list[str], **kwargs: Any) -> SGLangBackend:
         kwargs.setdefault("stall_timeout_s", 5.0)
-        kwargs.setdefault("health_interval_s", None)
-        backend = SGLangBackend(endpoints, model="fake/tiny-chat", tokenizer=tokenizer, **kwargs)
+        kwargs.setdefault("poll_interval_s", None)
+        options = RemoteOptions(**kwargs)
+        backend = SGLangBackend(
+            endpoints, model="fake/tiny-chat", tokenizer=tokenizer, options=options
+        )
         made.append(backend)
         return backend
 
@@ -91,7 +98,9 @@ async def collect(
     deltas: list[str] = []
     done: GenerationDone | None = None
     async for event in backend.stream(prompt, max_tokens=max_tokens):
-        if isinstance(event, TextDelta):
+        if isinstance(event, RouteDecision):
+            assert not deltas, "a route decision after the first delta"
+        elif isinstance(event, TextDelta):
             assert done is None, "a delta after the final event"
             deltas.append(event.text)
         else:
@@ -237,6 +246,7 @@ async def test_closing_the_stream_aborts_the_request_before_closing(
     fake = fakes[0]
     fake.reset(itl_s=0.02, natural_tokens=500)
     events = backend.stream(prompt_for(tokenizer), max_tokens=500)
+    assert isinstance(await anext(events), RouteDecision)
     assert isinstance(await anext(events), TextDelta)
     assert isinstance(await anext(events), TextDelta)
     await events.aclose()
@@ -258,6 +268,7 @@ async def test_a_deadline_cancellation_aborts_the_request(
     fake = fakes[0]
     fake.reset(ttft_s=5.0)
     events = backend.stream(prompt_for(tokenizer), max_tokens=8)
+    assert isinstance(await anext(events), RouteDecision)
     with pytest.raises(TimeoutError):
         await asyncio.wait_for(anext(events), 0.2)
     state = only_state(fake)
@@ -274,12 +285,42 @@ async def test_abort_by_someone_else_is_reported_as_cancelled(
     fake = fakes[0]
     fake.reset(itl_s=0.02, natural_tokens=500)
     events = backend.stream(prompt_for(tokenizer), max_tokens=500)
+    assert isinstance(await anext(events), RouteDecision)
     assert isinstance(await anext(events), TextDelta)
     rid = only_state(fake).rid
     async with httpx.AsyncClient() as client:  # an operator aborts it, by a prefix of its rid
         await client.post(f"{fakes[2]}/abort_request", json={"rid": rid[:8]})
     rest = [e async for e in events]
     assert isinstance(rest[-1], GenerationDone) and rest[-1].finish_reason == "cancelled"
+
+
+async def test_an_abort_with_incremental_output_does_not_repeat_the_text(
+    make_backend: Callable[..., SGLangBackend], fakes: Any, tokenizer: HFTokenizer
+) -> None:
+    fake = fakes[0]
+    fake.reset(incremental=True, itl_s=0.02, natural_tokens=500)
+    backend = make_backend([fakes[2]], incremental=True)
+    await backend.start()
+    events = backend.stream(prompt_for(tokenizer), max_tokens=500)
+    texts = [e.text async for e in _until_text(events)]
+    state = only_state(fake)
+    async with httpx.AsyncClient() as client:
+        await client.post(f"{fakes[2]}/abort_request", json={"rid": state.rid})
+    async for event in events:
+        if isinstance(event, TextDelta):
+            texts.append(event.text)
+        elif isinstance(event, GenerationDone):
+            assert event.finish_reason == "cancelled"
+    # The abort chunk carried the full text so far: read as such, not appended again.
+    assert "".join(texts) == detokenize(state.output, final=True)
+    await backend.close()
+
+
+async def _until_text(events: Any) -> Any:
+    async for event in events:
+        if isinstance(event, TextDelta):
+            yield event
+            return
 
 
 # -- failures ------------------------------------------------------------------------------
@@ -340,7 +381,7 @@ async def test_all_endpoints_down_is_backend_unavailable(
     a.reset(reject_status=503)
     dead, sock = refused_url()
     with sock:
-        backend = make_backend([url_a, dead])
+        backend = make_backend([url_a, dead], cooldown_s=0.0)  # the dead one is retried
         await backend.start()
         with pytest.raises(BackendUnavailable) as info:
             await collect(backend, prompt_for(tokenizer))
@@ -352,12 +393,13 @@ async def test_a_client_error_is_not_retried(
     make_backend: Callable[..., SGLangBackend], fakes: Any, tokenizer: HFTokenizer
 ) -> None:
     a, b, url_a, url_b = fakes
-    a.reset(context_length=10)
+    a.reset(reject_status=400)
     backend = make_backend([url_a, url_b])
     await backend.start()
-    with pytest.raises(BackendUnavailable, match="HTTP 400"):
+    with pytest.raises(GenerationRejected, match="HTTP 400"):
         await collect(backend, prompt_for(tokenizer))
     assert not b.generate_requests
+    assert backend.states[url_a].up
     await backend.close()
 
 
@@ -370,7 +412,8 @@ async def test_an_error_event_after_text_is_generation_failed(
     with pytest.raises(GenerationFailed, match="CUDA out of memory"):
         async for event in events:
             got.append(event)
-    assert got and all(isinstance(e, TextDelta) for e in got)
+    assert isinstance(got[0], RouteDecision) and got[1:]
+    assert all(isinstance(e, TextDelta) for e in got[1:])
     assert not fakes[0].aborts  # the server had ended it
 
 
@@ -414,6 +457,121 @@ async def test_a_stall_before_text_is_retried_then_unavailable(
     with pytest.raises(BackendUnavailable, match="stalled"):
         await collect(backend, prompt_for(tokenizer))
     assert len(a.aborts) == 1 and len(b.aborts) == 1
+    await backend.close()
+
+
+async def test_a_request_error_in_the_stream_is_rejected_not_retried_and_takes_nothing_out(
+    make_backend: Callable[..., SGLangBackend], fakes: Any, tokenizer: HFTokenizer
+) -> None:
+    a, b, url_a, url_b = fakes
+    backend = make_backend([url_a, url_b])
+    await backend.start()
+    prompt = prompt_for(tokenizer)
+    # The servers shrink their context after the client read it: the request goes out and
+    # SGLang answers 200, then an error event (400, retryable false).
+    a.config.context_length = b.config.context_length = len(prompt.token_ids) + 8
+    for _ in range(3):
+        with pytest.raises(GenerationRejected, match="context length") as info:
+            await collect(backend, prompt, max_tokens=64)
+        assert info.value.status_code == 400
+    assert len(a.generate_requests) + len(b.generate_requests) == 3  # never retried
+    assert backend.loaded and all(s.up for s in backend.states.values())
+    _, done = await collect(backend, prompt, max_tokens=4)  # a valid one is served at once
+    assert done.finish_reason == "length"
+
+
+async def test_an_abort_with_a_4xx_status_is_the_requests_fault(
+    make_backend: Callable[..., SGLangBackend], fakes: Any, tokenizer: HFTokenizer
+) -> None:
+    a, b, url_a, url_b = fakes
+    a.reset(server_abort_after=0, server_abort_status=400)
+    b.reset(server_abort_after=0, server_abort_status=400)
+    backend = make_backend([url_a, url_b])
+    await backend.start()
+    with pytest.raises(GenerationRejected, match="aborted by the server"):
+        await collect(backend, prompt_for(tokenizer))
+    assert len(a.generate_requests) + len(b.generate_requests) == 1
+    assert all(s.up for s in backend.states.values())
+
+
+async def test_a_full_queue_on_a_stream_is_busy_then_backend_busy(
+    make_backend: Callable[..., SGLangBackend], fakes: Any, tokenizer: HFTokenizer
+) -> None:
+    a, b, url_a, url_b = fakes
+    for fake in (a, b):
+        fake.reset(max_running=1, queue_capacity=0, ttft_s=0.5)
+    backend = make_backend([url_a, url_b])
+    await backend.start()
+    prompt = prompt_for(tokenizer)
+    holders = [asyncio.create_task(collect(backend, prompt, max_tokens=2)) for _ in range(2)]
+    await wait_until(lambda: all(len(f.states) == 1 for f in (a, b)))
+    with pytest.raises(BackendBusy, match="queue is full") as info:
+        await collect(backend, prompt, max_tokens=2)
+    assert info.value.status_code == 503 and info.value.retry_after_s
+    # Answered 200 with an abort chunk (scheduler.py::_abort_on_queued_limit), not HTTP 503.
+    aborted = [s for f in (a, b) for s in f.states.values() if s.started is None]
+    assert len(aborted) == 2
+    assert all(s.finish_reason and s.finish_reason["status_code"] == 503 for s in aborted)
+    assert {s.health.value for s in backend.states.values()} == {"busy"}
+    await asyncio.gather(*holders)
+
+
+async def test_the_context_length_is_read_and_the_output_capped_to_fit(
+    make_backend: Callable[..., SGLangBackend], fakes: Any, tokenizer: HFTokenizer
+) -> None:
+    prompt = prompt_for(tokenizer)
+    fakes[0].reset(context_length=len(prompt.token_ids) + 20, natural_tokens=500)
+    backend = make_backend([fakes[2]])
+    await backend.start()
+    assert backend.context_length == len(prompt.token_ids) + 20
+    events = [e async for e in backend.stream(prompt, max_tokens=64)]
+    decision = events[0]
+    assert isinstance(decision, RouteDecision) and decision.target == fakes[2]
+    assert decision.degradation is not None and decision.degradation[0] == "output_capped"
+    assert "context length" in decision.degradation[1]
+    sent = fakes[0].generate_requests[0].body["sampling_params"]["max_new_tokens"]
+    assert len(prompt.token_ids) + sent < len(prompt.token_ids) + 20
+    assert isinstance(events[-1], GenerationDone) and events[-1].finish_reason == "length"
+    # A prompt that leaves no room is refused here, without being sent.
+    fakes[0].config.context_length = len(prompt.token_ids) + 2
+    await backend.poll_once()
+    backend.states[fakes[2]].joined = False
+    await backend.poll_once()
+    with pytest.raises(GenerationRejected, match="no room"):
+        await collect(backend, prompt)
+    assert len(fakes[0].generate_requests) == 1
+
+
+async def test_polls_use_ready_and_read_loads_and_latency(
+    make_backend: Callable[..., SGLangBackend], fakes: Any, tokenizer: HFTokenizer
+) -> None:
+    fake, url = fakes[0], fakes[2]
+    fake.reset(ttft_s=0.05, itl_s=0.01, natural_tokens=4, max_running=8, health_s=0.0)
+    backend = make_backend([url])
+    await backend.start()
+    assert backend.cost_target() == url
+    assert list(backend.probe_backends()) == [url]
+    first = backend.target_load(url)
+    assert first is not None and first.max_running == 8 and first.ttft_ms is None
+    await collect(backend.probe_backends()[url], prompt_for(tokenizer))  # type: ignore[arg-type]
+    await backend.poll_once()
+    load = backend.target_load(url)
+    assert load is not None and load.running == 0 and load.waiting == 0
+    assert load.ttft_ms is not None and 40 < load.ttft_ms < 1000
+    assert load.itl_ms is not None and 5 < load.itl_ms < 200
+    await backend.poll_once()
+    again = backend.target_load(url)
+    assert again is not None and again.ttft_ms is None  # no new request since the last poll
+    assert fake.health_calls == 0  # /ready answered: the slow /health is never asked
+
+
+async def test_a_server_without_ready_is_probed_on_health_with_a_long_timeout(
+    make_backend: Callable[..., SGLangBackend], fakes: Any, tokenizer: HFTokenizer
+) -> None:
+    fakes[0].reset(has_ready=False, health_s=1.2)  # /health takes more than a second
+    backend = make_backend([fakes[2]], connect_timeout_s=0.5)
+    await backend.start()
+    assert backend.loaded and backend.states[fakes[2]].up
     await backend.close()
 
 
