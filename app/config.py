@@ -141,6 +141,9 @@ class Settings(BaseSettings):
     budget_quality_path: Path | None = Field(
         None, description="Quality per saving (JSON, from `ragtime bench quality`); empty: shipped."
     )
+    calibrate: bool = Field(
+        True, description="Probe remote targets when they join (off: plan with the priors)."
+    )
     calibration_interval_s: float = Field(
         10.0, gt=0, description="Seconds between checks for remote targets to calibrate."
     )

@@ -65,7 +65,7 @@ def create_app(
         # Calibrate remote targets as they join; publish the cost model as metrics.
         upkeep = asyncio.create_task(
             pipeline.budget.maintain(
-                lambda: probes(gen),
+                lambda: probes(gen) if settings.calibrate else {},
                 interval_s=settings.calibration_interval_s,
                 itl_ms=lambda target: reported_itl_ms(gen, target),
             ),

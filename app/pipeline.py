@@ -18,7 +18,7 @@ import re
 import time
 from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from opentelemetry import trace
@@ -32,14 +32,15 @@ from inference import (
     BackendUnavailable,
     GenerationDone,
     GenerationFailed,
+    GenerationRejected,
     RouteDecision,
-    TextDelta,
     Usage,
 )
 from retrieval import Passage, RerankResult, UnknownCollection
 from tracing import metrics as tracing_metrics
 from tracing.budget import (
     DEFAULT_QUALITY_PATH,
+    Action,
     BudgetEngine,
     BudgetInfeasible,
     BudgetLedger,
@@ -202,18 +203,40 @@ class Pipeline:
         try:
             if question is None:
                 return engine.plan_search(ledger, k=k, rerank_available=available)
-            return engine.plan_answer(
+            plan = engine.plan_answer(
                 ledger,
                 k=k,
                 rerank_available=available,
                 target=target,
                 queue=self._target_queue(target),
             )
+            return self._fit_context_length(plan, limits)
         except BudgetInfeasible as exc:
             if self.settings.on_infeasible == "passages" and limits.max_output_tokens:
                 ledger.degrade("generate", "generation_skipped", str(exc))
                 return Plan(0, limits.context_tokens, 0, 0.0, target=target)
             raise BudgetExhausted(str(exc)) from exc
+
+    def _fit_context_length(self, plan: Plan, limits: PlanLimits) -> Plan:
+        """Shrink the context so that prompt + output fits the server's context length (the
+        backend caps the output for whatever is left over)."""
+        length = getattr(self.services.backend, "context_length", None)
+        if not length:
+            return plan
+        room = length - limits.prompt_overhead_tokens - plan.max_output_tokens
+        if plan.context_tokens <= room:
+            return plan
+        context = max(room, min(limits.min_context_tokens, plan.context_tokens))
+        actions = [a for a in plan.actions if a.action != "context_reduced"]
+        actions.append(
+            Action(
+                "assemble",
+                "context_reduced",
+                f"{context} of {limits.context_tokens} tokens: the server's context length is "
+                f"{length} and the answer may have {plan.max_output_tokens}",
+            )
+        )
+        return replace(plan, context_tokens=context, actions=actions)
 
     def _target_queue(self, target: str) -> TargetQueue:
         """How ``target`` queues: its slots, whether it is ours alone and EDF, others' load."""
@@ -436,9 +459,9 @@ class Pipeline:
             if tail:
                 outcome.text += tail
                 yield tail
-        except (BackendUnavailable, GenerationFailed, BudgetExhausted) as exc:
+        except (BackendUnavailable, GenerationFailed, GenerationRejected, BudgetExhausted) as exc:
             error = exc
-            outcome.finish_reason = "error" if not isinstance(exc, BudgetExhausted) else "deadline"
+            outcome.finish_reason = "deadline" if isinstance(exc, BudgetExhausted) else "error"
             raise
         except Exception as exc:
             error = exc

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -46,7 +47,9 @@ def test_ask_is_answered_through_sglang(
     fake.reset(natural_tokens=10, itl_s=0.001)
     tokenizer = HFTokenizer(build_tiny_tokenizer(tmp_path), local_files_only=True)
     backend = SGLangBackend([url], model="fake/tiny-chat", tokenizer=tokenizer)
-    with running_app(seeded_data_dir, backend=backend) as client:
+    with running_app(
+        seeded_data_dir, backend=backend, calibrate=False
+    ) as client:  # counts /generate: no probes
         assert client.get("/readyz").status_code == 200
         span_exporter.clear()
         question = {"question": "How do I define a function with a default value?"}
@@ -163,10 +166,47 @@ def test_a_request_the_server_refuses_does_not_take_the_backend_out(
     with running_app(seeded_data_dir, backend=backend) as client:
         fake.config.context_length = 20  # under what the client read: SGLang's 200 + error
         refused = client.post("/v1/ask", json=question, headers=auth)
-        assert refused.status_code != 200
+        assert refused.status_code == 400, refused.text
+        assert refused.json()["error"]["type"] == "generation_rejected"
         assert "context length" in refused.json()["error"]["message"]
         fake.config.context_length = 8192
         assert client.get("/readyz").status_code == 200  # the endpoint was not taken out
         answered = client.post("/v1/ask", json=question, headers=auth)
         assert answered.status_code == 200, answered.text
     assert backend.states[url].up
+
+
+def test_a_fast_server_is_calibrated_and_a_tight_budget_gets_a_full_answer(
+    seeded_data_dir: Path,
+    auth: dict[str, str],
+    fake_sglang: tuple[FakeSGLang, str],
+    tmp_path: Path,
+) -> None:
+    """A server answering in about 250 ms (TTFT ~40 ms, 8 ms per token): a 900 ms budget must
+    get a whole answer. Planned with our CPU's priors (2.5 ms per prompt token, 12 ms per
+    output token), it was refused with a 504 in 36 ms."""
+    fake, url = fake_sglang
+    fake.reset(natural_tokens=24, ttft_s=0.04, itl_s=0.008)
+    tokenizer = HFTokenizer(build_tiny_tokenizer(tmp_path), local_files_only=True)
+    backend = SGLangBackend([url], model="fake/tiny-chat", tokenizer=tokenizer)
+    with running_app(seeded_data_dir, backend=backend, calibration_interval_s=0.05) as client:
+        waited = time.monotonic() + 20
+        while True:
+            model = client.get("/v1/budget/model", headers=auth).json()
+            if url in model["calibration"]["calibrated"]:
+                break
+            assert time.monotonic() < waited, model["calibration"]
+            time.sleep(0.05)
+        response = client.post(
+            "/v1/ask",
+            json={"question": "How do I define a function with a default value?", "budget_ms": 900},
+            headers=auth,
+        )
+    prior = model["calibration"]["calibrated"][url]
+    assert prior["decode_ms_per_token"] < 20 and prior["prefill_ms_per_token"] < 0.5
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["finish_reason"] == "stop"  # the whole answer, not cut by a cap or the deadline
+    assert body["usage"]["completion_tokens"] == 24
+    assert not body["budget"]["exceeded"]
+    assert "context_reduced" not in [d["action"] for d in body["degradations"]]
