@@ -51,8 +51,8 @@ def measure_layout(
     tokenizer = HFTokenizer(tokenizer_dir, local_files_only=True)
     backend = SGLangBackend([url], model="fake/tiny-chat", tokenizer=tokenizer)
     usages: list[tuple[int, int]] = []
-    with running_app(
-        data_dir, backend=backend, prompt_layout=layout, max_output_tokens=4
+    with running_app(  # no calibration probes: only the questions' requests are counted
+        data_dir, backend=backend, prompt_layout=layout, max_output_tokens=4, calibrate=False
     ) as client:
         for question in questions:
             response = client.post(
