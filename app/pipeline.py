@@ -217,6 +217,16 @@ class Pipeline:
                 return Plan(0, limits.context_tokens, 0, 0.0, target=target)
             raise BudgetExhausted(str(exc)) from exc
 
+    def _check_feasible(self, ledger: BudgetLedger, question: str) -> None:
+        """Refuse at once a budget that not even the smallest plan can meet (a 504 that costs
+        no embedding, search or model time), unless the passages alone may answer."""
+        if not self.settings.degradation_policy or self.settings.on_infeasible == "passages":
+            return
+        try:
+            self.budget.check_feasible(ledger, self.services.backend.cost_target(question))
+        except BudgetInfeasible as exc:
+            raise BudgetExhausted(str(exc)) from exc
+
     def _fit_context_length(self, plan: Plan, limits: PlanLimits) -> Plan:
         """Shrink the context so that prompt + output fits the server's context length (the
         backend caps the output for whatever is left over)."""
@@ -323,6 +333,7 @@ class Pipeline:
                 "the generation backend is not loaded: "
                 + self.services.problems.get("generator", "still starting")
             )
+        self._check_feasible(ledger, question)
         with ledger.stage("moderate.question") as span:
             score = self.services.moderator.screen_question(question)
             span.set_attribute("ragtime.moderation.score", round(score, 4))

@@ -122,3 +122,17 @@ def test_stage_spans_carry_predicted_and_actual_ms(
     assert target["prior"]["decode_ms_per_token"] == 5.0
     assert model["quantile"] == 0.9
     assert set(model["stages"]) >= {"embed", "search", "rerank"}
+
+
+def test_a_budget_no_plan_can_meet_is_refused_before_any_work(
+    seeded_data_dir: Path, auth: dict[str, str], spans: InMemorySpanExporter
+) -> None:
+    backend = SimulatedBackend()
+    with running_app(seeded_data_dir, backend=backend, max_output_tokens=48) as client:
+        seed(client)  # the smallest plan: 20 + (64 + 120) x 1 + 15 x 5 + 50 ms, and more
+        refused = ask(client, auth, "What is a set?", budget_ms=200)
+    assert refused.status_code == 504
+    assert "the smallest plan needs about" in refused.json()["error"]["message"]
+    names = {s.name for s in spans.get_finished_spans()}
+    assert "embed" not in names and "search" not in names  # no work was spent on it
+    assert backend.served == []

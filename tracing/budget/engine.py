@@ -17,7 +17,7 @@ from tracing import metrics
 from tracing.budget.calibration import Calibrator, Probe
 from tracing.budget.cost_model import CostModel, Learning
 from tracing.budget.ledger import BudgetLedger
-from tracing.budget.policy import DegradationPolicy, Plan, PlanLimits
+from tracing.budget.policy import BudgetInfeasible, DegradationPolicy, Plan, PlanLimits
 from tracing.budget.quality import QualityTable
 from tracing.budget.queue import Reservation, Reservations
 
@@ -84,6 +84,13 @@ class BudgetEngine:
             target=target,
             queue_ms=wait.ms,
         )
+
+    def check_feasible(self, ledger: BudgetLedger, target: str) -> None:
+        """Raise ``BudgetInfeasible`` at once when not even the smallest answer plan, with the
+        stages before it, can fit what is left: before any of the request's work is done."""
+        smallest = self.plan_bounds(target)["smallest_ms"]
+        if smallest > ledger.remaining_ms:
+            raise BudgetInfeasible(smallest, ledger.remaining_ms)
 
     def plan_search(self, ledger: BudgetLedger, *, k: int, rerank_available: bool) -> Plan:
         return self.search_policy.plan(ledger.remaining_ms, k=k, rerank_available=rerank_available)
