@@ -7,6 +7,7 @@ import time
 import pytest
 
 from tracing.budget import (
+    BudgetInfeasible,
     Calibrator,
     CostModel,
     ProbeResult,
@@ -122,3 +123,45 @@ def test_released_and_abandoned_reservations_hold_nothing() -> None:
     book.reserve("t", now - 5, 5000.0)  # its owner went away long ago
     assert book.wait("t", now + 10, slots=1, now=now).ms == 0.0
     assert book.open("t") == 0
+
+
+def test_refusals_bring_a_pessimistic_model_back_within_a_bounded_number_of_requests() -> None:
+    """After a slow period the model predicts 10x the truth; each refusal counts as one
+    observation of the prior, so requests run again after a bounded number of refusals."""
+    from tracing.budget import BudgetEngine, BudgetLedger, PlanLimits, QualityTable
+
+    engine = BudgetEngine(
+        PlanLimits(0, 256, 32, min_context_tokens=64, min_output_tokens=8),
+        PlanLimits(0, 0, 0, 0, 0, 0),
+        quality=QualityTable({}),
+    )
+    gen = engine.cost.generation("t")  # prior: 60 ms + 2.5 ms per token, 12 ms per token
+    for _ in range(40):  # a slow period: ten times that
+        gen.observe_first_token(300, 10 * (60 + 2.5 * 300))
+        gen.observe_decode(30, 10 * 12 * 30)
+    refused = 0
+    while True:
+        ledger = BudgetLedger(1500)  # the smallest plan fits at the prior's costs
+        try:
+            engine.plan_answer(ledger, k=4, rerank_available=False, target="t")
+            break
+        except BudgetInfeasible:
+            refused += 1
+            assert refused < 40, "locked out"
+    assert 0 < refused <= 20
+
+
+def test_a_refusal_for_the_queue_teaches_nothing() -> None:
+    from tracing.budget import BudgetEngine, BudgetLedger, PlanLimits, QualityTable
+
+    engine = BudgetEngine(
+        PlanLimits(0, 256, 32, min_context_tokens=64, min_output_tokens=8),
+        PlanLimits(0, 0, 0, 0, 0, 0),
+        quality=QualityTable({}),
+    )
+    now = time.perf_counter()
+    engine.reservations.reserve("t", now + 60, 50_000.0).start()  # a long request ahead
+    before = engine.cost.generation("t").estimate()
+    with pytest.raises(BudgetInfeasible):
+        engine.plan_answer(BudgetLedger(1500), k=4, rerank_available=False, target="t")
+    assert engine.cost.generation("t").estimate() == before

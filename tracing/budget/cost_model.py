@@ -14,9 +14,10 @@ Two shapes of cost:
 Every estimate is anchored to a **prior**: the figures measured on our CPU for llama.cpp, or a
 target's calibration probe (``calibrate``). The prior enters as pseudo-observations of a fixed
 weight, while real observations lose weight with each newer one (``halflife_requests``) and with
-age (``halflife_s``). So a burst of cache hits, a stall or a slow period fades within a bounded
-number of requests, and when no request runs at all (a service refusing everything), the model
-drifts back to its prior with time: it cannot lock itself out.
+age (``halflife_s``), and with each request refused on predicted cost (a refusal teaches
+nothing, so it ages what was learned). So a burst of cache hits, a stall or a slow period fades
+within a bounded number of requests, refused or served, and with time when none come at all: the
+model cannot lock itself out.
 
 Predictions are made at a quantile (p90 by default) of what was observed: the line's prediction
 times the quantile of observed/predicted ratios, per-unit rates at their quantile. Thread-safe.
@@ -52,6 +53,9 @@ class GenerationPrior:
     """Where the figures come from: ``prior`` (our CPU's measurement) or ``calibration``."""
 
 
+#: Ranks a refusal ages every observation by: half a half-life of 16 requests.
+REFUSAL_AGE = 8.0
+
 #: SmolLM2-135M through llama.cpp on our 2 cores.
 CPU_GENERATION_PRIOR = GenerationPrior(
     fixed_ms=60.0, prefill_ms_per_token=2.5, decode_ms_per_token=12.0, source="prior"
@@ -82,23 +86,33 @@ class Learning:
 
 
 class _Samples:
-    """Recent ``(x, y, t)`` observations with recency weights."""
+    """Recent ``(x, y)`` observations with recency weights.
+
+    An observation's rank is how many newer ones came after it, plus ``REFUSAL_AGE`` for every
+    refusal since (``age``): a refused request teaches nothing, so it ages what was learned and
+    lets the prior, whose weight is fixed, count for more."""
 
     def __init__(self, learning: Learning, clock: Callable[[], float]) -> None:
         self.learning = learning
         self.clock = clock
-        self.points: deque[tuple[float, float, float]] = deque(maxlen=learning.window)
+        self.points: deque[tuple[float, float, float, float]] = deque(maxlen=learning.window)
         self.count = 0
+        self._position = 0.0
 
     def add(self, x: float, y: float) -> None:
-        self.points.append((x, y, self.clock()))
+        self.points.append((x, y, self.clock(), self._position))
+        self._position += 1.0
         self.count += 1
+
+    def age(self, ranks: float) -> None:
+        self._position += ranks
 
     def weighted(self) -> list[tuple[float, float, float]]:
         """``(x, y, weight)``, the newest first."""
         lr, now = self.learning, self.clock()
         out = []
-        for rank, (x, y, at) in enumerate(reversed(self.points)):
+        for x, y, at, position in reversed(self.points):
+            rank = self._position - position - 1.0
             weight = 0.5 ** (rank / lr.halflife_requests) * 0.5 ** ((now - at) / lr.halflife_s)
             out.append((x, y, weight))
         return out
@@ -134,6 +148,11 @@ class StageCost:
         if units > 0 and elapsed_ms >= 0 and math.isfinite(elapsed_ms):
             self._samples.add(units, elapsed_ms / units)
             self._cached = None
+
+    def observe_refusal(self) -> None:
+        """Age what was learned (see ``GenerationCost.observe_refusal``)."""
+        self._samples.age(REFUSAL_AGE)
+        self._cached = None
 
     def rate(self, quantile: float | None = None) -> float:
         """ms per unit at ``quantile`` (the model's own by default); 0 when nothing is known."""
@@ -227,6 +246,17 @@ class GenerationCost:
             with self._lock:
                 self._ttft.add(float(max(uncached_tokens, 0)), ttft_ms)
                 self._estimates.clear()
+
+    def observe_refusal(self) -> None:
+        """A request was refused on this target's predicted cost. It taught nothing, so what
+        was learned ages as if ``REFUSAL_AGE`` requests had come since: a model made
+        pessimistic by a slow period returns to its prior within a bounded number of refusals,
+        and requests run again (and teach it the truth) instead of being refused for as long
+        as its memory lasts."""
+        with self._lock:
+            self._ttft.age(REFUSAL_AGE)
+            self._decode.age(REFUSAL_AGE)
+            self._estimates.clear()
 
     def observe_cache(self, prompt_tokens: int, cached_tokens: int) -> None:
         """How much of a request's prompt the target found in its prefix cache."""
@@ -390,6 +420,12 @@ class CostModel:
     def calibrate(self, target: str, prior: GenerationPrior) -> None:
         """Anchor ``target`` to a measured prior (its calibration probe)."""
         self.generation(target).recalibrate(prior)
+
+    def observe_refusal(self, target: str, stages: tuple[str, ...] = ()) -> None:
+        """A request to ``target`` was refused on predicted cost (before ``stages`` ran)."""
+        self.generation(target).observe_refusal()
+        for name in stages:
+            self.stage(name).observe_refusal()
 
     def seed(
         self,

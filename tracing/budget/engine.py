@@ -77,19 +77,29 @@ class BudgetEngine:
             external=queue.external,
             external_ms=typical_ms,
         )
-        return self.answer_policy.plan(
-            ledger.remaining_ms,
-            k=k,
-            rerank_available=rerank_available,
-            target=target,
-            queue_ms=wait.ms,
-        )
+        try:
+            return self.answer_policy.plan(
+                ledger.remaining_ms,
+                k=k,
+                rerank_available=rerank_available,
+                target=target,
+                queue_ms=wait.ms,
+            )
+        except BudgetInfeasible as exc:
+            if exc.needed_ms - wait.ms > ledger.remaining_ms:  # its cost alone does not fit
+                self.cost.observe_refusal(target, ("moderate.answer",))
+            raise
 
     def check_feasible(self, ledger: BudgetLedger, target: str) -> None:
         """Raise ``BudgetInfeasible`` at once when not even the smallest answer plan, with the
-        stages before it, can fit what is left: before any of the request's work is done."""
-        smallest = self.plan_bounds(target)["smallest_ms"]
+        stages before it, can fit what is left: before any of the request's work is done.
+
+        Judged at the median, not the planning quantile: a refusal teaches the model nothing,
+        so this check must not refuse on a pessimistic tail (one slow burst would lock it in);
+        the plan after search decides at the quantile, with fresh figures."""
+        smallest = self.plan_bounds(target, quantile=0.5)["smallest_ms"]
         if smallest > ledger.remaining_ms:
+            self.cost.observe_refusal(target, ("embed", "search", "moderate.answer"))
             raise BudgetInfeasible(smallest, ledger.remaining_ms)
 
     def plan_search(self, ledger: BudgetLedger, *, k: int, rerank_available: bool) -> Plan:
@@ -152,12 +162,14 @@ class BudgetEngine:
                 log.exception("budget engine upkeep failed")
             await asyncio.sleep(interval_s)
 
-    def plan_bounds(self, target: str) -> dict[str, float]:
+    def plan_bounds(self, target: str, quantile: float | None = None) -> dict[str, float]:
         """Predicted ms of the smallest and the full answer plan at ``target``, with no queue,
         counting the stages before planning (embed, search) and answer moderation."""
         lim = self.answer_policy.limits
-        est = self.cost.generation(target).estimate()
-        around = sum(self.cost.rate(s) for s in ("embed", "search", "moderate.answer"))
+        est = self.cost.generation(target).estimate(quantile)
+        around = sum(
+            self.cost.stage(s).rate(quantile) for s in ("embed", "search", "moderate.answer")
+        )
         smallest = (
             est.service_ms(
                 lim.min_context_tokens + lim.prompt_overhead_tokens, lim.min_output_tokens
@@ -165,7 +177,7 @@ class BudgetEngine:
             + lim.reserve_ms
         )
         full = (
-            self.cost.predict("rerank", lim.rerank_candidates)
+            self.cost.stage("rerank").rate(quantile) * lim.rerank_candidates
             + est.service_ms(lim.context_tokens + lim.prompt_overhead_tokens, lim.max_output_tokens)
             + lim.reserve_ms
         )
