@@ -60,7 +60,9 @@ def test_ttft_is_a_fixed_cost_plus_a_cost_per_uncached_token() -> None:
     fixed, slope = gen.line()
     assert slope < 0.2  # the prior says 2 ms per token; the data pulls it to the server's
     assert 25.0 < fixed < 60.0
-    assert 80.0 <= gen.ttft_ms(1000) < 100.0  # truth: 80 ms
+    # Truth 80 ms, the CPU prior 2050 ms: the data has pulled it most of the way (a calibration
+    # probe sets a prior near the truth, so no remote target lives with this one).
+    assert 80.0 <= gen.ttft_ms(1000) < 200.0
 
 
 def test_cache_hits_do_not_poison_the_prefill_rate() -> None:
@@ -88,7 +90,11 @@ def test_decode_is_per_output_token_at_the_quantile() -> None:
 
 
 def test_plans_at_a_high_quantile_not_the_mean() -> None:
-    gen = model().generation("t")
+    cost = model()
+    cost.calibrate(
+        "t", GenerationPrior(fixed_ms=100.0, prefill_ms_per_token=0.0, decode_ms_per_token=10.0)
+    )
+    gen = cost.generation("t")
     for i in range(40):  # one in five requests is three times slower
         gen.observe_first_token(500, 300.0 if i % 5 == 0 else 100.0)
     assert gen.ttft_ms(500, quantile=0.5) < 150

@@ -20,7 +20,8 @@ within a bounded number of requests, refused or served, and with time when none 
 model cannot lock itself out.
 
 Predictions are made at a quantile (p90 by default) of what was observed: the line's prediction
-times the quantile of observed/predicted ratios, per-unit rates at their quantile. Thread-safe.
+plus the quantile of the observations' distance above it, per-unit rates at their quantile.
+Thread-safe.
 """
 
 from __future__ import annotations
@@ -192,8 +193,9 @@ class GenerationEstimate:
 
     fixed_ms: float
     prefill_ms_per_token: float
-    ttft_ratio: float
-    """The quantile of observed/fitted TTFT: how far above the line the quantile lies."""
+    ttft_margin_ms: float
+    """The quantile of observed minus fitted TTFT (at least 0): how far above the line the
+    quantile lies. Additive: a ratio would blow up near the origin, where cache hits sit."""
     decode_ms_per_token: float
     cached_prefix_tokens: float = 0.0
     """Prompt tokens a new request can count on finding cached (the shared system prompt and
@@ -204,9 +206,8 @@ class GenerationEstimate:
         return self.ttft_ms(max(prompt_tokens - self.cached_prefix_tokens, 1.0))
 
     def ttft_ms(self, uncached_tokens: float) -> float:
-        return (self.fixed_ms + self.prefill_ms_per_token * max(uncached_tokens, 0.0)) * (
-            self.ttft_ratio
-        )
+        fitted = self.fixed_ms + self.prefill_ms_per_token * max(uncached_tokens, 0.0)
+        return fitted + self.ttft_margin_ms
 
     def decode_ms(self, tokens: float) -> float:
         """Output tokens after the first."""
@@ -313,17 +314,15 @@ class GenerationCost:
             decode = [(y, w) for _, y, w in self._decode.weighted()]
             prefixes = [(y, w) for _, y, w in self._cached.weighted()]
             fixed, slope = self._fit(points)
-        ratios = [
-            (y / fitted, w) for x, y, w in points if (fitted := fixed + slope * x) > 0 and w > 1e-3
-        ]
-        ratio = 1.0
-        if len(ratios) >= 3:
-            ratios.append((1.0, self.learning.prior_weight))
-            ratio = max(weighted_quantile(ratios, q), 0.0)
+        residuals = [(y - (fixed + slope * x), w) for x, y, w in points if w > 1e-3]
+        margin = 0.0
+        if len(residuals) >= 3:
+            residuals.append((0.0, self.learning.prior_weight))
+            margin = max(weighted_quantile(residuals, q), 0.0)
         decode.append((self.prior.decode_ms_per_token, self.learning.prior_weight))
         # Count on the prefix that all but the unluckiest recent requests found cached.
         prefix = weighted_quantile(prefixes, 1.0 - q) if len(prefixes) >= 3 else 0.0
-        est = GenerationEstimate(fixed, slope, ratio, weighted_quantile(decode, q), prefix)
+        est = GenerationEstimate(fixed, slope, margin, weighted_quantile(decode, q), prefix)
         with self._lock:
             self._estimates[q] = (now, est)
         return est
