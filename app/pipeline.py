@@ -414,8 +414,9 @@ class Pipeline:
         error: BaseException | None = None
         outcome.finish_reason = "cancelled"
         run = _GenerationRun(target=plan.target, started=time.perf_counter())
-        if prepared.reservation is not None:
-            prepared.reservation.start()
+        reservation = prepared.reservation
+        if reservation is not None:
+            reservation.start()
         # Made current for the call, so a remote backend's propagated context names this span.
         with trace.use_span(span, end_on_exit=False):
             events = backend.stream(
@@ -429,7 +430,19 @@ class Pipeline:
         try:
             async with aclosing(events):
                 while True:
-                    event = await next_before_deadline(events, ledger, reserve_ms=reserve_ms)
+                    stop_at = reservation.stop_at if reservation is not None else None
+                    event = await next_before_deadline(
+                        events, ledger, reserve_ms=reserve_ms, stop_at=stop_at
+                    )
+                    if event is None and stop_at is not None and stop_at < ledger.deadline:
+                        outcome.finish_reason = "length"  # cut short for a queued request
+                        ledger.degrade(
+                            "generate",
+                            "output_capped",
+                            "stopped early: a request queued behind it needed the time",
+                            span,
+                        )
+                        break
                     if event is None:  # the deadline came first
                         outcome.finish_reason = "deadline"
                         ledger.degrade(
@@ -464,7 +477,7 @@ class Pipeline:
                     if released:
                         outcome.text += released
                         yield released
-            if run.first_at is None and outcome.finish_reason == "deadline":
+            if run.first_at is None and outcome.finish_reason in ("deadline", "length"):
                 raise BudgetExhausted("no answer token came before the deadline")
             tail = self._moderate_tail(answer_filter, ledger, outcome)
             if tail:

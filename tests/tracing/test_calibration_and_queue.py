@@ -12,6 +12,7 @@ from tracing.budget import (
     CostModel,
     ProbeResult,
     Reservations,
+    TargetQueue,
     calibrate,
 )
 
@@ -160,8 +161,33 @@ def test_a_refusal_for_the_queue_teaches_nothing() -> None:
         quality=QualityTable({}),
     )
     now = time.perf_counter()
-    engine.reservations.reserve("t", now + 60, 50_000.0).start()  # a long request ahead
+    engine.reservations.reserve("t", now + 60, 50_000.0).start()  # two long requests ahead
+    engine.reservations.reserve("t", now + 60, 50_000.0)
     before = engine.cost.generation("t").estimate()
     with pytest.raises(BudgetInfeasible):
         engine.plan_answer(BudgetLedger(1500), k=4, rerank_available=False, target="t")
     assert engine.cost.generation("t").estimate() == before
+
+
+def test_a_newcomer_behind_one_long_request_gets_a_share_instead_of_a_504() -> None:
+    """One request ahead planned to use its whole budget: rather than refuse the next one,
+    the engine asks it to stop early, after at least the smallest plan's time."""
+    from tracing.budget import BudgetEngine, BudgetLedger, PlanLimits, QualityTable
+
+    engine = BudgetEngine(
+        PlanLimits(0, 256, 64, min_context_tokens=64, min_output_tokens=8),
+        PlanLimits(0, 0, 0, 0, 0, 0),
+        quality=QualityTable({}),
+    )
+    now = time.perf_counter()
+    ahead = engine.reservations.reserve("t", now + 3.0, 2900.0)
+    ahead.start()
+    ledger = BudgetLedger(3000)  # its smallest plan (~650 ms) fits; behind 2.9 s it would not
+    plan = engine.plan_answer(ledger, k=4, rerank_available=False, target="t", queue=TargetQueue())
+    assert plan.predicted_ms <= 3000
+    assert ahead.stop_at is not None and ahead.stop_at < now + 2.9
+    assert plan.stage_ms["queue"] == pytest.approx((ahead.stop_at - now) * 1000, abs=50)
+    two = engine.reservations.reserve("t", now + 3.0, 2900.0)
+    two.start()  # with two ahead, nobody is cut short: refused
+    with pytest.raises(BudgetInfeasible):
+        engine.plan_answer(BudgetLedger(3000), k=4, rerank_available=False, target="t")

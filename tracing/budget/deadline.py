@@ -7,6 +7,7 @@ is dropped when it finishes.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeVar
 
@@ -37,10 +38,18 @@ async def run_in_thread(
 
 
 async def next_before_deadline(
-    events: AsyncIterator[E], ledger: BudgetLedger, *, reserve_ms: float = 0.0
+    events: AsyncIterator[E],
+    ledger: BudgetLedger,
+    *,
+    reserve_ms: float = 0.0,
+    stop_at: float | None = None,
 ) -> E | None:
-    """The next event, or ``None`` when the deadline (less ``reserve_ms``) passes first."""
-    timeout_s = (ledger.remaining_ms - reserve_ms) / 1000.0
+    """The next event, or ``None`` when the deadline (less ``reserve_ms``) passes first, or
+    ``stop_at`` (a ``time.perf_counter()`` value) when that is sooner."""
+    remaining_ms = ledger.remaining_ms
+    if stop_at is not None:
+        remaining_ms = min(remaining_ms, (stop_at - time.perf_counter()) * 1000.0)
+    timeout_s = (remaining_ms - reserve_ms) / 1000.0
     if timeout_s <= 0:
         return None
     try:

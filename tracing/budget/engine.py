@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -19,9 +20,13 @@ from tracing.budget.cost_model import CostModel, Learning
 from tracing.budget.ledger import BudgetLedger
 from tracing.budget.policy import BudgetInfeasible, DegradationPolicy, Plan, PlanLimits
 from tracing.budget.quality import QualityTable
-from tracing.budget.queue import Reservation, Reservations
+from tracing.budget.queue import Reservation, Reservations, Wait
 
 log = logging.getLogger(__name__)
+
+#: When a request ahead is cut short for a newcomer, the share of the newcomer's slack (its
+#: time left beyond its own smallest plan) that the one ahead may still take.
+SHARE_OF_SLACK = 0.6
 
 
 @dataclass(frozen=True)
@@ -86,9 +91,42 @@ class BudgetEngine:
                 queue_ms=wait.ms,
             )
         except BudgetInfeasible as exc:
-            if exc.needed_ms - wait.ms > ledger.remaining_ms:  # its cost alone does not fit
+            alone_ms = exc.needed_ms - wait.ms  # the smallest plan with no queue
+            if alone_ms > ledger.remaining_ms:  # its cost alone does not fit
                 self.cost.observe_refusal(target, ("moderate.answer",))
-            raise
+                raise
+            shared = self._share(ledger, wait, alone_ms, queue, target)
+            if shared is None:
+                raise
+            queue_ms, ahead = shared
+            plan = self.answer_policy.plan(
+                ledger.remaining_ms,
+                k=k,
+                rerank_available=rerank_available,
+                target=target,
+                queue_ms=queue_ms,
+            )
+            ahead.ask_to_stop(time.perf_counter() + queue_ms / 1000.0)
+            return plan
+
+    def _share(
+        self, ledger: BudgetLedger, wait: Wait, alone_ms: float, queue: TargetQueue, target: str
+    ) -> tuple[float, Reservation] | None:
+        """A shorter wait behind the one request ahead, and that request, when cutting it short
+        lets this one fit; ``None`` when it cannot (more than one ahead, another's load)."""
+        if queue.slots != 1 or queue.external or len(wait.reservations) != 1:
+            return None
+        ahead = wait.reservations[0]
+        now = time.perf_counter()
+        lim = self.answer_policy.limits
+        least_ms = self.cost.generation(target).service_ms(
+            lim.min_context_tokens + lim.prompt_overhead_tokens, lim.min_output_tokens
+        )
+        begun = ahead.started if ahead.started is not None else now
+        floor_ms = max((begun - now) * 1000.0 + least_ms, 0.0)  # the one ahead gets its least
+        tolerable_ms = ledger.remaining_ms - alone_ms
+        queue_ms = max(SHARE_OF_SLACK * tolerable_ms, floor_ms)
+        return (queue_ms, ahead) if queue_ms <= tolerable_ms else None
 
     def check_feasible(self, ledger: BudgetLedger, target: str) -> None:
         """Raise ``BudgetInfeasible`` at once when not even the smallest answer plan, with the

@@ -8,6 +8,10 @@ SGLang). For a target served earliest-deadline-first, only requests with an earl
 holds its slot past that: the wait is capped by the latest deadline ahead. That is what lets the
 policy shrink each queued request's plan instead of refusing the late ones: the wait it counts
 is what the requests ahead can really take, not one average service time each.
+
+When even so a newcomer would be refused behind a single request on a single slot, that request
+is asked to stop early (``ask_to_stop``), after at least the smallest plan's generation time,
+so that both get an answer: its answer is cut short, the newcomer's is not refused.
 """
 
 from __future__ import annotations
@@ -26,7 +30,13 @@ class Reservation:
     """Predicted time from sending to the last token."""
     started: float | None = None
     released: bool = False
+    stop_at: float | None = None
+    """Set when a request queued behind this one needs the time: stop decoding by then."""
     _book: Reservations | None = field(default=None, repr=False)
+
+    def ask_to_stop(self, at: float) -> None:
+        """Finish by ``at`` (a ``time.perf_counter()`` value), so that a later request fits."""
+        self.stop_at = at if self.stop_at is None else min(self.stop_at, at)
 
     def start(self) -> None:
         """Generation began (the request left our queue)."""
@@ -41,7 +51,8 @@ class Reservation:
         left = self.service_ms
         if self.started is not None:
             left -= (now - self.started) * 1000.0
-        return max(min(left, (self.deadline - now) * 1000.0), 0.0)
+        end = self.deadline if self.stop_at is None else min(self.deadline, self.stop_at)
+        return max(min(left, (end - now) * 1000.0), 0.0)
 
 
 @dataclass(frozen=True)
@@ -50,6 +61,8 @@ class Wait:
     ahead: int
     """Requests counted ahead of this one."""
     slots: int
+    reservations: tuple[Reservation, ...] = ()
+    """Our own reservations counted ahead."""
 
 
 class Reservations:
@@ -103,11 +116,11 @@ class Reservations:
         ahead = [r for r in held if not edf or r.started is not None or r.deadline <= deadline]
         count = len(ahead) + max(external, 0)
         if count < slots:
-            return Wait(0.0, count, slots)
+            return Wait(0.0, count, slots, tuple(ahead))
         work = sum(r.remaining_ms(now) for r in ahead) + max(external, 0) * external_ms
         # A slot frees when the earliest of the running requests ends; with every slot busy,
         # the work ahead is shared by the slots.
         ms = work / slots
         if ahead and not external:
             ms = min(ms, max((max(r.deadline for r in ahead) - now) * 1000.0, 0.0))
-        return Wait(ms, count, slots)
+        return Wait(ms, count, slots, tuple(ahead))
