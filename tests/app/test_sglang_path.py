@@ -210,3 +210,25 @@ def test_a_fast_server_is_calibrated_and_a_tight_budget_gets_a_full_answer(
     assert body["usage"]["completion_tokens"] == 24
     assert not body["budget"]["exceeded"]
     assert "context_reduced" not in [d["action"] for d in body["degradations"]]
+
+
+def test_the_context_shrinks_to_fit_the_servers_context_length(
+    seeded_data_dir: Path,
+    auth: dict[str, str],
+    fake_sglang: tuple[FakeSGLang, str],
+    tmp_path: Path,
+) -> None:
+    fake, url = fake_sglang
+    fake.reset(natural_tokens=8, context_length=420)
+    tokenizer = HFTokenizer(build_tiny_tokenizer(tmp_path), local_files_only=True)
+    backend = SGLangBackend([url], model="fake/tiny-chat", tokenizer=tokenizer)
+    with running_app(seeded_data_dir, backend=backend, calibrate=False) as client:
+        response = client.post(
+            "/v1/ask", json={"question": "How do I define a function?"}, headers=auth
+        )
+    assert response.status_code == 200, response.text
+    body = response.json()
+    reduced = [d for d in body["degradations"] if d["action"] == "context_reduced"]
+    assert reduced and "context length is 420" in reduced[0]["reason"]
+    sent = fake.generate_requests[-1].body
+    assert len(sent["input_ids"]) + sent["sampling_params"]["max_new_tokens"] <= 420
