@@ -132,6 +132,7 @@ class Pipeline:
         self.settings = services.settings
         self.budget = budget or build_budget_engine(self.settings)
         self.cost = self.budget.cost
+        self._shared_prefix: int | None = None
 
     # -- retrieval -------------------------------------------------------------------------
 
@@ -509,7 +510,23 @@ class Pipeline:
             ttft_ms=(run.first_at - run.started) * 1000.0 - done.queue_ms,
             output_tokens=usage.completion_tokens,
             decode_ms=_ms_since(run.first_at),
+            shared_prefix_tokens=self._shared_prefix_tokens(),
         )
+
+    def _shared_prefix_tokens(self) -> int | None:
+        """The tokens every prompt starts with (system prompt, template): what a new question
+        can count on finding in a prefix cache."""
+        assembler = self.services.assembler
+        if self._shared_prefix is None and assembler is not None:
+            one = assembler.assemble("What is one thing?", []).token_ids
+            other = assembler.assemble("Why another?", []).token_ids
+            shared = 0
+            for a, b in zip(one, other, strict=False):
+                if a != b:
+                    break
+                shared += 1
+            self._shared_prefix = shared
+        return self._shared_prefix
 
     @staticmethod
     def _record_actions(plan: Plan, stage: str, ledger: BudgetLedger, span: Span) -> None:

@@ -191,3 +191,19 @@ def test_a_newcomer_behind_one_long_request_gets_a_share_instead_of_a_504() -> N
     two.start()  # with two ahead, nobody is cut short: refused
     with pytest.raises(BudgetInfeasible):
         engine.plan_answer(BudgetLedger(3000), k=4, rerank_available=False, target="t")
+
+
+def test_repeats_do_not_teach_that_a_new_prompt_will_be_cached() -> None:
+    """Fifty repeats of one question are served whole from the prefix cache; a new question
+    still finds only the shared system prompt cached, and the plan must not count on more."""
+    from tracing.budget import BudgetEngine, PlanLimits, QualityTable
+
+    engine = BudgetEngine(
+        PlanLimits(0, 256, 64), PlanLimits(0, 0, 0, 0, 0, 0), quality=QualityTable({})
+    )
+    for _ in range(50):
+        engine.observe_generation(
+            "t", prompt_tokens=920, cached_tokens=919, ttft_ms=40.0, output_tokens=10,
+            decode_ms=100.0, shared_prefix_tokens=60,
+        )  # fmt: skip
+    assert engine.cost.generation("t").estimate().cached_prefix_tokens == 60

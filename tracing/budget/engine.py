@@ -161,10 +161,19 @@ class BudgetEngine:
         ttft_ms: float | None,
         output_tokens: int,
         decode_ms: float | None,
+        shared_prefix_tokens: int | None = None,
     ) -> None:
-        """Learn from one request's generation at ``target`` (times exclude our queue)."""
+        """Learn from one request's generation at ``target`` (times exclude our queue).
+
+        ``shared_prefix_tokens``: the prompt prefix every request shares (system prompt and
+        template). Only that much of what was cached counts toward what the next request may
+        expect cached: a repeated question is served whole from the cache, a new one is not.
+        """
         gen = self.cost.generation(target)
-        gen.observe_cache(prompt_tokens, cached_tokens)
+        expectable = cached_tokens
+        if shared_prefix_tokens is not None:
+            expectable = min(cached_tokens, shared_prefix_tokens)
+        gen.observe_cache(prompt_tokens, expectable)
         if ttft_ms is not None:
             gen.observe_first_token(prompt_tokens - cached_tokens, ttft_ms)
         if decode_ms is not None and output_tokens > 1:
