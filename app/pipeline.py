@@ -250,19 +250,19 @@ class Pipeline:
         return replace(plan, context_tokens=context, actions=actions)
 
     def _target_queue(self, target: str) -> TargetQueue:
-        """How ``target`` queues: its slots, whether it is ours alone and EDF, others' load."""
+        """How ``target`` queues: its slots, whether it is ours alone and EDF, others' load.
+
+        Others' load is the queue the server reports beyond its running batch, less what our
+        own requests can account for: a remote server's load is polled every few seconds, and
+        its running requests then were mostly ours, long finished. Counting them again would
+        refuse requests behind a queue that is gone."""
         backend = self.services.backend
         load = backend.target_load(target)
-        if load is None:
-            return TargetQueue(slots=1, edf=backend.earliest_deadline_first)
+        slots = max(load.max_running or 1, 1) if load is not None else 1
+        if load is None or backend.earliest_deadline_first:
+            return TargetQueue(slots=slots, edf=backend.earliest_deadline_first)
         ours = self.budget.reservations.open(target)
-        return TargetQueue(
-            slots=max(load.max_running or 1, 1),
-            edf=backend.earliest_deadline_first,
-            external=0
-            if backend.earliest_deadline_first
-            else max(load.running + load.waiting - ours, 0),
-        )
+        return TargetQueue(slots=slots, external=max(load.waiting - max(ours - slots, 0), 0))
 
     async def _rerank(
         self,
