@@ -56,6 +56,7 @@ def section(goodputs: Sequence[GoodputResult], quality: QualityResult | None) ->
                 f"{s.plan_bounds.get('full_ms', 0):.0f} ms."
             )
         lines.append(table(result.cells))
+        lines.extend(result.notes)
         lines.append(
             "Targets: "
             + "; ".join(
