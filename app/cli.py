@@ -18,11 +18,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from app.main import create_app
+    from tracing import shutdown_tracing
 
     settings = get_settings()
     host = args.host or settings.host
     port = args.port or int(os.environ.get("PORT", settings.port))
-    uvicorn.run(create_app(settings), host=host, port=port, log_level=args.log_level)
+    try:
+        uvicorn.run(create_app(settings), host=host, port=port, log_level=args.log_level)
+    finally:
+        shutdown_tracing()
     return 0
 
 
