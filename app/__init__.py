@@ -1,6 +1,8 @@
-"""The ragtime service: FastAPI app, CLI, auth, admission, the request pipeline, moderation."""
+"""The ragtime service: FastAPI app, CLI, auth, admission, the request pipeline, moderation.
+
+Importing ``app`` stays light (settings only): the app itself is built by ``app.main.create_app``.
+"""
 
 from app.config import Settings, get_settings
-from app.main import create_app
 
-__all__ = ["Settings", "create_app", "get_settings"]
+__all__ = ["Settings", "get_settings"]

@@ -18,11 +18,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from app.main import create_app
+    from tracing import shutdown_tracing
 
     settings = get_settings()
     host = args.host or settings.host
     port = args.port or int(os.environ.get("PORT", settings.port))
-    uvicorn.run(create_app(settings), host=host, port=port, log_level=args.log_level)
+    try:
+        uvicorn.run(create_app(settings), host=host, port=port, log_level=args.log_level)
+    finally:
+        shutdown_tracing()
     return 0
 
 
@@ -200,15 +204,42 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("setup-demo", help="ingest the demo corpus and make a demo key (once)")
     demo.set_defaults(func=cmd_setup_demo)
 
-    from app.bench.cli import register as register_bench
-
-    register_bench(sub)
+    _register_bench(sub)
     return parser
+
+
+BENCH_MISSING = (
+    "ragtime bench needs the load harness and its extra: "
+    "pip install -e '.[bench]' (from a checkout of ragtime)"
+)
+
+
+def cmd_bench_missing(args: argparse.Namespace) -> int:
+    print(f"error: {BENCH_MISSING}", file=sys.stderr)
+    return 2
+
+
+def _register_bench(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``ragtime bench`` from the top-level ``bench`` package, which the service does not ship."""
+    try:
+        from bench.cli import register
+    except ImportError:
+        missing = sub.add_parser(
+            "bench", help="load runs and benchmarks (needs [bench])", add_help=False
+        )
+        missing.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+        missing.set_defaults(func=cmd_bench_missing)
+        return
+    register(sub)
 
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    # parse_args, except that without the bench extra ``ragtime bench ...`` takes any arguments.
+    args, unknown = parser.parse_known_args(argv)
+    if unknown and args.func is not cmd_bench_missing:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     args.argv = list(sys.argv[1:] if argv is None else argv)  # as typed, for bench records
     return int(args.func(args))
 

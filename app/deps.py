@@ -24,11 +24,12 @@ async def get_services(request: Request) -> Services:
 ServicesDep = Annotated[Services, Depends(get_services)]
 
 
-async def get_settings(services: ServicesDep) -> Settings:
+async def get_app_settings(services: ServicesDep) -> Settings:
+    """The settings the running app was built with (``config.get_settings`` reads the env)."""
     return services.settings
 
 
-SettingsDep = Annotated[Settings, Depends(get_settings)]
+SettingsDep = Annotated[Settings, Depends(get_app_settings)]
 
 
 async def get_pipeline(request: Request) -> Pipeline:

@@ -18,7 +18,7 @@ from app.pipeline import Pipeline
 from app.routes import alerts, ask, budget, health, search
 from app.services import Services
 from inference import GenerationBackend
-from tracing import RequestMetricsMiddleware, configure_tracing, shutdown_tracing
+from tracing import RequestMetricsMiddleware, configure_tracing, flush_tracing
 from tracing.alerts import AlertEvaluator
 
 log = logging.getLogger("ragtime")
@@ -83,7 +83,7 @@ def create_app(
                 await upkeep
             await app.state.alerts.stop()
             await services.close()
-            shutdown_tracing()
+            flush_tracing()  # the provider outlives an app; `ragtime serve` shuts it down
 
     app = FastAPI(
         title="ragtime",

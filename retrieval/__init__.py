@@ -5,10 +5,10 @@ the app embeds the question, calls ``DocumentStore.search`` and, when a cross-en
 ``Reranker.rerank``. Errors carry the HTTP status the app answers with.
 """
 
-from retrieval.chunking import Chunk, chunk_text
+from retrieval.chunking import SUPPORTED_SUFFIXES, Chunk, chunk_text
 from retrieval.embeddings import Embedder, default_embedding_model_path
 from retrieval.errors import RerankerUnavailable, RetrievalError, UnknownCollection
-from retrieval.ingest import SUPPORTED_SUFFIXES, IngestReport, ingest_path, iter_documents
+from retrieval.ingest import IngestReport, ingest_path, iter_documents
 from retrieval.rerank import Reranker, RerankResult
 from retrieval.store import DocumentStore, Passage
 

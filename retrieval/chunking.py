@@ -18,7 +18,8 @@ from retrieval._markup import iter_blocks, split_sections, strip_noise
 
 _TOKENISH = re.compile(r"\w+|[^\w\s]")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[^\sa-z])")
-_DOC_SUFFIXES = (".txt", ".rst", ".md", ".markdown")
+#: The documents ingest reads; a title drops the suffix (".rst.txt" counts via ".txt").
+SUPPORTED_SUFFIXES = (".txt", ".rst", ".md", ".markdown")
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,7 @@ def _stem(source: str) -> str:
     """``controlflow`` for ``tutorial/controlflow.rst.txt``."""
     name = PurePosixPath(source).name
     while True:
-        suffix = next((s for s in _DOC_SUFFIXES if name.lower().endswith(s)), "")
+        suffix = next((s for s in SUPPORTED_SUFFIXES if name.lower().endswith(s)), "")
         if not suffix or len(name) == len(suffix):
             return name
         name = name[: -len(suffix)]

@@ -12,11 +12,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from retrieval.chunking import Chunk, chunk_text
+from retrieval.chunking import SUPPORTED_SUFFIXES, Chunk, chunk_text
 from retrieval.embeddings import Embedder
 from retrieval.store import DocumentStore
-
-SUPPORTED_SUFFIXES = (".txt", ".rst", ".md", ".markdown")  # ".rst.txt" counts via ".txt"
 
 
 @dataclass

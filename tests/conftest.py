@@ -1,4 +1,4 @@
-"""Shared fixtures: offline model loading, one in-memory span exporter, a data dir per app."""
+"""Shared fixtures: offline models, no network beyond loopback, one in-memory span exporter."""
 
 from __future__ import annotations
 
@@ -10,11 +10,31 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
 os.environ.pop("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", None)
 
+import socket
+from collections.abc import Iterator
+
 import pytest
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from tests.helpers.network import NetworkGuard
 from tracing import configure_tracing
+
+
+@pytest.fixture(autouse=True)
+def no_network(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[NetworkGuard | None]:
+    """Fail any test that connects beyond loopback, unless it is marked ``network``."""
+    if request.node.get_closest_marker("network"):
+        yield None
+        return
+    guard = NetworkGuard()
+    monkeypatch.setattr(socket.socket, "connect", guard.wrap(socket.socket.connect))
+    monkeypatch.setattr(socket.socket, "connect_ex", guard.wrap(socket.socket.connect_ex))
+    yield guard
+    if guard.attempts:
+        pytest.fail(f"connected beyond loopback: {', '.join(guard.attempts)}", pytrace=False)
 
 
 @pytest.fixture(scope="session")

@@ -244,6 +244,22 @@ def test_api_port_matches_the_settings(services: dict[str, dict[str, Any]]) -> N
     assert f"--port {port}" in dockerfile_cmd, "the image must serve on the settings' port"
 
 
+def test_the_image_ships_the_service_only() -> None:
+    """The image copies the build context, less what ``.dockerignore`` keeps out of it."""
+    copies = [
+        line.split()[1:]
+        for line in (ROOT / "Dockerfile").read_text().splitlines()
+        if line.startswith(("COPY", "ADD"))
+    ]
+    assert copies == [[".", "."]], "a new COPY must keep the harness and the tests out too"
+    ignored = {
+        line.strip().strip("/")
+        for line in (ROOT / ".dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    }
+    assert {"bench", "benchmarks", "tests"} <= ignored
+
+
 def test_api_reaches_sglang_on_its_port(services: dict[str, dict[str, Any]]) -> None:
     port = sglang_port(services)
     endpoints = json.loads(environment(services["api"])["RAGTIME_SGLANG_ENDPOINTS"])

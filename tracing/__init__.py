@@ -3,7 +3,7 @@
 from tracing.alerts import AlertEvaluator
 from tracing.budget.ledger import BudgetLedger, Degradation, StageSpan
 from tracing.metrics import REGISTRY, RequestMetricsMiddleware, metrics_payload
-from tracing.setup import configure_tracing, current_trace_id, shutdown_tracing
+from tracing.setup import configure_tracing, current_trace_id, flush_tracing, shutdown_tracing
 
 __all__ = [
     "REGISTRY",
@@ -14,6 +14,7 @@ __all__ = [
     "StageSpan",
     "configure_tracing",
     "current_trace_id",
+    "flush_tracing",
     "metrics_payload",
     "shutdown_tracing",
 ]

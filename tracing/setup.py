@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from collections.abc import Iterable
 
 from opentelemetry import trace
@@ -57,10 +58,25 @@ def configure_tracing(
     return _provider
 
 
-def shutdown_tracing() -> None:
-    """Flush what is queued for export (called when the app stops)."""
+def flush_tracing(timeout_s: float = 5.0) -> None:
+    """Export what is queued, waiting at most ``timeout_s`` (called when an app stops)."""
     if _provider is not None:
-        _provider.force_flush(timeout_millis=5000)
+        _provider.force_flush(timeout_millis=int(timeout_s * 1000))
+
+
+def shutdown_tracing(timeout_s: float = 5.0) -> None:
+    """Shut the provider down when the process is done: its processors export what is queued and
+    close their exporters. Waits at most ``timeout_s``: the shutdown runs in a daemon thread, so
+    an exporter stuck on an unreachable collector cannot hold the process. Final: spans recorded
+    afterwards are no longer exported.
+    """
+    if _provider is None:
+        return
+    worker = threading.Thread(target=_provider.shutdown, name="otel-shutdown", daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+    if worker.is_alive():
+        log.warning("tracing did not shut down within %g s; queued spans may be lost", timeout_s)
 
 
 def current_trace_id() -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -68,3 +69,23 @@ def test_setup_demo_runs_once(
     assert cli.main(["setup-demo"]) == 0
     second = capsys.readouterr()
     assert "ingested" not in second.out and key not in second.out
+
+
+@pytest.mark.parametrize(
+    "argv", [["bench"], ["bench", "load", "--url", "http://127.0.0.1:1"], ["bench", "--help"]]
+)
+def test_bench_without_the_extra_says_how_to_get_it(
+    argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(sys.modules, "bench.cli", None)  # ``import bench.cli`` fails
+    assert cli.main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.count("\n") == 1
+    assert "pip install -e '.[bench]'" in captured.err
+
+
+def test_bench_with_the_extra_registers_its_subcommands() -> None:
+    parser = cli.build_parser()
+    args = parser.parse_args(["bench", "machinery", "--iterations", "1"])
+    assert args.func is not cli.cmd_bench_missing

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.bench.benchmarks_md import write_benchmarks
-from app.bench.prefix import NAIVE, OURS, PrefixFakeResult, layout_cache, write_fake_json
-from app.bench.report import write_json
-from app.bench.results import (
+from app.cli import main
+from bench.benchmarks_md import write_benchmarks
+from bench.prefix import NAIVE, OURS, PrefixFakeResult, layout_cache, write_fake_json
+from bench.report import write_json
+from bench.results import (
     BenchResult,
     Run,
     TargetInfo,
@@ -15,7 +16,6 @@ from app.bench.results import (
     find_ceiling,
     summarize_run,
 )
-from app.cli import main
 from tests.bench.test_results import make_run
 
 

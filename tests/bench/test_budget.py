@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from app.bench.budget import (
+from app.cli import main
+from bench.budget import (
     SCHEMA_VERSION,
     BudgetResult,
     FaultRuns,
@@ -20,10 +21,9 @@ from app.bench.budget import (
     text_report,
     write_budget_json,
 )
-from app.bench.client import RequestRecord
-from app.bench.machinery import MachineryCost, measure_machinery
-from app.bench.results import Run, TargetInfo, summarize_run
-from app.cli import main
+from bench.client import RequestRecord
+from bench.machinery import MachineryCost, measure_machinery
+from bench.results import Run, TargetInfo, summarize_run
 from tests.bench.test_benchmarks_md import result
 from tests.bench.test_results import make_run
 
@@ -219,7 +219,7 @@ def test_machinery_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
 def test_tiny_cross_encoder_loads(tmp_path: Path) -> None:
     from sentence_transformers import CrossEncoder
 
-    from app.bench.tiny_cross_encoder import build_tiny_cross_encoder
+    from bench.tiny_cross_encoder import build_tiny_cross_encoder
 
     model_dir = build_tiny_cross_encoder(tmp_path / "ce")
     model = CrossEncoder(str(model_dir), device="cpu")

@@ -13,8 +13,8 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from sse_starlette import EventSourceResponse
 
-from app.bench.client import Target, ask_stream, make_client
-from app.bench.serve import floor_server
+from bench.client import Target, ask_stream, make_client
+from bench.serve import floor_server
 
 DONE = {
     "citations": [],

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from app.bench.results import BenchResult
 from app.cli import main
+from bench.results import BenchResult
 
 
 @pytest.mark.slow

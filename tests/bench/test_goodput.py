@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from app.bench.client import RequestRecord
-from app.bench.fake_sglang import spec_args
-from app.bench.goodput import (
+from bench.client import RequestRecord
+from bench.fake_sglang import spec_args
+from bench.goodput import (
     GoodputResult,
     is_useful,
     is_within,

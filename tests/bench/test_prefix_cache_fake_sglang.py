@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from app.bench.cli import read_questions
-from app.bench.prefix import (
+from bench.cli import read_questions
+from bench.prefix import (
     FAKE_ENV,
     NAIVE,
     OURS,
@@ -25,7 +25,7 @@ from app.bench.prefix import (
     layout_cache,
     write_fake_json,
 )
-from app.bench.report import now_iso
+from bench.report import now_iso
 from inference import HFTokenizer, SGLangBackend
 from tests.app.conftest import running_app
 from tests.fakes._serve import ServerThread

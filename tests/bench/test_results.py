@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from app.bench.client import RequestRecord
-from app.bench.report import read_json, write_json
-from app.bench.results import (
+from bench.client import RequestRecord
+from bench.report import read_json, write_json
+from bench.results import (
     SCHEMA_VERSION,
     BenchResult,
     Run,
@@ -18,8 +18,8 @@ from app.bench.results import (
     find_ceiling,
     summarize_run,
 )
-from app.bench.runner import LoadSpec
-from app.bench.serve import config_key, read_config
+from bench.runner import LoadSpec
+from bench.serve import config_key, read_config
 
 
 def record(i: int, *, target: str = "a", ttft: float = 10.0, outcome: str = "ok") -> RequestRecord:

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from app.bench import runner
-from app.bench.client import Target
-from app.bench.results import BenchResult, Run
-from app.bench.runner import LoadSpec, measure, sweep
-from app.bench.serve import ServerProcess, floor_server
 from app.cli import main
+from bench import runner
+from bench.client import Target
+from bench.results import BenchResult, Run
+from bench.runner import LoadSpec, measure, sweep
+from bench.serve import ServerProcess, floor_server
 from tests.bench.test_results import make_run
 
 QUESTIONS = ["one?", "two?", "three?"]

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from app.bench.goodput import TARGET_USEFUL, TARGET_WITHIN, GoodputResult, table, verdicts
-from app.bench.quality import QualityResult
-from app.bench.quality import table as quality_table
+from bench.goodput import TARGET_USEFUL, TARGET_WITHIN, GoodputResult, table, verdicts
+from bench.quality import QualityResult
+from bench.quality import table as quality_table
 
 BEGIN = "<!-- budget-engine: written by `ragtime bench section` -->"
 END = "<!-- /budget-engine -->"

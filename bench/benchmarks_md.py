@@ -12,8 +12,8 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from app.bench import plots
-from app.bench.budget import (
+from bench import plots
+from bench.budget import (
     TARGET_WITHIN_BUDGET,
     BudgetResult,
     cells_table,
@@ -21,14 +21,14 @@ from app.bench.budget import (
     machinery_line,
     policy_met,
 )
-from app.bench.prefix import FAKE_COMMAND, PrefixFakeResult, prefix_section, prefix_summary
-from app.bench.report import (
+from bench.prefix import FAKE_COMMAND, PrefixFakeResult, prefix_section, prefix_summary
+from bench.report import (
     ceilings_table,
     comparisons_table,
     runs_table,
     stages_table,
 )
-from app.bench.results import BenchResult, Run
+from bench.results import BenchResult, Run
 
 OVERHEAD_TARGET_MS = 2.0
 CEILING_TARGET_RPS = 300.0
@@ -240,7 +240,7 @@ def _overhead_section(overhead: BenchResult, rel: dict[str, str]) -> str:
     floor = _floor_target(overhead) or "floor"
     return (
         "## 2. ragtime's own overhead, against the floor\n\n"
-        f"`{floor}` is a bare FastAPI/uvicorn/sse-starlette endpoint (`app.bench.floor`) that "
+        f"`{floor}` is a bare FastAPI/uvicorn/sse-starlette endpoint (`bench.floor`) that "
         "streams the same number of tokens with no work. "
         f"`{_ragtime_target(overhead)}` is the whole service with the null generation backend "
         "(`inference.NullBackend`): auth, moderation, embedding, search, prompt assembly, the "
@@ -307,7 +307,7 @@ def _budget_section(budget: BudgetResult) -> str:
     faults = ", ".join(f"`{f.variable}={f.fault_ms:g}`" for f in budget.faults)
     machinery = (
         f"\n\nThe {machinery_line(budget.machinery)}. Measured in the bench's own process "
-        "(`app.bench.machinery`, no HTTP): one request's `BudgetLedger` with its eight stage "
+        "(`bench.machinery`, no HTTP): one request's `BudgetLedger` with its eight stage "
         "spans charged (`generate` through `begin`/`end`), cost-model observations, one "
         "degradation-policy plan, a degradation, the root span's annotation and the budget "
         "summary, with the real tracer provider (`tracing.configure_tracing()`) and metrics; "
@@ -320,7 +320,7 @@ def _budget_section(budget: BudgetResult) -> str:
         f"`ragtime bench budget` ({budget.created}) starts, for each fault ({faults}), two "
         f"servers from `{budget.config_path}`: `RAGTIME_DEGRADATION_POLICY=true` and `false`, "
         "both with a tiny random cross-encoder built at bench time "
-        "(`app.bench.tiny_cross_encoder`, not a quality model: it is there so that rerank runs "
+        "(`bench.tiny_cross_encoder`, not a quality model: it is there so that rerank runs "
         f"and its fault bites). Every request carries `budget_ms` {budget.budget_ms}; the two "
         "servers take turns round by round. Load: "
         + "; ".join(budget.loads)
@@ -346,7 +346,7 @@ def _reading() -> str:
         '- "Within budget" means answered in full with the end-to-end time inside the request\'s '
         "budget; the JSON also holds the server's own verdict (`budget_exceeded`).\n"
         "- The raw results, one record per request, are the JSON files under `bench-results/` "
-        "(`ragtime bench load --json`); the schema is `app.bench.results.BenchResult`."
+        "(`ragtime bench load --json`); the schema is `bench.results.BenchResult`."
     )
 
 

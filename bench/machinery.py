@@ -17,9 +17,9 @@ import time
 from opentelemetry import trace
 from pydantic import BaseModel, Field
 
-from app.bench.stats import Summary, summarize
 from app.config import DEFAULT_BUDGET_SHARES, Settings
 from app.pipeline import build_budget_engine
+from bench.stats import Summary, summarize
 from tracing.budget import BudgetEngine, BudgetLedger
 from tracing.setup import configure_tracing
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import logging
 import math
 import os
@@ -13,7 +14,11 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-DEMO_QUESTIONS = Path(__file__).resolve().parents[2] / "demo" / "questions.txt"
+# The [bench] extra's dependency: without it, ``ragtime bench`` says how to install the extra.
+if importlib.util.find_spec("matplotlib") is None:
+    raise ImportError("the [bench] extra is not installed (no matplotlib)")
+
+DEMO_QUESTIONS = Path(__file__).resolve().parents[1] / "demo" / "questions.txt"
 SECRET_KEYS = ("RAGTIME_API_KEY",)
 
 
@@ -156,7 +161,7 @@ def _register_budget(bench_sub: Any) -> None:
         description="With --budgets: for each CONFIG, the unconstrained p50, then for each "
         "budget (multiples of that p50) and load, what share of requests got a useful answer "
         "within budget, and what share a 504, before and after a run of cache hits "
-        "(app.bench.goodput). Without: for each fault (a delay added to every rerank run, or to "
+        "(bench.goodput). Without: for each fault (a delay added to every rerank run, or to "
         "every generated token) start two servers from CONFIG, policy on and off, with a tiny "
         "random cross-encoder so that rerank runs; drive them alternately with the same budget "
         "at each load (closed loops of N users). Also measures the budget and tracing "
@@ -229,7 +234,7 @@ def _register_quality(bench_sub: Any) -> None:
         help="what each saving (smaller context, capped output) costs in answer quality",
         description="In-process on the configured models and collection (RAGTIME_* settings): "
         "answers with the full plan, with smaller contexts and cut short, scored by the "
-        "reference passage's content words they keep (app.bench.quality). Writes the curves the "
+        "reference passage's content words they keep (bench.quality). Writes the curves the "
         "degradation policy weighs its savings with.",
     )
     quality.add_argument("--questions", type=Path, default=DEMO_QUESTIONS)
@@ -244,15 +249,15 @@ def _register_quality(bench_sub: Any) -> None:
 def cmd_quality(args: argparse.Namespace) -> int:
     import asyncio
 
-    from app.bench.quality import (
+    from app.config import get_settings
+    from bench.quality import (
         QualityResult,
         measure_quality,
         quality_table_json,
         table,
         write_json,
     )
-    from app.bench.report import command_line, machine_info, now_iso, versions
-    from app.config import get_settings
+    from bench.report import command_line, machine_info, now_iso, versions
     from tracing.budget import DEFAULT_QUALITY_PATH, QualityTable
 
     settings = get_settings()
@@ -287,9 +292,9 @@ def cmd_quality(args: argparse.Namespace) -> int:
 
 
 def cmd_section(args: argparse.Namespace) -> int:
-    from app.bench.budget_md import write_section
-    from app.bench.goodput import read_goodput_json
-    from app.bench.quality import QualityResult
+    from bench.budget_md import write_section
+    from bench.goodput import read_goodput_json
+    from bench.quality import QualityResult
 
     goodputs = [read_goodput_json(path) for path in args.goodput]
     quality = QualityResult.model_validate_json(args.quality.read_text()) if args.quality else None
@@ -299,9 +304,9 @@ def cmd_section(args: argparse.Namespace) -> int:
 
 
 def cmd_budget(args: argparse.Namespace) -> int:
-    from app.bench.budget import run_budget_bench, text_report, write_budget_json
-    from app.bench.report import command_line
-    from app.bench.serve import ServerFailed
+    from bench.budget import run_budget_bench, text_report, write_budget_json
+    from bench.report import command_line
+    from bench.serve import ServerFailed
 
     logging.getLogger("httpx").setLevel(logging.WARNING)
     questions = read_questions(args.questions)
@@ -343,9 +348,9 @@ def cmd_budget(args: argparse.Namespace) -> int:
 
 
 def _goodput(args: argparse.Namespace, questions: list[str]) -> int:
-    from app.bench.goodput import run_goodput, text_report, write_goodput_json
-    from app.bench.report import command_line
-    from app.bench.serve import ServerFailed
+    from bench.goodput import run_goodput, text_report, write_goodput_json
+    from bench.report import command_line
+    from bench.serve import ServerFailed
 
     try:
         result = run_goodput(
@@ -374,8 +379,8 @@ def _goodput(args: argparse.Namespace, questions: list[str]) -> int:
 
 
 def cmd_machinery(args: argparse.Namespace) -> int:
-    from app.bench.budget import machinery_line
-    from app.bench.machinery import measure_machinery
+    from bench.budget import machinery_line
+    from bench.machinery import measure_machinery
 
     cost = measure_machinery(args.iterations)
     print(machinery_line(cost) + ".")
@@ -406,8 +411,8 @@ def read_questions(path: Path) -> list[str]:
 
 
 def cmd_load(args: argparse.Namespace) -> int:
-    from app.bench.report import text_report, write_json
-    from app.bench.serve import ServerFailed
+    from bench.report import text_report, write_json
+    from bench.serve import ServerFailed
 
     logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per request otherwise
     questions = read_questions(args.questions)
@@ -426,7 +431,7 @@ def cmd_load(args: argparse.Namespace) -> int:
         write_json(result, args.json)
         print(f"\nwrote {args.json}", file=sys.stderr)
     if args.plots:
-        from app.bench.plots import plot_all
+        from bench.plots import plot_all
 
         for path in plot_all(result.runs, args.plots):
             print(f"wrote {path}", file=sys.stderr)
@@ -435,9 +440,9 @@ def cmd_load(args: argparse.Namespace) -> int:
 
 def _targets(args: argparse.Namespace, stack: ExitStack) -> tuple[list[Any], list[Any]]:
     """Start the servers asked for (stopped when ``stack`` closes); targets and their infos."""
-    from app.bench.client import Target
-    from app.bench.results import TargetInfo
-    from app.bench.serve import config_key, floor_server, ragtime_server, read_config
+    from bench.client import Target
+    from bench.results import TargetInfo
+    from bench.serve import config_key, floor_server, ragtime_server, read_config
 
     targets: list[Target] = []
     infos: list[TargetInfo] = []
@@ -486,9 +491,9 @@ def _default_url_and_key(args: argparse.Namespace) -> tuple[str, str | None]:
 async def _run(
     args: argparse.Namespace, questions: list[str], targets: list[Any], infos: list[Any]
 ) -> Any:
-    from app.bench.report import command_line, machine_info, now_iso, versions
-    from app.bench.results import BenchResult, Ceiling, Run, compare
-    from app.bench.runner import LoadSpec, measure, sweep
+    from bench.report import command_line, machine_info, now_iso, versions
+    from bench.results import BenchResult, Ceiling, Run, compare
+    from bench.runner import LoadSpec, measure, sweep
 
     machine, created = machine_info(), now_iso()
     requests = args.requests if args.requests or args.duration else 50
@@ -538,10 +543,10 @@ async def _run(
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from app.bench.benchmarks_md import write_benchmarks
-    from app.bench.budget import read_budget_json
-    from app.bench.prefix import read_fake_json
-    from app.bench.report import read_json
+    from bench.benchmarks_md import write_benchmarks
+    from bench.budget import read_budget_json
+    from bench.prefix import read_fake_json
+    from bench.report import read_json
 
     written = write_benchmarks(
         args.out,

@@ -171,11 +171,9 @@ def ragtime_server(
 
 
 def floor_server(tokens: int, *, name: str = "floor", log_dir: Path | None = None) -> ServerProcess:
-    """The bare FastAPI/uvicorn streaming endpoint (``app.bench.floor``), on a free port."""
+    """The bare FastAPI/uvicorn streaming endpoint (``bench.floor``), on a free port."""
     port = free_port()
-    # Run as a script with -P (nothing prepended to sys.path): the ``app`` package, and with it
-    # ragtime's models, is never imported, so the floor process holds the bare stack only.
-    script = str(Path(__file__).with_name("floor.py"))
-    argv = [sys.executable, "-P", script, "--port", str(port), "--tokens", str(tokens)]
+    # The bench package never imports ``app``, so the floor process holds the bare stack only.
+    argv = [sys.executable, "-m", "bench.floor", "--port", str(port), "--tokens", str(tokens)]
     log_path = log_dir / f"{name}.log" if log_dir else None
     return ServerProcess(name, argv, port=port, log_path=log_path, ready_timeout_s=60.0)

@@ -12,8 +12,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from app.bench.results import BenchResult, Ceiling, Comparison, Run
-from app.bench.stats import Summary
+from bench.results import BenchResult, Ceiling, Comparison, Run
+from bench.stats import Summary
 
 PACKAGES = (
     "ragtime",
@@ -31,7 +31,7 @@ PACKAGES = (
     "opentelemetry-sdk",
     "matplotlib",
 )
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 
 
 def machine_info() -> dict[str, Any]:

@@ -12,7 +12,7 @@ from pathlib import Path
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
-from app.bench.results import Run
+from bench.results import Run
 
 
 def latency_cdfs(runs: Sequence[Run], path: Path, *, title: str = "") -> Path:

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from app.bench.results import BenchResult, Run
-from app.bench.stats import ratio
+from bench.results import BenchResult, Run
+from bench.stats import ratio
 
 LAYOUT_VARIABLE = "RAGTIME_PROMPT_LAYOUT"
 OURS = "shared_prefix_first"

@@ -1,6 +1,6 @@
 """Load runs and benchmarks: what users feel, measured by one harness anyone can rerun.
 
-``ragtime bench load`` (``app.bench.cli``) drives servers that run in their own processes
+``ragtime bench load`` (``bench.cli``) drives servers that run in their own processes
 (``serve``: ragtime from a config file, or the bare FastAPI ``floor``) with streamed questions,
 in closed loops of N users or open-loop Poisson arrivals (``arrivals``), and records per request
 what the ``client`` saw: TTFT, inter-token latency, end to end, budget, degradations, stages.
@@ -9,10 +9,10 @@ what the ``client`` saw: TTFT, inter-token latency, end to end, budget, degradat
 ``benchmarks_md`` writes BENCHMARKS.md for ``make bench``.
 """
 
-from app.bench.client import RequestRecord, Target
-from app.bench.results import BenchResult, Run, RunSummary
-from app.bench.runner import LoadSpec, measure, sweep
-from app.bench.stats import Summary, summarize
+from bench.client import RequestRecord, Target
+from bench.results import BenchResult, Run, RunSummary
+from bench.runner import LoadSpec, measure, sweep
+from bench.stats import Summary, summarize
 
 __all__ = [
     "BenchResult",

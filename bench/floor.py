@@ -3,10 +3,9 @@
 ``POST /v1/ask`` reads the JSON body and streams ``--tokens`` ``token`` events and a ``done``
 event shaped like ragtime's (with no budget: the floor keeps none), from precomputed strings.
 Whatever ragtime takes beyond this, on the same machine and under the same load, is ragtime's
-own overhead. Run it as its own process,
-as a script so that the ``app`` package (and its models) is never imported::
+own overhead. Run it as its own process (it never imports the ``app`` package or its models)::
 
-    python -P app/bench/floor.py --port 8100 --tokens 16
+    python -m bench.floor --port 8100 --tokens 16
 """
 
 from __future__ import annotations
@@ -55,7 +54,7 @@ def create_floor_app(tokens: int) -> FastAPI:
 def main(argv: list[str] | None = None) -> None:
     import uvicorn
 
-    parser = argparse.ArgumentParser(prog="floor.py", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m bench.floor", description=__doc__)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--tokens", type=int, required=True)

@@ -1,7 +1,7 @@
 """Orchestration: warm up, run the measured rounds, alternate targets, sweep rates.
 
 The load generator runs in this process; every server it drives runs in another one (started by
-``app.bench.serve`` or already running), so the client never shares the server's event loop.
+``bench.serve`` or already running), so the client never shares the server's event loop.
 With several targets, the measured work is cut into rounds and the targets take turns round by
 round (A B, B A, A B, ...), so that drift in a noisy machine falls on all of them alike.
 """
@@ -15,10 +15,10 @@ from dataclasses import dataclass, replace
 
 import httpx
 
-from app.bench.arrivals import closed_loop, open_loop, poisson_offsets
-from app.bench.client import RequestRecord, Target, ask_stream, make_client
-from app.bench.progress import Progress
-from app.bench.results import Ceiling, Run, find_ceiling, holds, summarize_run
+from bench.arrivals import closed_loop, open_loop, poisson_offsets
+from bench.client import RequestRecord, Target, ask_stream, make_client
+from bench.progress import Progress
+from bench.results import Ceiling, Run, find_ceiling, holds, summarize_run
 
 
 @dataclass(frozen=True)

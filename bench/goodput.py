@@ -29,8 +29,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from app.bench.client import RequestRecord
-from app.bench.stats import Summary, summarize
+from bench.client import RequestRecord
+from bench.stats import Summary, summarize
 
 SCHEMA_VERSION = "ragtime-bench-goodput/1"
 USEFUL_WORDS = 3
@@ -254,10 +254,10 @@ def run_goodput(
 
     import httpx
 
-    from app.bench.client import Target
-    from app.bench.report import machine_info, now_iso, versions
-    from app.bench.runner import LoadSpec, measure
-    from app.bench.serve import config_key, ragtime_server, read_config
+    from bench.client import Target
+    from bench.report import machine_info, now_iso, versions
+    from bench.runner import LoadSpec, measure
+    from bench.serve import config_key, ragtime_server, read_config
 
     def say(text: str) -> None:
         if show_progress:
@@ -284,7 +284,7 @@ def run_goodput(
         config = read_config(path)
         with ExitStack() as stack:
             if fake_sglang is not None and config.get("RAGTIME_GENERATION_BACKEND") == "sglang":
-                from app.bench.fake_sglang import fake_sglang_server
+                from bench.fake_sglang import fake_sglang_server
 
                 fake = stack.enter_context(fake_sglang_server(fake_sglang, log_dir=log_dir))
                 config = {**config, **fake.ragtime_config}

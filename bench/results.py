@@ -12,8 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from app.bench.client import RequestRecord
-from app.bench.stats import Summary, ratio, summarize
+from bench.client import RequestRecord
+from bench.stats import Summary, ratio, summarize
 
 SCHEMA_VERSION = "ragtime-bench/1"
 

@@ -3,8 +3,8 @@
 For each fault (a delay per reranked pair, ``RAGTIME_FAULT_RERANK_DELAY_MS``, or per generated
 token, ``RAGTIME_FAULT_GENERATE_TOKEN_DELAY_MS``) two servers start from the same config file,
 ``RAGTIME_DEGRADATION_POLICY=true`` and ``false``, with a tiny random cross-encoder
-(``app.bench.tiny_cross_encoder``) so that the rerank stage runs. Both are driven by the ordinary
-harness (``app.bench.runner.measure``: warm-up, then rounds alternating between them) with the
+(``bench.tiny_cross_encoder``) so that the rerank stage runs. Both are driven by the ordinary
+harness (``bench.runner.measure``: warm-up, then rounds alternating between them) with the
 same per-request budget, at each load (closed loops of N users). Every request is classified:
 
 - ``answered_within``: HTTP 200, a ``done`` event, and the server's ``budget.exceeded`` false;
@@ -15,7 +15,7 @@ same per-request budget, at each load (closed loops of N users). Every request i
 
 ``BudgetResult`` (``schema_version`` ``ragtime-bench-budget/1``) is the ``--json`` file; it
 keeps every run, with its per-request records, beside the per-cell summaries, and the
-machinery's own cost (``app.bench.machinery``).
+machinery's own cost (``bench.machinery``).
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from app.bench.client import RequestRecord
-from app.bench.machinery import MachineryCost
-from app.bench.results import Run, TargetInfo
-from app.bench.stats import Summary, summarize
+from bench.client import RequestRecord
+from bench.machinery import MachineryCost
+from bench.results import Run, TargetInfo
+from bench.stats import Summary, summarize
 
 SCHEMA_VERSION = "ragtime-bench-budget/1"
 TARGET_WITHIN_BUDGET = 0.99
@@ -275,12 +275,12 @@ def run_budget_bench(
     import sys
     from contextlib import ExitStack
 
-    from app.bench.client import Target
-    from app.bench.machinery import measure_machinery
-    from app.bench.report import machine_info, now_iso, versions
-    from app.bench.runner import LoadSpec, measure
-    from app.bench.serve import config_key, ragtime_server, read_config
-    from app.bench.tiny_cross_encoder import build_tiny_cross_encoder
+    from bench.client import Target
+    from bench.machinery import measure_machinery
+    from bench.report import machine_info, now_iso, versions
+    from bench.runner import LoadSpec, measure
+    from bench.serve import config_key, ragtime_server, read_config
+    from bench.tiny_cross_encoder import build_tiny_cross_encoder
 
     def say(text: str) -> None:
         if show_progress:
