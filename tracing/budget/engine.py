@@ -118,10 +118,7 @@ class BudgetEngine:
             return None
         ahead = wait.reservations[0]
         now = time.perf_counter()
-        lim = self.answer_policy.limits
-        least_ms = self.cost.generation(target).service_ms(
-            lim.min_context_tokens + lim.prompt_overhead_tokens, lim.min_output_tokens
-        )
+        least_ms = self.smallest_generation_ms(target)
         begun = ahead.started if ahead.started is not None else now
         floor_ms = max((begun - now) * 1000.0 + least_ms, 0.0)  # the one ahead gets its least
         tolerable_ms = ledger.remaining_ms - alone_ms
@@ -209,6 +206,15 @@ class BudgetEngine:
                 log.exception("budget engine upkeep failed")
             await asyncio.sleep(interval_s)
 
+    def smallest_generation_ms(self, target: str, quantile: float | None = None) -> float:
+        """Predicted generation time of the smallest plan at ``target`` (no queue)."""
+        lim = self.answer_policy.limits
+        return (
+            self.cost.generation(target)
+            .estimate(quantile)
+            .service_ms(lim.min_context_tokens + lim.prompt_overhead_tokens, lim.min_output_tokens)
+        )
+
     def plan_bounds(self, target: str, quantile: float | None = None) -> dict[str, float]:
         """Predicted ms of the smallest and the full answer plan at ``target``, with no queue,
         counting the stages before planning (embed, search) and answer moderation."""
@@ -217,12 +223,7 @@ class BudgetEngine:
         around = sum(
             self.cost.stage(s).rate(quantile) for s in ("embed", "search", "moderate.answer")
         )
-        smallest = (
-            est.service_ms(
-                lim.min_context_tokens + lim.prompt_overhead_tokens, lim.min_output_tokens
-            )
-            + lim.reserve_ms
-        )
+        smallest = self.smallest_generation_ms(target, quantile) + lim.reserve_ms
         full = (
             self.cost.stage("rerank").rate(quantile) * lim.rerank_candidates
             + est.service_ms(lim.context_tokens + lim.prompt_overhead_tokens, lim.max_output_tokens)
