@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from typing import Annotated
@@ -87,7 +88,8 @@ async def authenticate(request: Request, services: ServicesDep, ledger: LedgerDe
         scheme, _, secret = header.partition(" ")
         if scheme.lower() != "bearer" or not secret.strip():
             raise Unauthorized("malformed Authorization header: expected 'Bearer <key>'")
-        key = services.keys.verify(secret.strip())
+        # SQLite, under the key store's lock: off the event loop.
+        key = await asyncio.to_thread(services.keys.verify, secret.strip())
         if key is None:
             raise Unauthorized("invalid or revoked API key")
         span.set_attribute("ragtime.auth.key_id", key.id)

@@ -336,7 +336,9 @@ class Pipeline:
             )
         self._check_feasible(ledger, question)
         with ledger.stage("moderate.question") as span:
-            score = self.services.moderator.screen_question(question)
+            score = await self._in_thread(
+                ledger, "moderate.question", self.services.moderator.screen_question, question
+            )
             span.set_attribute("ragtime.moderation.score", round(score, 4))
         passages, plan = await self._retrieve(question, collection, top_k, ledger, question)
         # Hold the planned generation time at its target, so later requests plan around it.

@@ -8,7 +8,9 @@ hit maps straight to its row. Vectors are L2-normalised, so inner product is cos
 change is one transaction, committed only once the new index is written to a temporary file;
 the file then replaces the old one atomically. Ids are never reused (AUTOINCREMENT), so an
 index left stale by a crash, or by another process ingesting, can miss rows but never point at
-the wrong text. One lock serialises writes and searches; the object is safe to share.
+the wrong text. One lock serialises writes and SQLite reads; a FAISS search runs outside it (an
+installed index is never changed, only replaced whole), and the list of collections is a
+snapshot read without it, so neither waits for the other. The object is safe to share.
 """
 
 from __future__ import annotations
@@ -75,6 +77,8 @@ class DocumentStore:
         self.index_dir = self.root / "faiss"
         self._db: sqlite3.Connection | None = None
         self._indexes: dict[str, Any] = {}
+        self._counts: dict[str, int] = {}
+        """Chunks per collection: replaced whole on every change, read without the lock."""
         self._lock = threading.Lock()
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -106,6 +110,7 @@ class DocumentStore:
                         count,
                     )
                 self._indexes[name] = index
+            self._counts = counts
             self._db = db
 
     def close(self) -> None:
@@ -114,6 +119,7 @@ class DocumentStore:
                 self._db.close()
             self._db = None
             self._indexes.clear()
+            self._counts = {}
 
     def _conn(self) -> sqlite3.Connection:
         if self._db is None:
@@ -126,17 +132,15 @@ class DocumentStore:
     # -- reads -------------------------------------------------------------------------------
 
     def collections(self) -> dict[str, int]:
-        """Each collection's name and number of chunks."""
-        with self._lock:
-            rows = self._conn().execute(
-                "SELECT collection, COUNT(*) FROM chunks GROUP BY 1 ORDER BY 1"
-            )
-            return dict(rows)
+        """Each collection's name and number of chunks (as this object last wrote or read them;
+        no lock, no I/O)."""
+        self._conn()
+        return dict(sorted(self._counts.items()))
 
     def has_collection(self, name: str) -> bool:
-        with self._lock:
-            query = "SELECT 1 FROM chunks WHERE collection = ? LIMIT 1"
-            return self._conn().execute(query, (name,)).fetchone() is not None
+        """Whether ``name`` holds chunks; no lock, no I/O."""
+        self._conn()
+        return name in self._counts
 
     def sources(self, collection: str) -> list[str]:
         """The sources of ``collection``, sorted; [] for an unknown collection."""
@@ -177,12 +181,14 @@ class DocumentStore:
                 if collection in known:
                     raise RetrievalError(f"collection {collection!r} has no index: re-ingest it")
                 raise UnknownCollection.named(collection, known)
-            if query.shape[1] != index.d:
-                raise ValueError(f"vector has {query.shape[1]} dimensions, index has {index.d}")
-            if k <= 0 or index.ntotal == 0:
-                return []
-            scores, ids = index.search(query, min(k, index.ntotal))
-            hits = [(int(i), float(s)) for i, s in zip(ids[0], scores[0], strict=True) if i >= 0]
+        if query.shape[1] != index.d:
+            raise ValueError(f"vector has {query.shape[1]} dimensions, index has {index.d}")
+        if k <= 0 or index.ntotal == 0:
+            return []
+        # Outside the lock: this index object is never changed, only replaced by a new one.
+        scores, ids = index.search(query, min(k, index.ntotal))
+        hits = [(int(i), float(s)) for i, s in zip(ids[0], scores[0], strict=True) if i >= 0]
+        with self._lock:
             rows = self._rows(i for i, _ in hits)
         return [_passage(rows[i], score) for i, score in hits if i in rows]
 
@@ -228,6 +234,11 @@ class DocumentStore:
                     tmp.unlink(missing_ok=True)
                 raise
             self._install(collection, index, path, tmp)
+            count = db.execute(
+                "SELECT COUNT(*) FROM chunks WHERE collection = ?", (collection,)
+            ).fetchone()[0]
+            counts = {name: n for name, n in self._counts.items() if name != collection}
+            self._counts = counts | ({collection: count} if count else {})
         return len(chunks)
 
     @staticmethod
