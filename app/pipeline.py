@@ -85,7 +85,7 @@ class _GenerationRun:
 
 @dataclass
 class AnswerOutcome:
-    """Filled in by ``Pipeline.generate`` as the answer streams."""
+    """How an answer ended: built by ``Pipeline.generate`` and delivered in its ``AnswerDone``."""
 
     text: str = ""  # the moderated answer, as sent
     usage: Usage | None = None
@@ -95,6 +95,23 @@ class AnswerOutcome:
 
     def cited_labels(self) -> set[int]:
         return {int(m) for m in _LABEL.findall(self.text)}
+
+
+@dataclass(frozen=True)
+class AnswerDelta:
+    """Moderated answer text, as it may be sent."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class AnswerDone:
+    """The last event of an answer: how it ended, its usage, its text as sent."""
+
+    outcome: AnswerOutcome
+
+
+AnswerEvent = AnswerDelta | AnswerDone
 
 
 def build_budget_engine(settings: Any) -> BudgetEngine:
@@ -374,28 +391,32 @@ class Pipeline:
         )
 
     async def generate(
-        self, prepared: Prepared, ledger: BudgetLedger, outcome: AnswerOutcome
-    ) -> AsyncGenerator[str, None]:
-        """Stream the answer's moderated text deltas; ``outcome`` holds the rest at the end.
+        self, prepared: Prepared, ledger: BudgetLedger
+    ) -> AsyncGenerator[AnswerEvent, None]:
+        """Stream the answer: ``AnswerDelta`` events of moderated text, then one ``AnswerDone``.
 
         Decoding stops at the deadline (finish reason ``deadline``). Closing this generator
-        early (a client that went away) closes the backend's stream, which stops decoding.
+        early (a client that went away) closes the backend's stream, which stops decoding; no
+        ``AnswerDone`` follows then. Failures raise.
         """
         reservation = prepared.reservation
+        outcome = AnswerOutcome()
         try:
             if not prepared.generate:
                 outcome.finish_reason = "skipped"
-                return
-            async with aclosing(self._generate(prepared, ledger, outcome)) as deltas:
-                async for delta in deltas:
-                    yield delta
+            else:
+                async with aclosing(self._generate(prepared, ledger, outcome)) as deltas:
+                    async for delta in deltas:
+                        yield AnswerDelta(delta)
         finally:
             if reservation is not None:
                 reservation.release()
+        yield AnswerDone(outcome)
 
     async def _generate(
         self, prepared: Prepared, ledger: BudgetLedger, outcome: AnswerOutcome
     ) -> AsyncGenerator[str, None]:
+        """The text deltas; ``outcome`` is this call's own record, owned by ``generate``."""
         backend = self.services.backend
         answer_filter = self.services.moderator.answer_filter()
         plan = prepared.plan

@@ -22,7 +22,7 @@ from sse_starlette import EventSourceResponse
 from app.deps import CurrentKey, LedgerDep, PipelineDep, SettingsDep
 from app.errors import error_body
 from app.limits import check_budget, check_text, resolve_count
-from app.pipeline import AnswerOutcome, Prepared
+from app.pipeline import AnswerDone, AnswerEvent, AnswerOutcome, Prepared
 from app.report import (
     answer_report,
     close_request,
@@ -62,15 +62,12 @@ async def ask(
     model = pipeline.services.backend.model
     try:
         prepared = await pipeline.prepare(question, collection, top_k, ledger)
-        outcome = AnswerOutcome()
-        deltas = pipeline.generate(prepared, ledger, outcome)
+        events = pipeline.generate(prepared, ledger)
         if body.stream:
-            first = await anext(deltas, None)
-            return EventSourceResponse(
-                _events(first, deltas, prepared, outcome, ledger, root, model)
-            )
-        async with aclosing(deltas):
-            answer = "".join([delta async for delta in deltas])
+            first = await anext(events)
+            return EventSourceResponse(_events(first, events, prepared, ledger, root, model))
+        async with aclosing(events):
+            answer, outcome = await _collect(events)
     except BaseException as exc:
         close_request(ledger, root, ROUTE, error_outcome(exc))
         raise
@@ -82,22 +79,31 @@ async def ask(
     )
 
 
+async def _collect(events: AsyncGenerator[AnswerEvent, None]) -> tuple[str, AnswerOutcome]:
+    """The whole answer's text and how it ended."""
+    parts: list[str] = []
+    async for event in events:
+        if isinstance(event, AnswerDone):
+            return "".join(parts), event.outcome
+        parts.append(event.text)
+    raise RuntimeError("the answer ended without its AnswerDone")
+
+
 async def _events(
-    first: str | None,
-    deltas: AsyncGenerator[str, None],
+    event: AnswerEvent,
+    events: AsyncGenerator[AnswerEvent, None],
     prepared: Prepared,
-    outcome: AnswerOutcome,
     ledger: BudgetLedger,
     root: Span,
     model: str,
 ) -> AsyncIterator[dict[str, str]]:
     closed = False
     try:
-        if first is not None:
-            yield {"event": "token", "data": json.dumps({"text": first})}
-        async for delta in deltas:
-            yield {"event": "token", "data": json.dumps({"text": delta})}
-        await deltas.aclose()
+        while not isinstance(event, AnswerDone):
+            yield {"event": "token", "data": json.dumps({"text": event.text})}
+            event = await anext(events)
+        await events.aclose()
+        outcome = event.outcome
         close_request(ledger, root, ROUTE, success_outcome(ledger, outcome.finish_reason))
         closed = True
         report = answer_report(prepared, outcome, ledger, model)
@@ -112,7 +118,7 @@ async def _events(
         kind = "backend_unavailable" if exc.status_code == 503 else "generation_failed"
         yield {"event": "error", "data": json.dumps(error_body(kind, str(exc)))}
     finally:
-        # A client that went away cancels us here: closing ``deltas`` stops the backend.
-        await deltas.aclose()
+        # A client that went away cancels us here: closing ``events`` stops the backend.
+        await events.aclose()
         if not closed:
             close_request(ledger, root, ROUTE, "cancelled")
