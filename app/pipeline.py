@@ -68,7 +68,7 @@ class Prepared:
     passages: list[Passage]
     prompt: AssembledPrompt
     plan: Plan
-    generate: bool = True
+    with_answer: bool = True
     """False when the budget allowed only the passages (``on_infeasible = "passages"``)."""
     reservation: Reservation | None = None
     """The generation time held at the target; released when generation ends."""
@@ -386,7 +386,7 @@ class Pipeline:
             passages,
             prompt,
             plan,
-            generate=plan.max_output_tokens > 0,
+            with_answer=plan.max_output_tokens > 0,
             reservation=reservation,
         )
 
@@ -402,7 +402,7 @@ class Pipeline:
         reservation = prepared.reservation
         outcome = AnswerOutcome()
         try:
-            if not prepared.generate:
+            if not prepared.with_answer:
                 outcome.finish_reason = "skipped"
             else:
                 async with aclosing(self._generate(prepared, ledger, outcome)) as deltas:
