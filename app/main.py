@@ -49,19 +49,26 @@ def alert_evaluator(settings: Settings) -> AlertEvaluator:
 
 
 def create_app(
-    settings: Settings | None = None, *, backend: GenerationBackend | None = None
+    settings: Settings | None = None,
+    *,
+    backend: GenerationBackend | None = None,
+    services: Services | None = None,
 ) -> FastAPI:
-    """The service; ``backend`` replaces the configured generation backend (tests, benches)."""
-    settings = settings or get_settings()
+    """The service. ``backend`` replaces the configured generation backend (tests, benches);
+    ``services`` replaces every component (a test that needs no real model loads none), and
+    its settings are the app's."""
+    if services is not None and backend is not None:
+        raise ValueError("give backend or services, not both")
+    settings = services.settings if services is not None else settings or get_settings()
     configure_tracing()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        services = Services.build(settings, backend=backend)
-        await services.start()
-        app.state.services = services
-        app.state.pipeline = pipeline = Pipeline(services)
-        gen = services.backend
+        live = services if services is not None else Services.build(settings, backend=backend)
+        await live.start()
+        app.state.services = live
+        app.state.pipeline = pipeline = Pipeline(live)
+        gen = live.backend
         # Calibrate remote targets as they join; publish the cost model as metrics.
         upkeep = asyncio.create_task(
             pipeline.budget.maintain(
@@ -73,7 +80,7 @@ def create_app(
         )
         app.state.alerts = alert_evaluator(settings)
         await app.state.alerts.start()  # runs without a webhook too, for GET /v1/alerts
-        ready, components = services.readiness()
+        ready, components = live.readiness()
         log.info("ragtime %s: %s", "ready" if ready else "NOT ready", components)
         try:
             yield
@@ -82,7 +89,7 @@ def create_app(
             with contextlib.suppress(asyncio.CancelledError):
                 await upkeep
             await app.state.alerts.stop()
-            await services.close()
+            await live.close()
             flush_tracing()  # the provider outlives an app; `ragtime serve` shuts it down
 
     app = FastAPI(
