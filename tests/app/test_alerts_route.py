@@ -7,8 +7,8 @@ from pathlib import Path
 
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from tests.app.conftest import running_app
-from tests.helpers.fake_backends import ScriptedBackend
+from tests.fakes.backends import ScriptedBackend
+from tests.helpers.app import running_app
 from tracing import metrics
 
 STAGE = "test.alerts"  # a stage of this test only, so that no other test's traffic counts

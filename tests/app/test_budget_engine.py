@@ -12,8 +12,8 @@ from fastapi.testclient import TestClient
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
-from tests.app.conftest import running_app
-from tests.helpers.fake_backends import ScriptedBackend
+from tests.fakes.backends import ScriptedBackend
+from tests.helpers.app import running_app
 from tests.helpers.sse import parse_sse
 from tracing.budget import GenerationPrior
 

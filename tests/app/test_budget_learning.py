@@ -10,9 +10,9 @@ import pytest
 from fastapi.testclient import TestClient
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from tests.app.conftest import running_app
-from tests.helpers.fake_backends import ScriptedBackend, SimulatedBackend
-from tests.helpers.tiny_models import build_tiny_cross_encoder
+from tests.fakes.backends import ScriptedBackend, SimulatedBackend
+from tests.fakes.tiny_models import build_tiny_cross_encoder
+from tests.helpers.app import running_app
 from tracing.budget import GenerationPrior
 
 # What the simulated server really costs, and so what a calibrated model would say.

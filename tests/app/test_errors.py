@@ -10,12 +10,12 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from app.auth import KeyStore
-from tests.app.conftest import make_settings, running_app
-from tests.helpers.fake_backends import (
+from tests.fakes.backends import (
     ScriptedBackend,
     failing_midstream_backend,
     unavailable_backend,
 )
+from tests.helpers.app import make_settings, running_app
 from tests.helpers.sse import parse_sse
 
 

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from tests.app.conftest import running_app
-from tests.helpers.fake_backends import ScriptedBackend
-from tests.helpers.tiny_models import build_tiny_cross_encoder
+from tests.fakes.backends import ScriptedBackend
+from tests.fakes.tiny_models import build_tiny_cross_encoder
+from tests.helpers.app import running_app
 
 
 @pytest.fixture(scope="module")

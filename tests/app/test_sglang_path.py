@@ -21,11 +21,11 @@ from inference import (
     OpenAICompatBackend,
     SGLangBackend,
 )
-from tests.app.conftest import make_settings, running_app
 from tests.fakes._model import detokenize, output_ids
 from tests.fakes._serve import ServerThread
 from tests.fakes.sglang_server import FakeSGLang
 from tests.fakes.tiny_tokenizer import build_tiny_tokenizer
+from tests.helpers.app import make_settings, running_app
 from tests.helpers.sse import parse_sse
 
 

@@ -29,9 +29,9 @@ from inference import (
 )
 from tests.fakes._model import detokenize, output_ids
 from tests.fakes._serve import ServerThread, refused_url
+from tests.fakes.passages import Doc
 from tests.fakes.sglang_server import FakeSGLang, ReqState
 from tests.fakes.tiny_tokenizer import build_tiny_tokenizer
-from tests.inference.conftest import Doc
 
 PASSAGES = [Doc("Lists are mutable sequences."), Doc("Tuples are not mutable.", section="Tuples")]
 
