@@ -10,8 +10,8 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from pydantic import ValidationError
 
-from app.config import Settings
 from app.errors import install_error_handlers
 from app.services import default_backend
 from inference import (
@@ -147,9 +147,8 @@ def test_settings_build_the_remote_backends(tmp_path: Path) -> None:
     ],
 )
 def test_remote_backends_need_their_settings(tmp_path: Path, overrides: dict[str, object]) -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValidationError):  # the settings class is what fails, at start-up
         make_settings(tmp_path, **overrides)
-    assert Settings  # the settings class is what fails, at start-up
 
 
 def test_a_request_the_server_refuses_does_not_take_the_backend_out(

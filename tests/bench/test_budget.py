@@ -44,7 +44,7 @@ def rec(
         scheduled_s=0.0,
         start_lag_ms=0.0,
         status=status,
-        outcome=outcome,  # type: ignore[arg-type]
+        outcome=outcome,
         error=error,
         ttft_ms=e2e / 2 if ok else None,
         e2e_ms=e2e,

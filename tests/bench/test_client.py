@@ -6,6 +6,7 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx
 import pytest
@@ -49,7 +50,7 @@ def scripted_app() -> FastAPI:
                     return
                 if question == "hang":
                     await asyncio.sleep(10)
-            done = dict(DONE)
+            done: dict[str, Any] = dict(DONE)
             if question == "no usage":
                 done["usage"] = None
             if question == "late":

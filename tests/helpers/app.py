@@ -27,7 +27,7 @@ def make_settings(data_dir: Path, **overrides: Any) -> Settings:
     """Settings for ``data_dir`` that read no ``.env`` file, with ``overrides`` applied."""
     values: dict[str, Any] = {"data_dir": data_dir, "max_output_tokens": 48}
     values.update(overrides)
-    return Settings(_env_file=None, **values)  # type: ignore[call-arg]
+    return Settings(_env_file=None, **values)
 
 
 @contextmanager

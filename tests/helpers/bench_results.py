@@ -15,7 +15,7 @@ def record(i: int, *, target: str = "a", ttft: float = 10.0, outcome: str = "ok"
         scheduled_s=i * 0.1,
         start_lag_ms=0.1,
         status=200 if outcome != "http_error" else 503,
-        outcome=outcome,  # type: ignore[arg-type]
+        outcome=outcome,
         ttft_ms=ttft if ok else None,
         e2e_ms=ttft + 20.0 if ok else None,
         tokens=3 if ok else 0,
