@@ -4,7 +4,7 @@ It exists only so that the rerank stage runs in benches (the offline default shi
 cross-encoder, and benches never reach a model hub): with ``RAGTIME_RERANKER_MODEL`` pointing at
 it, ragtime loads it and reranks, so a fault injected into rerank
 (``RAGTIME_FAULT_RERANK_DELAY_MS``) has a stage to slow down. It is NOT a quality model: its
-scores are random and mean nothing. The builder is the tests' (``tests/helpers/tiny_models.py``),
+scores are random and mean nothing. The builder is the tests' (``tests/fakes/tiny_models.py``),
 run in a subprocess from the checkout, as ``fake_sglang`` builds its tokenizer.
 """
 
@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 _CODE = (
     "import sys; from pathlib import Path; "
-    "from tests.helpers.tiny_models import build_tiny_cross_encoder; "
+    "from tests.fakes.tiny_models import build_tiny_cross_encoder; "
     "build_tiny_cross_encoder(Path(sys.argv[1]))"
 )
 

@@ -165,9 +165,9 @@ def test_every_bind_mounted_repo_path_exists(
                 continue  # the user's home (HF cache) or an absolute path: not in the repo
             assert (ROOT / source).exists(), f"{name} mounts {source}, missing from the repo"
         for entry in service.get("volumes") or []:
-            source = entry.get("source") if isinstance(entry, dict) else str(entry).split(":")[0]
-            if source and not source.startswith((".", "/", "~", "$")):
-                assert source in named, f"{name} uses volume {source!r}, not declared"
+            volume = entry.get("source") if isinstance(entry, dict) else str(entry).split(":")[0]
+            if volume and not volume.startswith((".", "/", "~", "$")):
+                assert volume in named, f"{name} uses volume {volume!r}, not declared"
 
 
 def test_every_variable_is_documented_in_env_example(env_example: dict[str, str]) -> None:
@@ -222,7 +222,7 @@ def test_the_api_settings_validate(
     for key, value in env.items():
         if key.startswith("RAGTIME_"):
             monkeypatch.setenv(key, value)
-    settings = Settings(_env_file=None)  # type: ignore[call-arg]
+    settings = Settings(_env_file=None)
     assert settings.generation_backend == "sglang"
     assert settings.host == "0.0.0.0"
     assert settings.served_model == env_example["RAGTIME_SERVED_MODEL"]

@@ -4,6 +4,8 @@
 ``bench``, ``tests`` or each other. ``bench`` (the load harness, behind the ``[bench]`` extra)
 stands apart: only ``ragtime bench`` (``app/cli.py``) reaches it, and nothing in the library
 imports ``tests``. Import costs are checked in fresh interpreters, where ``sys.modules`` is clean.
+Within ``tests/``, no module imports a test module or a conftest: shared builders live in
+``tests/helpers/``, test doubles in ``tests/fakes/``, and fixtures reach tests through conftest.
 """
 
 from __future__ import annotations
@@ -51,6 +53,59 @@ def test_imports_follow_the_package_graph(package: str) -> None:
             if (relative, name) not in EXCEPTIONS:
                 wrong.append(f"{relative} imports {name}")
     assert not wrong, wrong
+
+
+def imported_modules(source: str, package: str) -> set[str]:
+    """The dotted names of the modules that ``source``, a module of ``package``, imports
+    (``from a import b`` names ``a.b`` too, since ``b`` may be a module)."""
+    parts = package.split(".")
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = parts[: len(parts) - node.level + 1] if node.level else []
+            module = ".".join([*base, *([node.module] if node.module else [])])
+            names.add(module)
+            names.update(f"{module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def is_test_module(name: str) -> bool:
+    """Whether ``name`` is a module that pytest collects or loads itself: ``test_*``, conftest."""
+    last = name.rsplit(".", 1)[-1]
+    return last.startswith("test_") or last == "conftest"
+
+
+def test_no_test_module_imports_another() -> None:
+    wrong = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        relative = path.relative_to(ROOT)
+        package = ".".join(relative.parent.parts)
+        for name in sorted(filter(is_test_module, imported_modules(path.read_text(), package))):
+            wrong.append(f"{relative.as_posix()} imports {name}")
+    assert not wrong, wrong
+
+
+@pytest.mark.parametrize(
+    ("statement", "expected"),
+    [
+        ("from tests.app.conftest import running_app", "tests.app.conftest"),
+        ("from tests.bench import test_results", "tests.bench.test_results"),
+        ("import tests.inference.test_prompt_packing", "tests.inference.test_prompt_packing"),
+        ("from .conftest import Doc", "tests.inference.conftest"),
+        ("from . import test_routing", "tests.inference.test_routing"),
+        ("from ..app.conftest import make_settings", "tests.app.conftest"),
+    ],
+)
+def test_the_check_sees_each_form_of_import(statement: str, expected: str) -> None:
+    found = set(filter(is_test_module, imported_modules(statement, "tests.inference")))
+    assert found == {expected}
+
+
+def test_helpers_and_fakes_are_not_test_modules() -> None:
+    names = ["tests.helpers.app", "tests.fakes.backends", "pytest", "tests.helpers.testing_x"]
+    assert not any(map(is_test_module, names))
 
 
 def loaded_after(statement: str, modules: tuple[str, ...]) -> list[str]:

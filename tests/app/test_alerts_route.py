@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from tests.app.conftest import running_app
-from tests.helpers.fake_backends import ScriptedBackend
+from tests.fakes.backends import ScriptedBackend
+from tests.helpers.app import running_app
 from tracing import metrics
 
 STAGE = "test.alerts"  # a stage of this test only, so that no other test's traffic counts
@@ -25,7 +26,8 @@ def test_get_alerts_lists_a_firing_alert(
         for _ in range(20):
             metrics.STAGE_SECONDS.labels(stage=STAGE).observe(0.01)
         metrics.STAGE_BUDGET_EXCEEDED.labels(stage=STAGE).inc(5)  # 25% of its runs
-        deadline, alerts = time.monotonic() + 10, []
+        deadline = time.monotonic() + 10
+        alerts: list[dict[str, Any]] = []
         while not alerts and time.monotonic() < deadline:
             time.sleep(0.05)
             response = client.get("/v1/alerts", headers=auth)

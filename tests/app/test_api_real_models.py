@@ -9,6 +9,7 @@ from fastapi.testclient import TestClient
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
+from tests.helpers.spans import attributes, number, parent, text
 from tests.helpers.sse import parse_sse
 
 pytestmark = pytest.mark.slow
@@ -57,25 +58,25 @@ def test_ask_exports_one_span_per_stage_under_the_server_span(
     assert root.name == "POST /v1/ask"
     for stage in (*STAGES, "moderate.answer"):
         span = by_name[stage]
-        assert span.parent is not None and span.parent.span_id == root.context.span_id, stage
-        assert span.attributes["ragtime.budget.budget_ms"] == 30000
-        assert span.attributes["ragtime.stage.duration_ms"] >= 0
-        assert "ragtime.budget.remaining_ms" in span.attributes
+        assert parent(span).span_id == root.context.span_id, stage
+        assert attributes(span)["ragtime.budget.budget_ms"] == 30000
+        assert number(span, "ragtime.stage.duration_ms") >= 0
+        assert "ragtime.budget.remaining_ms" in attributes(span)
     generate = by_name["generate"]
-    assert generate.attributes["gen_ai.request.model"].startswith("SmolLM2")
-    assert generate.attributes["gen_ai.usage.input_tokens"] > 50
-    assert generate.attributes["gen_ai.usage.output_tokens"] > 0
+    assert text(generate, "gen_ai.request.model").startswith("SmolLM2")
+    assert number(generate, "gen_ai.usage.input_tokens") > 50
+    assert number(generate, "gen_ai.usage.output_tokens") > 0
     assert [e.name for e in generate.events] == ["first_token"]
     assert (
-        by_name["assemble"].attributes["ragtime.prompt.tokens"]
-        == (generate.attributes["gen_ai.usage.input_tokens"])
+        attributes(by_name["assemble"])["ragtime.prompt.tokens"]
+        == attributes(generate)["gen_ai.usage.input_tokens"]
     )
-    assert by_name["rerank"].attributes["ragtime.degraded"] == "rerank_skipped"
-    assert by_name["search"].attributes["ragtime.search.results"] >= 1
-    assert root.attributes["ragtime.budget.exceeded"] is False
-    assert root.attributes["ragtime.degradations"] == ("rerank_skipped",)
+    assert attributes(by_name["rerank"])["ragtime.degraded"] == "rerank_skipped"
+    assert number(by_name["search"], "ragtime.search.results") >= 1
+    assert attributes(root)["ragtime.budget.exceeded"] is False
+    assert attributes(root)["ragtime.degradations"] == ("rerank_skipped",)
     # Content stays off spans unless record_content is set.
-    assert "ragtime.question" not in root.attributes
+    assert "ragtime.question" not in attributes(root)
 
 
 def test_ask_streams_tokens_then_a_done_event(

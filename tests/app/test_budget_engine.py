@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -12,8 +12,9 @@ from fastapi.testclient import TestClient
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
-from tests.app.conftest import running_app
-from tests.helpers.fake_backends import ScriptedBackend
+from tests.fakes.backends import ScriptedBackend
+from tests.helpers.app import running_app
+from tests.helpers.spans import attributes, number
 from tests.helpers.sse import parse_sse
 from tracing.budget import GenerationPrior
 
@@ -50,6 +51,16 @@ def actions(body: dict[str, Any]) -> list[str]:
     return [d["action"] for d in body["degradations"]]
 
 
+def server_timing(header: str) -> list[tuple[str, str]]:
+    """The (name, duration) pairs of a ``Server-Timing`` header; every part must be one."""
+    pairs = []
+    for part in header.split(","):
+        match = re.fullmatch(r"([\w.]+);dur=([\d.]+)", part.strip())
+        assert match is not None, part
+        pairs.append((match[1], match[2]))
+    return pairs
+
+
 def test_plans_shrink_to_the_budget_and_say_so(
     seeded_data_dir: Path, auth: dict[str, str], spans: InMemorySpanExporter
 ) -> None:
@@ -63,9 +74,9 @@ def test_plans_shrink_to_the_budget_and_say_so(
     assert "output_capped" in actions(output)
     assert output["usage"]["completion_tokens"] < 48
     assembles = [s for s in spans.get_finished_spans() if s.name == "assemble"]
-    budgets = [s.attributes["ragtime.prompt.context_tokens_budget"] for s in assembles]
+    budgets = [number(s, "ragtime.prompt.context_tokens_budget") for s in assembles]
     assert budgets[0] == 768 and 384 <= budgets[1] < 768 and budgets[2] < budgets[1]
-    assert assembles[1].attributes["ragtime.degraded"] == "context_reduced"
+    assert attributes(assembles[1])["ragtime.degraded"] == "context_reduced"
 
 
 def test_an_unreachable_budget_fails_fast_with_504(
@@ -118,10 +129,7 @@ def test_server_timing_and_traceparent(seeded_data_dir: Path, auth: dict[str, st
         streamed = ask(client, auth, stream=True)
         searched = client.post("/v1/search", json={"query": "lists"}, headers=auth)
     body = response.json()
-    timing = dict(
-        re.fullmatch(r"([\w.]+);dur=([\d.]+)", part.strip()).groups()  # type: ignore[union-attr]
-        for part in response.headers["server-timing"].split(",")
-    )
+    timing = dict(server_timing(response.headers["server-timing"]))
     assert set(body["timings_ms"]) | {"total"} == set(timing)
     assert float(timing["total"]) >= float(timing["generate"])
     version, trace_id, span_id, flags = response.headers["traceparent"].split("-")
@@ -162,16 +170,17 @@ def test_stage_spans_carry_allocations_and_the_root_lists_overruns(
     trace_id = int(body["trace_id"], 16)
     finished = [s for s in spans.get_finished_spans() if s.context.trace_id == trace_id]
     by_name = {s.name: s for s in finished}
-    generate = by_name["generate"].attributes
-    assert generate["ragtime.budget.allocated_ms"] == 0.72 * 2500
-    assert generate["ragtime.budget.spent_ms"] > generate["ragtime.budget.allocated_ms"]
-    assert generate["ragtime.budget.exceeded"] is True
-    search = by_name["search"].attributes
-    assert search["ragtime.budget.allocated_ms"] == 0.02 * 2500
-    assert search["ragtime.budget.remaining_ms"] < 2500
-    root = next(s for s in finished if s.kind == SpanKind.SERVER).attributes
-    assert "generate" in root["ragtime.budget.overrun_stages"]
-    assert root["ragtime.outcome"] == "degraded"
+    generate, search = by_name["generate"], by_name["search"]
+    assert attributes(generate)["ragtime.budget.allocated_ms"] == 0.72 * 2500
+    allocated = number(generate, "ragtime.budget.allocated_ms")
+    assert number(generate, "ragtime.budget.spent_ms") > allocated
+    assert attributes(generate)["ragtime.budget.exceeded"] is True
+    assert attributes(search)["ragtime.budget.allocated_ms"] == 0.02 * 2500
+    assert number(search, "ragtime.budget.remaining_ms") < 2500
+    root = next(s for s in finished if s.kind == SpanKind.SERVER)
+    overrun = attributes(root)["ragtime.budget.overrun_stages"]
+    assert isinstance(overrun, Sequence) and "generate" in overrun
+    assert attributes(root)["ragtime.outcome"] == "degraded"
     assert 'ragtime_stage_budget_exceeded_total{stage="generate"}' in metrics
     assert 'ragtime_request_outcomes_total{outcome="degraded",route="/v1/ask"}' in metrics
 

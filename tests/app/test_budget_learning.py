@@ -10,9 +10,10 @@ import pytest
 from fastapi.testclient import TestClient
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from tests.app.conftest import running_app
-from tests.helpers.fake_backends import ScriptedBackend, SimulatedBackend
-from tests.helpers.tiny_models import build_tiny_cross_encoder
+from tests.fakes.backends import ScriptedBackend, SimulatedBackend
+from tests.fakes.tiny_models import build_tiny_cross_encoder
+from tests.helpers.app import running_app
+from tests.helpers.spans import number
 from tracing.budget import GenerationPrior
 
 # What the simulated server really costs, and so what a calibrated model would say.
@@ -112,8 +113,8 @@ def test_stage_spans_carry_predicted_and_actual_ms(
         for s in spans.get_finished_spans()
         if s.name == "generate" and s.context.trace_id == trace_id
     )
-    predicted = generate.attributes["ragtime.budget.predicted_ms"]
-    actual = generate.attributes["ragtime.stage.duration_ms"]
+    predicted = number(generate, "ragtime.budget.predicted_ms")
+    actual = number(generate, "ragtime.stage.duration_ms")
     assert 0.5 < actual / predicted < 1.5  # the seeded model is the simulator's truth
     assert 'ragtime_budget_prediction_error_ratio_bucket{le="1.5",stage="generate"}' in metrics
     assert 'ragtime_cost_model{target="simulated:simulated-model",term="fixed_ms"}' in metrics

@@ -11,7 +11,7 @@ from app.config import Settings
 def test_environment_overrides_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RAGTIME_CONTEXT_TOKENS", "512")
     monkeypatch.setenv("RAGTIME_RECORD_CONTENT", "true")
-    settings = Settings(_env_file=None)  # type: ignore[call-arg]
+    settings = Settings(_env_file=None)
     assert settings.context_tokens == 512 and settings.record_content is True
 
 

@@ -12,9 +12,9 @@ import pytest
 import uvicorn
 
 from app.main import create_app
-from tests.app.conftest import make_settings
-from tests.app.test_serve_cli_otlp import free_port
-from tests.helpers.fake_backends import ScriptedBackend
+from tests.fakes.backends import ScriptedBackend
+from tests.helpers.app import make_settings
+from tests.helpers.ports import free_port
 
 
 @pytest.fixture

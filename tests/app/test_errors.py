@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, Protocol
 
 import pytest
 from fastapi.testclient import TestClient
@@ -10,22 +12,30 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from app.auth import KeyStore
-from tests.app.conftest import make_settings, running_app
-from tests.helpers.fake_backends import (
+from tests.fakes.backends import (
     ScriptedBackend,
     failing_midstream_backend,
     unavailable_backend,
 )
+from tests.helpers.app import make_settings, running_app
 from tests.helpers.sse import parse_sse
 
 
 @pytest.fixture(scope="module")
-def scripted_client(seeded_data_dir: Path, span_exporter: InMemorySpanExporter):  # type: ignore[no-untyped-def]
+def scripted_client(
+    seeded_data_dir: Path, span_exporter: InMemorySpanExporter
+) -> Iterator[TestClient]:
     with running_app(seeded_data_dir, backend=ScriptedBackend()) as client:
         yield client
 
 
-def error_of(response) -> dict:  # type: ignore[no-untyped-def,type-arg]
+class JsonBody(Protocol):
+    """A response (the test client's, from httpx or httpx2) read as JSON."""
+
+    def json(self) -> Any: ...
+
+
+def error_of(response: JsonBody) -> dict[str, Any]:
     body = response.json()
     assert set(body) == {"error"}, body
     assert body["error"]["message"]

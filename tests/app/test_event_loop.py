@@ -11,8 +11,8 @@ import httpx
 import pytest
 
 from app.main import create_app
-from tests.app.conftest import make_settings
-from tests.helpers.fake_backends import ScriptedBackend
+from tests.fakes.backends import ScriptedBackend
+from tests.helpers.app import make_settings
 from tracing.budget import BudgetEngine
 
 SLOW_CALLBACK_S = 0.02  # a callback that holds the loop this long delays every other request

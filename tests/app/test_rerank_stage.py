@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from tests.app.conftest import running_app
-from tests.helpers.fake_backends import ScriptedBackend
-from tests.helpers.tiny_models import build_tiny_cross_encoder
+from tests.fakes.backends import ScriptedBackend
+from tests.fakes.tiny_models import build_tiny_cross_encoder
+from tests.helpers.app import running_app
+from tests.helpers.spans import attributes
 
 
 @pytest.fixture(scope="module")
@@ -41,9 +42,9 @@ def test_rerank_scores_candidates_and_keeps_top_k(
     assert len(scores) == 3 and None not in scores
     assert scores == sorted(scores, reverse=True)
     rerank = next(s for s in spans.get_finished_spans() if s.name == "rerank")
-    assert rerank.attributes["ragtime.rerank.candidates"] == 8
-    assert rerank.attributes["ragtime.rerank.model"] == str(cross_encoder)
-    assert "ragtime.degraded" not in rerank.attributes
+    assert attributes(rerank)["ragtime.rerank.candidates"] == 8
+    assert attributes(rerank)["ragtime.rerank.model"] == str(cross_encoder)
+    assert "ragtime.degraded" not in attributes(rerank)
 
 
 def test_an_unloadable_cross_encoder_is_skipped_and_said(

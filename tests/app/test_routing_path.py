@@ -11,10 +11,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from app.services import default_backend
 from inference import HFTokenizer, RemoteOptions, RoutedBackend
-from tests.app.conftest import make_settings, running_app
 from tests.fakes._serve import ServerThread
 from tests.fakes.sglang_server import FakeSGLang
 from tests.fakes.tiny_tokenizer import build_tiny_tokenizer
+from tests.helpers.app import make_settings, running_app
 
 POOLS = {
     "small": {"model": "org/small", "endpoints": ["http://s1:30000", "http://s2:30000/"]},

@@ -11,9 +11,9 @@ from app.main import create_app
 from app.moderation import Moderator
 from app.services import Services
 from retrieval import DocumentStore, Reranker, ingest_path
-from tests.app.conftest import make_settings
+from tests.fakes.backends import ScriptedBackend
 from tests.fakes.hash_embedder import HashEmbedder
-from tests.helpers.fake_backends import ScriptedBackend
+from tests.helpers.app import make_settings
 
 
 def test_an_app_of_doubles_answers_and_loads_no_model(tmp_path: Path, corpus_dir: Path) -> None:

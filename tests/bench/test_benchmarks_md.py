@@ -9,28 +9,11 @@ from bench.benchmarks_md import write_benchmarks
 from bench.prefix import NAIVE, OURS, PrefixFakeResult, layout_cache, write_fake_json
 from bench.report import write_json
 from bench.results import (
-    BenchResult,
     Run,
     TargetInfo,
-    compare,
-    find_ceiling,
     summarize_run,
 )
-from tests.bench.test_results import make_run
-
-
-def result(command: str, runs: list[Run], targets: list[TargetInfo]) -> BenchResult:
-    sweeps = [r for r in runs if r.rate is not None]
-    return BenchResult(
-        created="2026-12-02T00:00:00+00:00",
-        command=command,
-        machine={"cores": 2, "cpu_model": "AMD EPYC", "loadavg_at_start": [1.0, 1.0, 1.0]},
-        versions={"python": "3.11.7", "fastapi": "0.165.0", "commit": "abc1234"},
-        targets=targets,
-        runs=runs,
-        comparisons=compare(runs),
-        ceilings=[find_ceiling(sweeps)] if sweeps else [],
-    )
+from tests.helpers.bench_results import make_result, make_run
 
 
 def with_users(run: Run, users: int) -> Run:
@@ -45,7 +28,7 @@ def test_write_benchmarks(tmp_path: Path) -> None:
         config_path="benchmarks/cpu-default.env",
         config={"RAGTIME_DATA_DIR": "bench-results/data"},
     )
-    cpu = result(
+    cpu = make_result(
         "ragtime bench load --serve benchmarks/cpu-default.env --concurrency 1,2",
         [
             with_users(make_run("cpu-default", [900.0] * 10), 1),
@@ -55,12 +38,12 @@ def test_write_benchmarks(tmp_path: Path) -> None:
     )
     null_target = TargetInfo(name="null", url="u", kind="ragtime")
     floor_target = TargetInfo(name="floor", url="u", kind="floor")
-    overhead = result(
+    overhead = make_result(
         "ragtime bench load --serve benchmarks/null.env --floor",
         [make_run("floor", [2.0] * 20), make_run("null", [3.5] * 20)],
         [floor_target, null_target],
     )
-    ceiling = result(
+    ceiling = make_result(
         "ragtime bench load --serve benchmarks/null.env --rates 10,20",
         [make_run("null", [4.0] * 50, rate=10), make_run("null", [9.0] * 50, rate=20)],
         [null_target],
@@ -96,7 +79,7 @@ def test_write_benchmarks(tmp_path: Path) -> None:
 
 def test_write_benchmarks_needs_no_cli(tmp_path: Path) -> None:
     run = make_run("null", [1.0] * 5, rate=5)
-    res = result("c", [run], [TargetInfo(name="null", url="u", kind="ragtime")])
+    res = make_result("c", [run], [TargetInfo(name="null", url="u", kind="ragtime")])
     written = write_benchmarks(
         tmp_path / "B.md", cpu=res, overhead=res, ceilings=[res], plot_dir=tmp_path,
         setup_command="ragtime setup-demo",
@@ -112,13 +95,13 @@ def with_cache(run: Run, prompt: int, cached: int) -> Run:
 
 def test_the_prefix_section(tmp_path: Path) -> None:
     run = make_run("null", [1.0] * 5, rate=5)
-    base = result("c", [run], [TargetInfo(name="null", url="u", kind="ragtime")])
+    base = make_result("c", [run], [TargetInfo(name="null", url="u", kind="ragtime")])
     targets = [
         TargetInfo(name=name, url="u", kind="ragtime", config_path=f"benchmarks/{name}.env",
                    config={"RAGTIME_PROMPT_LAYOUT": layout})
         for name, layout in (("prefix-shared", OURS), ("prefix-naive", NAIVE))
     ]  # fmt: skip
-    prefix = result(
+    prefix = make_result(
         "ragtime bench load --serve benchmarks/prefix-shared.env "
         "--serve benchmarks/prefix-naive.env --questions demo/questions-grouped.txt",
         [

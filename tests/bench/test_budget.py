@@ -24,8 +24,7 @@ from bench.budget import (
 from bench.client import RequestRecord
 from bench.machinery import MachineryCost, measure_machinery
 from bench.results import Run, TargetInfo, summarize_run
-from tests.bench.test_benchmarks_md import result
-from tests.bench.test_results import make_run
+from tests.helpers.bench_results import make_result, make_run
 
 
 def rec(
@@ -45,7 +44,7 @@ def rec(
         scheduled_s=0.0,
         start_lag_ms=0.0,
         status=status,
-        outcome=outcome,  # type: ignore[arg-type]
+        outcome=outcome,
         error=error,
         ttft_ms=e2e / 2 if ok else None,
         e2e_ms=e2e,
@@ -175,13 +174,13 @@ def test_text_report() -> None:
 
 
 def test_report_adds_the_budget_section(tmp_path: Path) -> None:
-    res = result("ragtime bench load", [make_run("null", [1.0] * 5)], [])
+    res = make_result("ragtime bench load", [make_run("null", [1.0] * 5)], [])
     res.targets.append(TargetInfo(name="null", url="u", kind="ragtime"))
     paths = {}
     for name in ("cpu", "overhead"):
         paths[name] = tmp_path / f"{name}.json"
         paths[name].write_text(res.model_dump_json())
-    ceiling = result("c", [make_run("null", [1.0] * 5, rate=5)], res.targets)
+    ceiling = make_result("c", [make_run("null", [1.0] * 5, rate=5)], res.targets)
     paths["ceiling"] = tmp_path / "ceiling.json"
     paths["ceiling"].write_text(ceiling.model_dump_json())
     paths["budget"] = tmp_path / "budget.json"

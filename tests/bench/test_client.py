@@ -6,6 +6,7 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx
 import pytest
@@ -16,7 +17,7 @@ from sse_starlette import EventSourceResponse
 from bench.client import Target, ask_stream, make_client
 from bench.serve import floor_server
 
-DONE = {
+DONE: dict[str, Any] = {
     "citations": [],
     "trace_id": "0" * 32,
     "timings_ms": {"auth": 0.5, "embed": 4.25, "generate": 20.0},
@@ -49,11 +50,11 @@ def scripted_app() -> FastAPI:
                     return
                 if question == "hang":
                     await asyncio.sleep(10)
-            done = dict(DONE)
+            done: dict[str, Any] = dict(DONE)
             if question == "no usage":
                 done["usage"] = None
             if question == "late":
-                done["budget"] = {**DONE["budget"], "budget_ms": 5.0, "exceeded": True}  # type: ignore[dict-item]
+                done["budget"] = {**DONE["budget"], "budget_ms": 5.0, "exceeded": True}
             yield {"event": "done", "data": json.dumps(done)}
 
         return EventSourceResponse(events())

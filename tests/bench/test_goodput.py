@@ -22,7 +22,7 @@ def record(status: int = 200, words: int = 10, e2e: float = 500.0, **kw: object)
         outcome=outcome, e2e_ms=e2e, budget_ms=1000.0, answer_words=words,
         budget_exceeded=False if status == 200 else None,
         error="deadline_exceeded: the budget cannot be met" if status == 504 else None,
-        **kw,  # type: ignore[arg-type]
+        **kw,
     )  # fmt: skip
 
 

@@ -46,10 +46,10 @@ def test_bad_counts() -> None:
 
 def test_the_setting_chooses_the_backend(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("RAGTIME_GENERATION_BACKEND", "null")
-    assert isinstance(default_backend(Settings(_env_file=None, data_dir=tmp_path)), NullBackend)  # type: ignore[call-arg]
+    assert isinstance(default_backend(Settings(_env_file=None, data_dir=tmp_path)), NullBackend)
     monkeypatch.delenv("RAGTIME_GENERATION_BACKEND")
-    settings = Settings(_env_file=None, data_dir=tmp_path)  # type: ignore[call-arg]
+    settings = Settings(_env_file=None, data_dir=tmp_path)
     assert settings.generation_backend == "llama.cpp"
     assert isinstance(default_backend(settings), LlamaCppBackend)
     with pytest.raises(ValueError):
-        Settings(_env_file=None, generation_backend="gpt")  # type: ignore[call-arg, arg-type]
+        Settings(_env_file=None, generation_backend="gpt")

@@ -27,10 +27,10 @@ from bench.prefix import (
 )
 from bench.report import now_iso
 from inference import HFTokenizer, SGLangBackend
-from tests.app.conftest import running_app
 from tests.fakes._serve import ServerThread
 from tests.fakes.sglang_server import FakeSGLang
 from tests.fakes.tiny_tokenizer import build_tiny_tokenizer
+from tests.helpers.app import running_app
 from tests.helpers.sse import parse_sse
 
 pytestmark = pytest.mark.slow

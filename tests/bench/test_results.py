@@ -7,12 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from bench.client import RequestRecord
 from bench.report import read_json, write_json
 from bench.results import (
     SCHEMA_VERSION,
     BenchResult,
-    Run,
     TargetInfo,
     compare,
     find_ceiling,
@@ -20,42 +18,7 @@ from bench.results import (
 )
 from bench.runner import LoadSpec
 from bench.serve import config_key, read_config
-
-
-def record(i: int, *, target: str = "a", ttft: float = 10.0, outcome: str = "ok") -> RequestRecord:
-    ok = outcome == "ok"
-    return RequestRecord(
-        target=target,
-        index=i,
-        scheduled_s=i * 0.1,
-        start_lag_ms=0.1,
-        status=200 if outcome != "http_error" else 503,
-        outcome=outcome,  # type: ignore[arg-type]
-        ttft_ms=ttft if ok else None,
-        e2e_ms=ttft + 20.0 if ok else None,
-        tokens=3 if ok else 0,
-        itl_ms=[1.0, 3.0] if ok else [],
-        budget_ms=25.0,
-        within_budget=ok and ttft + 20.0 <= 25.0,
-        budget_exceeded=(ttft + 20.0 > 25.0) if ok else None,
-        degradations=["rerank_skipped"] if ok else [],
-        timings_ms={"embed": 4.0, "generate": 6.0} if ok else {},
-    )
-
-
-def make_run(target: str, ttfts: list[float], *, rate: float | None = None, errors: int = 0) -> Run:
-    records = [record(i, target=target, ttft=t) for i, t in enumerate(ttfts)]
-    records += [record(len(ttfts) + i, target=target, outcome="http_error") for i in range(errors)]
-    return Run(
-        target=target,
-        load=f"{rate:g} req/s" if rate else "1 user",
-        mode="open" if rate else "closed",
-        users=None if rate else 1,
-        rate=rate,
-        wall_s=2.0,
-        summary=summarize_run(records, 2.0, offered_rps=rate),
-        requests=records,
-    )
+from tests.helpers.bench_results import make_run, record
 
 
 def test_summary_of_a_run() -> None:

@@ -14,7 +14,7 @@ from bench.client import Target
 from bench.results import BenchResult, Run
 from bench.runner import LoadSpec, measure, sweep
 from bench.serve import ServerProcess, floor_server
-from tests.bench.test_results import make_run
+from tests.helpers.bench_results import make_run
 
 QUESTIONS = ["one?", "two?", "three?"]
 

@@ -1,1 +1,2 @@
-"""Protocol-faithful fake servers (SGLang, OpenAI-compatible) run in a thread, for tests only."""
+"""Test doubles: whatever a test puts in the place of a real collaborator (servers, backends,
+models, tokenizers, a collector). Tools that are not doubles live in ``tests/helpers/``."""

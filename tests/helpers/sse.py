@@ -9,7 +9,7 @@ from typing import Any
 
 def parse_sse(lines: Iterable[str]) -> list[tuple[str, Any]]:
     events: list[tuple[str, Any]] = []
-    event, data = "message", []
+    event, data = "message", list[str]()
     for line in lines:
         line = line.rstrip("\r")
         if not line:

@@ -21,7 +21,7 @@ from inference import (
     TextDelta,
     default_generation_model_path,
 )
-from tests.inference.conftest import Doc
+from tests.fakes.passages import Doc
 
 pytestmark = pytest.mark.slow
 

@@ -23,8 +23,8 @@ from inference import (
 from tests.fakes._model import detokenize, output_ids, text_ids
 from tests.fakes._serve import ServerThread, refused_url
 from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.passages import Doc
 from tests.fakes.tiny_tokenizer import build_tiny_tokenizer
-from tests.inference.conftest import Doc
 
 KEY = "sk-test-123"
 NO_POLL = RemoteOptions(poll_interval_s=None)

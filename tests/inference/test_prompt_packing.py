@@ -2,23 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-
 import pytest
 
 from inference import DEFAULT_SYSTEM_PROMPT, PromptAssembler
-from tests.inference.conftest import Doc
-
-
-class WordTokenizer:
-    def encode(self, text: str) -> list[int]:
-        return [len(word) for word in text.split()]
-
-    def count(self, text: str) -> int:
-        return len(text.split())
-
-    def render_chat(self, messages: Sequence[Mapping[str, str]]) -> str:
-        return "".join(f"<{m['role']}>\n{m['content']}\n" for m in messages) + "<assistant>\n"
+from tests.fakes.passages import Doc
+from tests.fakes.word_tokenizer import WordTokenizer
 
 
 def doc(text: str) -> Doc:

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from inference import DEFAULT_SYSTEM_PROMPT, LlamaCppBackend, PromptAssembler
-from tests.inference.conftest import Doc
+from tests.fakes.passages import Doc
 
 pytestmark = pytest.mark.slow
 

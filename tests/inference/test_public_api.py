@@ -17,7 +17,7 @@ from inference import (
     TextDelta,
     Usage,
 )
-from tests.inference.test_prompt_packing import WordTokenizer
+from tests.fakes.word_tokenizer import WordTokenizer
 
 
 def test_exported_names() -> None:

@@ -25,9 +25,9 @@ from inference import (
     TextDelta,
 )
 from tests.fakes._serve import ServerThread, refused_url
+from tests.fakes.passages import Doc
 from tests.fakes.sglang_server import FakeSGLang
 from tests.fakes.tiny_tokenizer import build_tiny_tokenizer
-from tests.inference.conftest import Doc
 
 LOOKUP = "What is a list?"
 REASONING = "Why are tuples not mutable?"

@@ -29,9 +29,9 @@ from inference import (
 )
 from tests.fakes._model import detokenize, output_ids
 from tests.fakes._serve import ServerThread, refused_url
+from tests.fakes.passages import Doc
 from tests.fakes.sglang_server import FakeSGLang, ReqState
 from tests.fakes.tiny_tokenizer import build_tiny_tokenizer
-from tests.inference.conftest import Doc
 
 PASSAGES = [Doc("Lists are mutable sequences."), Doc("Tuples are not mutable.", section="Tuples")]
 
@@ -258,7 +258,7 @@ async def test_closing_the_stream_aborts_the_request_before_closing(
     assert fake.events.index(("abort", state.rid)) < fake.events.index(
         (f"stream_{state.stream_end}", state.rid)
     )
-    assert state.finish_reason["type"] == "abort"
+    assert state.finish_reason is not None and state.finish_reason["type"] == "abort"
     assert len(state.output) < 20  # decoding stopped, not run to 500 tokens
 
 
@@ -274,7 +274,7 @@ async def test_a_deadline_cancellation_aborts_the_request(
     state = only_state(fake)
     await wait_until(lambda: state.finish_reason is not None)
     assert [a.body["rid"] for a in fake.aborts] == [state.rid]
-    assert state.finish_reason["type"] == "abort"
+    assert state.finish_reason is not None and state.finish_reason["type"] == "abort"
     assert state.output == []
     assert state.stream_open_at_abort is True  # aborted first, then the stream closed
 

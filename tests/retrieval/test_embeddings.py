@@ -35,7 +35,7 @@ def test_no_texts_give_an_empty_matrix(embedder: Embedder) -> None:
 
 def test_a_single_string_is_refused(embedder: Embedder) -> None:
     with pytest.raises(TypeError):
-        embedder.embed("one string")  # type: ignore[arg-type]
+        embedder.embed("one string")  # a str is a Sequence[str]: only run time can refuse it
 
 
 def test_a_question_is_closest_to_the_passage_that_answers_it(embedder: Embedder) -> None:

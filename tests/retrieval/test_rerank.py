@@ -31,7 +31,7 @@ def test_rerank_orders_by_cross_encoder_score(tiny_cross_encoder_path: Path) -> 
     assert result.candidates == 5 and len(result.passages) == 3
     scores = [p.rerank_score for p in result.passages]
     assert all(isinstance(s, float) for s in scores)
-    assert scores == sorted(scores, reverse=True)  # type: ignore[type-var]
+    assert scores == sorted(scores, reverse=True)
     by_id = {p.id: p for p in passages}
     for p in result.passages:  # everything but rerank_score is kept
         assert p == dataclasses.replace(by_id[p.id], rerank_score=p.rerank_score)

@@ -9,6 +9,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
+from tests.helpers.spans import attributes, number, parent
 from tracing import BudgetLedger
 
 tracer = trace.get_tracer(__name__)
@@ -26,15 +27,15 @@ def test_stages_are_child_spans_charged_to_the_ledger(spans: InMemorySpanExporte
         ledger.annotate(root)
     finished = {s.name: s for s in spans.get_finished_spans()}
     search, generate, request = finished["search"], finished["generate"], finished["request"]
-    assert search.parent.span_id == request.context.span_id
-    assert generate.parent.span_id == request.context.span_id
-    assert search.attributes["ragtime.search.k"] == 3
-    assert search.attributes["ragtime.stage.duration_ms"] >= 20
-    assert search.attributes["ragtime.budget.budget_ms"] == 1000
-    assert search.attributes["ragtime.budget.exceeded"] is False
+    assert parent(search).span_id == request.context.span_id
+    assert parent(generate).span_id == request.context.span_id
+    assert attributes(search)["ragtime.search.k"] == 3
+    assert number(search, "ragtime.stage.duration_ms") >= 20
+    assert attributes(search)["ragtime.budget.budget_ms"] == 1000
+    assert attributes(search)["ragtime.budget.exceeded"] is False
     assert ledger.timings_ms["search"] >= 20 and ledger.timings_ms["generate"] >= 10
-    assert request.attributes["ragtime.budget.spent_ms"] >= 30
-    assert request.attributes["ragtime.degradations"] == ()
+    assert number(request, "ragtime.budget.spent_ms") >= 30
+    assert attributes(request)["ragtime.degradations"] == ()
 
 
 def test_exceeding_the_budget_is_reported() -> None:
@@ -65,5 +66,5 @@ def test_degradations_are_recorded_on_span_and_ledger(spans: InMemorySpanExporte
         {"stage": "rerank", "action": "rerank_skipped", "reason": "no cross-encoder"}
     ]
     (exported,) = spans.get_finished_spans()
-    assert exported.attributes["ragtime.degraded"] == "rerank_skipped"
-    assert exported.events[0].attributes["reason"] == "no cross-encoder"
+    assert attributes(exported)["ragtime.degraded"] == "rerank_skipped"
+    assert attributes(exported.events[0])["reason"] == "no cross-encoder"

@@ -10,6 +10,7 @@ from tracing.budget import (
     BudgetInfeasible,
     Calibrator,
     CostModel,
+    Probe,
     ProbeResult,
     Reservations,
     TargetQueue,
@@ -17,7 +18,7 @@ from tracing.budget import (
 )
 
 
-def gpu_probe(calls: list[tuple[int, int]]) -> object:
+def gpu_probe(calls: list[tuple[int, int]]) -> Probe:
     """A target that answers like a GPU server: TTFT 30 ms + 0.05 ms per token, 10 ms per token."""
 
     async def probe(prompt_tokens: int, max_tokens: int) -> ProbeResult:
@@ -30,7 +31,7 @@ def gpu_probe(calls: list[tuple[int, int]]) -> object:
 
 async def test_calibration_measures_fixed_prefill_and_decode() -> None:
     calls: list[tuple[int, int]] = []
-    prior = await calibrate(gpu_probe(calls))  # type: ignore[arg-type]
+    prior = await calibrate(gpu_probe(calls))
     assert prior.source == "calibration"
     assert prior.fixed_ms == pytest.approx(30.4)
     assert prior.prefill_ms_per_token == pytest.approx(0.05, rel=0.01)
@@ -43,12 +44,12 @@ async def test_a_target_is_calibrated_when_it_joins_and_again_when_it_comes_back
     calibrator = Calibrator(cost)
     calls: list[tuple[int, int]] = []
     probe = gpu_probe(calls)
-    await calibrator.sync({"http://a": probe})  # type: ignore[dict-item]
+    await calibrator.sync({"http://a": probe})
     assert cost.generation("http://a").ttft_ms(800) < 100  # not the CPU's 2.5 ms per token
-    await calibrator.sync({"http://a": probe})  # type: ignore[dict-item]
+    await calibrator.sync({"http://a": probe})
     assert len(calls) == 3  # still up: not probed again
     await calibrator.sync({})  # went down
-    await calibrator.sync({"http://a": probe})  # type: ignore[dict-item]
+    await calibrator.sync({"http://a": probe})
     assert len(calls) == 6
 
 
@@ -63,7 +64,7 @@ async def test_a_failed_probe_leaves_the_prior_and_is_retried() -> None:
     assert "refused" in calibrator.failures["http://b"]
     assert cost.generation("http://b").prior.source == "prior"
     calls: list[tuple[int, int]] = []
-    await calibrator.sync({"http://b": gpu_probe(calls)})  # type: ignore[dict-item]
+    await calibrator.sync({"http://b": gpu_probe(calls)})
     assert calls and "http://b" not in calibrator.failures
 
 
@@ -72,7 +73,7 @@ async def test_reported_inter_token_latency_feeds_decode() -> None:
     calibrator = Calibrator(cost)
     calls: list[tuple[int, int]] = []
     for _ in range(30):
-        await calibrator.sync({"t": gpu_probe(calls)}, lambda target: 40.0)  # type: ignore[dict-item]
+        await calibrator.sync({"t": gpu_probe(calls)}, lambda target: 40.0)
     assert cost.generation("t").decode_ms_per_token(0.5) == pytest.approx(40.0)
 
 
