@@ -10,9 +10,10 @@ import logging
 import math
 import os
 import sys
+from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 # The [bench] extra's dependency: without it, ``ragtime bench`` says how to install the extra.
 if importlib.util.find_spec("matplotlib") is None:
@@ -306,7 +307,6 @@ def cmd_section(args: argparse.Namespace) -> int:
 def cmd_budget(args: argparse.Namespace) -> int:
     from bench.budget import run_budget_bench, text_report, write_budget_json
     from bench.report import command_line
-    from bench.serve import ServerFailed
 
     logging.getLogger("httpx").setLevel(logging.WARNING)
     questions = read_questions(args.questions)
@@ -320,8 +320,8 @@ def cmd_budget(args: argparse.Namespace) -> int:
     if not questions or not faults:
         print("error: no questions, or no fault to inject", file=sys.stderr)
         return 2
-    try:
-        result = run_budget_bench(
+    return _run_and_report(
+        lambda: run_budget_bench(
             config_path=args.serve[0],
             questions=questions,
             budget_ms=args.budget_ms,
@@ -336,24 +336,43 @@ def cmd_budget(args: argparse.Namespace) -> int:
             machinery_iterations=args.machinery_iterations,
             command=command_line(getattr(args, "argv", None) or sys.argv[1:]),
             show_progress=not args.no_progress,
-        )
+        ),
+        text_report,
+        write_budget_json,
+        args.json,
+    )
+
+
+T = TypeVar("T")
+
+
+def _run_and_report(
+    run: Callable[[], T],
+    report: Callable[[T], str],
+    write: Callable[[T, Path], None],
+    json_path: Path | None,
+) -> int:
+    """Run a bench, print its report and write its JSON; a server or input failure is exit 1."""
+    from bench.serve import ServerFailed
+
+    try:
+        result = run()
     except (ServerFailed, ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    print(text_report(result))
-    if args.json:
-        write_budget_json(result, args.json)
-        print(f"\nwrote {args.json}", file=sys.stderr)
+    print(report(result))
+    if json_path:
+        write(result, json_path)
+        print(f"\nwrote {json_path}", file=sys.stderr)
     return 0
 
 
 def _goodput(args: argparse.Namespace, questions: list[str]) -> int:
     from bench.goodput import run_goodput, text_report, write_goodput_json
     from bench.report import command_line
-    from bench.serve import ServerFailed
 
-    try:
-        result = run_goodput(
+    return _run_and_report(
+        lambda: run_goodput(
             servers=[(path.stem, path) for path in args.serve],
             questions=questions,
             multiples=args.budgets,
@@ -367,15 +386,11 @@ def _goodput(args: argparse.Namespace, questions: list[str]) -> int:
             command=command_line(getattr(args, "argv", None) or sys.argv[1:]),
             fake_sglang=args.fake_sglang,
             show_progress=not args.no_progress,
-        )
-    except (ServerFailed, ValueError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    print(text_report(result))
-    if args.json:
-        write_goodput_json(result, args.json)
-        print(f"\nwrote {args.json}", file=sys.stderr)
-    return 0
+        ),
+        text_report,
+        write_goodput_json,
+        args.json,
+    )
 
 
 def cmd_machinery(args: argparse.Namespace) -> int:
