@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 from opentelemetry import trace
 from opentelemetry.trace import Span
 
+from app.config import Settings
 from app.errors import BudgetExhausted
 from app.moderation import AnswerFilter
 from app.services import Services
@@ -114,7 +115,7 @@ class AnswerDone:
 AnswerEvent = AnswerDelta | AnswerDone
 
 
-def build_budget_engine(settings: Any) -> BudgetEngine:
+def build_budget_engine(settings: Settings) -> BudgetEngine:
     """The budget engine for these settings: plan limits, learning, the quality table."""
     s = settings
     return BudgetEngine(
