@@ -37,6 +37,12 @@ def fake_sglang() -> Iterator[tuple[FakeSGLang, str]]:
         yield fake, server.url
 
 
+def sglang_backend(url: str, tmp_path: Path) -> SGLangBackend:
+    """The SGLang backend against the fake at ``url``, with the tests' tiny tokenizer."""
+    tokenizer = HFTokenizer(build_tiny_tokenizer(tmp_path), local_files_only=True)
+    return SGLangBackend([url], model="fake/tiny-chat", tokenizer=tokenizer)
+
+
 def test_ask_is_answered_through_sglang(
     seeded_data_dir: Path,
     auth: dict[str, str],
@@ -46,8 +52,7 @@ def test_ask_is_answered_through_sglang(
 ) -> None:
     fake, url = fake_sglang
     fake.reset(natural_tokens=10, itl_s=0.001)
-    tokenizer = HFTokenizer(build_tiny_tokenizer(tmp_path), local_files_only=True)
-    backend = SGLangBackend([url], model="fake/tiny-chat", tokenizer=tokenizer)
+    backend = sglang_backend(url, tmp_path)
     with running_app(
         seeded_data_dir, backend=backend, calibrate=False
     ) as client:  # counts /generate: no probes
@@ -160,8 +165,7 @@ def test_a_request_the_server_refuses_does_not_take_the_backend_out(
 ) -> None:
     fake, url = fake_sglang
     fake.reset(natural_tokens=4)
-    tokenizer = HFTokenizer(build_tiny_tokenizer(tmp_path), local_files_only=True)
-    backend = SGLangBackend([url], model="fake/tiny-chat", tokenizer=tokenizer)
+    backend = sglang_backend(url, tmp_path)
     question = {"question": "How do I define a function with a default value?"}
     with running_app(seeded_data_dir, backend=backend) as client:
         fake.config.context_length = 20  # under what the client read: SGLang's 200 + error
@@ -187,8 +191,7 @@ def test_a_fast_server_is_calibrated_and_a_tight_budget_gets_a_full_answer(
     output token), it was refused with a 504 in 36 ms."""
     fake, url = fake_sglang
     fake.reset(natural_tokens=24, ttft_s=0.04, itl_s=0.008)
-    tokenizer = HFTokenizer(build_tiny_tokenizer(tmp_path), local_files_only=True)
-    backend = SGLangBackend([url], model="fake/tiny-chat", tokenizer=tokenizer)
+    backend = sglang_backend(url, tmp_path)
     with running_app(seeded_data_dir, backend=backend, calibration_interval_s=0.05) as client:
         waited = time.monotonic() + 20
         while True:
@@ -220,8 +223,7 @@ def test_the_context_shrinks_to_fit_the_servers_context_length(
 ) -> None:
     fake, url = fake_sglang
     fake.reset(natural_tokens=8, context_length=420)
-    tokenizer = HFTokenizer(build_tiny_tokenizer(tmp_path), local_files_only=True)
-    backend = SGLangBackend([url], model="fake/tiny-chat", tokenizer=tokenizer)
+    backend = sglang_backend(url, tmp_path)
     with running_app(seeded_data_dir, backend=backend, calibrate=False) as client:
         response = client.post(
             "/v1/ask", json={"question": "How do I define a function?"}, headers=auth
