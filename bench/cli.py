@@ -251,14 +251,8 @@ def cmd_quality(args: argparse.Namespace) -> int:
     import asyncio
 
     from app.config import get_settings
-    from bench.quality import (
-        QualityResult,
-        measure_quality,
-        quality_table_json,
-        table,
-        write_json,
-    )
-    from bench.report import command_line, machine_info, now_iso, versions
+    from bench.quality import QualityResult, measure_quality, quality_table, table
+    from bench.report import command_line, machine_info, now_iso, versions, write_json
     from tracing.budget import DEFAULT_QUALITY_PATH, QualityTable
 
     settings = get_settings()
@@ -284,10 +278,8 @@ def cmd_quality(args: argparse.Namespace) -> int:
         write_json(result, args.json)
     if args.table:
         shipped = QualityTable.load(DEFAULT_QUALITY_PATH)
-        rerank = [list(p) for p in shipped.curves.get("rerank", [(0.0, 0.95), (1.0, 1.0)])]
-        data = quality_table_json(result, rerank)
-        QualityTable({k: [tuple(p) for p in v] for k, v in data["curves"].items()})  # validate
-        write_json(data, args.table)
+        rerank = shipped.curves.get("rerank", [(0.0, 0.95), (1.0, 1.0)])
+        quality_table(result, rerank).dump(args.table)
         print(f"wrote {args.table}", file=sys.stderr)
     return 0
 
@@ -368,8 +360,8 @@ def _run_and_report(
 
 
 def _goodput(args: argparse.Namespace, questions: list[str]) -> int:
-    from bench.goodput import run_goodput, text_report, write_goodput_json
-    from bench.report import command_line
+    from bench.goodput import run_goodput, text_report
+    from bench.report import command_line, write_json
 
     return _run_and_report(
         lambda: run_goodput(
@@ -388,7 +380,7 @@ def _goodput(args: argparse.Namespace, questions: list[str]) -> int:
             show_progress=not args.no_progress,
         ),
         text_report,
-        write_goodput_json,
+        write_json,
         args.json,
     )
 

@@ -337,10 +337,5 @@ def run_goodput(
     )
 
 
-def write_goodput_json(result: GoodputResult, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(result.model_dump_json(indent=1) + "\n")
-
-
 def read_goodput_json(path: Path) -> GoodputResult:
     return GoodputResult.model_validate_json(path.read_text())

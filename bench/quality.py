@@ -27,10 +27,11 @@ import re
 import statistics
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
+
+from tracing.budget import QualityTable
 
 _STOP_WORDS = (
     "about above after again also been before being below between both could does doing down "
@@ -156,36 +157,32 @@ async def measure_quality(
     )
 
 
-def quality_table_json(result: QualityResult, rerank: list[list[float]]) -> dict[str, Any]:
-    """The ``QualityTable`` file: measured context and output curves, the assumed rerank one."""
+def quality_table(result: QualityResult, rerank: Sequence[tuple[float, float]]) -> QualityTable:
+    """The measured context and output curves, and the assumed rerank one, as the policy's
+    ``QualityTable`` (validated as it is built; ``dump`` writes its file)."""
 
-    def points(knob: list[KnobPoint]) -> list[list[float]]:
-        zero = [0.0, 0.0]
-        return [zero] + [[p.share, p.quality] for p in knob] + [[1.0, 1.0]]
+    def points(knob: list[KnobPoint]) -> list[tuple[float, float]]:
+        return _monotone([(0.0, 0.0), *((p.share, p.quality) for p in knob), (1.0, 1.0)])
 
-    return {
-        "curves": {
-            "context": _monotone(points(result.context)),
-            "output": _monotone(points(result.output)),
-            "rerank": rerank,
-        },
-        "notes": {
+    return QualityTable(
+        {"context": points(result.context), "output": points(result.output), "rerank": rerank},
+        {
             "source": f"ragtime bench quality, {result.created}: {result.command}",
             "measure": "share of the reference passage's content words the answer keeps, "
             "relative to the full plan, over the demo questions",
             "questions": result.questions,
             "rerank": "assumed, not measured: no cross-encoder ships offline",
         },
-    }
+    )
 
 
-def _monotone(points: list[list[float]]) -> list[list[float]]:
+def _monotone(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
     """Quality never falls as a knob grows: a noisy dip is flattened, not trusted."""
     best = 0.0
     out = []
     for share, quality in points:
         best = max(best, quality)
-        out.append([share, round(best, 4)])
+        out.append((share, round(best, 4)))
     return out
 
 
@@ -201,15 +198,3 @@ def table(result: QualityResult) -> str:
                 f"| {knob} | {p.share:.0%} | {p.quality:.0%} | {p.saved_ms_p50:.0f} | {per:.3f} |"
             )
     return "\n".join(rows)
-
-
-def write_json(data: BaseModel | dict[str, Any], path: Path) -> None:
-    import json
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = (
-        data.model_dump_json(indent=1)
-        if isinstance(data, BaseModel)
-        else json.dumps(data, indent=2)
-    )
-    path.write_text(text + "\n")

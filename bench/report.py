@@ -12,6 +12,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
 from bench.results import BenchResult, Ceiling, Comparison, Run
 from bench.stats import Summary
 
@@ -95,7 +97,8 @@ def now_iso() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
-def write_json(result: BenchResult, path: Path) -> None:
+def write_json(result: BaseModel, path: Path) -> None:
+    """Any bench result as indented JSON, its folder made if needed."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(result.model_dump_json(indent=1) + "\n")
 
