@@ -1,4 +1,5 @@
-"""The request pipeline: the stages of one question, in order, each charged to the budget.
+"""The request pipeline: the stages of one question (``app.stages``), in order, each in its span
+and charged to the request's budget.
 
 moderate.question -> embed -> search -> (plan) -> rerank -> assemble -> generate (the answer
 filtered as it streams) -> moderate.answer. Retrieval-only requests stop after rerank.
@@ -6,38 +7,35 @@ filtered as it streams) -> moderate.answer. Retrieval-only requests stop after r
 After search, the budget engine (``tracing.budget``) sizes the rest of the request to what is
 left of its budget, for the target that will serve it and its place in that target's queue
 (rerank candidates, context tokens, output tokens), or fails fast when nothing fits. A stage
-that fails other than generation (a reranker error) is skipped as a degradation. Blocking work
-(torch, FAISS, tokenisation) runs in worker threads, waited for no longer than the budget allows;
-generation stops at the deadline. Every stage's cost goes back to the engine's cost model.
+that fails other than generation (a reranker error) is skipped as a degradation. Each stage is
+waited for no longer than the budget allows; generation stops at the deadline. Every stage's
+cost goes back to the engine's cost model. The pipeline holds no per-request state: a request's
+state is its ``BudgetLedger``, its ``Prepared`` and the ``AnswerOutcome`` it is given back.
 """
 
 from __future__ import annotations
 
-import asyncio
 import re
 import time
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Awaitable
 from contextlib import aclosing
 from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar
+from typing import TypeVar
 
-from opentelemetry import trace
 from opentelemetry.trace import Span
 
 from app.config import Settings
 from app.errors import BudgetExhausted
 from app.moderation import AnswerFilter
 from app.services import Services
+from app.stages import Generated, ModeratedTail
 from inference import (
     AssembledPrompt,
     BackendUnavailable,
-    GenerationDone,
-    GenerationFailed,
-    GenerationRejected,
     RouteDecision,
     Usage,
 )
-from retrieval import Passage, RerankResult, UnknownCollection
+from retrieval import Passage
 from tracing import metrics as tracing_metrics
 from tracing.budget import (
     DEFAULT_QUALITY_PATH,
@@ -52,8 +50,6 @@ from tracing.budget import (
     QualityTable,
     Reservation,
     TargetQueue,
-    next_before_deadline,
-    run_in_thread,
 )
 
 _LABEL = re.compile(r"\[(\d{1,3})\]")
@@ -73,15 +69,6 @@ class Prepared:
     """False when the budget allowed only the passages (``on_infeasible = "passages"``)."""
     reservation: Reservation | None = None
     """The generation time held at the target; released when generation ends."""
-
-
-@dataclass
-class _GenerationRun:
-    """One request's generation, as the budget engine learns from it."""
-
-    target: str
-    started: float
-    first_at: float | None = None
 
 
 @dataclass
@@ -145,12 +132,14 @@ def build_budget_engine(settings: Settings) -> BudgetEngine:
 
 
 class Pipeline:
+    """Runs a request's stages in order, in their spans, within its budget."""
+
     def __init__(self, services: Services, budget: BudgetEngine | None = None) -> None:
         self.services = services
+        self.stages = services.stages
         self.settings = services.settings
         self.budget = budget or build_budget_engine(self.settings)
         self.cost = self.budget.cost
-        self._shared_prefix: int | None = None
 
     # -- retrieval -------------------------------------------------------------------------
 
@@ -170,43 +159,48 @@ class Pipeline:
         question: str | None,
     ) -> tuple[list[Passage], Plan]:
         """``question`` is set for an answer (plan generation too), None for a search."""
-        store, embedder, reranker = (
-            self.services.store,
-            self.services.embedder,
-            self.services.reranker,
-        )
-        if not store.has_collection(collection):
-            raise UnknownCollection(
-                f"unknown collection {collection!r}; known: {sorted(store.collections())}"
+        stages = self.stages
+        stages.search.check(collection)
+        with ledger.stage("embed", **{"ragtime.embed.model": self.services.embedder.model_name}):
+            embedded = await self._timed(
+                ledger, "embed", stages.embed.run(query, deadline=ledger.deadline)
             )
-        with ledger.stage("embed", **{"ragtime.embed.model": embedder.model_name}):
-            started = time.perf_counter()
-            vectors = await self._in_thread(ledger, "embed", embedder.embed, [query])
-            self.budget.observe_stage("embed", _ms_since(started), 1)
-        candidates = max(k, self.settings.rerank_candidates) if reranker.available else k
+        candidates = max(k, self.settings.rerank_candidates) if stages.rerank.available else k
         with ledger.stage("search") as span:
-            started = time.perf_counter()
-            passages = await self._in_thread(
-                ledger, "search", store.search, collection, vectors[0], candidates
+            found = await self._timed(
+                ledger,
+                "search",
+                stages.search.run(
+                    collection, embedded.vector, candidates, deadline=ledger.deadline
+                ),
             )
-            self.budget.observe_stage("search", _ms_since(started), 1)
-            span.set_attributes(
-                {
-                    "ragtime.search.collection": collection,
-                    "ragtime.search.k": candidates,
-                    "ragtime.search.results": len(passages),
-                    "ragtime.search.top_score": passages[0].score if passages else 0.0,
-                }
-            )
+            span.set_attributes(found.attributes())
         plan = self._plan(ledger, k, question)
-        if plan.rerank_candidates and passages:
+        if plan.rerank_candidates and found.passages:
             ledger.expect("rerank", plan.stage_ms.get("rerank", 0.0))
         with ledger.stage("rerank") as span:
-            passages = await self._rerank(query, passages, k, plan, ledger, span)
-        return passages, plan
+            self._record_actions(plan, "rerank", ledger, span)
+            started = time.perf_counter()
+            # Wait only as long as the rest of the plan leaves room for.
+            rest_ms = plan.predicted_ms - self.cost.predict("rerank", plan.rerank_candidates)
+            reranked = await stages.rerank.run(
+                query,
+                found.passages,
+                k=k,
+                candidates=plan.rerank_candidates,
+                deadline=ledger.deadline - max(rest_ms, 0.0) / 1000.0,
+            )
+            span.set_attributes(reranked.attributes())
+            if reranked.error is not None:
+                span.record_exception(reranked.error)
+            if reranked.degradation is not None:
+                ledger.degrade("rerank", *reranked.degradation, span)
+            if reranked.scored:
+                self.budget.observe_stage("rerank", _ms_since(started), reranked.scored)
+        return reranked.passages, plan
 
     def _plan(self, ledger: BudgetLedger, k: int, question: str | None) -> Plan:
-        available = self.services.reranker.available
+        available = self.stages.rerank.available
         engine = self.budget
         limits = (engine.search_policy if question is None else engine.answer_policy).limits
         backend = self.services.backend
@@ -282,102 +276,43 @@ class Pipeline:
         ours = self.budget.reservations.open(target)
         return TargetQueue(slots=slots, external=max(load.waiting - max(ours - slots, 0), 0))
 
-    async def _rerank(
-        self,
-        query: str,
-        passages: list[Passage],
-        k: int,
-        plan: Plan,
-        ledger: BudgetLedger,
-        span: Span,
-    ) -> list[Passage]:
-        reranker = self.services.reranker
-        self._record_actions(plan, "rerank", ledger, span)
-        if not reranker.available:
-            span.set_attribute("ragtime.rerank.skipped", True)
-            ledger.degrade("rerank", "rerank_skipped", self.services.reranker_status, span)
-            return passages[:k]
-        if not plan.rerank_candidates or not passages:
-            span.set_attribute("ragtime.rerank.skipped", True)
-            return passages[:k]
-        candidates = passages[: plan.rerank_candidates]
-        started = time.perf_counter()
-        # Wait only as long as the rest of the plan leaves room for.
-        rest_ms = plan.predicted_ms - self.cost.predict("rerank", len(candidates))
-        try:
-            result = await asyncio.wait_for(
-                asyncio.to_thread(self._rerank_work, query, candidates, k),
-                timeout=max(ledger.remaining_ms - rest_ms, 0.0) / 1000.0,
-            )
-        except TimeoutError:
-            ledger.degrade(
-                "rerank",
-                "rerank_timeout",
-                f"rerank ran past its {ledger.remaining_ms - rest_ms:.0f} ms; vector order kept",
-                span,
-            )
-            return passages[:k]
-        except Exception as exc:  # a reranker that fails is skipped: the vector order stands
-            span.record_exception(exc)
-            ledger.degrade(
-                "rerank",
-                "rerank_failed",
-                f"the reranker failed ({type(exc).__name__}: {exc}); vector order kept",
-                span,
-            )
-            return passages[:k]
-        self.budget.observe_stage("rerank", _ms_since(started), len(candidates))
-        span.set_attributes(
-            {
-                "ragtime.rerank.model": reranker.model_name or "",
-                "ragtime.rerank.candidates": result.candidates,
-            }
-        )
-        return result.passages
-
-    def _rerank_work(self, query: str, candidates: list[Passage], k: int) -> RerankResult:
-        if self.settings.fault_rerank_delay_ms:  # bench/test fault: a slower model, per pair
-            time.sleep(self.settings.fault_rerank_delay_ms * len(candidates) / 1000.0)
-        return self.services.reranker.rerank(query, candidates, k)
-
     # -- answering -------------------------------------------------------------------------
 
     async def prepare(
         self, question: str, collection: str, top_k: int, ledger: BudgetLedger
     ) -> Prepared:
         """Screen the question, retrieve its passages, plan, and assemble the prompt."""
-        assembler = self.services.assembler
-        if assembler is None or not self.services.backend.loaded:
+        stages = self.stages
+        if not stages.assemble.ready or not self.services.backend.loaded:
             raise BackendUnavailable(
                 "the generation backend is not loaded: "
                 + self.services.problems.get("generator", "still starting")
             )
         self._check_feasible(ledger, question)
         with ledger.stage("moderate.question") as span:
-            score = await self._in_thread(
-                ledger, "moderate.question", self.services.moderator.screen_question, question
+            screened = await self._timed(
+                ledger,
+                "moderate.question",
+                stages.screen_question.run(question, deadline=ledger.deadline),
             )
-            span.set_attribute("ragtime.moderation.score", round(score, 4))
+            span.set_attributes(screened.attributes())
         passages, plan = await self._retrieve(question, collection, top_k, ledger, question)
         # Hold the planned generation time at its target, so later requests plan around it.
         reservation = self.budget.reserve(plan, ledger) if plan.max_output_tokens > 0 else None
         try:
             with ledger.stage("assemble") as span:
                 self._record_actions(plan, "assemble", ledger, span)
-                prompt = await self._in_thread(
-                    ledger, "assemble", assembler.assemble, question, passages,
-                    context_tokens=plan.context_tokens,
-                )  # fmt: skip
-                span.set_attributes(
-                    {
-                        "ragtime.prompt.tokens": prompt.prompt_tokens,
-                        "ragtime.prompt.passages": len(prompt.passages),
-                        "ragtime.prompt.dropped": prompt.dropped,
-                        "ragtime.prompt.truncated": any(p.truncated for p in prompt.passages),
-                        "ragtime.prompt.context_tokens_budget": prompt.context_tokens_budget,
-                        "ragtime.prompt.context_tokens_used": prompt.context_tokens_used,
-                    }
+                assembled = await self._timed(
+                    ledger,
+                    "assemble",
+                    stages.assemble.run(
+                        question,
+                        passages,
+                        context_tokens=plan.context_tokens,
+                        deadline=ledger.deadline,
+                    ),
                 )
+                span.set_attributes(assembled.attributes())
         except BaseException:
             if reservation is not None:
                 reservation.release()
@@ -385,7 +320,7 @@ class Pipeline:
         return Prepared(
             question,
             passages,
-            prompt,
+            assembled.prompt,
             plan,
             with_answer=plan.max_output_tokens > 0,
             reservation=reservation,
@@ -401,34 +336,36 @@ class Pipeline:
         ``AnswerDone`` follows then. Failures raise.
         """
         reservation = prepared.reservation
-        outcome = AnswerOutcome()
         try:
             if not prepared.with_answer:
-                outcome.finish_reason = "skipped"
+                outcome = AnswerOutcome(finish_reason="skipped")
             else:
-                async with aclosing(self._generate(prepared, ledger, outcome)) as deltas:
-                    async for delta in deltas:
-                        yield AnswerDelta(delta)
+                async with aclosing(self._generate(prepared, ledger)) as events:
+                    async for event in events:
+                        if isinstance(event, AnswerDone):
+                            outcome = event.outcome
+                            break
+                        yield event
         finally:
             if reservation is not None:
                 reservation.release()
         yield AnswerDone(outcome)
 
     async def _generate(
-        self, prepared: Prepared, ledger: BudgetLedger, outcome: AnswerOutcome
-    ) -> AsyncGenerator[str, None]:
-        """The text deltas; ``outcome`` is this call's own record, owned by ``generate``."""
+        self, prepared: Prepared, ledger: BudgetLedger
+    ) -> AsyncGenerator[AnswerEvent, None]:
+        """The generate and moderate.answer stages: moderated deltas, then the outcome."""
         backend = self.services.backend
-        answer_filter = self.services.moderator.answer_filter()
+        moderate = self.stages.moderate_answer
+        answer_filter = moderate.open()
         plan = prepared.plan
-        max_tokens = plan.max_output_tokens
         stage = ledger.begin(
             "generate",
             **{
                 "gen_ai.operation.name": "text_completion",
                 "gen_ai.system": backend.name,
                 "gen_ai.request.model": backend.model,
-                "gen_ai.request.max_tokens": max_tokens,
+                "gen_ai.request.max_tokens": plan.max_output_tokens,
                 "gen_ai.request.temperature": self.settings.temperature,
             },
         )
@@ -436,121 +373,99 @@ class Pipeline:
         if plan.stage_ms:
             ledger.expect("generate", plan.stage_ms.get("queue", 0.0) + plan.stage_ms["generate"])
         self._record_actions(plan, "generate", ledger, span)
-        error: BaseException | None = None
-        outcome.finish_reason = "cancelled"
-        run = _GenerationRun(target=plan.target, started=time.perf_counter())
         reservation = prepared.reservation
         if reservation is not None:
             reservation.start()
-        # Made current for the call, so a remote backend's propagated context names this span.
-        with trace.use_span(span, end_on_exit=False):
-            events = backend.stream(
-                prepared.prompt,
-                max_tokens=max_tokens,
-                temperature=self.settings.temperature,
-                deadline=ledger.deadline,
-            )
-        # Room to flush the answer filter and send the last event before the deadline.
-        reserve_ms = self.cost.rate("moderate.answer") + _FINISH_RESERVE_MS
+        text: list[str] = []
+        ttft_ms: float | None = None
+        generated: Generated | None = None
+        error: BaseException | None = None
         try:
+            events = self.stages.generate.run(
+                prepared.prompt,
+                max_tokens=plan.max_output_tokens,
+                target=plan.target,
+                deadline=ledger.deadline,
+                # Room to flush the answer filter and send the last event before the deadline.
+                reserve_ms=self.cost.rate("moderate.answer") + _FINISH_RESERVE_MS,
+                stop_at=(lambda: reservation.stop_at) if reservation is not None else _no_stop,
+                span=span,
+            )
             async with aclosing(events):
-                while True:
-                    stop_at = reservation.stop_at if reservation is not None else None
-                    event = await next_before_deadline(
-                        events, ledger, reserve_ms=reserve_ms, stop_at=stop_at
-                    )
-                    if event is None and stop_at is not None and stop_at < ledger.deadline:
-                        outcome.finish_reason = "length"  # cut short for a queued request
-                        ledger.degrade(
-                            "generate",
-                            "output_capped",
-                            "stopped early: a request queued behind it needed the time",
-                            span,
-                        )
-                        break
-                    if event is None:  # the deadline came first
-                        outcome.finish_reason = "deadline"
-                        ledger.degrade(
-                            "generate", "deadline_stop", "decoding stopped at the deadline", span
-                        )
+                async for event in events:
+                    if isinstance(event, Generated):
+                        generated = event
                         break
                     if isinstance(event, RouteDecision):
-                        run.target = event.target or run.target
                         if span.is_recording():
-                            span.set_attribute("ragtime.budget.target", run.target)
+                            span.set_attribute("ragtime.budget.target", event.target)
                         if event.degradation is not None:  # e.g. a smaller model, to fit
                             ledger.degrade("generate", *event.degradation, span)
                         continue
-                    if isinstance(event, GenerationDone):
-                        outcome.usage = event.usage
-                        outcome.finish_reason = event.finish_reason
-                        span.set_attribute("ragtime.generate.queue_ms", round(event.queue_ms, 3))
-                        self._observe_generation(run, event)
-                        break
-                    if run.first_at is None:
-                        run.first_at = time.perf_counter()
-                        outcome.ttft_ms = ledger.spent_ms
-                        tracing_metrics.TTFT_SECONDS.observe(outcome.ttft_ms / 1000.0)
-                        span.add_event("first_token", {"ragtime.ttft_ms": outcome.ttft_ms})
-                        span.set_attribute(
-                            "ragtime.ttft.over_target",
-                            outcome.ttft_ms > self.settings.ttft_target_ms,
-                        )
-                    if self.settings.fault_generate_token_delay_ms:  # bench/test fault
-                        await asyncio.sleep(self.settings.fault_generate_token_delay_ms / 1000.0)
+                    if ttft_ms is None:
+                        ttft_ms = ledger.spent_ms
+                        self._first_token(span, ttft_ms)
                     released = answer_filter.feed(event.text)
                     if released:
-                        outcome.text += released
-                        yield released
-            if run.first_at is None and outcome.finish_reason in ("deadline", "length"):
+                        text.append(released)
+                        yield AnswerDelta(released)
+            assert generated is not None, "the generate stage ends with its result"
+            self._finished(generated, ledger, span)
+            if ttft_ms is None and generated.finish_reason in ("deadline", "yielded"):
                 raise BudgetExhausted("no answer token came before the deadline")
-            tail = self._moderate_tail(answer_filter, ledger, outcome)
-            if tail:
-                outcome.text += tail
-                yield tail
-        except (BackendUnavailable, GenerationFailed, GenerationRejected, BudgetExhausted) as exc:
+            tail = await self._moderate_tail(answer_filter, ledger)
+            if tail.text:
+                text.append(tail.text)
+                yield AnswerDelta(tail.text)
+        except BaseException as exc:
             error = exc
-            outcome.finish_reason = "deadline" if isinstance(exc, BudgetExhausted) else "error"
             raise
-        except Exception as exc:
-            error = exc
-            outcome.finish_reason = "error"
-            if run.first_at is None:
-                raise BackendUnavailable(f"generation failed: {exc}") from exc
-            raise GenerationFailed(f"generation failed mid-stream: {exc}") from exc
         finally:
+            outcome = AnswerOutcome(
+                text="".join(text),
+                usage=generated.usage if generated is not None else None,
+                finish_reason=_finish_reason(generated, error),
+                ttft_ms=ttft_ms,
+                redactions=dict(answer_filter.redactions),
+            )
             self._finish_generate_span(span, outcome, answer_filter.elapsed_ms)
-            stage.end(error)
+            stage.end(error if isinstance(error, Exception) else None)
+        yield AnswerDone(outcome)
 
-    def _observe_generation(self, run: _GenerationRun, done: GenerationDone) -> None:
+    def _first_token(self, span: Span, ttft_ms: float) -> None:
+        tracing_metrics.TTFT_SECONDS.observe(ttft_ms / 1000.0)
+        span.add_event("first_token", {"ragtime.ttft_ms": ttft_ms})
+        span.set_attribute("ragtime.ttft.over_target", ttft_ms > self.settings.ttft_target_ms)
+
+    def _finished(self, generated: Generated, ledger: BudgetLedger, span: Span) -> None:
+        """Record how generation ended, and teach the engine what it cost."""
+        if generated.finish_reason == "yielded":
+            ledger.degrade(
+                "generate",
+                "output_capped",
+                "stopped early: a request queued behind it needed the time",
+                span,
+            )
+        elif generated.finish_reason == "deadline":
+            ledger.degrade("generate", "deadline_stop", "decoding stopped at the deadline", span)
+        if generated.usage is not None:
+            span.set_attribute("ragtime.generate.queue_ms", round(generated.queue_ms, 3))
+        self._observe_generation(generated)
+
+    def _observe_generation(self, done: Generated) -> None:
         """Teach the engine what this target's prefill and decode cost (our queue aside)."""
-        if done.finish_reason not in ("stop", "length") or run.first_at is None:
-            return
         usage = done.usage
+        if done.finish_reason not in ("stop", "length") or done.first_at is None or usage is None:
+            return
         self.budget.observe_generation(
-            run.target,
+            done.target,
             prompt_tokens=usage.prompt_tokens,
             cached_tokens=usage.cached_tokens,
-            ttft_ms=(run.first_at - run.started) * 1000.0 - done.queue_ms,
+            ttft_ms=(done.first_at - done.started) * 1000.0 - done.queue_ms,
             output_tokens=usage.completion_tokens,
-            decode_ms=_ms_since(run.first_at),
-            shared_prefix_tokens=self._shared_prefix_tokens(),
+            decode_ms=_ms_since(done.first_at),
+            shared_prefix_tokens=self.stages.assemble.shared_prefix_tokens,
         )
-
-    def _shared_prefix_tokens(self) -> int | None:
-        """The tokens every prompt starts with (system prompt, template): what a new question
-        can count on finding in a prefix cache."""
-        assembler = self.services.assembler
-        if self._shared_prefix is None and assembler is not None:
-            one = assembler.assemble("What is one thing?", []).token_ids
-            other = assembler.assemble("Why another?", []).token_ids
-            shared = 0
-            for a, b in zip(one, other, strict=False):
-                if a != b:
-                    break
-                shared += 1
-            self._shared_prefix = shared
-        return self._shared_prefix
 
     @staticmethod
     def _record_actions(plan: Plan, stage: str, ledger: BudgetLedger, span: Span) -> None:
@@ -567,32 +482,26 @@ class Pipeline:
                 }
             )
 
-    async def _in_thread(
-        self, ledger: BudgetLedger, stage: str, fn: Callable[..., T], *args: Any, **kwargs: Any
-    ) -> T:
-        """Run blocking ``fn`` in a thread, waiting no longer than the budget has left."""
+    async def _timed(self, ledger: BudgetLedger, stage: str, work: Awaitable[T]) -> T:
+        """Await one stage's run; teach the cost model what it took. A stage still running at
+        the deadline ends the request."""
+        started = time.perf_counter()
         try:
-            return await run_in_thread(ledger, stage, fn, *args, **kwargs)
+            result = await work
         except DeadlinePassed as exc:
             raise BudgetExhausted(str(exc)) from None
+        self.budget.observe_stage(stage, _ms_since(started), 1)
+        return result
 
-    def _moderate_tail(
-        self, answer_filter: AnswerFilter, ledger: BudgetLedger, outcome: AnswerOutcome
-    ) -> str:
+    async def _moderate_tail(
+        self, answer_filter: AnswerFilter, ledger: BudgetLedger
+    ) -> ModeratedTail:
         """Release the held tail in the ``moderate.answer`` span, charged with the inline work."""
         ledger.charge("moderate.answer", answer_filter.elapsed_ms)
         with ledger.stage("moderate.answer") as span:
-            tail = answer_filter.flush()
-            outcome.redactions = dict(answer_filter.redactions)
-            span.set_attributes(
-                {
-                    "ragtime.moderation.inline_ms": round(answer_filter.elapsed_ms, 3),
-                    "ragtime.moderation.redactions": sum(outcome.redactions.values()),
-                }
-            )
-            for kind, count in outcome.redactions.items():
-                span.set_attribute(f"ragtime.moderation.redacted.{kind}", count)
-        self.budget.observe_stage("moderate.answer", answer_filter.elapsed_ms, 1)
+            tail = await self.stages.moderate_answer.run(answer_filter)
+            span.set_attributes(tail.attributes())
+        self.budget.observe_stage("moderate.answer", tail.total_ms, 1)
         return tail
 
     @staticmethod
@@ -617,6 +526,21 @@ class Pipeline:
                     ),
                 }
             )
+
+
+def _no_stop() -> float | None:
+    return None
+
+
+def _finish_reason(generated: Generated | None, error: BaseException | None) -> str:
+    """How the answer ended, as the report and the span say it."""
+    if isinstance(error, BudgetExhausted):
+        return "deadline"
+    if error is not None:
+        return "cancelled" if not isinstance(error, Exception) else "error"
+    if generated is None:
+        return "cancelled"
+    return "length" if generated.finish_reason == "yielded" else generated.finish_reason
 
 
 def _ms_since(started: float) -> float:

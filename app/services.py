@@ -1,12 +1,13 @@
 """The long-lived parts of the service, built once in the app's lifespan.
 
-``Services.start()`` loads each component on its own; one that fails is reported by ``/readyz``
-instead of taking the process down, and a missing cross-encoder only switches reranking off.
+``Services`` holds the components (store, models, backend, keys) and the request stages built
+over them (``app.stages``). ``Services.start()`` warms each stage up on its own; one that fails
+is reported by ``/readyz`` instead of taking the process down, and a missing cross-encoder only
+switches reranking off.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 from dataclasses import dataclass, field
@@ -15,19 +16,19 @@ from typing import Any
 from app.auth import KeyStore
 from app.config import Settings
 from app.moderation import Moderator
+from app.stages import Stages
 from inference import (
     GenerationBackend,
     HFTokenizer,
     LlamaCppBackend,
     NullBackend,
     OpenAICompatBackend,
-    PromptAssembler,
     QuestionClassifier,
     RemoteOptions,
     RoutedBackend,
     SGLangBackend,
 )
-from retrieval import DocumentStore, Embedder, Reranker, RerankerUnavailable
+from retrieval import DocumentStore, Embedder, Reranker
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +90,8 @@ def default_backend(settings: Settings) -> GenerationBackend:
 
 @dataclass
 class Services:
+    """The components, and the stages over them (``stages``, built with the object)."""
+
     settings: Settings
     keys: KeyStore
     store: DocumentStore
@@ -96,9 +99,18 @@ class Services:
     reranker: Reranker
     backend: GenerationBackend
     moderator: Moderator
-    assembler: PromptAssembler | None = None
     problems: dict[str, str] = field(default_factory=dict)
-    reranker_status: str = "not loaded"
+    stages: Stages = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.stages = Stages.build(
+            self.settings,
+            store=self.store,
+            embedder=self.embedder,
+            reranker=self.reranker,
+            backend=self.backend,
+            moderator=self.moderator,
+        )
 
     @classmethod
     def build(cls, settings: Settings, *, backend: GenerationBackend | None = None) -> Services:
@@ -115,32 +127,11 @@ class Services:
         )
 
     async def start(self) -> None:
-        """Load models and the index; record what failed instead of raising."""
-        await self._load("store", asyncio.to_thread, self.store.open)
-        await self._load("embedder", asyncio.to_thread, self.embedder.load)
-        await self._load("moderation", asyncio.to_thread, self.moderator.load)
-        await self._load("generator", self.backend.start)
-        if "generator" not in self.problems:
-            self.assembler = PromptAssembler(
-                self.backend.tokenizer,
-                context_tokens=self.settings.context_tokens,
-                layout=self.settings.prompt_layout,
-            )
-        try:
-            await asyncio.to_thread(self.reranker.load)
-            self.reranker_status = f"loaded: {self.reranker.model_name}"
-        except RerankerUnavailable as exc:
-            self.reranker_status = f"skipped: {exc}"
-            log.warning("reranking is off: %s", exc)
-
-    async def _load(self, name: str, runner: Any, *args: Any) -> None:
-        try:
-            await runner(*args)
-        except Exception as exc:
-            self.problems[name] = f"{type(exc).__name__}: {exc}"
-            log.error("could not load %s: %s", name, exc)
+        """Warm every stage up (models, the index); record what failed instead of raising."""
+        self.problems = await self.stages.warm_up()
 
     async def close(self) -> None:
+        self.stages.close()
         await self.backend.close()
         self.store.close()
         self.keys.close()
@@ -159,7 +150,7 @@ class Services:
                 if self.backend.loaded
                 else "not loaded"
             ),
-            "reranker": self.reranker_status,
+            "reranker": self.stages.rerank.status,
         }
         collections = self.store.collections() if "store" not in self.problems else {}
         components["collections"] = collections

@@ -81,10 +81,11 @@ async def measure_quality(
 
     services = Services.build(settings)
     await services.start()
-    if services.problems or services.assembler is None:
+    assembler = services.stages.assemble.assembler
+    if services.problems or assembler is None:
         raise RuntimeError(f"the service did not load: {services.problems}")
     pipeline = Pipeline(services)
-    backend, assembler = services.backend, services.assembler
+    backend = services.backend
     full_ctx, full_out = settings.context_tokens, settings.max_output_tokens
 
     async def generate(prompt: Any, max_tokens: int) -> tuple[list[str], float, float]:

@@ -31,7 +31,11 @@ from tracing.budget.cost_model import (
     GenerationPrior,
     Learning,
 )
-from tracing.budget.deadline import DeadlinePassed, next_before_deadline, run_in_thread
+from tracing.budget.deadline import (
+    DeadlinePassed,
+    next_before_deadline,
+    run_before,
+)
 from tracing.budget.engine import BudgetEngine, TargetQueue
 from tracing.budget.ledger import BudgetLedger, Degradation, StageSpan
 from tracing.budget.policy import Action, BudgetInfeasible, DegradationPolicy, Plan, PlanLimits
@@ -64,5 +68,5 @@ __all__ = [
     "TargetQueue",
     "calibrate",
     "next_before_deadline",
-    "run_in_thread",
+    "run_before",
 ]

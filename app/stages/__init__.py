@@ -1,0 +1,141 @@
+"""The stages of one request, each a small component with one job.
+
+``warm_up()`` loads what the stage needs (models, the index), once, before traffic; an async
+``run()`` does the stage's work for one request and returns a dataclass (generation streams its
+events, then its result). Blocking work runs on the stage's own threads (``threads``), waited for
+no later than the deadline the caller passes. No stage knows about HTTP or plans: the pipeline
+(``app/pipeline.py``) calls them in order, each in its span, and charges the budget.
+
+    screen question -> embed -> search -> rerank -> assemble -> generate -> moderate answer
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Protocol
+
+from app.config import Settings
+from app.moderation import Moderator
+from app.stages.generation import Assembled, AssemblePrompt, Generate, Generated, GenerateEvent
+from app.stages.moderation import ModerateAnswer, ModeratedTail, Screened, ScreenQuestion
+from app.stages.retrieval import Embedded, EmbedQuestion, Found, Rerank, Reranked, SearchIndex
+from app.stages.threads import StageThreads
+from inference import GenerationBackend
+from retrieval import DocumentStore, Embedder, Reranker, RerankerUnavailable
+
+log = logging.getLogger(__name__)
+
+#: Worker threads per stage: enough for a few requests at once on a small machine. FAISS and
+#: torch release the GIL; work abandoned at a deadline holds a thread of its own stage only.
+STAGE_WORKERS = {"moderate.question": 2, "embed": 2, "search": 4, "rerank": 2, "assemble": 2}
+
+__all__ = [
+    "STAGE_WORKERS",
+    "AssemblePrompt",
+    "Assembled",
+    "EmbedQuestion",
+    "Embedded",
+    "Found",
+    "Generate",
+    "GenerateEvent",
+    "Generated",
+    "ModerateAnswer",
+    "ModeratedTail",
+    "Rerank",
+    "Reranked",
+    "ScreenQuestion",
+    "Screened",
+    "SearchIndex",
+    "StageThreads",
+    "Stages",
+]
+
+
+class Stage(Protocol):
+    name: str
+    component: str
+    """The part of the service it loads, as ``/readyz`` names it."""
+
+    async def warm_up(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Stages:
+    """Every stage of a request, in the order they run."""
+
+    screen_question: ScreenQuestion
+    embed: EmbedQuestion
+    search: SearchIndex
+    rerank: Rerank
+    assemble: AssemblePrompt
+    generate: Generate
+    moderate_answer: ModerateAnswer
+
+    @classmethod
+    def build(
+        cls,
+        settings: Settings,
+        *,
+        store: DocumentStore,
+        embedder: Embedder,
+        reranker: Reranker,
+        backend: GenerationBackend,
+        moderator: Moderator,
+    ) -> Stages:
+        """The stages over these components, each with its own threads; nothing loads yet."""
+
+        def threads(stage: str) -> StageThreads:
+            return StageThreads(stage, STAGE_WORKERS[stage])
+
+        return cls(
+            screen_question=ScreenQuestion(moderator, threads("moderate.question")),
+            embed=EmbedQuestion(embedder, threads("embed")),
+            search=SearchIndex(store, threads("search")),
+            rerank=Rerank(
+                reranker, threads("rerank"), delay_ms_per_pair=settings.fault_rerank_delay_ms
+            ),
+            assemble=AssemblePrompt(
+                backend,
+                threads("assemble"),
+                context_tokens=settings.context_tokens,
+                layout=settings.prompt_layout,
+            ),
+            generate=Generate(
+                backend,
+                temperature=settings.temperature,
+                token_delay_ms=settings.fault_generate_token_delay_ms,
+            ),
+            moderate_answer=ModerateAnswer(moderator),
+        )
+
+    async def warm_up(self) -> dict[str, str]:
+        """Warm every stage up, in an order that lets each find what it needs (the prompt
+        needs the started backend's tokenizer). Returns what failed, by component; a missing
+        cross-encoder is not a failure: reranking is off (``rerank.status`` says why)."""
+        problems: dict[str, str] = {}
+        order: list[Stage] = [
+            self.search,
+            self.embed,
+            self.screen_question,
+            self.generate,
+            self.assemble,
+        ]
+        for stage in order:
+            if stage.component in problems:
+                continue  # the prompt cannot be assembled without the backend that failed
+            try:
+                await stage.warm_up()
+            except Exception as exc:
+                problems[stage.component] = f"{type(exc).__name__}: {exc}"
+                log.error("could not load %s: %s", stage.component, exc)
+        try:
+            await self.rerank.warm_up()
+        except RerankerUnavailable as exc:
+            self.rerank.status = f"skipped: {exc}"
+            log.warning("reranking is off: %s", exc)
+        return problems
+
+    def close(self) -> None:
+        for stage in (self.screen_question, self.embed, self.search, self.rerank, self.assemble):
+            stage.threads.close()

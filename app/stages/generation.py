@@ -1,0 +1,206 @@
+"""The generation stages: assemble the prompt within its token budget, then stream the answer."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncGenerator, Callable, Sequence
+from contextlib import aclosing
+from dataclasses import dataclass
+
+from opentelemetry import trace
+from opentelemetry.trace import Span
+
+from app.stages.threads import StageThreads
+from inference import (
+    AssembledPrompt,
+    BackendUnavailable,
+    GenerationBackend,
+    GenerationDone,
+    GenerationFailed,
+    InferenceError,
+    PromptAssembler,
+    RouteDecision,
+    TextDelta,
+    Usage,
+)
+from inference.prompt import ContextPassage, PromptLayout
+from tracing.budget import next_before_deadline
+
+
+@dataclass(frozen=True)
+class Assembled:
+    """The prompt, with what was packed into it and what was left out."""
+
+    prompt: AssembledPrompt
+
+    def attributes(self) -> dict[str, int | bool]:
+        prompt = self.prompt
+        return {
+            "ragtime.prompt.tokens": prompt.prompt_tokens,
+            "ragtime.prompt.passages": len(prompt.passages),
+            "ragtime.prompt.dropped": prompt.dropped,
+            "ragtime.prompt.truncated": any(p.truncated for p in prompt.passages),
+            "ragtime.prompt.context_tokens_budget": prompt.context_tokens_budget,
+            "ragtime.prompt.context_tokens_used": prompt.context_tokens_used,
+        }
+
+
+class AssemblePrompt:
+    """Packs the passages into the prompt, within ``context_tokens`` of the served model's
+    tokenizer. Ready once the generation backend has started (its tokenizer counts)."""
+
+    name = "assemble"
+    component = "generator"
+
+    def __init__(
+        self,
+        backend: GenerationBackend,
+        threads: StageThreads,
+        *,
+        context_tokens: int,
+        layout: PromptLayout,
+    ) -> None:
+        self.backend = backend
+        self.threads = threads
+        self.context_tokens = context_tokens
+        self.layout = layout
+        self.assembler: PromptAssembler | None = None
+        self.shared_prefix_tokens: int | None = None
+        """The tokens every prompt starts with (system prompt, template): what a new question
+        can count on finding in a prefix cache."""
+
+    async def warm_up(self) -> None:
+        if not self.backend.loaded:
+            raise BackendUnavailable("the generation backend is not loaded")
+        assembler = PromptAssembler(
+            self.backend.tokenizer, context_tokens=self.context_tokens, layout=self.layout
+        )
+        one = assembler.assemble("What is one thing?", []).token_ids
+        other = assembler.assemble("Why another?", []).token_ids
+        shared = 0
+        for a, b in zip(one, other, strict=False):
+            if a != b:
+                break
+            shared += 1
+        self.assembler, self.shared_prefix_tokens = assembler, shared
+
+    @property
+    def ready(self) -> bool:
+        return self.assembler is not None
+
+    async def run(
+        self,
+        question: str,
+        passages: Sequence[ContextPassage],
+        *,
+        context_tokens: int,
+        deadline: float,
+    ) -> Assembled:
+        if self.assembler is None:
+            raise BackendUnavailable("the generation backend is not loaded")
+        prompt = await self.threads.run(
+            self.assembler.assemble, question, passages,
+            context_tokens=context_tokens, deadline=deadline,
+        )  # fmt: skip
+        return Assembled(prompt)
+
+
+@dataclass(frozen=True)
+class Generated:
+    """How a generation ended: ``finish_reason`` is the backend's (``stop``, ``length``,
+    ``cancelled``), or ``deadline`` when the deadline came first, or ``yielded`` when it
+    stopped early so that a request queued behind it could have the time."""
+
+    finish_reason: str
+    target: str
+    started: float
+    first_at: float | None = None
+    """``time.perf_counter()`` at the first text, None if none came."""
+    usage: Usage | None = None
+    queue_ms: float = 0.0
+
+
+GenerateEvent = TextDelta | RouteDecision | Generated
+
+
+class Generate:
+    """Streams the answer from the generation backend until it ends, the deadline passes, or
+    ``stop_at()`` (another request needing the time) comes first.
+
+    ``run()`` yields the backend's ``TextDelta`` and ``RouteDecision`` events, then one
+    ``Generated``. A failure raises an ``InferenceError``: ``BackendUnavailable`` before the
+    first text, ``GenerationFailed`` after it. Closing the stream early closes the backend's,
+    which stops decoding.
+    """
+
+    name = "generate"
+    component = "generator"
+
+    def __init__(
+        self, backend: GenerationBackend, *, temperature: float, token_delay_ms: float = 0.0
+    ) -> None:
+        self.backend = backend
+        self.temperature = temperature
+        self.token_delay_ms = token_delay_ms
+        """A fault for benches and tests: a slower model, per streamed piece."""
+
+    async def warm_up(self) -> None:
+        await self.backend.start()
+
+    async def run(
+        self,
+        prompt: AssembledPrompt,
+        *,
+        max_tokens: int,
+        target: str,
+        deadline: float,
+        reserve_ms: float = 0.0,
+        stop_at: Callable[[], float | None] = lambda: None,
+        span: Span | None = None,
+    ) -> AsyncGenerator[GenerateEvent, None]:
+        """``target`` is where the plan expects the request to go (a ``RouteDecision`` may
+        change it); ``reserve_ms`` is kept before ``deadline`` to finish the answer; ``span``,
+        when given, is current while the backend's stream is opened (a remote backend
+        propagates it)."""
+        started = time.perf_counter()
+        first_at: float | None = None
+        with trace.use_span(span or trace.get_current_span(), end_on_exit=False):
+            events = self.backend.stream(
+                prompt, max_tokens=max_tokens, temperature=self.temperature, deadline=deadline
+            )
+        try:
+            async with aclosing(events):
+                while True:
+                    stop = stop_at()
+                    event = await next_before_deadline(
+                        events, deadline, reserve_ms=reserve_ms, stop_at=stop
+                    )
+                    if event is None:
+                        yielded = stop is not None and stop < deadline
+                        reason = "yielded" if yielded else "deadline"
+                        yield Generated(reason, target, started, first_at)
+                        return
+                    if isinstance(event, GenerationDone):
+                        yield Generated(
+                            event.finish_reason,
+                            target,
+                            started,
+                            first_at,
+                            event.usage,
+                            event.queue_ms,
+                        )
+                        return
+                    if isinstance(event, RouteDecision):
+                        target = event.target or target
+                    elif first_at is None:
+                        first_at = time.perf_counter()
+                    if self.token_delay_ms and isinstance(event, TextDelta):
+                        await asyncio.sleep(self.token_delay_ms / 1000.0)
+                    yield event
+        except InferenceError:
+            raise
+        except Exception as exc:
+            if first_at is None:
+                raise BackendUnavailable(f"generation failed: {exc}") from exc
+            raise GenerationFailed(f"generation failed mid-stream: {exc}") from exc

@@ -1,0 +1,156 @@
+"""The retrieval stages: embed the question, search the collection's index, rerank candidates."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from app.stages.threads import StageThreads
+from retrieval import DocumentStore, Embedder, Passage, Reranker, UnknownCollection
+from tracing.budget import DeadlinePassed
+
+
+@dataclass(frozen=True)
+class Embedded:
+    """The question's vector, and the model that made it."""
+
+    vector: np.ndarray
+    model: str
+
+
+class EmbedQuestion:
+    """Embeds one question with the embedding model the index was built with."""
+
+    name = "embed"
+    component = "embedder"
+
+    def __init__(self, embedder: Embedder, threads: StageThreads) -> None:
+        self.embedder = embedder
+        self.threads = threads
+
+    async def warm_up(self) -> None:
+        await asyncio.to_thread(self.embedder.load)
+
+    async def run(self, question: str, *, deadline: float) -> Embedded:
+        vectors = await self.threads.run(self.embedder.embed, [question], deadline=deadline)
+        return Embedded(vectors[0], self.embedder.model_name)
+
+
+@dataclass(frozen=True)
+class Found:
+    """The nearest passages of a collection, best first."""
+
+    collection: str
+    k: int
+    passages: list[Passage]
+
+    def attributes(self) -> dict[str, str | int | float]:
+        return {
+            "ragtime.search.collection": self.collection,
+            "ragtime.search.k": self.k,
+            "ragtime.search.results": len(self.passages),
+            "ragtime.search.top_score": self.passages[0].score if self.passages else 0.0,
+        }
+
+
+class SearchIndex:
+    """Finds the ``k`` passages nearest a vector in one collection's FAISS index."""
+
+    name = "search"
+    component = "store"
+
+    def __init__(self, store: DocumentStore, threads: StageThreads) -> None:
+        self.store = store
+        self.threads = threads
+
+    async def warm_up(self) -> None:
+        await asyncio.to_thread(self.store.open)
+
+    def check(self, collection: str) -> None:
+        """Raise ``UnknownCollection`` before any work is spent on a collection that does not
+        exist (a read of the store's collection list: no lock, no I/O)."""
+        if not self.store.has_collection(collection):
+            raise UnknownCollection(
+                f"unknown collection {collection!r}; known: {sorted(self.store.collections())}"
+            )
+
+    async def run(self, collection: str, vector: np.ndarray, k: int, *, deadline: float) -> Found:
+        self.check(collection)
+        passages = await self.threads.run(
+            self.store.search, collection, vector, k, deadline=deadline
+        )
+        return Found(collection, k, passages)
+
+
+@dataclass(frozen=True)
+class Reranked:
+    """The passages in their final order. ``scored`` is how many the cross-encoder scored (0
+    when the vector order stands); ``degradation`` says why it stands when that was not the
+    plan (``(action, reason)``), and ``error`` holds the reranker's exception, if it raised."""
+
+    passages: list[Passage]
+    scored: int = 0
+    model: str | None = None
+    degradation: tuple[str, str] | None = None
+    error: BaseException | None = None
+
+    def attributes(self) -> dict[str, str | int | bool]:
+        if not self.scored:
+            return {"ragtime.rerank.skipped": True}
+        return {"ragtime.rerank.model": self.model or "", "ragtime.rerank.candidates": self.scored}
+
+
+class Rerank:
+    """Reorders the best candidates with a cross-encoder, when one is loaded. A reranker that is
+    missing, fails or runs past its time leaves the vector order, and says so."""
+
+    name = "rerank"
+    component = "reranker"
+
+    def __init__(
+        self, reranker: Reranker, threads: StageThreads, *, delay_ms_per_pair: float = 0.0
+    ) -> None:
+        self.reranker = reranker
+        self.threads = threads
+        self.delay_ms_per_pair = delay_ms_per_pair
+        """A fault for benches and tests: a slower model, per scored pair."""
+        self.status = "not loaded"
+
+    async def warm_up(self) -> None:
+        """Load the cross-encoder; raises ``RerankerUnavailable`` saying why not (reranking is
+        then off, which is not a failure of the service)."""
+        await asyncio.to_thread(self.reranker.load)
+        self.status = f"loaded: {self.reranker.model_name}"
+
+    @property
+    def available(self) -> bool:
+        return self.reranker.available
+
+    async def run(
+        self, query: str, passages: list[Passage], *, k: int, candidates: int, deadline: float
+    ) -> Reranked:
+        """The ``k`` best of the first ``candidates`` passages (the vector order's ``k`` best
+        when ``candidates`` is 0), waited for until ``deadline``."""
+        if not self.available:
+            return Reranked(passages[:k], degradation=("rerank_skipped", self.status))
+        if not candidates or not passages:
+            return Reranked(passages[:k])
+        pool = passages[:candidates]
+        allowed_ms = (deadline - time.perf_counter()) * 1000.0
+        try:
+            result = await self.threads.run(self._score, query, pool, k, deadline=deadline)
+        except DeadlinePassed:
+            reason = f"rerank ran past its {allowed_ms:.0f} ms; vector order kept"
+            return Reranked(passages[:k], degradation=("rerank_timeout", reason))
+        except Exception as exc:  # a reranker that fails is skipped: the vector order stands
+            reason = f"the reranker failed ({type(exc).__name__}: {exc}); vector order kept"
+            return Reranked(passages[:k], degradation=("rerank_failed", reason), error=exc)
+        return Reranked(result, len(pool), self.reranker.model_name)
+
+    def _score(self, query: str, pool: list[Passage], k: int) -> list[Passage]:
+        if self.delay_ms_per_pair:
+            time.sleep(self.delay_ms_per_pair * len(pool) / 1000.0)
+        return self.reranker.rerank(query, pool, k).passages

@@ -1,0 +1,148 @@
+"""The embed, search and rerank stages, called directly with test doubles."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from app.stages import EmbedQuestion, Rerank, SearchIndex, StageThreads
+from retrieval import DocumentStore, Passage, UnknownCollection, ingest_path
+from tests.fakes.hash_embedder import DIM, HashEmbedder
+from tests.fakes.rerankers import WordOverlapReranker
+from tracing.budget import DeadlinePassed
+
+DOCS = {
+    "lists.txt": "Lists\n\nA list holds items in order. Append adds an item to the end of a list.",
+    "dicts.txt": "Dictionaries\n\nA dictionary maps keys to values. Look a value up by its key.",
+    "loops.txt": "Loops\n\nA for loop runs its body once for each item of a sequence.",
+}
+
+
+def later(seconds: float = 5.0) -> float:
+    return time.perf_counter() + seconds
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> DocumentStore:
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for name, text in DOCS.items():
+        (corpus / name).write_text(text)
+    store = DocumentStore(tmp_path / "store")
+    store.open()
+    report = ingest_path(corpus, collection="docs", embedder=HashEmbedder(), store=store)
+    assert report.files == len(DOCS) and not report.failures
+    return store
+
+
+async def test_embed_warms_up_then_gives_the_question_vector() -> None:
+    embedder = HashEmbedder()
+    stage = EmbedQuestion(embedder, StageThreads("embed", 1))
+    await stage.warm_up()
+    embedded = await stage.run("How do I append to a list?", deadline=later())
+    assert embedder.loaded
+    assert embedded.model == "hash-embedder"
+    assert embedded.vector.shape == (DIM,)
+    assert np.isclose(np.linalg.norm(embedded.vector), 1.0)
+
+
+async def test_search_finds_the_nearest_passages_in_their_collection(
+    store: DocumentStore,
+) -> None:
+    stage = SearchIndex(store, StageThreads("search", 1))
+    vector = HashEmbedder().embed(["How do I append an item to a list?"])[0]
+    found = await stage.run("docs", vector, 2, deadline=later())
+    assert found.passages[0].source == "lists.txt"
+    assert len(found.passages) == 2
+    assert found.attributes()["ragtime.search.results"] == 2
+    assert found.attributes()["ragtime.search.top_score"] == found.passages[0].score
+
+
+async def test_search_refuses_an_unknown_collection_before_any_work(
+    store: DocumentStore,
+) -> None:
+    stage = SearchIndex(store, StageThreads("search", 1))
+    with pytest.raises(UnknownCollection, match="unknown collection 'nope'"):
+        stage.check("nope")
+    with pytest.raises(UnknownCollection):
+        await stage.run("nope", np.zeros(DIM, dtype=np.float32), 3, deadline=later())
+
+
+def passages(*texts: str) -> list[Passage]:
+    return [
+        Passage(i, "docs", f"{i}.txt", "t", "s", text, score=1.0 - i / 10)
+        for i, text in enumerate(texts)
+    ]
+
+
+async def test_rerank_reorders_the_candidates_and_keeps_k() -> None:
+    reranker = WordOverlapReranker()
+    stage = Rerank(reranker, StageThreads("rerank", 1))
+    await stage.warm_up()
+    assert stage.status == "loaded: word-overlap"
+    pool = passages("nothing here", "a dictionary maps keys", "keys map to values in a dict")
+    result = await stage.run("how do keys map to values", pool, k=2, candidates=3, deadline=later())
+    assert [p.id for p in result.passages] == [2, 1]
+    assert result.scored == 3 and result.degradation is None
+    assert result.attributes() == {
+        "ragtime.rerank.model": "word-overlap",
+        "ragtime.rerank.candidates": 3,
+    }
+
+
+async def test_rerank_with_no_candidates_planned_keeps_the_vector_order() -> None:
+    reranker = WordOverlapReranker()
+    stage = Rerank(reranker, StageThreads("rerank", 1))
+    await stage.warm_up()
+    result = await stage.run("q", passages("a", "b", "c"), k=2, candidates=0, deadline=later())
+    assert [p.id for p in result.passages] == [0, 1]
+    assert result.degradation is None and reranker.calls == 0
+    assert result.attributes() == {"ragtime.rerank.skipped": True}
+
+
+async def test_a_missing_cross_encoder_is_skipped_and_says_why() -> None:
+    from retrieval import RerankerUnavailable
+
+    stage = Rerank(WordOverlapReranker(loadable=False), StageThreads("rerank", 1))
+    with pytest.raises(RerankerUnavailable):
+        await stage.warm_up()
+    result = await stage.run("q", passages("a", "b"), k=1, candidates=2, deadline=later())
+    assert [p.id for p in result.passages] == [0]
+    assert result.degradation == ("rerank_skipped", "not loaded")
+
+
+async def test_a_failing_reranker_keeps_the_vector_order_with_its_error() -> None:
+    error = RuntimeError("CUDA out of memory")
+    stage = Rerank(WordOverlapReranker(fail_with=error), StageThreads("rerank", 1))
+    await stage.warm_up()
+    result = await stage.run("q", passages("a", "b", "c"), k=2, candidates=3, deadline=later())
+    assert [p.id for p in result.passages] == [0, 1]
+    assert result.error is error
+    assert result.degradation is not None
+    action, reason = result.degradation
+    assert action == "rerank_failed" and "CUDA out of memory" in reason
+
+
+async def test_a_reranker_past_its_time_keeps_the_vector_order() -> None:
+    stage = Rerank(WordOverlapReranker(delay_s=0.5), StageThreads("rerank", 1))
+    await stage.warm_up()
+    started = time.perf_counter()
+    result = await stage.run("q", passages("a", "b", "c"), k=2, candidates=3, deadline=later(0.05))
+    assert time.perf_counter() - started < 0.4
+    assert [p.id for p in result.passages] == [0, 1]
+    assert result.degradation is not None and result.degradation[0] == "rerank_timeout"
+
+
+async def test_embedding_past_the_deadline_raises() -> None:
+    class SlowEmbedder(HashEmbedder):
+        def embed(self, texts: Sequence[str]) -> np.ndarray:
+            time.sleep(0.3)
+            return super().embed(texts)
+
+    stage = EmbedQuestion(SlowEmbedder(), StageThreads("embed", 1))
+    with pytest.raises(DeadlinePassed, match="embed"):
+        await stage.run("q", deadline=later(0.02))
