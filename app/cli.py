@@ -15,6 +15,8 @@ DEMO_CORPUS = Path(__file__).resolve().parent.parent / "demo" / "corpus"
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    """Serve on uvloop and httptools. With several workers, uvicorn starts that many processes
+    on one socket, each building its own app from the environment."""
     import uvicorn
 
     from app.main import create_app
@@ -23,8 +25,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
     settings = get_settings()
     host = args.host or settings.host
     port = args.port or int(os.environ.get("PORT", settings.port))
+    workers = args.workers or settings.workers
+    fast = {"loop": "uvloop", "http": "httptools", "log_level": args.log_level}
     try:
-        uvicorn.run(create_app(settings), host=host, port=port, log_level=args.log_level)
+        if workers > 1:
+            uvicorn.run(
+                "app.main:create_app", factory=True, host=host, port=port, workers=workers, **fast
+            )
+        else:
+            uvicorn.run(create_app(settings), host=host, port=port, **fast)
     finally:
         shutdown_tracing()
     return 0
@@ -176,6 +185,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host")
     serve.add_argument("--port", type=int)
     serve.add_argument("--log-level", default="info")
+    serve.add_argument("--workers", type=int, help="server processes (default RAGTIME_WORKERS, 1)")
     serve.set_defaults(func=cmd_serve)
 
     ingest = sub.add_parser("ingest", help="ingest a file or directory (re-ingest replaces)")

@@ -55,6 +55,12 @@ class Settings(BaseSettings):
     data_dir: Path = Field(Path(".ragtime"), description="Index, chunk store and API keys.")
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=1, le=65535)
+    workers: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="Server processes; each holds its own models, cost model and metrics.",
+    )
     default_collection: str = Field("demo", min_length=1)
 
     embedding_model: str | None = Field(None, description="Id or path; empty = shipped MiniLM.")

@@ -93,13 +93,6 @@ class Moderator:
                 self._word_verdicts[word] = score >= self.threshold
         return {w for w in words if self._word_verdicts[w]}
 
-    def screen_question(self, question: str) -> float:
-        """The question's score; raises ``QuestionRejected`` at or above the threshold."""
-        score = self.scores([question])[0]
-        if score >= self.threshold:
-            raise QuestionRejected(score)
-        return score
-
     def answer_filter(self) -> AnswerFilter:
         return AnswerFilter(self)
 

@@ -161,10 +161,11 @@ class Pipeline:
         """``question`` is set for an answer (plan generation too), None for a search."""
         stages = self.stages
         stages.search.check(collection)
-        with ledger.stage("embed", **{"ragtime.embed.model": self.services.embedder.model_name}):
+        with ledger.stage("embed") as span:
             embedded = await self._timed(
                 ledger, "embed", stages.embed.run(query, deadline=ledger.deadline)
             )
+            span.set_attributes(embedded.attributes())
         candidates = max(k, self.settings.rerank_candidates) if stages.rerank.available else k
         with ledger.stage("search") as span:
             found = await self._timed(

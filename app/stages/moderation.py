@@ -5,23 +5,31 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-from app.moderation import AnswerFilter, Moderator
+from app.moderation import AnswerFilter, Moderator, QuestionRejected
+from app.stages.batching import MicroBatcher
 from app.stages.threads import StageThreads
 
 
 @dataclass(frozen=True)
 class Screened:
-    """A question that passed the screen, with its score (0 clean, 1 abusive)."""
+    """A question that passed the screen, with its score (0 clean, 1 abusive), and the batch it
+    was scored in."""
 
     score: float
+    batch_size: int = 1
+    batch_wait_ms: float = 0.0
 
-    def attributes(self) -> dict[str, float]:
-        return {"ragtime.moderation.score": round(self.score, 4)}
+    def attributes(self) -> dict[str, float | int]:
+        return {
+            "ragtime.moderation.score": round(self.score, 4),
+            "ragtime.moderation.batch_size": self.batch_size,
+            "ragtime.moderation.batch_wait_ms": round(self.batch_wait_ms, 3),
+        }
 
 
 class ScreenQuestion:
-    """Scores the question with the moderation classifier; raises ``QuestionRejected`` at or
-    above its threshold."""
+    """Scores the question with the moderation classifier, in one batch with the questions of
+    concurrent requests; raises ``QuestionRejected`` at or above its threshold."""
 
     name = "moderate.question"
     component = "moderation"
@@ -29,13 +37,16 @@ class ScreenQuestion:
     def __init__(self, moderator: Moderator, threads: StageThreads) -> None:
         self.moderator = moderator
         self.threads = threads
+        self._batcher = MicroBatcher[str, float](moderator.scores, threads)
 
     async def warm_up(self) -> None:
         await asyncio.to_thread(self.moderator.load)
 
     async def run(self, question: str, *, deadline: float) -> Screened:
-        score = await self.threads.run(self.moderator.screen_question, question, deadline=deadline)
-        return Screened(score)
+        batched = await self._batcher.run(question, deadline=deadline)
+        if batched.value >= self.moderator.threshold:
+            raise QuestionRejected(batched.value)
+        return Screened(batched.value, batched.batch_size, batched.wait_ms)
 
 
 @dataclass(frozen=True)

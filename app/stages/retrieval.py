@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from app.stages.batching import MicroBatcher
 from app.stages.threads import StageThreads
 from retrieval import DocumentStore, Embedder, Passage, Reranker, UnknownCollection
 from tracing.budget import DeadlinePassed
@@ -15,14 +16,25 @@ from tracing.budget import DeadlinePassed
 
 @dataclass(frozen=True)
 class Embedded:
-    """The question's vector, and the model that made it."""
+    """The question's vector, the model that made it, and the batch it was embedded in (the
+    questions of concurrent requests share one model call)."""
 
     vector: np.ndarray
     model: str
+    batch_size: int = 1
+    batch_wait_ms: float = 0.0
+
+    def attributes(self) -> dict[str, str | int | float]:
+        return {
+            "ragtime.embed.model": self.model,
+            "ragtime.embed.batch_size": self.batch_size,
+            "ragtime.embed.batch_wait_ms": round(self.batch_wait_ms, 3),
+        }
 
 
 class EmbedQuestion:
-    """Embeds one question with the embedding model the index was built with."""
+    """Embeds a question with the embedding model the index was built with, in one batch with
+    the questions of concurrent requests."""
 
     name = "embed"
     component = "embedder"
@@ -30,13 +42,19 @@ class EmbedQuestion:
     def __init__(self, embedder: Embedder, threads: StageThreads) -> None:
         self.embedder = embedder
         self.threads = threads
+        self._batcher = MicroBatcher[str, np.ndarray](self._embed, threads)
 
     async def warm_up(self) -> None:
         await asyncio.to_thread(self.embedder.load)
 
     async def run(self, question: str, *, deadline: float) -> Embedded:
-        vectors = await self.threads.run(self.embedder.embed, [question], deadline=deadline)
-        return Embedded(vectors[0], self.embedder.model_name)
+        batched = await self._batcher.run(question, deadline=deadline)
+        return Embedded(
+            batched.value, self.embedder.model_name, batched.batch_size, batched.wait_ms
+        )
+
+    def _embed(self, questions: list[str]) -> list[np.ndarray]:
+        return list(self.embedder.embed(questions))
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,10 @@
-"""Question screening and the streaming answer filter."""
+"""The streaming answer filter (the question screen is tested as a stage, in tests/app/stages/)."""
 
 from __future__ import annotations
 
 import pytest
 
-from app.moderation import AnswerFilter, Moderator, QuestionRejected
+from app.moderation import AnswerFilter, Moderator
 
 
 @pytest.fixture(scope="module")
@@ -19,13 +19,6 @@ def stream(moderator: Moderator, deltas: list[str]) -> tuple[list[str], AnswerFi
     released = [f.feed(d) for d in deltas]
     released.append(f.flush())
     return released, f
-
-
-def test_ordinary_questions_pass_and_abuse_is_rejected(moderator: Moderator) -> None:
-    assert moderator.screen_question("How do I kill a child process in Python?") < 0.9
-    with pytest.raises(QuestionRejected, match="abusive or profane") as caught:
-        moderator.screen_question("fuck you, tell me about lists")
-    assert caught.value.score >= 0.9
 
 
 def test_plain_text_is_released_as_it_streams(moderator: Moderator) -> None:

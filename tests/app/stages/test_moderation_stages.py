@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
 
 from app.moderation import Moderator, QuestionRejected
-from app.stages import ModerateAnswer, ScreenQuestion, StageThreads
+from app.stages import ModerateAnswer, Screened, ScreenQuestion, StageThreads
 
 
 @pytest.fixture(scope="module")
@@ -19,15 +20,38 @@ def moderator() -> Moderator:
 
 async def test_a_clean_question_passes_with_its_score(moderator: Moderator) -> None:
     stage = ScreenQuestion(moderator, StageThreads("moderate.question", 1))
-    screened = await stage.run("How do I sort a list?", deadline=time.perf_counter() + 5)
+    screened = await stage.run(
+        "How do I kill a child process in Python?", deadline=time.perf_counter() + 5
+    )
     assert 0.0 <= screened.score < 0.9
-    assert screened.attributes() == {"ragtime.moderation.score": round(screened.score, 4)}
+    assert screened.attributes()["ragtime.moderation.score"] == round(screened.score, 4)
+    assert screened.batch_size == 1
 
 
 async def test_an_abusive_question_is_rejected(moderator: Moderator) -> None:
     stage = ScreenQuestion(moderator, StageThreads("moderate.question", 1))
-    with pytest.raises(QuestionRejected):
-        await stage.run("fuck you, you shit", deadline=time.perf_counter() + 5)
+    with pytest.raises(QuestionRejected, match="abusive or profane") as caught:
+        await stage.run("fuck you, tell me about lists", deadline=time.perf_counter() + 5)
+    assert caught.value.score >= 0.9
+
+
+async def test_concurrent_questions_are_scored_together_and_judged_apart(
+    moderator: Moderator,
+) -> None:
+    stage = ScreenQuestion(moderator, StageThreads("moderate.question", 1))
+    deadline = time.perf_counter() + 5
+    questions = ["What is a tuple?", "fuck you, tell me about lists"] + [
+        f"How do I use module number {i}?" for i in range(6)
+    ]
+    results = await asyncio.gather(
+        *(stage.run(q, deadline=deadline) for q in questions), return_exceptions=True
+    )
+    assert isinstance(results[1], QuestionRejected)
+    passed = [r for i, r in enumerate(results) if i != 1]
+    assert all(isinstance(r, Screened) and r.score < 0.9 for r in passed)
+    # The first went alone to the one thread; the rest gathered behind it into one batch.
+    sizes = sorted(r.batch_size for r in passed if isinstance(r, Screened))
+    assert sizes[0] == 1 and sizes[-1] == len(questions) - 1
 
 
 async def test_the_tail_is_released_redacted_with_the_counts(moderator: Moderator) -> None:
