@@ -26,9 +26,12 @@ from retrieval import DocumentStore, Embedder, Reranker, RerankerUnavailable
 
 log = logging.getLogger(__name__)
 
-#: Worker threads per stage: enough for a few requests at once on a small machine. FAISS and
-#: torch release the GIL; work abandoned at a deadline holds a thread of its own stage only.
-STAGE_WORKERS = {"moderate.question": 2, "embed": 2, "search": 4, "rerank": 2, "assemble": 2}
+#: Worker threads per stage. A model stage gets one: torch already spreads one call over the
+#: cores, and the classifier holds the GIL, so a second thread only splits the same cores, while
+#: with one, the questions that arrive while it works go together in its next batch. FAISS
+#: searches release the GIL and take several. Work abandoned at a deadline holds a thread of its
+#: own stage only.
+STAGE_WORKERS = {"moderate.question": 1, "embed": 1, "search": 4, "rerank": 1, "assemble": 2}
 
 __all__ = [
     "STAGE_WORKERS",
