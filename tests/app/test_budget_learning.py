@@ -101,7 +101,11 @@ def test_a_failing_reranker_is_skipped_as_a_degradation(
 def test_stage_spans_carry_predicted_and_actual_ms(
     seeded_data_dir: Path, auth: dict[str, str], spans: InMemorySpanExporter
 ) -> None:
-    with running_app(seeded_data_dir, backend=SimulatedBackend(), max_output_tokens=24) as client:
+    # A context budget that any four passages fill, as plans assume: what is predicted then
+    # does not hang on how long the passages that the search found happen to be.
+    with running_app(
+        seeded_data_dir, backend=SimulatedBackend(), max_output_tokens=24, context_tokens=128
+    ) as client:
         seed(client)
         body = ask(client, auth, "What is a tuple?", budget_ms=5000).json()
         unauthenticated = client.get("/v1/budget/model")
