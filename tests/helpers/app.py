@@ -22,7 +22,7 @@ from app.config import Settings
 from app.main import create_app
 from app.services import Services
 from inference import GenerationBackend
-from retrieval import DocumentStore, Embedder, ingest_path
+from retrieval import DocumentStore, Embedder, Reranker, ingest_path
 from tests.fakes.hash_embedder import HashEmbedder
 
 DEMO_CORPUS = Path(__file__).resolve().parents[2] / "demo" / "corpus"
@@ -71,12 +71,15 @@ def build_app(
     *,
     backend: GenerationBackend | None = None,
     embedder: Embedder | None = None,
+    reranker: Reranker | None = None,
     **overrides: Any,
 ) -> FastAPI:
     """The app over ``data_dir`` (not started): the configured components, except ``backend``
-    when given, and ``embedder`` (a ``HashEmbedder`` unless given) for the questions."""
+    and ``reranker`` when given, and ``embedder`` (a ``HashEmbedder`` unless given)."""
     services = Services.build(make_settings(data_dir, **overrides), backend=backend)
     services.embedder = embedder if embedder is not None else HashEmbedder()
+    if reranker is not None:
+        services.reranker = reranker
     return create_app(services=services)
 
 
@@ -86,9 +89,10 @@ def running_app(
     *,
     backend: GenerationBackend | None = None,
     embedder: Embedder | None = None,
+    reranker: Reranker | None = None,
     **overrides: Any,
 ) -> Iterator[TestClient]:
     """``build_app(...)`` started and stopped around the block, behind a test client."""
-    app = build_app(data_dir, backend=backend, embedder=embedder, **overrides)
+    app = build_app(data_dir, backend=backend, embedder=embedder, reranker=reranker, **overrides)
     with TestClient(app, raise_server_exceptions=False) as client:
         yield client
