@@ -27,9 +27,8 @@ def check_reranks(reranker: Reranker) -> list[int]:
     passages = _passages(5)
     result = reranker.rerank("how do i define a function?", passages, top_n=3)
     assert result.candidates == 5 and len(result.passages) == 3
-    scores = [p.rerank_score for p in result.passages]
-    assert all(isinstance(s, float) for s in scores)
-    assert scores == sorted(scores, reverse=True)
+    scores = [p.rerank_score for p in result.passages if isinstance(p.rerank_score, float)]
+    assert len(scores) == 3 and scores == sorted(scores, reverse=True)
     by_id = {p.id: p for p in passages}
     for p in result.passages:  # everything but rerank_score is kept
         assert p == dataclasses.replace(by_id[p.id], rerank_score=p.rerank_score)
