@@ -1,5 +1,5 @@
 # ragtime: `make serve` runs the service on the offline CPU default; `make test` runs every check;
-# `make bench` regenerates BENCHMARKS.md from fresh runs.
+# `make test-fast` the tests without the real models; `make bench` regenerates BENCHMARKS.md.
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
@@ -11,7 +11,7 @@ export CMAKE_ARGS ?= -DGGML_NATIVE=OFF
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 
-.PHONY: install serve test lint typecheck alert-tools bench clean
+.PHONY: install serve test test-fast lint typecheck alert-tools bench clean
 
 install: $(STAMP)
 
@@ -42,8 +42,17 @@ alert-tools:
 	command -v promtool >/dev/null || (apt-get update && $(APT_INSTALL) prometheus)
 	command -v amtool >/dev/null || (apt-get update && $(APT_INSTALL) prometheus-alertmanager)
 
+# The fast tests: all but those marked `slow` (they load the real models or torch), on one
+# pytest-xdist worker per CPU (about 30 s on 2 cores). `make test` runs them so, then the slow
+# ones in one process: they share the MiniLM-seeded data dir, and their latency budgets expect
+# the machine to themselves.
+PYTEST_FAST := $(PY) -m pytest -q -m "not slow" -n logical
+test-fast: install
+	$(PYTEST_FAST)
+
 test: lint typecheck alert-tools
-	$(PY) -m pytest -q
+	$(PYTEST_FAST)
+	$(PY) -m pytest -q -m slow
 
 # Fresh runs on this machine (about 22 minutes on 2 cores, the first one 2 more to ingest the
 # demo corpus): the CPU default at 1 and 2 users, the null backend against the bare FastAPI floor,

@@ -113,15 +113,27 @@ class Services:
         )
 
     @classmethod
-    def build(cls, settings: Settings, *, backend: GenerationBackend | None = None) -> Services:
-        """Construct every component cheaply; nothing heavy is loaded yet."""
+    def build(
+        cls,
+        settings: Settings,
+        *,
+        backend: GenerationBackend | None = None,
+        embedder: Embedder | None = None,
+        reranker: Reranker | None = None,
+    ) -> Services:
+        """Construct every component cheaply; nothing heavy is loaded yet. ``backend``,
+        ``embedder`` and ``reranker`` replace the configured ones (tests, benches)."""
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         return cls(
             settings=settings,
             keys=KeyStore(settings.keys_path),
             store=DocumentStore(settings.store_path),
-            embedder=Embedder(settings.embedding_model or None),
-            reranker=Reranker(settings.reranker_model or None),
+            embedder=embedder
+            if embedder is not None
+            else Embedder(settings.embedding_model or None),
+            reranker=reranker
+            if reranker is not None
+            else Reranker(settings.reranker_model or None),
             backend=backend if backend is not None else default_backend(settings),
             moderator=Moderator(settings.moderation_threshold),
         )

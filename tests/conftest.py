@@ -1,5 +1,7 @@
 """Shared fixtures: offline models, no network beyond loopback, one in-memory span exporter,
-and a data dir seeded with part of the demo corpus (with an API key) for the app and bench tests."""
+and data dirs seeded with part of the demo corpus (each with an API key) for the app and bench
+tests: ``seeded_data_dir`` embedded with a hashing double, ``minilm_data_dir`` with the real
+MiniLM (for ``slow`` tests only)."""
 
 from __future__ import annotations
 
@@ -20,9 +22,9 @@ import pytest
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from app.auth import KeyStore
-from retrieval import DocumentStore, Embedder, ingest_path
-from tests.helpers.app import DEMO_CORPUS, SUBSET, make_settings
+from retrieval import Embedder
+from tests.fakes.hash_embedder import HashEmbedder
+from tests.helpers.app import DEMO_CORPUS, SUBSET, create_key, seed_data_dir
 from tests.helpers.network import NetworkGuard
 from tracing import configure_tracing
 
@@ -69,22 +71,26 @@ def corpus_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def seeded_data_dir(tmp_path_factory: pytest.TempPathFactory, corpus_dir: Path) -> Path:
-    """A data dir whose ``demo`` collection holds ``corpus_dir``, embedded with the real MiniLM."""
-    data_dir = tmp_path_factory.mktemp("data")
-    embedder = Embedder()
-    embedder.load()
-    store = DocumentStore(make_settings(data_dir).store_path)
-    store.open()
-    report = ingest_path(corpus_dir, collection="demo", embedder=embedder, store=store)
-    store.close()
-    assert report.files == len(SUBSET) and not report.failures
-    return data_dir
+    """A data dir whose ``demo`` collection holds ``corpus_dir``, embedded with ``HashEmbedder``
+    (no model: it seeds in a fraction of a second). ``running_app`` and ``build_app`` embed
+    questions with the same double by default, so searches rank passages by shared words."""
+    return seed_data_dir(tmp_path_factory.mktemp("data"), corpus_dir, HashEmbedder())
 
 
 @pytest.fixture(scope="session")
 def api_key(seeded_data_dir: Path) -> str:
     """The secret of a key created in ``seeded_data_dir``."""
-    keys = KeyStore(make_settings(seeded_data_dir).keys_path)
-    _, secret = keys.create("tests")
-    keys.close()
-    return secret
+    return create_key(seeded_data_dir)
+
+
+@pytest.fixture(scope="session")
+def minilm_data_dir(tmp_path_factory: pytest.TempPathFactory, corpus_dir: Path) -> Path:
+    """Like ``seeded_data_dir``, embedded with the real MiniLM (about 25 s on 2 cores): for the
+    ``slow`` tests of the real models and of ``ragtime serve`` as a process."""
+    return seed_data_dir(tmp_path_factory.mktemp("data-minilm"), corpus_dir, Embedder())
+
+
+@pytest.fixture(scope="session")
+def minilm_api_key(minilm_data_dir: Path) -> str:
+    """The secret of a key created in ``minilm_data_dir``."""
+    return create_key(minilm_data_dir)

@@ -48,7 +48,7 @@ class Assembled:
 
 class AssemblePrompt:
     """Packs the passages into the prompt, within ``context_tokens`` of the served model's
-    tokenizer. Ready once the generation backend has started (its tokenizer counts)."""
+    tokenizer. Warmed up after the generation backend has started (its tokenizer counts)."""
 
     name = "assemble"
     component = "generator"
@@ -71,8 +71,8 @@ class AssemblePrompt:
         can count on finding in a prefix cache."""
 
     async def warm_up(self) -> None:
-        if not self.backend.loaded:
-            raise BackendUnavailable("the generation backend is not loaded")
+        """Needs the backend's tokenizer only: a remote backend may still be waiting for its
+        servers (requests are refused until it is ``loaded``)."""
         assembler = PromptAssembler(
             self.backend.tokenizer, context_tokens=self.context_tokens, layout=self.layout
         )

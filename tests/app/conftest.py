@@ -1,6 +1,7 @@
-"""App fixtures: an auth header, and the whole service with the real models.
+"""App fixtures: auth headers, and the whole service with the real models.
 
-The seeded data dir and its API key are shared with the bench tests: see ``tests/conftest.py``.
+The seeded data dirs and their API keys are shared with the bench tests: see
+``tests/conftest.py``.
 """
 
 from __future__ import annotations
@@ -12,16 +13,24 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from retrieval import Embedder
 from tests.helpers.app import running_app
 
 
 @pytest.fixture(scope="session")
 def auth(api_key: str) -> dict[str, str]:
+    """The header of a key in ``seeded_data_dir``."""
     return {"Authorization": f"Bearer {api_key}"}
 
 
 @pytest.fixture(scope="session")
-def real_client(seeded_data_dir: Path, span_exporter: Any) -> Iterator[TestClient]:
+def minilm_auth(minilm_api_key: str) -> dict[str, str]:
+    """The header of a key in ``minilm_data_dir``."""
+    return {"Authorization": f"Bearer {minilm_api_key}"}
+
+
+@pytest.fixture(scope="session")
+def real_client(minilm_data_dir: Path, span_exporter: Any) -> Iterator[TestClient]:
     """The whole service with the real models: MiniLM, SmolLM2 via llama.cpp, the classifier."""
-    with running_app(seeded_data_dir) as client:
+    with running_app(minilm_data_dir, embedder=Embedder()) as client:
         yield client

@@ -18,7 +18,11 @@ STAGE = "test.alerts"  # a stage of this test only, so that no other test's traf
 def test_get_alerts_lists_a_firing_alert(
     seeded_data_dir: Path, auth: dict[str, str], span_exporter: InMemorySpanExporter
 ) -> None:
-    settings = {"alert_interval_s": 0.05, "alert_window_s": 60.0, "alert_for_s": 0.0}
+    settings: dict[str, Any] = {
+        "alert_interval_s": 0.05,
+        "alert_window_s": 60.0,
+        "alert_for_s": 0.0,
+    }
     with running_app(seeded_data_dir, backend=ScriptedBackend(), **settings) as client:
         assert client.get("/v1/alerts").status_code == 401
         assert client.get("/v1/alerts", headers=auth).json() == {"alerts": []}

@@ -19,9 +19,9 @@ STAGES = ("auth", "moderate.question", "embed", "search", "rerank", "assemble", 
 
 
 def test_ask_answers_with_citations_from_the_document_that_holds_the_answer(
-    real_client: TestClient, auth: dict[str, str], spans: InMemorySpanExporter
+    real_client: TestClient, minilm_auth: dict[str, str], spans: InMemorySpanExporter
 ) -> None:
-    response = real_client.post("/v1/ask", json={"question": QUESTION}, headers=auth)
+    response = real_client.post("/v1/ask", json={"question": QUESTION}, headers=minilm_auth)
     assert response.status_code == 200, response.text
     body = response.json()
     assert body["answer"].strip()
@@ -45,10 +45,10 @@ def test_ask_answers_with_citations_from_the_document_that_holds_the_answer(
 
 
 def test_ask_exports_one_span_per_stage_under_the_server_span(
-    real_client: TestClient, auth: dict[str, str], spans: InMemorySpanExporter
+    real_client: TestClient, minilm_auth: dict[str, str], spans: InMemorySpanExporter
 ) -> None:
     response = real_client.post(
-        "/v1/ask", json={"question": QUESTION, "budget_ms": 30000}, headers=auth
+        "/v1/ask", json={"question": QUESTION, "budget_ms": 30000}, headers=minilm_auth
     )
     assert response.status_code == 200, response.text
     trace_id = int(response.json()["trace_id"], 16)
@@ -80,10 +80,10 @@ def test_ask_exports_one_span_per_stage_under_the_server_span(
 
 
 def test_ask_streams_tokens_then_a_done_event(
-    real_client: TestClient, auth: dict[str, str]
+    real_client: TestClient, minilm_auth: dict[str, str]
 ) -> None:
     with real_client.stream(
-        "POST", "/v1/ask", json={"question": QUESTION, "stream": True}, headers=auth
+        "POST", "/v1/ask", json={"question": QUESTION, "stream": True}, headers=minilm_auth
     ) as response:
         assert response.status_code == 200
         assert response.headers["content-type"].startswith("text/event-stream")
@@ -101,12 +101,12 @@ def test_ask_streams_tokens_then_a_done_event(
 
 
 def test_search_returns_ranked_passages_without_generation(
-    real_client: TestClient, auth: dict[str, str], spans: InMemorySpanExporter
+    real_client: TestClient, minilm_auth: dict[str, str], spans: InMemorySpanExporter
 ) -> None:
     response = real_client.post(
         "/v1/search",
         json={"query": "handling exceptions with try and except", "k": 3},
-        headers=auth,
+        headers=minilm_auth,
     )
     assert response.status_code == 200, response.text
     body = response.json()
@@ -120,7 +120,7 @@ def test_search_returns_ranked_passages_without_generation(
     assert "generate" not in names and {"embed", "search"} <= names
 
 
-def test_health_readiness_and_metrics(real_client: TestClient, auth: dict[str, str]) -> None:
+def test_health_readiness_and_metrics(real_client: TestClient, minilm_auth: dict[str, str]) -> None:
     assert real_client.get("/healthz").json() == {"status": "ok"}
     ready = real_client.get("/readyz")
     assert ready.status_code == 200
@@ -128,7 +128,7 @@ def test_health_readiness_and_metrics(real_client: TestClient, auth: dict[str, s
     assert components["collections"]["demo"] > 0
     assert components["reranker"].startswith("skipped: no cross-encoder configured")
     assert components["generator"].startswith("loaded: llama.cpp")
-    real_client.post("/v1/search", json={"query": "lists"}, headers=auth)
+    real_client.post("/v1/search", json={"query": "lists"}, headers=minilm_auth)
     metrics = real_client.get("/metrics").text
     assert 'ragtime_requests_total{route="/v1/search",status="200"}' in metrics
     assert 'ragtime_stage_duration_seconds_bucket{le="0.001",stage="embed"}' in metrics
@@ -136,7 +136,7 @@ def test_health_readiness_and_metrics(real_client: TestClient, auth: dict[str, s
 
 
 def test_repeats_then_a_new_question_on_a_tight_budget(
-    real_client: TestClient, auth: dict[str, str]
+    real_client: TestClient, minilm_auth: dict[str, str]
 ) -> None:
     """Issue 8's scenario on the real CPU default: four repeats of one question (their prompts
     served from llama.cpp's prefix cache), then a new question with 2.5 s. The first cost model
@@ -145,7 +145,7 @@ def test_repeats_then_a_new_question_on_a_tight_budget(
         repeat = real_client.post(
             "/v1/ask",
             json={"question": "What does the zip function do?", "budget_ms": 30000},
-            headers=auth,
+            headers=minilm_auth,
         )
         assert repeat.status_code == 200, repeat.text
     usage = repeat.json()["usage"]
@@ -153,7 +153,7 @@ def test_repeats_then_a_new_question_on_a_tight_budget(
     new = real_client.post(
         "/v1/ask",
         json={"question": "How do I write text to a file?", "budget_ms": 2500},
-        headers=auth,
+        headers=minilm_auth,
     )
     assert new.status_code == 200, new.text
     body = new.json()

@@ -11,9 +11,8 @@ import httpx
 import pytest
 import uvicorn
 
-from app.main import create_app
 from tests.fakes.backends import ScriptedBackend
-from tests.helpers.app import make_settings
+from tests.helpers.app import build_app
 from tests.helpers.ports import free_port
 
 
@@ -22,7 +21,7 @@ def served(seeded_data_dir: Path) -> Iterator[tuple[str, ScriptedBackend]]:
     backend = ScriptedBackend([f"word{i} " for i in range(200)], delay_s=0.02)
     port = free_port()
     config = uvicorn.Config(
-        create_app(make_settings(seeded_data_dir, max_output_tokens=200), backend=backend),
+        build_app(seeded_data_dir, backend=backend, max_output_tokens=200),
         host="127.0.0.1",
         port=port,
         log_level="warning",

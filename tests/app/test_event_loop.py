@@ -10,9 +10,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.main import create_app
 from tests.fakes.backends import ScriptedBackend
-from tests.helpers.app import make_settings
+from tests.fakes.hash_embedder import HashEmbedder
+from tests.helpers.app import build_app
 from tracing.budget import BudgetEngine
 
 SLOW_CALLBACK_S = 0.02  # a callback that holds the loop this long delays every other request
@@ -32,7 +32,9 @@ async def blocked_rounds(
 ) -> list[list[str]]:
     """Each round's slow callbacks, for every route a client calls, after one warm-up round."""
     loop = asyncio.get_running_loop()
-    app = create_app(make_settings(data_dir), backend=ScriptedBackend())
+    # An embedder as slow as a model: embedding on the loop would be named by the check.
+    embedder = HashEmbedder(delay_s=2 * SLOW_CALLBACK_S)
+    app = build_app(data_dir, backend=ScriptedBackend(), embedder=embedder)
     question = {"question": "How do I give a function parameter a default value?"}
     calls = [
         ("POST", "/v1/ask", question),

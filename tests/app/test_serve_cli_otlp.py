@@ -31,12 +31,12 @@ def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 120.0
     raise AssertionError("the server did not become ready")
 
 
-def test_served_answers_and_otlp_export(seeded_data_dir: Path, api_key: str) -> None:
+def test_served_answers_and_otlp_export(minilm_data_dir: Path, minilm_api_key: str) -> None:
     port = free_port()
     with OtlpReceiver() as receiver:
         env = {
             **os.environ,
-            "RAGTIME_DATA_DIR": str(seeded_data_dir),
+            "RAGTIME_DATA_DIR": str(minilm_data_dir),
             "RAGTIME_MAX_OUTPUT_TOKENS": "24",
             "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
             "OTEL_SERVICE_NAME": "ragtime-under-test",
@@ -67,7 +67,7 @@ def test_served_answers_and_otlp_export(seeded_data_dir: Path, api_key: str) -> 
                     "--url",
                     url,
                     "--key",
-                    api_key,
+                    minilm_api_key,
                     "What does the pass statement do?",
                 ],
                 env=env,

@@ -44,7 +44,7 @@ def test_bad_arguments(kwargs: dict[str, float]) -> None:
 
 
 async def test_open_loop_keeps_its_schedule_while_requests_are_slow() -> None:
-    offsets = poisson_offsets(40.0, count=60, seed=2)
+    offsets = poisson_offsets(40.0, count=30, seed=2)  # 0.75 s of arrivals, 12 in flight
     started: dict[int, tuple[float, float]] = {}
 
     async def dispatch(index: int, due: float) -> None:
@@ -52,8 +52,8 @@ async def test_open_loop_keeps_its_schedule_while_requests_are_slow() -> None:
         await asyncio.sleep(0.3)  # far longer than the mean gap: a closed loop would fall behind
 
     wall = await open_loop(offsets, dispatch)
-    assert sorted(started) == list(range(60))
-    dues = [started[i][0] for i in range(60)]
+    assert sorted(started) == list(range(30))
+    dues = [started[i][0] for i in range(30)]
     # ``due`` is the schedule itself, anchored at the loop's start.
     assert [d - dues[0] for d in dues] == pytest.approx([o - offsets[0] for o in offsets])
     lags = [actual - due for due, actual in started.values()]

@@ -215,7 +215,11 @@ def test_machinery_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert MachineryCost.model_validate_json(path.read_text()).per_request_ms.n == 20
 
 
+@pytest.mark.slow
 def test_tiny_cross_encoder_loads(tmp_path: Path) -> None:
+    """What the bench builds in a subprocess loads as a sentence-transformers ``CrossEncoder``
+    and scores. Slow: torch and sentence-transformers are imported twice over, in the builder
+    and here (about 8 s on 2 cores); it is the only test of the bench's builder."""
     from sentence_transformers import CrossEncoder
 
     from bench.tiny_cross_encoder import build_tiny_cross_encoder

@@ -13,12 +13,12 @@ from bench.results import BenchResult
 
 @pytest.mark.slow
 def test_null_backend_against_the_floor(
-    seeded_data_dir: Path, api_key: str, tmp_path: Path
+    minilm_data_dir: Path, minilm_api_key: str, tmp_path: Path
 ) -> None:
     config = tmp_path / "null.env"
     config.write_text(
-        f"RAGTIME_DATA_DIR={seeded_data_dir}\nRAGTIME_GENERATION_BACKEND=null\n"
-        f"RAGTIME_MAX_OUTPUT_TOKENS=8\nRAGTIME_API_KEY={api_key}\n"
+        f"RAGTIME_DATA_DIR={minilm_data_dir}\nRAGTIME_GENERATION_BACKEND=null\n"
+        f"RAGTIME_MAX_OUTPUT_TOKENS=8\nRAGTIME_API_KEY={minilm_api_key}\n"
     )
     out = tmp_path / "run.json"
     argv = [

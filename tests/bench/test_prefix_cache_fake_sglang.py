@@ -27,6 +27,7 @@ from bench.prefix import (
 )
 from bench.report import now_iso
 from inference import HFTokenizer, SGLangBackend
+from retrieval import Embedder
 from tests.fakes._serve import ServerThread
 from tests.fakes.sglang_server import FakeSGLang
 from tests.fakes.tiny_tokenizer import build_tiny_tokenizer
@@ -52,7 +53,12 @@ def measure_layout(
     backend = SGLangBackend([url], model="fake/tiny-chat", tokenizer=tokenizer)
     usages: list[tuple[int, int]] = []
     with running_app(  # no calibration probes: only the questions' requests are counted
-        data_dir, backend=backend, prompt_layout=layout, max_output_tokens=4, calibrate=False
+        data_dir,
+        backend=backend,
+        embedder=Embedder(),  # the real MiniLM: the passages real questions retrieve
+        prompt_layout=layout,
+        max_output_tokens=4,
+        calibrate=False,
     ) as client:
         for question in questions:
             response = client.post(
@@ -71,8 +77,8 @@ def measure_layout(
 
 
 def test_ragtimes_layout_is_cached_more_than_question_first(
-    seeded_data_dir: Path,
-    api_key: str,
+    minilm_data_dir: Path,
+    minilm_api_key: str,
     fake_sglang: tuple[FakeSGLang, str],
     tmp_path: Path,
 ) -> None:
@@ -84,7 +90,7 @@ def test_ragtimes_layout_is_cached_more_than_question_first(
     for layout in (OURS, NAIVE):
         fake.reset(natural_tokens=4)  # an empty cache for each layout
         measured.append(
-            measure_layout(layout, questions, seeded_data_dir, api_key, url, tokenizer_dir)
+            measure_layout(layout, questions, minilm_data_dir, minilm_api_key, url, tokenizer_dir)
         )
         assert len(fake.generate_requests) == len(questions)
     ours, naive = measured

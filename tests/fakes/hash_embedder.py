@@ -1,12 +1,16 @@
-"""An embedder double: words hashed into a small normalised vector, no model, no torch.
+"""An embedder double: words hashed into a normalised vector, no model, no torch.
 
-Deterministic within a process and fast, so an app can ingest and search without loading
-MiniLM. Texts that share words get close vectors; that is all a plumbing test needs.
+Deterministic (across processes too: ``crc32``, not ``hash``) and fast, so an app can ingest
+and search without loading MiniLM. Function words are left out, so texts that share content
+words get close vectors and a question about lists finds passages about lists: enough for the
+tests that need sensible passages, not for any test of retrieval quality (that is MiniLM's, in
+the ``slow`` tests).
 """
 
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Sequence
 from zlib import crc32
 
@@ -14,14 +18,27 @@ import numpy as np
 
 from retrieval import Embedder
 
-DIM = 64
+DIM = 256
+#: Words that every question and passage shares, and that would otherwise decide the ranking.
+STOP_WORDS = frozenset(
+    {
+        "a", "an", "and", "are", "as", "at", "be", "by", "can", "do", "does", "for", "from",
+        "how", "i", "if", "in", "is", "it", "its", "of", "on", "or", "that", "the", "this",
+        "to", "what", "when", "which", "with", "you", "your",
+    }
+)  # fmt: skip
 
 
 class HashEmbedder(Embedder):
-    """A bag of hashed words in ``DIM`` dimensions, each row of norm 1."""
+    """A bag of hashed content words in ``DIM`` dimensions, each row of norm 1.
 
-    def __init__(self) -> None:
+    ``delay_s`` makes each ``embed`` call take that long, as a model's does, for a test that
+    checks where embedding runs (never on the event loop).
+    """
+
+    def __init__(self, *, delay_s: float = 0.0) -> None:
         super().__init__("hash-embedder")
+        self.delay_s = delay_s
         self._loaded = False
 
     def load(self) -> None:
@@ -38,10 +55,13 @@ class HashEmbedder(Embedder):
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         if isinstance(texts, str):
             raise TypeError("embed() takes a sequence of texts, not one string")
+        if self.delay_s:
+            time.sleep(self.delay_s)
         out = np.zeros((len(texts), DIM), dtype=np.float32)
         for row, text in enumerate(texts):
             for word in re.findall(r"\w+", text.lower()):
-                out[row, crc32(word.encode()) % DIM] += 1.0
+                if word not in STOP_WORDS:
+                    out[row, crc32(word.encode()) % DIM] += 1.0
             norm = float(np.linalg.norm(out[row]))
             out[row] = out[row] / norm if norm else 1.0 / np.sqrt(DIM)
         return out

@@ -1,4 +1,11 @@
-"""Builders for app tests: settings for a data dir, and the app running behind a test client."""
+"""Builders for app tests: settings for a data dir, a seeded data dir, and the app (running
+behind a test client, or built for a test that serves it itself).
+
+The app's embedder must be the one that embedded the data dir's index: the tests' default is
+``tests/fakes/hash_embedder.HashEmbedder`` (no model, no torch), as ``seeded_data_dir`` uses;
+a test of the real models passes ``embedder=Embedder()`` with a MiniLM-seeded dir. A mismatch
+fails loudly: the store refuses a query vector whose dimension is not its index's.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +14,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
+from app.auth import KeyStore
 from app.config import Settings
 from app.main import create_app
+from app.services import Services
 from inference import GenerationBackend
+from retrieval import DocumentStore, Embedder, Reranker, ingest_path
+from tests.fakes.hash_embedder import HashEmbedder
 
 DEMO_CORPUS = Path(__file__).resolve().parents[2] / "demo" / "corpus"
 #: The part of the demo corpus that the app and bench tests ingest (``seeded_data_dir``).
@@ -30,11 +42,59 @@ def make_settings(data_dir: Path, **overrides: Any) -> Settings:
     return Settings(_env_file=None, **values)
 
 
+def seed_data_dir(data_dir: Path, corpus: Path, embedder: Embedder) -> Path:
+    """Ingest ``corpus`` into ``data_dir``'s ``demo`` collection with ``embedder`` (loaded here);
+    returns ``data_dir``."""
+    embedder.load()
+    store = DocumentStore(make_settings(data_dir).store_path)
+    store.open()
+    try:
+        report = ingest_path(corpus, collection="demo", embedder=embedder, store=store)
+    finally:
+        store.close()
+    assert report.files and not report.skipped and not report.failures, report
+    return data_dir
+
+
+def create_key(data_dir: Path, name: str = "tests") -> str:
+    """The secret of a new API key in ``data_dir``."""
+    keys = KeyStore(make_settings(data_dir).keys_path)
+    try:
+        _, secret = keys.create(name)
+    finally:
+        keys.close()
+    return secret
+
+
+def build_app(
+    data_dir: Path,
+    *,
+    backend: GenerationBackend | None = None,
+    embedder: Embedder | None = None,
+    reranker: Reranker | None = None,
+    **overrides: Any,
+) -> FastAPI:
+    """The app over ``data_dir`` (not started): the configured components, except ``backend``
+    and ``reranker`` when given, and ``embedder`` (a ``HashEmbedder`` unless given)."""
+    services = Services.build(
+        make_settings(data_dir, **overrides),
+        backend=backend,
+        embedder=embedder if embedder is not None else HashEmbedder(),
+        reranker=reranker,
+    )
+    return create_app(services=services)
+
+
 @contextmanager
 def running_app(
-    data_dir: Path, *, backend: GenerationBackend | None = None, **overrides: Any
+    data_dir: Path,
+    *,
+    backend: GenerationBackend | None = None,
+    embedder: Embedder | None = None,
+    reranker: Reranker | None = None,
+    **overrides: Any,
 ) -> Iterator[TestClient]:
-    """The app over ``data_dir`` (started and stopped around the block), behind a test client."""
-    app = create_app(make_settings(data_dir, **overrides), backend=backend)
+    """``build_app(...)`` started and stopped around the block, behind a test client."""
+    app = build_app(data_dir, backend=backend, embedder=embedder, reranker=reranker, **overrides)
     with TestClient(app, raise_server_exceptions=False) as client:
         yield client

@@ -10,6 +10,7 @@ import pytest
 
 from retrieval import Passage, Reranker, RerankerUnavailable
 from retrieval._offline import hub_kwargs
+from tests.fakes.rerankers import OverlapReranker
 
 
 def _passages(n: int) -> list[Passage]:
@@ -20,23 +21,50 @@ def _passages(n: int) -> list[Passage]:
     ]
 
 
-def test_rerank_orders_by_cross_encoder_score(tiny_cross_encoder_path: Path) -> None:
-    reranker = Reranker(str(tiny_cross_encoder_path))
-    assert not reranker.available
-    reranker.load()
-    reranker.load()  # idempotent
-    assert reranker.available and reranker.model_name == str(tiny_cross_encoder_path)
+def check_reranks(reranker: Reranker) -> list[int]:
+    """``reranker`` (loaded) returns the ``top_n`` best first, each passage otherwise unchanged;
+    returns the ids of the top 3 for "how do i define a function?"."""
     passages = _passages(5)
     result = reranker.rerank("how do i define a function?", passages, top_n=3)
     assert result.candidates == 5 and len(result.passages) == 3
-    scores = [p.rerank_score for p in result.passages]
-    assert all(isinstance(s, float) for s in scores)
-    assert scores == sorted(scores, reverse=True)
+    scores = [p.rerank_score for p in result.passages if isinstance(p.rerank_score, float)]
+    assert len(scores) == 3 and scores == sorted(scores, reverse=True)
     by_id = {p.id: p for p in passages}
     for p in result.passages:  # everything but rerank_score is kept
         assert p == dataclasses.replace(by_id[p.id], rerank_score=p.rerank_score)
     assert reranker.rerank("q", [], top_n=3).passages == []
     assert len(reranker.rerank("q", passages, top_n=10).passages) == 5
+    return [p.id for p in result.passages]
+
+
+def test_rerank_orders_by_the_models_score() -> None:
+    reranker = OverlapReranker()
+    assert not reranker.available
+    reranker.load()
+    # Passage 0 holds 4 of the question's 6 words, passage 1 one ("a"), the rest none: a tie
+    # that keeps the vector order, so passage 2 is third.
+    assert check_reranks(reranker) == [0, 1, 2]
+    assert reranker.cross_encoder.pairs_scored == 5 + 5
+
+
+def test_a_model_that_fails_to_score_is_unavailable() -> None:
+    reranker = OverlapReranker(fail_with=RuntimeError("CUDA error: device-side assert"))
+    reranker.load()
+    with pytest.raises(RerankerUnavailable, match="reranking failed: RuntimeError: CUDA"):
+        reranker.rerank("q", _passages(2), top_n=1)
+
+
+@pytest.mark.slow
+def test_rerank_orders_by_cross_encoder_score(tiny_cross_encoder_path: Path) -> None:
+    """The real sentence-transformers ``CrossEncoder``, a tiny random one. Slow: it imports
+    torch and sentence-transformers (about 7 s on 2 cores); the fast tests above run the same
+    ``rerank`` over ``OverlapReranker``."""
+    reranker = Reranker(str(tiny_cross_encoder_path))
+    assert not reranker.available
+    reranker.load()
+    reranker.load()  # idempotent
+    assert reranker.available and reranker.model_name == str(tiny_cross_encoder_path)
+    check_reranks(reranker)
 
 
 def test_rerank_before_load_is_unavailable() -> None:
@@ -53,7 +81,10 @@ def test_no_model_configured(model: str | None) -> None:
     assert not reranker.available and reranker.model_name is None
 
 
+@pytest.mark.slow
 def test_an_uncached_hub_id_fails_fast(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Slow: the real ``CrossEncoder`` is what fails, after importing torch and
+    sentence-transformers (about 7 s on 2 cores)."""
     import sentence_transformers  # noqa: F401  # pay the import before timing
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")

@@ -12,7 +12,7 @@ import pytest
 from app.stages import EmbedQuestion, Rerank, SearchIndex, StageThreads
 from retrieval import DocumentStore, Passage, UnknownCollection, ingest_path
 from tests.fakes.hash_embedder import DIM, HashEmbedder
-from tests.fakes.rerankers import WordOverlapReranker
+from tests.fakes.rerankers import OverlapReranker
 from tracing.budget import DeadlinePassed
 
 DOCS = {
@@ -80,34 +80,34 @@ def passages(*texts: str) -> list[Passage]:
 
 
 async def test_rerank_reorders_the_candidates_and_keeps_k() -> None:
-    reranker = WordOverlapReranker()
+    reranker = OverlapReranker()
     stage = Rerank(reranker, StageThreads("rerank", 1))
     await stage.warm_up()
-    assert stage.status == "loaded: word-overlap"
+    assert stage.status == "loaded: overlap-cross-encoder"
     pool = passages("nothing here", "a dictionary maps keys", "keys map to values in a dict")
     result = await stage.run("how do keys map to values", pool, k=2, candidates=3, deadline=later())
     assert [p.id for p in result.passages] == [2, 1]
     assert result.scored == 3 and result.degradation is None
     assert result.attributes() == {
-        "ragtime.rerank.model": "word-overlap",
+        "ragtime.rerank.model": "overlap-cross-encoder",
         "ragtime.rerank.candidates": 3,
     }
 
 
 async def test_rerank_with_no_candidates_planned_keeps_the_vector_order() -> None:
-    reranker = WordOverlapReranker()
+    reranker = OverlapReranker()
     stage = Rerank(reranker, StageThreads("rerank", 1))
     await stage.warm_up()
     result = await stage.run("q", passages("a", "b", "c"), k=2, candidates=0, deadline=later())
     assert [p.id for p in result.passages] == [0, 1]
-    assert result.degradation is None and reranker.calls == 0
+    assert result.degradation is None and reranker.cross_encoder.pairs_scored == 0
     assert result.attributes() == {"ragtime.rerank.skipped": True}
 
 
 async def test_a_missing_cross_encoder_is_skipped_and_says_why() -> None:
     from retrieval import RerankerUnavailable
 
-    stage = Rerank(WordOverlapReranker(loadable=False), StageThreads("rerank", 1))
+    stage = Rerank(OverlapReranker(load_error="none configured"), StageThreads("rerank", 1))
     with pytest.raises(RerankerUnavailable):
         await stage.warm_up()
     result = await stage.run("q", passages("a", "b"), k=1, candidates=2, deadline=later())
@@ -117,18 +117,18 @@ async def test_a_missing_cross_encoder_is_skipped_and_says_why() -> None:
 
 async def test_a_failing_reranker_keeps_the_vector_order_with_its_error() -> None:
     error = RuntimeError("CUDA out of memory")
-    stage = Rerank(WordOverlapReranker(fail_with=error), StageThreads("rerank", 1))
+    stage = Rerank(OverlapReranker(fail_with=error), StageThreads("rerank", 1))
     await stage.warm_up()
     result = await stage.run("q", passages("a", "b", "c"), k=2, candidates=3, deadline=later())
     assert [p.id for p in result.passages] == [0, 1]
-    assert result.error is error
+    assert result.error is not None and result.error.__cause__ is error
     assert result.degradation is not None
     action, reason = result.degradation
     assert action == "rerank_failed" and "CUDA out of memory" in reason
 
 
 async def test_a_reranker_past_its_time_keeps_the_vector_order() -> None:
-    stage = Rerank(WordOverlapReranker(delay_s=0.5), StageThreads("rerank", 1))
+    stage = Rerank(OverlapReranker(delay_s=0.5), StageThreads("rerank", 1))
     await stage.warm_up()
     started = time.perf_counter()
     result = await stage.run("q", passages("a", "b", "c"), k=2, candidates=3, deadline=later(0.05))
