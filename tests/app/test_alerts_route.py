@@ -9,7 +9,7 @@ from typing import Any
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from tests.fakes.backends import ScriptedBackend
-from tests.helpers.app import running_app
+from tests.helpers.app import app_state, running_app
 from tracing import metrics
 
 STAGE = "test.alerts"  # a stage of this test only, so that no other test's traffic counts
@@ -47,6 +47,6 @@ def test_get_alerts_lists_a_firing_alert(
             "stage": STAGE,
         }
         assert alert["annotations"]["summary"] == f"Stage {STAGE} overran its budget in 25% of runs"
-        evaluator = client.app.state.alerts  # type: ignore[attr-defined]
+        evaluator = app_state(client).alerts
         assert evaluator.running
     assert not evaluator.running  # stopped with the app

@@ -13,7 +13,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind
 
 from tests.fakes.backends import ScriptedBackend
-from tests.helpers.app import running_app
+from tests.helpers.app import app_state, running_app
 from tests.helpers.spans import attributes, number
 from tests.helpers.sse import parse_sse
 from tracing.budget import GenerationPrior
@@ -37,7 +37,7 @@ def budget_app(
 
 def seed(client: TestClient, rates: GenerationPrior = RATES) -> None:
     """Forget what earlier requests taught the model: plan with ``rates`` alone."""
-    client.app.state.pipeline.budget.cost.seed({"rerank": 5.0}, rates)  # type: ignore[attr-defined]
+    app_state(client).pipeline.budget.cost.seed({"rerank": 5.0}, rates)
 
 
 def ask(

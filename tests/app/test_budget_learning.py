@@ -11,7 +11,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from tests.fakes.backends import ScriptedBackend, SimulatedBackend
 from tests.fakes.rerankers import OverlapReranker
-from tests.helpers.app import running_app
+from tests.helpers.app import app_state, running_app
 from tests.helpers.spans import number
 from tracing.budget import GenerationPrior
 
@@ -20,7 +20,7 @@ SIM = GenerationPrior(fixed_ms=20.0, prefill_ms_per_token=1.0, decode_ms_per_tok
 
 
 def seed(client: TestClient, prior: GenerationPrior = SIM) -> None:
-    client.app.state.pipeline.budget.cost.seed(None, prior)  # type: ignore[attr-defined]
+    app_state(client).pipeline.budget.cost.seed(None, prior)
 
 
 def ask(client: TestClient, auth: dict[str, str], question: str, **body: Any) -> Any:

@@ -13,7 +13,7 @@ from app.services import Services
 from retrieval import DocumentStore, Reranker, ingest_path
 from tests.fakes.backends import ScriptedBackend
 from tests.fakes.hash_embedder import HashEmbedder
-from tests.helpers.app import make_settings
+from tests.helpers.app import app_state, make_settings
 
 
 def test_an_app_of_doubles_answers_and_loads_no_model(tmp_path: Path, corpus_dir: Path) -> None:
@@ -47,4 +47,4 @@ def test_an_app_of_doubles_answers_and_loads_no_model(tmp_path: Path, corpus_dir
     assert response.status_code == 200, response.text
     body = response.json()
     assert body["answer"] and body["citations"]
-    assert client.app.state.services is services  # type: ignore[attr-defined]
+    assert app_state(client).services is services

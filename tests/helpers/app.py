@@ -16,6 +16,7 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
+from starlette.datastructures import State
 
 from app.auth import KeyStore
 from app.config import Settings
@@ -98,3 +99,10 @@ def running_app(
     app = build_app(data_dir, backend=backend, embedder=embedder, reranker=reranker, **overrides)
     with TestClient(app, raise_server_exceptions=False) as client:
         yield client
+
+
+def app_state(client: TestClient) -> State:
+    """The running app's state (its services, pipeline, alert evaluator)."""
+    app = client.app
+    assert isinstance(app, FastAPI), "the test client drives a FastAPI app"
+    return app.state
