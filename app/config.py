@@ -119,6 +119,11 @@ class Settings(BaseSettings):
     budget_ms_min: int = Field(50, ge=1)
     budget_ms_max: int = Field(120_000, ge=1)
     question_max_chars: int = Field(2000, ge=1)
+    max_body_bytes: int = Field(
+        64 * 1024,
+        ge=1024,
+        description="Largest request body of a question route; larger ones are refused (413).",
+    )
     moderation_threshold: float = Field(0.9, gt=0.0, le=1.0)
     record_content: bool = Field(False, description="Put the question text on spans.")
     retry_after_s: int = Field(5, ge=1, description="Retry-After sent with 503 answers.")

@@ -1,20 +1,35 @@
-"""Dependencies that route signatures read like sentences: ``key: CurrentKey``."""
+"""Dependencies that route signatures read like sentences: ``body: AskBody, key: CurrentKey``.
+
+The front door, in order: a request's ledger counts from its arrival, on the default budget; the
+key is checked (the ``auth`` stage) before a byte of the body is read; a question route then reads
+its body, bounded, parses and validates it once (``app.body``), and only then sets the request's
+budget (``app.limits.request_budget``). The auth stage is charged once that budget is known, so
+its span carries the budget the request runs on, as every later stage's does.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import json
 import time
-from typing import Annotated
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from typing import Annotated, TypeVar
 
-from fastapi import Depends, Request
+from fastapi import Depends, Header, Request
+from opentelemetry import trace
+from opentelemetry.trace import Span
 
 from app.auth import ApiKey
+from app.body import parse_body, read_body
 from app.config import Settings
 from app.errors import Unauthorized
+from app.limits import TIMEOUT_HEADER, request_budget
 from app.pipeline import Pipeline
+from app.schemas import AskRequest, BudgetedRequest, SearchRequest
 from app.services import Services
 from tracing import BudgetLedger
+
+tracer = trace.get_tracer(__name__)
 
 
 async def get_services(request: Request) -> Services:
@@ -41,47 +56,67 @@ async def get_pipeline(request: Request) -> Pipeline:
 PipelineDep = Annotated[Pipeline, Depends(get_pipeline)]
 
 
-async def _requested_budget(request: Request) -> int | None:
-    """``budget_ms`` from the JSON body if it is a plain int, read before auth (None if not).
-
-    Starlette caches the body, so the route's own parsing reads it again for free; a malformed
-    body or value is left for validation to report.
-    """
-    try:
-        payload = json.loads(await request.body())
-    except ValueError:
-        return None
-    value = payload.get("budget_ms") if isinstance(payload, dict) else None
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _header_budget(request: Request, settings: Settings) -> int | None:
-    """``Request-Timeout-Ms``, clamped to the allowed range (proxies set it for every route)."""
-    raw = request.headers.get("request-timeout-ms")
-    if raw is None or not raw.strip().isdigit():
-        return None
-    return min(max(int(raw), settings.budget_ms_min), settings.budget_ms_max)
-
-
 async def get_ledger(request: Request, settings: SettingsDep) -> BudgetLedger:
-    """The request's ledger, counting from the moment the request arrived (before auth).
-
-    Its budget: ``budget_ms`` from the body when in range (the route answers 422 when it is
-    not), else the ``Request-Timeout-Ms`` header clamped to the range, else the default.
-    """
+    """The request's ledger, counting from the moment the request arrived (before auth), on the
+    default budget until a question route reads the request's own (``question_body``)."""
     arrived = getattr(request.state, "arrived_at", None) or time.perf_counter()
-    budget = await _requested_budget(request)
-    if budget is None or not settings.budget_ms_min <= budget <= settings.budget_ms_max:
-        budget = _header_budget(request, settings) or settings.budget_ms_default
-    return BudgetLedger(budget, started_at=arrived, shares=settings.budget_shares)
+    return BudgetLedger(
+        settings.budget_ms_default, started_at=arrived, shares=settings.budget_shares
+    )
 
 
 LedgerDep = Annotated[BudgetLedger, Depends(get_ledger)]
 
 
-async def authenticate(request: Request, services: ServicesDep, ledger: LedgerDep) -> ApiKey:
+class AuthStage:
+    """The ``auth`` stage, which runs before the request's budget is known.
+
+    ``run()`` times the key check in the stage's span; ``settle()`` charges that time to the
+    ledger, with the budget the ledger has by then, and ends the span at the time the check ended.
+    """
+
+    def __init__(self, ledger: BudgetLedger) -> None:
+        self.ledger = ledger
+        self._span: Span | None = None
+        self._elapsed_ms = 0.0
+        self._ended_ns: int | None = None
+
+    @contextmanager
+    def run(self) -> Iterator[Span]:
+        """The check, in the stage's span made current; an exception marks the span failed."""
+        span = self._span = tracer.start_span("auth")
+        started = time.perf_counter()
+        try:
+            with trace.use_span(span, end_on_exit=False):
+                yield span
+        finally:
+            self._elapsed_ms = (time.perf_counter() - started) * 1000.0
+            self._ended_ns = time.time_ns()
+
+    def settle(self) -> None:
+        """Charge the stage to the ledger and end its span; idempotent."""
+        span, self._span = self._span, None
+        if span is not None:
+            self.ledger.charge("auth", self._elapsed_ms, span)
+            span.end(end_time=self._ended_ns)
+
+
+async def get_auth_stage(ledger: LedgerDep) -> AsyncIterator[AuthStage]:
+    """The request's auth stage, settled when its budget is set or else when the route is done
+    (a route without a body, a request refused before its budget was read)."""
+    stage = AuthStage(ledger)
+    try:
+        yield stage
+    finally:
+        stage.settle()
+
+
+AuthStageDep = Annotated[AuthStage, Depends(get_auth_stage, scope="function")]
+
+
+async def authenticate(request: Request, services: ServicesDep, stage: AuthStageDep) -> ApiKey:
     """The ``auth`` stage: a valid ``Authorization: Bearer <key>`` or 401."""
-    with ledger.stage("auth") as span:
+    with stage.run() as span:
         header = request.headers.get("authorization")
         if not header:
             raise Unauthorized("missing API key: send 'Authorization: Bearer <key>'")
@@ -97,3 +132,34 @@ async def authenticate(request: Request, services: ServicesDep, ledger: LedgerDe
 
 
 CurrentKey = Annotated[ApiKey, Depends(authenticate)]
+
+Body = TypeVar("Body", bound=BudgetedRequest)
+
+
+def question_body(model: type[Body]) -> Callable[..., Awaitable[Body]]:
+    """The dependency that reads a question route's body as ``model``, after the key check, and
+    then sets the request's budget on its ledger."""
+
+    async def read(
+        request: Request,
+        key: CurrentKey,  # checked before the body is read
+        settings: SettingsDep,
+        ledger: LedgerDep,
+        auth: AuthStageDep,
+        timeout_ms: Annotated[
+            str | None,
+            Header(
+                alias=TIMEOUT_HEADER, description="The request's budget (ms) if the body has none."
+            ),
+        ] = None,
+    ) -> Body:
+        body = await parse_body(model, await read_body(request, settings.max_body_bytes))
+        ledger.budget_ms = float(request_budget(body.budget_ms, timeout_ms, settings))
+        auth.settle()
+        return body
+
+    return read
+
+
+AskBody = Annotated[AskRequest, Depends(question_body(AskRequest))]
+SearchBody = Annotated[SearchRequest, Depends(question_body(SearchRequest))]

@@ -1,7 +1,9 @@
 """Errors at the HTTP boundary: every failure leaves as ``{"error": {"type", "message", ...}}``.
 
 Each package raises its own exceptions, each carrying an HTTP ``status_code``; the handlers here
-translate them once. 503s carry ``Retry-After``. Validation errors name the field that was wrong.
+translate them once. 503s carry ``Retry-After``. Validation errors name the field that was wrong
+(``body`` for a body that is not JSON, the header's name for a bad header). What a client can get
+wrong is a 4xx, never a 5xx: the error-ratio alert counts 5xx only.
 """
 
 from __future__ import annotations
@@ -57,6 +59,46 @@ class InvalidField(ApiError):
 
     def __init__(self, field: str, message: str) -> None:
         super().__init__(422, f"{field}: {message}", type="invalid_request", field=field)
+
+
+class InvalidBody(ApiError):
+    """A body that is not a JSON document at all: empty, malformed, nested too deeply (422)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(422, message, type="invalid_request", field="body")
+
+
+class InvalidHeader(ApiError):
+    """A request header whose value cannot be read (400), named as the ``field``."""
+
+    def __init__(self, header: str, message: str) -> None:
+        super().__init__(400, f"{header}: {message}", type="invalid_header", field=header)
+
+
+class BodyTooLarge(ApiError):
+    """A body over the configured limit, refused before it is read whole (413)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            413, f"request body is larger than the limit of {limit} bytes", type="body_too_large"
+        )
+
+
+class UnsupportedMediaType(ApiError):
+    """A body that does not say it is JSON (415)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(415, message, type="unsupported_media_type")
+
+
+class ClientGone(ApiError):
+    """The client went away before its request was read (499, nginx's "client closed request").
+
+    Nobody reads this answer; its status keeps a disconnect out of the 5xx that alert.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(499, message, type="client_closed_request")
 
 
 def error_body(type: str, message: str, **extra: Any) -> dict[str, Any]:

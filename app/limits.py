@@ -1,21 +1,41 @@
-"""Request limits that come from configuration, checked with the same 422 shape as validation."""
+"""Request limits that come from configuration, checked with the same 422 shape as validation,
+and the request's budget: from the body, else the ``Request-Timeout-Ms`` header, else the default.
+"""
 
 from __future__ import annotations
 
 from app.config import Settings
-from app.errors import InvalidField
+from app.errors import InvalidField, InvalidHeader
+
+TIMEOUT_HEADER = "Request-Timeout-Ms"
+TIMEOUT_MAX_DIGITS = 12  # 10^12 ms is some 30 years: anything longer is not a timeout
 
 
-def check_budget(budget_ms: int | None, settings: Settings) -> None:
-    """A ``budget_ms`` given in the body must lie in the configured range (the ledger has it)."""
-    if budget_ms is None:
-        return
-    if not settings.budget_ms_min <= budget_ms <= settings.budget_ms_max:
-        raise InvalidField(
-            "budget_ms",
-            f"must be between {settings.budget_ms_min} and {settings.budget_ms_max} ms, "
-            f"got {budget_ms}",
+def _header_budget(raw: str, settings: Settings) -> int:
+    """``Request-Timeout-Ms``, clamped to the allowed range; 400 unless plain ASCII digits."""
+    value = raw.strip(" \t")
+    if not (value.isascii() and value.isdigit() and len(value) <= TIMEOUT_MAX_DIGITS):
+        raise InvalidHeader(
+            TIMEOUT_HEADER,
+            f"must be a whole number of milliseconds, in at most {TIMEOUT_MAX_DIGITS} ASCII digits",
         )
+    return min(max(int(value), settings.budget_ms_min), settings.budget_ms_max)
+
+
+def request_budget(budget_ms: int | None, timeout_header: str | None, settings: Settings) -> int:
+    """The request's budget: ``budget_ms`` from the body when given (422 outside the configured
+    range), else the ``Request-Timeout-Ms`` header clamped to the range (proxies set it for every
+    route; 400 when it is not a number), else the default."""
+    from_header = None if timeout_header is None else _header_budget(timeout_header, settings)
+    if budget_ms is not None:
+        if not settings.budget_ms_min <= budget_ms <= settings.budget_ms_max:
+            raise InvalidField(
+                "budget_ms",
+                f"must be between {settings.budget_ms_min} and {settings.budget_ms_max} ms, "
+                f"got {budget_ms}",
+            )
+        return budget_ms
+    return settings.budget_ms_default if from_header is None else from_header
 
 
 def resolve_count(value: int | None, *, field: str, default: int, maximum: int) -> int:

@@ -4,30 +4,35 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StringConstraints
 
 from retrieval import Passage
 
 NonEmptyText = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
 
 
-class AskRequest(BaseModel):
+class BudgetedRequest(BaseModel):
+    """A question route's body: its fields are JSON's own types, never converted (``"1000"``,
+    ``1000.0``, ``1e3`` and ``true`` are not integers), and no others are allowed."""
+
     model_config = ConfigDict(extra="forbid")
 
+    budget_ms: StrictInt | None = Field(
+        None, description="Latency budget for this request, in ms (an integer)."
+    )
+
+
+class AskRequest(BudgetedRequest):
     question: NonEmptyText
     collection: NonEmptyText | None = None
-    top_k: int | None = Field(None, ge=1, description="Passages given to the prompt.")
-    budget_ms: int | None = Field(None, description="Latency budget for this request.")
-    stream: bool = False
+    top_k: StrictInt | None = Field(None, ge=1, description="Passages given to the prompt.")
+    stream: StrictBool = False
 
 
-class SearchRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class SearchRequest(BudgetedRequest):
     query: NonEmptyText
     collection: NonEmptyText | None = None
-    k: int | None = Field(None, ge=1)
-    budget_ms: int | None = None
+    k: StrictInt | None = Field(None, ge=1)
 
 
 class BudgetReport(BaseModel):

@@ -19,9 +19,10 @@ from opentelemetry import trace
 from opentelemetry.trace import Span
 from sse_starlette import EventSourceResponse
 
-from app.deps import CurrentKey, LedgerDep, PipelineDep, SettingsDep
+from app.body import openapi_body
+from app.deps import AskBody, CurrentKey, LedgerDep, PipelineDep, SettingsDep
 from app.errors import error_body
-from app.limits import check_budget, check_text, resolve_count
+from app.limits import check_text, resolve_count
 from app.pipeline import AnswerDone, AnswerEvent, AnswerOutcome, Prepared
 from app.report import (
     answer_report,
@@ -38,15 +39,14 @@ router = APIRouter(tags=["answers"])
 ROUTE = "/v1/ask"
 
 
-@router.post(ROUTE, response_model=AskResponse)
+@router.post(ROUTE, response_model=AskResponse, openapi_extra=openapi_body(AskRequest))
 async def ask(
-    body: AskRequest,
+    body: AskBody,
     key: CurrentKey,
     ledger: LedgerDep,
     pipeline: PipelineDep,
     settings: SettingsDep,
 ) -> Any:
-    check_budget(body.budget_ms, settings)
     question = check_text(body.question, field="question", settings=settings)
     top_k = resolve_count(
         body.top_k, field="top_k", default=settings.top_k, maximum=settings.max_top_k

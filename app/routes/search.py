@@ -6,8 +6,9 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 from opentelemetry import trace
 
-from app.deps import CurrentKey, LedgerDep, PipelineDep, SettingsDep
-from app.limits import check_budget, check_text, resolve_count
+from app.body import openapi_body
+from app.deps import CurrentKey, LedgerDep, PipelineDep, SearchBody, SettingsDep
+from app.limits import check_text, resolve_count
 from app.report import (
     budget_report,
     close_request,
@@ -23,15 +24,14 @@ router = APIRouter(tags=["retrieval"])
 ROUTE = "/v1/search"
 
 
-@router.post(ROUTE, response_model=SearchResponse)
+@router.post(ROUTE, response_model=SearchResponse, openapi_extra=openapi_body(SearchRequest))
 async def search(
-    body: SearchRequest,
+    body: SearchBody,
     key: CurrentKey,
     ledger: LedgerDep,
     pipeline: PipelineDep,
     settings: SettingsDep,
 ) -> JSONResponse:
-    check_budget(body.budget_ms, settings)
     check_text(body.query, field="query", settings=settings)
     k = resolve_count(body.k, field="k", default=settings.top_k, maximum=settings.max_top_k)
     collection = body.collection or settings.default_collection

@@ -6,36 +6,22 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
-from app.auth import KeyStore
 from app.main import create_app
-from app.moderation import Moderator
-from app.services import Services
-from retrieval import DocumentStore, Reranker, ingest_path
-from tests.fakes.backends import ScriptedBackend
 from tests.fakes.hash_embedder import HashEmbedder
-from tests.helpers.app import app_state, make_settings
+from tests.helpers.app import (
+    app_state,
+    create_key,
+    make_settings,
+    seed_data_dir,
+    services_of_doubles,
+)
 
 
 def test_an_app_of_doubles_answers_and_loads_no_model(tmp_path: Path, corpus_dir: Path) -> None:
     settings = make_settings(tmp_path)
-    embedder = HashEmbedder()
-    store = DocumentStore(settings.store_path)
-    store.open()
-    report = ingest_path(corpus_dir, collection="demo", embedder=embedder, store=store)
-    store.close()
-    assert report.chunks > 0 and not report.failures
-    keys = KeyStore(settings.keys_path)
-    _, secret = keys.create("tests")
-    keys.close()
-    services = Services(
-        settings=settings,
-        keys=KeyStore(settings.keys_path),
-        store=DocumentStore(settings.store_path),
-        embedder=embedder,
-        reranker=Reranker(None),
-        backend=ScriptedBackend(),
-        moderator=Moderator(settings.moderation_threshold),
-    )
+    seed_data_dir(settings.data_dir, corpus_dir, HashEmbedder())
+    secret = create_key(settings.data_dir)
+    services = services_of_doubles(settings)
     with TestClient(create_app(services=services)) as client:
         ready = client.get("/readyz").json()
         response = client.post(

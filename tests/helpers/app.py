@@ -1,5 +1,6 @@
-"""Builders for app tests: settings for a data dir, a seeded data dir, and the app (running
-behind a test client, or built for a test that serves it itself).
+"""Builders for app tests: settings for a data dir, a seeded data dir, services made of doubles,
+and the app (running behind a test client, an async client that streams request bodies, or built
+for a test that serves it itself).
 
 The app's embedder must be the one that embedded the data dir's index: the tests' default is
 ``tests/fakes/hash_embedder.HashEmbedder`` (no model, no torch), as ``seeded_data_dir`` uses;
@@ -9,11 +10,12 @@ fails loudly: the store refuses a query vector whose dimension is not its index'
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from starlette.datastructures import State
@@ -21,9 +23,11 @@ from starlette.datastructures import State
 from app.auth import KeyStore
 from app.config import Settings
 from app.main import create_app
+from app.moderation import Moderator
 from app.services import Services
 from inference import GenerationBackend
 from retrieval import DocumentStore, Embedder, Reranker, ingest_path
+from tests.fakes.backends import ScriptedBackend
 from tests.fakes.hash_embedder import HashEmbedder
 
 DEMO_CORPUS = Path(__file__).resolve().parents[2] / "demo" / "corpus"
@@ -106,3 +110,33 @@ def app_state(client: TestClient) -> State:
     app = client.app
     assert isinstance(app, FastAPI), "the test client drives a FastAPI app"
     return app.state
+
+
+def services_of_doubles(
+    settings: Settings, *, backend: GenerationBackend | None = None
+) -> Services:
+    """Every component from doubles, over a data dir seeded with the hash embedder: the hash
+    embedder, no cross-encoder, a scripted backend unless ``backend`` is given."""
+    return Services(
+        settings=settings,
+        keys=KeyStore(settings.keys_path),
+        store=DocumentStore(settings.store_path),
+        embedder=HashEmbedder(),
+        reranker=Reranker(None),
+        backend=backend or ScriptedBackend(),
+        moderator=Moderator(settings.moderation_threshold),
+    )
+
+
+@asynccontextmanager
+async def asgi_client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    """``app`` started (its lifespan) behind an in-process async client.
+
+    The client sends a request body chunk by chunk, as the app reads it (an async iterator body
+    goes without Content-Length, unless the headers give one), and an exception that escapes the
+    app becomes the 500 a server would answer.
+    """
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+        async with httpx.AsyncClient(transport=transport, base_url="http://ragtime") as client:
+            yield client

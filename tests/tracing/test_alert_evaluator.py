@@ -23,7 +23,13 @@ import yaml
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from tracing import metrics
-from tracing._alert_conditions import WATCHED, histogram_quantile
+from tracing._alert_conditions import (
+    REQUESTS,
+    WATCHED,
+    SampleKey,
+    error_ratio,
+    histogram_quantile,
+)
 from tracing.alerts import ZERO_TIME, AlertEvaluator
 
 T0 = 1_800_000_000.0  # 2027-01-15T08:00:00Z
@@ -307,6 +313,16 @@ async def test_without_a_webhook_alerts_are_tracked_and_nothing_is_posted(
     driven.requests.labels(route="/v1/ask", status="200").inc(1000)
     resolved = await evaluator.evaluate_once(T0 + 15)
     assert [p["status"] for p in resolved] == ["resolved"] and evaluator.firing() == []
+
+
+def test_client_errors_count_in_the_total_only() -> None:
+    statuses = ("200", "400", "401", "413", "415", "422", "499", "503")
+    increase: dict[SampleKey, float] = {
+        (REQUESTS, (("route", "/v1/ask"), ("status", s))): 10.0 for s in statuses
+    }
+    assert error_ratio(increase) == {(): 10.0 / 80.0}
+    del increase[(REQUESTS, (("route", "/v1/ask"), ("status", "503")))]
+    assert error_ratio(increase) == {(): 0.0}
 
 
 async def test_the_background_task_evaluates_on_its_own(
