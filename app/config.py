@@ -107,6 +107,9 @@ class Settings(BaseSettings):
     generation_model_path: str | None = Field(None, description="GGUF path; empty = SmolLM2.")
     generation_threads: int | None = Field(None, ge=1)
     generation_context_window: int = Field(2048, ge=256)
+    generation_prefix_states: int = Field(
+        4, ge=0, le=64, description="KV states of recent prompts llama.cpp keeps to restore."
+    )
     context_tokens: int = Field(768, ge=32, description="Token budget for passages in a prompt.")
     prompt_layout: Literal["shared_prefix_first", "question_first"] = Field(
         "shared_prefix_first",

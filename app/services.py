@@ -85,6 +85,7 @@ def default_backend(settings: Settings) -> GenerationBackend:
         n_ctx=settings.generation_context_window,
         # llama-cpp-python's own default is half the cores; all of them decode faster here.
         n_threads=settings.generation_threads or os.cpu_count(),
+        prefix_states=settings.generation_prefix_states,
     )
 
 

@@ -6,10 +6,11 @@ import asyncio
 import codecs
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from inference._llamacpp_prefix import PrefixStates, common_prefix
 from inference.backend import GenerationDone, TextDelta, Usage
 
 END = object()
@@ -39,9 +40,17 @@ class Job:
 
 
 def decode(
-    llm: Any, job: Job, queue_ms: float, *, seed: int, is_eog: Callable[[int], bool]
+    llm: Any,
+    job: Job,
+    queue_ms: float,
+    *,
+    seed: int,
+    is_eog: Callable[[int], bool],
+    states: PrefixStates | None = None,
 ) -> GenerationDone:
-    """Decode ``job`` on ``llm``, posting a ``TextDelta`` per decodable piece of text."""
+    """Decode ``job`` on ``llm``, posting a ``TextDelta`` per decodable piece of text. With
+    ``states``, the KV state of a recent prompt that shares more with this one is restored
+    first."""
     ids = job.prompt_ids
     n_ctx = llm.n_ctx()
     if not ids:
@@ -51,6 +60,8 @@ def decode(
     if job.cancel.is_set():  # the consumer left while the request was queued
         return GenerationDone(Usage(len(ids), 0, 0), "cancelled", queue_ms)
     budget = min(job.max_tokens, n_ctx - len(ids))
+    if states is not None:
+        states.prepare(llm, ids)
     # llama.cpp keeps the KV cache of the prefix shared with what it last evaluated
     # (``Llama._input_ids`` in 0.3.36) and re-evaluates at least the prompt's last token.
     evaluated = getattr(llm, "_input_ids", ())
@@ -81,12 +92,3 @@ def decode(
     if tail and finish != "cancelled":
         job.emit(TextDelta(tail))
     return GenerationDone(Usage(len(ids), cached, completion), finish, queue_ms)
-
-
-def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n

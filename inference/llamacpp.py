@@ -7,7 +7,8 @@ request gets an ``asyncio.Queue`` that the worker fills through ``loop.call_soon
 a ``threading.Event`` that the consumer sets when it stops early; the worker checks it before
 decoding and after every token. The prompt is decoded from ``AssembledPrompt.token_ids``, so the
 prompt counted is the one run, and llama.cpp reuses the KV cache of the prefix it shares with the
-previous request.
+previous request, or with one of a few recent prompts whose states are kept
+(``_llamacpp_prefix.PrefixStates``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from inference._llamacpp_prefix import PrefixStates
 from inference._llamacpp_tokenizer import LlamaCppTokenizer
 from inference._llamacpp_worker import END, Job, decode
 from inference.backend import (
@@ -71,12 +73,16 @@ class LlamaCppBackend(GenerationBackend):
         n_ctx: int = 2048,
         n_threads: int | None = None,
         seed: int = 0,
+        prefix_states: int = 4,
     ) -> None:
         self.model_path = Path(model_path) if model_path else default_generation_model_path()
         self.model = self.model_path.name.removesuffix(".gguf")
         self.n_ctx = n_ctx
         self.n_threads = n_threads
         self.seed = seed
+        self.prefix_states = PrefixStates(prefix_states)
+        """The KV states of recent prompts, restored when a prompt shares more with one of them
+        than with the live cache (used by the worker thread only)."""
         self.last_done: GenerationDone | None = None
         self._llm: Any = None
         self._is_eog: Callable[[int], bool] = lambda token: False
@@ -222,7 +228,14 @@ class LlamaCppBackend(GenerationBackend):
         """Runs on the worker thread: decode one request, report its outcome."""
         queue_ms = (time.perf_counter() - job.submitted) * 1000.0
         try:
-            done = decode(llm, job, queue_ms, seed=self.seed, is_eog=self._is_eog)
+            done = decode(
+                llm,
+                job,
+                queue_ms,
+                seed=self.seed,
+                is_eog=self._is_eog,
+                states=self.prefix_states,
+            )
         except Exception as exc:
             job.emit(exc)
             return

@@ -280,3 +280,38 @@ def test_default_model_is_the_packaged_smollm2() -> None:
     path = default_generation_model_path()
     assert path.name == "SmolLM2-135M-Instruct.Q4_1.gguf" and path.is_file()
     assert LlamaCppBackend().model == "SmolLM2-135M-Instruct.Q4_1"
+
+
+async def test_a_kept_prompt_state_comes_back_after_an_unrelated_prompt() -> None:
+    """Two users' questions take turns: each finds its passages' KV state again, and the
+    answer from a restored state is the one a cold cache gives."""
+    stacks = [Doc("Stacks are lists used last-in, first-out. " * 12)]
+    queues = [Doc("Queues hand items out first-in, first-out, with a deque. " * 12)]
+    backend = LlamaCppBackend(prefix_states=2)
+    cold_backend = LlamaCppBackend(prefix_states=0)
+    await backend.start()
+    await cold_backend.start()
+    try:
+        first = prompt_for(backend, "What is a stack?", stacks)
+        other = prompt_for(backend, "What is a queue?", queues)
+        again = prompt_for(backend, "How do I pop from a stack?", stacks)
+        shared = 0
+        for x, y in zip(first.token_ids, again.token_ids, strict=False):
+            if x != y:
+                break
+            shared += 1
+        await collect(backend, first, max_tokens=4)
+        await collect(backend, other, max_tokens=4)  # would have wiped the stack passage
+        restored = await collect(backend, again, max_tokens=8)
+        await collect(cold_backend, other, max_tokens=4)
+        cold = await collect(cold_backend, again, max_tokens=8)
+        done, cold_done = restored[-1], cold[-1]
+        assert isinstance(done, GenerationDone) and isinstance(cold_done, GenerationDone)
+        assert backend.prefix_states.restored == 1
+        assert done.usage.cached_tokens == shared > 100
+        assert cold_done.usage.cached_tokens < shared - 100  # only the system prompt survived
+        text = "".join(e.text for e in restored if isinstance(e, TextDelta))
+        assert text == "".join(e.text for e in cold if isinstance(e, TextDelta))
+    finally:
+        await backend.close()
+        await cold_backend.close()
