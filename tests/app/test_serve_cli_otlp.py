@@ -103,3 +103,48 @@ def test_served_answers_and_otlp_export(minilm_data_dir: Path, minilm_api_key: s
     stages = {s["name"]: s for s in spans if s["parent_span_id"] == root["span_id"]}
     assert {"auth", "embed", "search", "rerank", "assemble", "generate"} <= set(stages)
     assert stages["generate"]["attributes"]["gen_ai.usage.output_tokens"] > 0
+
+
+def children_of(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (Linux /proc)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def test_two_workers_serve_one_port(minilm_data_dir: Path, minilm_api_key: str) -> None:
+    """``serve --workers 2``: two processes, each with its own app, answer on one port."""
+    port = free_port()
+    env = {
+        **os.environ,
+        "RAGTIME_DATA_DIR": str(minilm_data_dir),
+        "RAGTIME_GENERATION_BACKEND": "null",
+        "OTEL_TRACES_EXPORTER": "none",
+    }
+    server = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--workers", "2"],
+        env=env,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_ready(url, server)
+        assert len(children_of(server.pid)) >= 2
+        headers = {"Authorization": f"Bearer {minilm_api_key}"}
+        for _ in range(4):
+            response = httpx.post(
+                f"{url}/v1/ask",
+                json={"question": "What does the pass statement do?"},
+                headers=headers,
+                timeout=60,
+            )
+            assert response.status_code == 200, response.text
+            assert response.json()["answer"]
+    finally:
+        server.send_signal(signal.SIGINT)
+        server.wait(timeout=60)
