@@ -32,7 +32,7 @@ def rec(
     *,
     status: int = 200,
     outcome: str = "ok",
-    e2e: float = 900.0,
+    e2e: float | None = 900.0,
     exceeded: bool | None = False,
     degradations: tuple[str, ...] = (),
     error: str | None = None,
@@ -46,7 +46,7 @@ def rec(
         status=status,
         outcome=outcome,
         error=error,
-        ttft_ms=e2e / 2 if ok else None,
+        ttft_ms=e2e / 2 if ok and e2e is not None else None,
         e2e_ms=e2e,
         tokens=4 if ok else 0,
         budget_ms=1000.0,
@@ -67,7 +67,7 @@ def test_classify() -> None:
     deadline = "deadline_exceeded: no answer token came before the deadline"
     assert classify(rec(6, outcome="stream_error", e2e=990.0, error=deadline)) == "failed_fast"
     assert classify(rec(7, status=503, outcome="http_error", e2e=5.0)) == "error"
-    assert classify(rec(8, status=0, outcome="timeout", e2e=None)) == "over_budget"  # type: ignore[arg-type]
+    assert classify(rec(8, status=0, outcome="timeout", e2e=None)) == "over_budget"
 
 
 def cell_run(target: str, records: list[RequestRecord], users: int = 1) -> Run:

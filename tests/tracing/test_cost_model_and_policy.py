@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from tracing.budget import (
@@ -36,11 +38,11 @@ class Clock:
         return self.now
 
 
-def model(clock: Clock | None = None, **learning: float) -> CostModel:
+def model(clock: Clock | None = None, **learning: Any) -> CostModel:
     return CostModel(
         {"rerank": 10.0},
         PRIOR,
-        learning=Learning(**learning),  # type: ignore[arg-type]
+        learning=Learning(**learning),
         clock=clock or Clock(),
     )
 
