@@ -4,17 +4,22 @@ Streaming: ``token`` events carry text deltas, then one ``done`` event carries t
 JSON answer minus its text), or an ``error`` event if generation fails after the first token.
 Everything before the first token (retrieval, prompt, the backend starting) fails as a plain
 HTTP error, so a caller never receives a stream that was doomed from the start.
+
+A client that disconnects, streaming or not, stops its generation: the stream is closed, and a
+JSON answer being collected is cancelled when the client is gone (checked every 50 ms).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 from typing import Any
 
-from fastapi import APIRouter
-from fastapi.responses import JSONResponse
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
 from opentelemetry import trace
 from opentelemetry.trace import Span
 from sse_starlette import EventSourceResponse
@@ -37,10 +42,15 @@ from tracing import BudgetLedger
 
 router = APIRouter(tags=["answers"])
 ROUTE = "/v1/ask"
+#: How often a JSON answer being collected checks that its client is still there.
+DISCONNECT_POLL_S = 0.05
+#: nginx's "client closed request": never sent to anyone, but logged and counted as the client's.
+CLIENT_CLOSED_REQUEST = 499
 
 
 @router.post(ROUTE, response_model=AskResponse, openapi_extra=openapi_body(AskRequest))
 async def ask(
+    request: Request,
     body: AskBody,
     key: CurrentKey,
     ledger: LedgerDep,
@@ -67,16 +77,40 @@ async def ask(
             first = await anext(events)
             return EventSourceResponse(_events(first, events, prepared, ledger, root, model))
         async with aclosing(events):
-            answer, outcome = await _collect(events)
+            collected = await _collect_while_connected(request, events)
     except BaseException as exc:
         close_request(ledger, root, ROUTE, error_outcome(exc))
         raise
+    if collected is None:  # the client went away: its generation was stopped
+        close_request(ledger, root, ROUTE, "cancelled")
+        return Response(status_code=CLIENT_CLOSED_REQUEST)
+    answer, outcome = collected
     close_request(ledger, root, ROUTE, success_outcome(ledger, outcome.finish_reason))
     report = answer_report(prepared, outcome, ledger, model)
     return JSONResponse(
         AskResponse(answer=answer, **report.model_dump()).model_dump(mode="json"),
         headers=timing_headers(ledger, root),
     )
+
+
+async def _collect_while_connected(
+    request: Request, events: AsyncGenerator[AnswerEvent, None]
+) -> tuple[str, AnswerOutcome] | None:
+    """``_collect``, unless the client disconnects first: then the collection is cancelled,
+    which closes the pipeline's stream and so stops the backend, and the result is None."""
+    collecting = asyncio.ensure_future(_collect(events))
+    try:
+        while True:
+            done, _ = await asyncio.wait({collecting}, timeout=DISCONNECT_POLL_S)
+            if done:
+                return collecting.result()
+            if await request.is_disconnected():
+                collecting.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await collecting
+                return None
+    finally:
+        collecting.cancel()  # a no-op once done; stops the work if this request is cancelled
 
 
 async def _collect(events: AsyncGenerator[AnswerEvent, None]) -> tuple[str, AnswerOutcome]:

@@ -63,3 +63,17 @@ def test_disconnect_stops_the_backend(
     produced = backend.yielded
     time.sleep(0.2)
     assert backend.yielded == produced < 50
+
+
+def test_a_non_streaming_client_that_goes_away_stops_the_backend(
+    served: tuple[str, ScriptedBackend], auth: dict[str, str]
+) -> None:
+    """Four abandoned JSON requests used to decode to their end, ahead of the next user."""
+    url, backend = served
+    with httpx.Client(timeout=0.5) as client, pytest.raises(httpx.ReadTimeout):
+        client.post(f"{url}/v1/ask", json={"question": "What is a list?"}, headers=auth)
+    deadline = time.monotonic() + 5
+    while backend.closed_streams == 0:
+        assert time.monotonic() < deadline, "the backend kept decoding for a client gone"
+        time.sleep(0.02)
+    assert backend.yielded < 100
