@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
@@ -49,7 +49,11 @@ def configure_tracing(
     global _provider
     if _provider is None:
         name = os.environ.get("OTEL_SERVICE_NAME", service_name)
-        _provider = TracerProvider(resource=Resource.create({SERVICE_NAME: name}))
+        # No atexit shutdown: it would wait on an unreachable collector without a bound;
+        # ``shutdown_tracing`` (called by ``ragtime serve``) bounds it.
+        _provider = TracerProvider(
+            resource=Resource.create({SERVICE_NAME: name}), shutdown_on_exit=False
+        )
         for processor in _exporter_processors():
             _provider.add_span_processor(processor)
         trace.set_tracer_provider(_provider)
@@ -58,25 +62,29 @@ def configure_tracing(
     return _provider
 
 
-def flush_tracing(timeout_s: float = 5.0) -> None:
-    """Export what is queued, waiting at most ``timeout_s`` (called when an app stops)."""
+def flush_tracing(timeout_s: float = 1.0) -> None:
+    """Export what is queued, waiting at most ``timeout_s`` (called when an app stops), in a
+    daemon thread: an exporter retrying an unreachable collector cannot hold the caller longer."""
     if _provider is not None:
-        _provider.force_flush(timeout_millis=int(timeout_s * 1000))
+        _bounded(lambda: _provider.force_flush(int(timeout_s * 1000)), "flush", timeout_s)
 
 
-def shutdown_tracing(timeout_s: float = 5.0) -> None:
+def shutdown_tracing(timeout_s: float = 2.0) -> None:
     """Shut the provider down when the process is done: its processors export what is queued and
     close their exporters. Waits at most ``timeout_s``: the shutdown runs in a daemon thread, so
     an exporter stuck on an unreachable collector cannot hold the process. Final: spans recorded
     afterwards are no longer exported.
     """
-    if _provider is None:
-        return
-    worker = threading.Thread(target=_provider.shutdown, name="otel-shutdown", daemon=True)
+    if _provider is not None:
+        _bounded(_provider.shutdown, "shut down", timeout_s)
+
+
+def _bounded(work: Callable[[], object], what: str, timeout_s: float) -> None:
+    worker = threading.Thread(target=work, name=f"otel-{what}", daemon=True)
     worker.start()
     worker.join(timeout_s)
     if worker.is_alive():
-        log.warning("tracing did not shut down within %g s; queued spans may be lost", timeout_s)
+        log.warning("tracing did not %s within %g s; queued spans may be lost", what, timeout_s)
 
 
 def current_trace_id() -> str:

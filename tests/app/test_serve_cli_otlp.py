@@ -148,3 +148,36 @@ def test_two_workers_serve_one_port(minilm_data_dir: Path, minilm_api_key: str) 
     finally:
         server.send_signal(signal.SIGINT)
         server.wait(timeout=60)
+
+
+def test_shutdown_with_the_collector_down_is_quick(
+    minilm_data_dir: Path, minilm_api_key: str
+) -> None:
+    """With spans queued for a collector that is not there, SIGINT ends the server within a
+    few seconds (it took 10 s idle and 32 s after load)."""
+    port = free_port()
+    env = {
+        **os.environ,
+        "RAGTIME_DATA_DIR": str(minilm_data_dir),
+        "RAGTIME_GENERATION_BACKEND": "null",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{free_port()}",  # nobody listens
+    }
+    server = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--log-level", "warning"],
+        env=env,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_ready(url, server)
+        headers = {"Authorization": f"Bearer {minilm_api_key}"}
+        for _ in range(20):
+            response = httpx.post(
+                f"{url}/v1/ask", json={"question": "What is a tuple?"}, headers=headers, timeout=60
+            )
+            assert response.status_code == 200, response.text
+    finally:
+        started = time.monotonic()
+        server.send_signal(signal.SIGINT)
+        server.wait(timeout=60)
+        took = time.monotonic() - started
+    assert took < 6.0, f"shutdown took {took:.1f} s"
