@@ -55,6 +55,12 @@ class Settings(BaseSettings):
     data_dir: Path = Field(Path(".ragtime"), description="Index, chunk store and API keys.")
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=1, le=65535)
+    shutdown_grace_s: float = Field(
+        5.0,
+        ge=0,
+        le=300,
+        description="On shutdown, how long live answer streams may go on before they end.",
+    )
     workers: int = Field(
         1,
         ge=1,

@@ -14,10 +14,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 from typing import Any
 
+import anyio
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from opentelemetry import trace
@@ -75,7 +77,12 @@ async def ask(
         events = pipeline.generate(prepared, ledger)
         if body.stream:
             first = await anext(events)
-            return EventSourceResponse(_events(first, events, prepared, ledger, root, model))
+            drain = Drain(settings.shutdown_grace_s)
+            return EventSourceResponse(
+                _events(first, events, prepared, ledger, root, model, drain),
+                shutdown_event=drain.started,
+                shutdown_grace_period=settings.shutdown_grace_s,
+            )
         async with aclosing(events):
             collected = await _collect_while_connected(request, events)
     except BaseException as exc:
@@ -123,6 +130,40 @@ async def _collect(events: AsyncGenerator[AnswerEvent, None]) -> tuple[str, Answ
     raise RuntimeError("the answer ended without its AnswerDone")
 
 
+class Drain:
+    """A stream's view of the server shutting down: ``started`` is set (by sse-starlette) when
+    it begins; the stream may go on for ``grace_s`` less a margin to send its last event."""
+
+    MARGIN_S = 0.25
+
+    def __init__(self, grace_s: float) -> None:
+        self.grace_s = grace_s
+        self.started = anyio.Event()
+        self._ends_at: float | None = None
+
+    async def next(self, events: AsyncGenerator[AnswerEvent, None]) -> AnswerEvent | None:
+        """The next event, or None when the shutdown's grace runs out first."""
+        following = asyncio.ensure_future(anext(events))
+        try:
+            if self._ends_at is None:
+                shutdown = asyncio.ensure_future(self.started.wait())
+                done, _ = await asyncio.wait(
+                    {following, shutdown}, return_when=asyncio.FIRST_COMPLETED
+                )
+                shutdown.cancel()
+                if following in done:
+                    return following.result()
+                self._ends_at = time.monotonic() + max(self.grace_s - self.MARGIN_S, 0.0)
+            left = self._ends_at - time.monotonic()
+            done, _ = await asyncio.wait({following}, timeout=max(left, 0.0))
+            return following.result() if done else None
+        finally:
+            if not following.done():  # stop the answer (and the backend) before it is closed
+                following.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await following
+
+
 async def _events(
     event: AnswerEvent,
     events: AsyncGenerator[AnswerEvent, None],
@@ -130,12 +171,20 @@ async def _events(
     ledger: BudgetLedger,
     root: Span,
     model: str,
+    drain: Drain,
 ) -> AsyncIterator[dict[str, str]]:
     closed = False
     try:
         while not isinstance(event, AnswerDone):
             yield {"event": "token", "data": json.dumps({"text": event.text})}
-            event = await anext(events)
+            following = await drain.next(events)
+            if following is None:  # the server is going down and the grace is over
+                close_request(ledger, root, ROUTE, "cancelled")
+                closed = True
+                message = "the server is shutting down; the answer was cut short, ask again"
+                yield {"event": "error", "data": json.dumps(error_body("shutting_down", message))}
+                return
+            event = following
         await events.aclose()
         outcome = event.outcome
         close_request(ledger, root, ROUTE, success_outcome(ledger, outcome.finish_reason))

@@ -77,3 +77,50 @@ def test_a_non_streaming_client_that_goes_away_stops_the_backend(
         assert time.monotonic() < deadline, "the backend kept decoding for a client gone"
         time.sleep(0.02)
     assert backend.yielded < 100
+
+
+def test_a_stream_cut_by_shutdown_ends_with_an_error_event(
+    seeded_data_dir: Path, auth: dict[str, str]
+) -> None:
+    """On shutdown a live stream goes on for the grace period, then says why it ends (it was
+    cut with neither a ``done`` nor an ``error`` event)."""
+    from sse_starlette.sse import AppStatus
+
+    backend = ScriptedBackend([f"word{i} " for i in range(200)], delay_s=0.02)
+    port = free_port()
+    app = build_app(seeded_data_dir, backend=backend, max_output_tokens=200, shutdown_grace_s=0.6)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not server.started:
+        assert time.monotonic() < deadline and thread.is_alive()
+        time.sleep(0.05)
+    events: list[str] = []
+    try:
+        with (
+            httpx.Client(timeout=30) as client,
+            client.stream(
+                "POST",
+                f"http://127.0.0.1:{port}/v1/ask",
+                json={"question": "What is a list?", "stream": True},
+                headers=auth,
+            ) as response,
+        ):
+            for line in response.iter_lines():
+                if line.startswith("event:"):
+                    events.append(line.split(":", 1)[1].strip())
+                    if len(events) == 3:
+                        started = time.monotonic()
+                        AppStatus.should_exit = True  # what uvicorn's signal handler sets
+                elif line.startswith("data:") and events and events[-1] == "error":
+                    error = line
+    finally:
+        AppStatus.should_exit = False
+        server.should_exit = True
+        thread.join(timeout=10)
+    took = time.monotonic() - started
+    assert events[-1] == "error" and "shutting_down" in error and "done" not in events
+    assert 10 < events.count("token") < 200  # it went on during the grace, then stopped
+    assert took < 2.0
+    assert backend.closed_streams == 1
