@@ -55,6 +55,12 @@ class Settings(BaseSettings):
     data_dir: Path = Field(Path(".ragtime"), description="Index, chunk store and API keys.")
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=1, le=65535)
+    max_in_flight: int = Field(
+        64,
+        ge=1,
+        le=10_000,
+        description="Answer and search requests served at once per process; the rest get 503.",
+    )
     shutdown_grace_s: float = Field(
         5.0,
         ge=0,

@@ -11,6 +11,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 
+from app.admission import AdmissionMiddleware
 from app.calibration import probes, reported_itl_ms
 from app.config import Settings, get_settings
 from app.errors import install_error_handlers
@@ -23,6 +24,8 @@ from tracing.alerts import AlertEvaluator
 
 log = logging.getLogger("ragtime")
 
+#: The routes that do work per request, and so are bounded by admission control.
+ADMITTED_ROUTES = frozenset({"/v1/ask", "/v1/search"})
 API_ROUTES = (
     "/v1/ask",
     "/v1/search",
@@ -106,6 +109,12 @@ def create_app(
     app.include_router(budget.router)
     FastAPIInstrumentor.instrument_app(
         app, excluded_urls="/healthz,/readyz,/metrics", exclude_spans=["receive", "send"]
+    )
+    app.add_middleware(
+        AdmissionMiddleware,
+        routes=ADMITTED_ROUTES,
+        max_in_flight=settings.max_in_flight,
+        retry_after_s=settings.retry_after_s,
     )
     app.add_middleware(RequestMetricsMiddleware, routes=API_ROUTES)
     return app

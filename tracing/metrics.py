@@ -55,6 +55,12 @@ TTFT_SECONDS = Histogram(
     buckets=_LATENCY_BUCKETS,
     registry=REGISTRY,
 )
+ADMISSION_REFUSED = Counter(
+    "ragtime_admission_refused",
+    "Requests refused on arrival because the process was at its bound of requests in flight.",
+    ["route"],
+    registry=REGISTRY,
+)
 DEGRADATIONS = Counter(
     "ragtime_degradations",
     "Deliberate degradations by stage and action.",
