@@ -5,7 +5,9 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -16,26 +18,35 @@ from tests.helpers.app import build_app
 from tests.helpers.ports import free_port
 
 
-@pytest.fixture
-def served(seeded_data_dir: Path) -> Iterator[tuple[str, ScriptedBackend]]:
-    backend = ScriptedBackend([f"word{i} " for i in range(200)], delay_s=0.02)
+def slow_backend() -> ScriptedBackend:
+    """200 deltas, 20 ms apart: 4 s of answer."""
+    return ScriptedBackend([f"word{i} " for i in range(200)], delay_s=0.02)
+
+
+@contextmanager
+def serving(data_dir: Path, backend: ScriptedBackend, **overrides: Any) -> Iterator[str]:
+    """The app over ``data_dir`` served by uvicorn in a thread; yields its URL."""
     port = free_port()
-    config = uvicorn.Config(
-        build_app(seeded_data_dir, backend=backend, max_output_tokens=200),
-        host="127.0.0.1",
-        port=port,
-        log_level="warning",
-    )
-    server = uvicorn.Server(config)
+    app = build_app(data_dir, backend=backend, max_output_tokens=200, **overrides)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 60
     while not server.started:
         assert time.monotonic() < deadline and thread.is_alive()
         time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}", backend
-    server.should_exit = True
-    thread.join(timeout=10)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+@pytest.fixture
+def served(seeded_data_dir: Path) -> Iterator[tuple[str, ScriptedBackend]]:
+    backend = slow_backend()
+    with serving(seeded_data_dir, backend) as url:
+        yield url, backend
 
 
 def test_disconnect_stops_the_backend(
@@ -86,23 +97,15 @@ def test_a_stream_cut_by_shutdown_ends_with_an_error_event(
     cut with neither a ``done`` nor an ``error`` event)."""
     from sse_starlette.sse import AppStatus
 
-    backend = ScriptedBackend([f"word{i} " for i in range(200)], delay_s=0.02)
-    port = free_port()
-    app = build_app(seeded_data_dir, backend=backend, max_output_tokens=200, shutdown_grace_s=0.6)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive()
-        time.sleep(0.05)
+    backend = slow_backend()
     events: list[str] = []
     try:
         with (
+            serving(seeded_data_dir, backend, shutdown_grace_s=0.6) as url,
             httpx.Client(timeout=30) as client,
             client.stream(
                 "POST",
-                f"http://127.0.0.1:{port}/v1/ask",
+                f"{url}/v1/ask",
                 json={"question": "What is a list?", "stream": True},
                 headers=auth,
             ) as response,
@@ -117,8 +120,6 @@ def test_a_stream_cut_by_shutdown_ends_with_an_error_event(
                     error = line
     finally:
         AppStatus.should_exit = False
-        server.should_exit = True
-        thread.join(timeout=10)
     took = time.monotonic() - started
     assert events[-1] == "error" and "shutting_down" in error and "done" not in events
     assert 10 < events.count("token") < 200  # it went on during the grace, then stopped

@@ -21,6 +21,7 @@ from inference import (
     TextDelta,
     default_generation_model_path,
 )
+from inference._llamacpp_prefix import common_prefix
 from tests.fakes.passages import Doc
 
 pytestmark = pytest.mark.slow
@@ -204,11 +205,7 @@ async def test_cached_tokens_count_the_reused_prefix() -> None:
         docs = [Doc("Stacks are lists used last-in, first-out. " * 12)]
         cold = prompt_for(backend, "What is a stack?", docs)
         warm = prompt_for(backend, "How do I pop from a stack?", docs)
-        shared = 0
-        for x, y in zip(cold.token_ids, warm.token_ids, strict=False):
-            if x != y:
-                break
-            shared += 1
+        shared = common_prefix(cold.token_ids, warm.token_ids)
         assert shared > 100
 
         start = time.perf_counter()
@@ -295,11 +292,7 @@ async def test_a_kept_prompt_state_comes_back_after_an_unrelated_prompt() -> Non
         first = prompt_for(backend, "What is a stack?", stacks)
         other = prompt_for(backend, "What is a queue?", queues)
         again = prompt_for(backend, "How do I pop from a stack?", stacks)
-        shared = 0
-        for x, y in zip(first.token_ids, again.token_ids, strict=False):
-            if x != y:
-                break
-            shared += 1
+        shared = common_prefix(first.token_ids, again.token_ids)
         await collect(backend, first, max_tokens=4)
         await collect(backend, other, max_tokens=4)  # would have wiped the stack passage
         restored = await collect(backend, again, max_tokens=8)
