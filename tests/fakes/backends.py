@@ -13,6 +13,7 @@ from inference import (
     GenerationDone,
     GenerationEvent,
     GenerationFailed,
+    RouteDecision,
     TargetLoad,
     TextDelta,
     Usage,
@@ -21,7 +22,8 @@ from inference.null_backend import NullTokenizer
 
 
 class ScriptedBackend(GenerationBackend):
-    """Streams ``deltas``; raises ``fail_with`` after ``fail_after`` deltas when given."""
+    """Streams ``deltas``; raises ``fail_with`` after ``fail_after`` deltas when given; yields
+    ``route`` first when given, as a backend with several targets does."""
 
     name = "scripted"
     model = "scripted-test-model"
@@ -33,8 +35,10 @@ class ScriptedBackend(GenerationBackend):
         fail_after: int | None = None,
         fail_with: Exception | None = None,
         delay_s: float = 0.0,
+        route: RouteDecision | None = None,
     ) -> None:
         self.deltas = list(deltas)
+        self.route = route
         self.fail_after = fail_after
         self.fail_with = fail_with or RuntimeError("scripted failure")
         self.delay_s = delay_s
@@ -61,6 +65,8 @@ class ScriptedBackend(GenerationBackend):
     ) -> AsyncGenerator[GenerationEvent, None]:
         self.started_streams += 1
         try:
+            if self.route is not None:
+                yield self.route
             for i, delta in enumerate(self.deltas[:max_tokens]):
                 if self.fail_after is not None and i >= self.fail_after:
                     raise self.fail_with

@@ -12,7 +12,6 @@ from app.stages import AssemblePrompt, Generate, Generated, GenerateEvent, Stage
 from inference import (
     AssembledPrompt,
     BackendUnavailable,
-    GenerationEvent,
     GenerationFailed,
     RouteDecision,
     TextDelta,
@@ -118,20 +117,9 @@ async def test_generate_yields_when_a_queued_request_needs_the_time() -> None:
 
 
 async def test_a_route_decision_changes_the_target_learned_under() -> None:
-    class Routed(ScriptedBackend):
-        async def stream(
-            self,
-            prompt: AssembledPrompt,
-            *,
-            max_tokens: int,
-            temperature: float = 0.0,
-            deadline: float | None = None,
-        ) -> AsyncGenerator[GenerationEvent, None]:
-            yield RouteDecision("small@host", "small-model", degradation=("smaller_model", "x"))
-            async for event in super().stream(prompt, max_tokens=max_tokens):
-                yield event
-
-    backend = Routed()
+    backend = ScriptedBackend(
+        route=RouteDecision("small@host", "small-model", degradation=("smaller_model", "x"))
+    )
     events = [
         e
         async for e in Generate(backend, temperature=0.0).run(
