@@ -133,6 +133,15 @@ async def authenticate(request: Request, services: ServicesDep, stage: AuthStage
 
 CurrentKey = Annotated[ApiKey, Depends(authenticate)]
 
+
+async def optional_key(request: Request, services: Services) -> ApiKey | None:
+    """The valid key of ``Authorization: Bearer <key>``, or None (no header, or not valid)."""
+    scheme, _, secret = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not secret.strip():
+        return None
+    return await asyncio.to_thread(services.keys.verify, secret.strip())
+
+
 Body = TypeVar("Body", bound=BudgetedRequest)
 
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
-from app.deps import ServicesDep
+from app.deps import ServicesDep, optional_key
 from tracing import metrics_payload
 
 router = APIRouter(tags=["operations"])
@@ -18,12 +20,14 @@ async def healthz() -> dict[str, str]:
 
 
 @router.get("/readyz")
-async def readyz(services: ServicesDep) -> JSONResponse:
-    """Models and index loaded (200), or what is missing (503)."""
+async def readyz(request: Request, services: ServicesDep) -> JSONResponse:
+    """Models and index loaded (200) or not (503). What each part's state is (models, paths,
+    collections) only for a valid API key: a probe without one learns ready or not ready."""
     ready, components = services.readiness()
-    return JSONResponse(
-        {"ready": ready, "components": components}, status_code=200 if ready else 503
-    )
+    body: dict[str, Any] = {"ready": ready}
+    if await optional_key(request, services) is not None:
+        body["components"] = components
+    return JSONResponse(body, status_code=200 if ready else 503)
 
 
 @router.get("/metrics")

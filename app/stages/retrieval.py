@@ -89,11 +89,10 @@ class SearchIndex:
 
     def check(self, collection: str) -> None:
         """Raise ``UnknownCollection`` before any work is spent on a collection that does not
-        exist (a read of the store's collection list: no lock, no I/O)."""
+        exist (a read of the store's collection list: no lock, no I/O). The message names no
+        other collection: a caller learns nothing of what else is stored."""
         if not self.store.has_collection(collection):
-            raise UnknownCollection(
-                f"unknown collection {collection!r}; known: {sorted(self.store.collections())}"
-            )
+            raise UnknownCollection(f"unknown collection {collection!r}")
 
     async def run(self, collection: str, vector: np.ndarray, k: int, *, deadline: float) -> Found:
         self.check(collection)

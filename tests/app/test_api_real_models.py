@@ -122,7 +122,7 @@ def test_search_returns_ranked_passages_without_generation(
 
 def test_health_readiness_and_metrics(real_client: TestClient, minilm_auth: dict[str, str]) -> None:
     assert real_client.get("/healthz").json() == {"status": "ok"}
-    ready = real_client.get("/readyz")
+    ready = real_client.get("/readyz", headers=minilm_auth)
     assert ready.status_code == 200
     components = ready.json()["components"]
     assert components["collections"]["demo"] > 0

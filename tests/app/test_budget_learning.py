@@ -77,7 +77,11 @@ def test_a_failing_reranker_is_skipped_as_a_degradation(
 ) -> None:
     broken = OverlapReranker(fail_with=RuntimeError("CUDA error: device-side assert triggered"))
     with running_app(seeded_data_dir, backend=ScriptedBackend(), reranker=broken) as client:
-        assert client.get("/readyz").json()["components"]["reranker"].startswith("loaded: ")
+        assert (
+            client.get("/readyz", headers=auth)
+            .json()["components"]["reranker"]
+            .startswith("loaded: ")
+        )
         response = ask(client, auth, "What is a list?")
     assert response.status_code == 200, response.text
     (degradation,) = response.json()["degradations"]

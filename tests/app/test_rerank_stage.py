@@ -19,7 +19,7 @@ def assert_reranked(
     client: TestClient, auth: dict[str, str], spans: InMemorySpanExporter, model: str
 ) -> None:
     """``model`` is loaded, and an answer's 3 citations are the best 3 of 8 candidates."""
-    ready = client.get("/readyz").json()
+    ready = client.get("/readyz", headers=auth).json()
     assert ready["components"]["reranker"] == f"loaded: {model}"
     response = client.post(
         "/v1/ask", json={"question": "What is a list?", "top_k": 3}, headers=auth
@@ -74,7 +74,10 @@ def test_an_unloadable_cross_encoder_is_skipped_and_said(
     with running_app(
         seeded_data_dir, backend=ScriptedBackend(), reranker=OverlapReranker(load_error=why)
     ) as client:
-        assert client.get("/readyz").json()["components"]["reranker"] == f"skipped: {why}"
+        assert (
+            client.get("/readyz", headers=auth).json()["components"]["reranker"]
+            == f"skipped: {why}"
+        )
         body = client.post("/v1/ask", json={"question": "What is a list?"}, headers=auth).json()
     (degradation,) = body["degradations"]
     assert degradation["action"] == "rerank_skipped"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from fastapi.testclient import TestClient
 
 from app.main import create_app
@@ -23,7 +24,7 @@ def test_an_app_of_doubles_answers_and_loads_no_model(tmp_path: Path, corpus_dir
     secret = create_key(settings.data_dir)
     services = services_of_doubles(settings)
     with TestClient(create_app(services=services)) as client:
-        ready = client.get("/readyz").json()
+        ready = client.get("/readyz", headers={"Authorization": f"Bearer {secret}"}).json()
         response = client.post(
             "/v1/ask",
             json={"question": "How do I define a function with default values?"},
@@ -34,3 +35,21 @@ def test_an_app_of_doubles_answers_and_loads_no_model(tmp_path: Path, corpus_dir
     body = response.json()
     assert body["answer"] and body["citations"]
     assert app_state(client).services is services
+
+
+def test_readiness_without_a_key_says_only_ready_or_not(tmp_path: Path, corpus_dir: Path) -> None:
+    """``/readyz`` needs no key, so it tells no stranger about paths, models or collections;
+    an unknown collection's 404 names no other."""
+    settings = make_settings(tmp_path)
+    seed_data_dir(settings.data_dir, corpus_dir, HashEmbedder())
+    auth = {"Authorization": f"Bearer {create_key(settings.data_dir)}"}
+    with TestClient(create_app(services=services_of_doubles(settings))) as client:
+        anonymous = client.get("/readyz")
+        wrong_key = client.get("/readyz", headers={"Authorization": "Bearer rt_wrong"})
+        with_key = client.get("/readyz", headers=auth)
+        unknown = client.post("/v1/search", json={"query": "x", "collection": "nope"}, headers=auth)
+    assert anonymous.status_code == 200 and anonymous.json() == {"ready": True}
+    assert wrong_key.json() == {"ready": True}
+    assert with_key.json()["components"]["collections"] == {"demo": pytest.approx(1, abs=10**6)}
+    assert unknown.status_code == 404
+    assert "demo" not in unknown.text and "nope" in unknown.text
