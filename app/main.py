@@ -11,6 +11,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 
+from app import access_log
 from app.admission import AdmissionMiddleware
 from app.calibration import probes, reported_itl_ms
 from app.config import Settings, get_settings
@@ -64,6 +65,7 @@ def create_app(
         raise ValueError("give backend or services, not both")
     settings = services.settings if services is not None else settings or get_settings()
     configure_tracing()
+    access_log.install()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
