@@ -64,6 +64,14 @@ class Settings(BaseSettings):
     default_collection: str = Field("demo", min_length=1)
 
     embedding_model: str | None = Field(None, description="Id or path; empty = shipped MiniLM.")
+    embedding_backend: Literal["torch", "onnx", "onnx-int8"] = Field(
+        "onnx-int8",
+        description="torch (sentence-transformers), or ONNX Runtime on the model's own export, "
+        "fp32 or int8 weights; a collection is searched only with the backend that built it.",
+    )
+    embedding_cache_dir: Path | None = Field(
+        None, description="Where ONNX exports are written (once); empty = <data_dir>/models."
+    )
     reranker_model: str | None = Field(None, description="Cross-encoder id or path; empty = none.")
     rerank_candidates: int = Field(20, ge=1, le=200, description="Passages scored by rerank.")
     top_k: int = Field(4, ge=1, le=50, description="Passages given to the prompt by default.")
@@ -239,6 +247,10 @@ class Settings(BaseSettings):
     @property
     def keys_path(self) -> Path:
         return self.data_dir / "keys.sqlite3"
+
+    @property
+    def embedding_cache_path(self) -> Path:
+        return self.embedding_cache_dir or self.data_dir / "models"
 
     @property
     def store_path(self) -> Path:

@@ -189,9 +189,7 @@ class OnnxSentenceEncoder:
         self._tokenizer = tokenizer
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        self._session = ort.InferenceSession(
-            str(path), options, providers=["CPUExecutionProvider"]
-        )
+        self._session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         self._inputs = {i.name for i in self._session.get_inputs()}
         self.path = path
         self.dim = int(self.encode(["probe"]).shape[1])
