@@ -40,12 +40,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _ingest(path: Path, collection: str) -> int:
-    from retrieval import DocumentStore, Embedder, ingest_path
+    from app.services import default_embedder
+    from retrieval import DocumentStore, ingest_path
 
     settings = get_settings()
-    embedder = Embedder(settings.embedding_model or None)
+    embedder = default_embedder(settings)
     embedder.load()
-    store = DocumentStore(settings.store_path)
+    store = DocumentStore(
+        settings.store_path,
+        embedding_backend=embedder.backend,
+        embedding_model=embedder.model_name,
+    )
     store.open()
     try:
         report = ingest_path(

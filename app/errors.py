@@ -141,7 +141,7 @@ def install_error_handlers(app: FastAPI, *, retry_after_s: int) -> None:
 
     @app.exception_handler(RetrievalError)
     async def _retrieval(_: Request, exc: RetrievalError) -> JSONResponse:
-        kind = "not_found" if exc.status_code == 404 else "retrieval_error"
+        kind = {404: "not_found", 409: "embedding_mismatch"}.get(exc.status_code, "retrieval_error")
         return respond(exc.status_code, error_body(kind, str(exc)))
 
     @app.exception_handler(InferenceError)

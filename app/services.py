@@ -89,6 +89,15 @@ def default_backend(settings: Settings) -> GenerationBackend:
     )
 
 
+def default_embedder(settings: Settings) -> Embedder:
+    """The configured embedder (not loaded): the model on the configured backend."""
+    return Embedder(
+        settings.embedding_model or None,
+        backend=settings.embedding_backend,
+        cache_dir=settings.embedding_cache_path,
+    )
+
+
 @dataclass
 class Services:
     """The components, and the stages over them (``stages``, built with the object)."""
@@ -125,13 +134,18 @@ class Services:
         """Construct every component cheaply; nothing heavy is loaded yet. ``backend``,
         ``embedder`` and ``reranker`` replace the configured ones (tests, benches)."""
         settings.data_dir.mkdir(parents=True, exist_ok=True)
+        if embedder is None:
+            embedder = default_embedder(settings)
         return cls(
             settings=settings,
             keys=KeyStore(settings.keys_path),
-            store=DocumentStore(settings.store_path),
-            embedder=embedder
-            if embedder is not None
-            else Embedder(settings.embedding_model or None),
+            # Bound to the embedder: a collection built by another backend is refused (409).
+            store=DocumentStore(
+                settings.store_path,
+                embedding_backend=embedder.backend,
+                embedding_model=embedder.model_name,
+            ),
+            embedder=embedder,
             reranker=reranker
             if reranker is not None
             else Reranker(settings.reranker_model or None),

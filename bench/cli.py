@@ -228,6 +228,15 @@ def _register_budget(bench_sub: Any) -> None:
     machinery.add_argument("--json", type=Path, help="write the result here")
     machinery.set_defaults(func=cmd_machinery)
 
+    embed = bench_sub.add_parser(
+        "embed",
+        help="the embedding backends side by side: torch, onnx, onnx-int8 (speed, agreement)",
+    )
+    embed.add_argument("--chunks", type=int, default=200, help="demo-corpus chunks compared")
+    embed.add_argument("--rounds", type=int, default=5, help="timing rounds, in turns")
+    embed.add_argument("--cache-dir", type=Path, help="ONNX exports (default: a temp dir)")
+    embed.set_defaults(func=cmd_embed)
+
 
 def _register_quality(bench_sub: Any) -> None:
     quality = bench_sub.add_parser(
@@ -394,6 +403,13 @@ def cmd_machinery(args: argparse.Namespace) -> int:
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(cost.model_dump_json(indent=1) + "\n")
+    return 0
+
+
+def cmd_embed(args: argparse.Namespace) -> int:
+    from bench.embed import measure
+
+    print(measure(args.chunks, args.rounds, args.cache_dir))
     return 0
 
 

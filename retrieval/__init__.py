@@ -7,7 +7,12 @@ the app embeds the question, calls ``DocumentStore.search`` and, when a cross-en
 
 from retrieval.chunking import SUPPORTED_SUFFIXES, Chunk, chunk_text
 from retrieval.embeddings import Embedder, default_embedding_model_path
-from retrieval.errors import RerankerUnavailable, RetrievalError, UnknownCollection
+from retrieval.errors import (
+    EmbeddingMismatch,
+    RerankerUnavailable,
+    RetrievalError,
+    UnknownCollection,
+)
 from retrieval.ingest import IngestReport, ingest_path, iter_documents
 from retrieval.rerank import Reranker, RerankResult
 from retrieval.store import DocumentStore, Passage
@@ -17,6 +22,7 @@ __all__ = [
     "Chunk",
     "DocumentStore",
     "Embedder",
+    "EmbeddingMismatch",
     "IngestReport",
     "Passage",
     "RerankResult",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, get_args
 
 import numpy as np
 
@@ -19,6 +19,14 @@ from retrieval.errors import RetrievalError
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
+
+    from retrieval.onnx_embed import OnnxSentenceEncoder
+
+#: How vectors are computed: sentence-transformers on torch, or ONNX Runtime (fp32 or int8
+#: weights, exported from the same model on first use). An index is searched only with vectors
+#: of the backend that built it (``DocumentStore`` checks).
+EmbeddingBackend = Literal["torch", "onnx", "onnx-int8"]
+EMBEDDING_BACKENDS: tuple[str, ...] = get_args(EmbeddingBackend)
 
 
 def default_embedding_model_path() -> Path:
@@ -29,24 +37,61 @@ def default_embedding_model_path() -> Path:
 
 
 class Embedder:
-    """A sentence-transformers model by id or path; ``None`` means the shipped MiniLM."""
+    """A sentence-transformers model by id or path; ``None`` means the shipped MiniLM.
+
+    ``backend`` ``torch`` runs it with sentence-transformers; ``onnx`` and ``onnx-int8`` run its
+    ONNX export (made on first load under ``cache_dir``, default ``~/.cache/ragtime/onnx``) with
+    ONNX Runtime, importing neither torch nor sentence-transformers once the export exists.
+    """
 
     def __init__(
-        self, model: str | None = None, *, device: str = "cpu", batch_size: int = 32
+        self,
+        model: str | None = None,
+        *,
+        device: str = "cpu",
+        batch_size: int = 32,
+        backend: EmbeddingBackend = "torch",
+        cache_dir: Path | None = None,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        if backend not in EMBEDDING_BACKENDS:
+            raise ValueError(f"backend must be one of {EMBEDDING_BACKENDS}, got {backend!r}")
+        if backend != "torch" and device != "cpu":
+            raise ValueError(f"the {backend} backend runs on the cpu only, not {device!r}")
         self._name = model or str(default_embedding_model_path())
         self.device = device
         self.batch_size = batch_size
+        self.backend: EmbeddingBackend = backend
+        self.cache_dir = cache_dir
         self._model: SentenceTransformer | None = None
+        self._onnx: OnnxSentenceEncoder | None = None
         self._dim = 0
         self._lock = threading.Lock()
+
+    def _load_onnx(self) -> None:
+        from retrieval.onnx_embed import OnnxSentenceEncoder, default_cache_dir
+
+        model_dir = Path(local_or_id(self._name))
+        if not model_dir.is_dir():  # a hub id: its local snapshot, never a download
+            from huggingface_hub import snapshot_download
+
+            try:
+                model_dir = Path(snapshot_download(self._name, **hub_kwargs(self._name)))
+            except Exception as exc:
+                raise RetrievalError(f"cannot find model {self._name!r} locally: {exc}") from exc
+        encoder = OnnxSentenceEncoder(
+            model_dir, self.cache_dir or default_cache_dir(), int8=self.backend == "onnx-int8"
+        )
+        self._onnx, self._dim = encoder, encoder.dim
 
     def load(self) -> None:
         """Load the model; a second call does nothing."""
         with self._lock:
-            if self._model is not None:
+            if self._model is not None or self._onnx is not None:
+                return
+            if self.backend != "torch":
+                self._load_onnx()
                 return
             from sentence_transformers import SentenceTransformer
 
@@ -60,7 +105,7 @@ class Embedder:
 
     @property
     def loaded(self) -> bool:
-        return self._model is not None
+        return self._model is not None or self._onnx is not None
 
     @property
     def dim(self) -> int:
@@ -71,19 +116,21 @@ class Embedder:
     def model_name(self) -> str:
         return self._name
 
-    def _require(self) -> SentenceTransformer:
-        if self._model is None:
+    def _require(self) -> None:
+        if self._model is None and self._onnx is None:
             raise RetrievalError(f"embedding model {self._name!r} is not loaded")
-        return self._model
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """One row per text: float32, shape ``(len(texts), dim)``, each row of norm 1."""
         if isinstance(texts, str):
             raise TypeError("embed() takes a sequence of texts, not one string")
-        model = self._require()
+        self._require()
         if len(texts) == 0:
             return np.zeros((0, self._dim), dtype=np.float32)
-        vectors = model.encode(
+        if self._onnx is not None:
+            return self._onnx.encode(list(texts), batch_size=self.batch_size)
+        assert self._model is not None
+        vectors = self._model.encode(
             list(texts),
             batch_size=self.batch_size,
             convert_to_numpy=True,

@@ -2,6 +2,7 @@
 
     RetrievalError (500)           anything retrieval could not do
     ├── UnknownCollection (404)    a request named a collection that holds nothing
+    ├── EmbeddingMismatch (409)    the collection was embedded by another embedding backend
     └── RerankerUnavailable (503)  no cross-encoder configured, or it failed to load or to
                                    score; the app skips reranking
 
@@ -37,6 +38,20 @@ class UnknownCollection(RetrievalError):
         names = sorted(known)
         message = f"unknown collection {collection!r}; known: {names}"
         return cls(message, collection=collection, known=names)
+
+
+class EmbeddingMismatch(RetrievalError):
+    """The collection's vectors come from another embedding backend than the query's: its
+    scores would be meaningless. Re-ingesting it with this backend (or configuring the one that
+    built it) resolves it."""
+
+    status_code = 409
+
+    def __init__(self, message: str, *, collection: str, built_with: str, wanted: str) -> None:
+        super().__init__(message)
+        self.collection = collection
+        self.built_with = built_with
+        self.wanted = wanted
 
 
 class RerankerUnavailable(RetrievalError):

@@ -29,7 +29,7 @@ import faiss
 import numpy as np
 
 from retrieval.chunking import Chunk
-from retrieval.errors import RetrievalError, UnknownCollection
+from retrieval.errors import EmbeddingMismatch, RetrievalError, UnknownCollection
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,14 @@ CREATE TABLE IF NOT EXISTS chunks (
     text TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS chunks_collection_source ON chunks (collection, source);
+CREATE TABLE IF NOT EXISTS collection_embeddings (
+    collection TEXT PRIMARY KEY,
+    backend TEXT NOT NULL,
+    model TEXT NOT NULL
+);
 """
+#: What a collection without a record (ingested before backends were recorded) was built with.
+LEGACY_BACKEND = "torch"
 _COLUMNS = "id, collection, source, title, section, text"
 
 
@@ -69,9 +76,21 @@ def _passage(row: Sequence[Any], score: float = 0.0) -> Passage:
 
 
 class DocumentStore:
-    """Chunks and their vectors, grouped in named collections."""
+    """Chunks and their vectors, grouped in named collections.
 
-    def __init__(self, root: Path) -> None:
+    ``embedding_backend`` (and ``embedding_model``) name the embedder whose vectors this object
+    writes and searches with: each write records them for its collection (table
+    ``collection_embeddings``), and a search of a collection recorded with another backend, or
+    a write that would mix backends in one collection, raises ``EmbeddingMismatch`` (409).
+    A collection without a record counts as ``torch``.
+    """
+
+    def __init__(
+        self, root: Path, *, embedding_backend: str = "torch", embedding_model: str = ""
+    ) -> None:
+        self.embedding_backend = embedding_backend
+        self.embedding_model = embedding_model
+        self._backends: dict[str, str] = {}
         self.root = Path(root)
         self.db_path = self.root / "chunks.sqlite3"
         self.index_dir = self.root / "faiss"
@@ -110,6 +129,9 @@ class DocumentStore:
                         count,
                     )
                 self._indexes[name] = index
+            self._backends = dict(
+                db.execute("SELECT collection, backend FROM collection_embeddings")
+            )
             self._counts = counts
             self._db = db
 
@@ -141,6 +163,31 @@ class DocumentStore:
         """Whether ``name`` holds chunks; no lock, no I/O."""
         self._conn()
         return name in self._counts
+
+    def embedding_backend_of(self, collection: str) -> str:
+        """The backend ``collection`` was embedded with (``torch`` when unrecorded)."""
+        return self._backends.get(collection, LEGACY_BACKEND)
+
+    def _check_backend(self, collection: str, *, writing: bool = False) -> None:
+        built_with = self.embedding_backend_of(collection)
+        if built_with == self.embedding_backend:
+            return
+        fix = (
+            f"re-ingest it with RAGTIME_EMBEDDING_BACKEND={self.embedding_backend} "
+            f"(`ragtime ingest PATH --collection {collection}` after removing it, or into a new "
+            f"collection), or set RAGTIME_EMBEDDING_BACKEND={built_with}"
+            if writing
+            else f"re-ingest it with this backend (`ragtime ingest PATH --collection "
+            f"{collection}` with RAGTIME_EMBEDDING_BACKEND={self.embedding_backend}), or set "
+            f"RAGTIME_EMBEDDING_BACKEND={built_with}"
+        )
+        raise EmbeddingMismatch(
+            f"collection {collection!r} was embedded with the {built_with!r} embedding backend, "
+            f"this {'ingest' if writing else 'search'} uses {self.embedding_backend!r}: {fix}",
+            collection=collection,
+            built_with=built_with,
+            wanted=self.embedding_backend,
+        )
 
     def sources(self, collection: str) -> list[str]:
         """The sources of ``collection``, sorted; [] for an unknown collection."""
@@ -181,6 +228,7 @@ class DocumentStore:
                 if collection in known:
                     raise RetrievalError(f"collection {collection!r} has no index: re-ingest it")
                 raise UnknownCollection.named(collection, known)
+        self._check_backend(collection)
         if query.shape[1] != index.d:
             raise ValueError(f"vector has {query.shape[1]} dimensions, index has {index.d}")
         if k <= 0 or index.ntotal == 0:
@@ -219,10 +267,16 @@ class DocumentStore:
                     f"vectors have {matrix.shape[1]} dimensions, collection {collection!r} "
                     f"has {current.d}: was the embedding model changed?"
                 )
+            if collection in self._counts and self._mixes_backends(db, collection, source):
+                self._check_backend(collection, writing=True)
             db.execute("BEGIN IMMEDIATE")
             tmp: Path | None = None
             try:
                 old_ids, new_ids = self._replace_rows(db, collection, source, chunks)
+                db.execute(
+                    "INSERT OR REPLACE INTO collection_embeddings VALUES (?, ?, ?)",
+                    (collection, self.embedding_backend, self.embedding_model),
+                )
                 index = self._updated_index(current, old_ids, new_ids, matrix)
                 path = self._index_path(collection)
                 tmp = self._write_temp(index, path)
@@ -237,9 +291,20 @@ class DocumentStore:
             count = db.execute(
                 "SELECT COUNT(*) FROM chunks WHERE collection = ?", (collection,)
             ).fetchone()[0]
+            if not count:
+                db.execute("DELETE FROM collection_embeddings WHERE collection = ?", (collection,))
+            backends = {name: b for name, b in self._backends.items() if name != collection}
+            self._backends = backends | ({collection: self.embedding_backend} if count else {})
             counts = {name: n for name, n in self._counts.items() if name != collection}
             self._counts = counts | ({collection: count} if count else {})
         return len(chunks)
+
+    def _mixes_backends(self, db: sqlite3.Connection, collection: str, source: str) -> bool:
+        """Whether writing ``source`` would leave vectors of two backends in ``collection``."""
+        if self.embedding_backend_of(collection) == self.embedding_backend:
+            return False
+        query = "SELECT 1 FROM chunks WHERE collection = ? AND source != ? LIMIT 1"
+        return db.execute(query, (collection, source)).fetchone() is not None
 
     @staticmethod
     def _replace_rows(

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-import retrieval
-from app import cli
+from app import cli, services
 from app.config import get_settings
 from retrieval import DocumentStore
 from tests.fakes.hash_embedder import HashEmbedder
@@ -21,7 +20,7 @@ def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """The data dir of the CLI's settings. The CLI embeds with ``HashEmbedder`` here: these
     tests check what it reports and writes, not what MiniLM makes of the text."""
     monkeypatch.setenv("RAGTIME_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setattr(retrieval, "Embedder", lambda *args, **kwargs: HashEmbedder())
+    monkeypatch.setattr(services, "default_embedder", lambda settings: HashEmbedder())
     get_settings.cache_clear()
     yield tmp_path / "data"
     get_settings.cache_clear()

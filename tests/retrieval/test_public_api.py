@@ -9,6 +9,7 @@ EXPORTED = {
     "Chunk",
     "DocumentStore",
     "Embedder",
+    "EmbeddingMismatch",
     "IngestReport",
     "Passage",
     "RerankResult",
@@ -32,6 +33,8 @@ def test_error_statuses() -> None:
     assert retrieval.RetrievalError.status_code == 500
     assert retrieval.UnknownCollection.status_code == 404
     assert retrieval.RerankerUnavailable.status_code == 503
+    assert retrieval.EmbeddingMismatch.status_code == 409
+    assert issubclass(retrieval.EmbeddingMismatch, retrieval.RetrievalError)
     assert issubclass(retrieval.UnknownCollection, retrieval.RetrievalError)
     assert issubclass(retrieval.RerankerUnavailable, retrieval.RetrievalError)
     error = retrieval.UnknownCollection.named("nope", ["b", "a"])

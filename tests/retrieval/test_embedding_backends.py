@@ -1,0 +1,110 @@
+"""Embedding backends: a collection is searched only with the backend that built it (fast, with
+``HashEmbedder``), and the ONNX backends agree with torch (slow: the real MiniLM)."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from retrieval import Chunk, DocumentStore, Embedder, EmbeddingMismatch
+from tests.fakes.hash_embedder import HashEmbedder
+
+SENTENCES = [
+    "How do I give a function parameter a default value?",
+    "Default argument values: def ask_ok(prompt, retries=4) lets a function be called "
+    "with fewer arguments than it is defined to allow.",
+    "Floating point numbers are represented in computer hardware as base 2 fractions.",
+    "short",
+]
+
+
+def _chunks(*texts: str) -> list[Chunk]:
+    return [
+        Chunk(text=t, source="a.md", title="A", section="", ordinal=i) for i, t in enumerate(texts)
+    ]
+
+
+def _ingest(root: Path, backend: str, source: str = "a.md") -> None:
+    store = DocumentStore(root, embedding_backend=backend, embedding_model="hash-embedder")
+    store.open()
+    try:
+        embedder = HashEmbedder()
+        texts = ["lists hold items", "dicts map keys"]
+        store.replace_source("demo", source, _chunks(*texts), embedder.embed(texts))
+    finally:
+        store.close()
+
+
+def _search(root: Path, backend: str) -> list[str]:
+    store = DocumentStore(root, embedding_backend=backend)
+    store.open()
+    try:
+        vector = HashEmbedder().embed(["lists"])[0]
+        return [p.text for p in store.search("demo", vector, 2)]
+    finally:
+        store.close()
+
+
+def test_the_backend_that_built_a_collection_is_recorded_and_searches_it(tmp_path: Path) -> None:
+    _ingest(tmp_path, "onnx-int8")
+    store = DocumentStore(tmp_path)
+    store.open()
+    assert store.embedding_backend_of("demo") == "onnx-int8"
+    store.close()
+    assert _search(tmp_path, "onnx-int8")[0] == "lists hold items"
+
+
+def test_a_search_with_another_backend_is_refused_with_a_hint(tmp_path: Path) -> None:
+    _ingest(tmp_path, "onnx-int8")
+    with pytest.raises(EmbeddingMismatch, match="re-ingest") as caught:
+        _search(tmp_path, "torch")
+    assert caught.value.status_code == 409
+    assert (caught.value.built_with, caught.value.wanted) == ("onnx-int8", "torch")
+
+
+def test_an_index_without_a_record_counts_as_torch(tmp_path: Path) -> None:
+    _ingest(tmp_path, "torch")
+    with sqlite3.connect(tmp_path / "chunks.sqlite3") as db:  # as ingested before the record
+        db.execute("DELETE FROM collection_embeddings")
+    assert _search(tmp_path, "torch")[0] == "lists hold items"
+    with pytest.raises(EmbeddingMismatch):
+        _search(tmp_path, "onnx")
+
+
+def test_an_ingest_that_would_mix_backends_is_refused(tmp_path: Path) -> None:
+    _ingest(tmp_path, "torch", "a.md")
+    with pytest.raises(EmbeddingMismatch, match="'torch'"):
+        _ingest(tmp_path, "onnx", "b.md")
+    _ingest(tmp_path, "onnx", "a.md")  # replacing the only source rebuilds it whole: allowed
+    assert _search(tmp_path, "onnx")[0] == "lists hold items"
+
+
+@pytest.fixture(scope="module")
+def onnx_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("onnx-cache")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("backend", "floor"), [("onnx", 0.9999), ("onnx-int8", 0.98)])
+def test_onnx_vectors_agree_with_torch(
+    backend: str, floor: float, onnx_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Slow: exports the real MiniLM (about 10 s once) and loads it with torch too. Offline:
+    the export reads the shipped weights only (HF_HUB_OFFLINE=1, and the network is blocked)."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    reference = Embedder(backend="torch")
+    reference.load()
+    onnx = Embedder(backend=backend, cache_dir=onnx_cache)  # type: ignore[arg-type]
+    onnx.load()
+    assert onnx.loaded and onnx.dim == reference.dim == 384
+    assert list(onnx_cache.glob("*/model.onnx"))
+    ours, theirs = onnx.embed(SENTENCES), reference.embed(SENTENCES)
+    assert ours.dtype == np.float32 and ours.shape == (len(SENTENCES), 384)
+    np.testing.assert_allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-5)
+    cosines = (ours * theirs).sum(axis=1)
+    assert cosines.min() >= floor, cosines
+    assert cosines.mean() >= 0.99, cosines
+    assert onnx.embed([]).shape == (0, 384)
