@@ -70,16 +70,25 @@ def test_an_index_without_a_record_counts_as_torch(tmp_path: Path) -> None:
     with sqlite3.connect(tmp_path / "chunks.sqlite3") as db:  # as ingested before the record
         db.execute("DELETE FROM collection_embeddings")
     assert _search(tmp_path, "torch")[0] == "lists hold items"
+    assert _search(tmp_path, "onnx")[0] == "lists hold items"  # the same vectors as torch
     with pytest.raises(EmbeddingMismatch):
-        _search(tmp_path, "onnx")
+        _search(tmp_path, "onnx-int8")
 
 
 def test_an_ingest_that_would_mix_backends_is_refused(tmp_path: Path) -> None:
     _ingest(tmp_path, "torch", "a.md")
     with pytest.raises(EmbeddingMismatch, match="'torch'"):
-        _ingest(tmp_path, "onnx", "b.md")
-    _ingest(tmp_path, "onnx", "a.md")  # replacing the only source rebuilds it whole: allowed
+        _ingest(tmp_path, "onnx-int8", "b.md")
+    _ingest(tmp_path, "onnx-int8", "a.md")  # replacing the only source rebuilds it whole
+    assert _search(tmp_path, "onnx-int8")[0] == "lists hold items"
+
+
+def test_torch_and_onnx_fp32_share_an_index(tmp_path: Path) -> None:
+    """They give the same vectors (cosine 1.0000), so an index of one serves the other."""
+    _ingest(tmp_path, "torch", "a.md")
+    _ingest(tmp_path, "onnx", "b.md")
     assert _search(tmp_path, "onnx")[0] == "lists hold items"
+    assert _search(tmp_path, "torch")[0] == "lists hold items"
 
 
 @pytest.fixture(scope="module")
