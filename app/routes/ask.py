@@ -9,31 +9,20 @@ HTTP error, so a caller never receives a stream that was doomed from the start.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncIterator
 from contextlib import aclosing
 from typing import Any
 
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
-from opentelemetry import trace
-from opentelemetry.trace import Span
 from sse_starlette import EventSourceResponse
 
+from app.answers import AnswerStream, Finished, answer, asked
 from app.body import openapi_body
 from app.deps import AskBody, CurrentKey, LedgerDep, PipelineDep, SettingsDep
 from app.errors import error_body
-from app.limits import check_text, resolve_count
-from app.pipeline import AnswerDone, AnswerEvent, AnswerOutcome, Prepared
-from app.report import (
-    answer_report,
-    close_request,
-    error_outcome,
-    success_outcome,
-    timing_headers,
-)
 from app.schemas import AskRequest, AskResponse
 from inference import InferenceError
-from tracing import BudgetLedger
 
 router = APIRouter(tags=["answers"])
 ROUTE = "/v1/ask"
@@ -47,78 +36,34 @@ async def ask(
     pipeline: PipelineDep,
     settings: SettingsDep,
 ) -> Any:
-    question = check_text(body.question, field="question", settings=settings)
-    top_k = resolve_count(
-        body.top_k, field="top_k", default=settings.top_k, maximum=settings.max_top_k
+    question = asked(
+        settings,
+        body.question,
+        collection=body.collection,
+        top_k=body.top_k,
+        stream=body.stream,
     )
-    collection = body.collection or settings.default_collection
-    root = trace.get_current_span()
-    root.set_attributes(
-        {"ragtime.collection": collection, "ragtime.top_k": top_k, "ragtime.stream": body.stream}
-    )
-    if settings.record_content:
-        root.set_attribute("ragtime.question", question)
-
-    model = pipeline.services.backend.model
-    try:
-        prepared = await pipeline.prepare(question, collection, top_k, ledger)
-        events = pipeline.generate(prepared, ledger)
-        if body.stream:
-            first = await anext(events)
-            return EventSourceResponse(_events(first, events, prepared, ledger, root, model))
-        async with aclosing(events):
-            answer, outcome = await _collect(events)
-    except BaseException as exc:
-        close_request(ledger, root, ROUTE, error_outcome(exc))
-        raise
-    close_request(ledger, root, ROUTE, success_outcome(ledger, outcome.finish_reason))
-    report = answer_report(prepared, outcome, ledger, model)
+    if body.stream:
+        stream = await AnswerStream.start(pipeline, question, ledger, ROUTE)
+        return EventSourceResponse(_events(stream))
+    finished = await answer(pipeline, question, ledger, ROUTE)
     return JSONResponse(
-        AskResponse(answer=answer, **report.model_dump()).model_dump(mode="json"),
-        headers=timing_headers(ledger, root),
+        AskResponse(answer=finished.text, **finished.report.model_dump()).model_dump(mode="json"),
+        headers=finished.headers,
     )
 
 
-async def _collect(events: AsyncGenerator[AnswerEvent, None]) -> tuple[str, AnswerOutcome]:
-    """The whole answer's text and how it ended."""
-    parts: list[str] = []
-    async for event in events:
-        if isinstance(event, AnswerDone):
-            return "".join(parts), event.outcome
-        parts.append(event.text)
-    raise RuntimeError("the answer ended without its AnswerDone")
-
-
-async def _events(
-    event: AnswerEvent,
-    events: AsyncGenerator[AnswerEvent, None],
-    prepared: Prepared,
-    ledger: BudgetLedger,
-    root: Span,
-    model: str,
-) -> AsyncIterator[dict[str, str]]:
-    closed = False
+async def _events(stream: AnswerStream) -> AsyncIterator[dict[str, str]]:
     try:
-        while not isinstance(event, AnswerDone):
-            yield {"event": "token", "data": json.dumps({"text": event.text})}
-            event = await anext(events)
-        await events.aclose()
-        outcome = event.outcome
-        close_request(ledger, root, ROUTE, success_outcome(ledger, outcome.finish_reason))
-        closed = True
-        report = answer_report(prepared, outcome, ledger, model)
-        done = report.model_dump(mode="json")
-        headers = timing_headers(ledger, root)
-        done["server_timing"] = headers["Server-Timing"]
-        done["traceparent"] = headers.get("traceparent", "")
-        yield {"event": "done", "data": json.dumps(done)}
+        async with aclosing(stream.items()) as items:
+            async for item in items:
+                if isinstance(item, Finished):
+                    done = item.report.model_dump(mode="json")
+                    done["server_timing"] = item.headers["Server-Timing"]
+                    done["traceparent"] = item.headers.get("traceparent", "")
+                    yield {"event": "done", "data": json.dumps(done)}
+                else:
+                    yield {"event": "token", "data": json.dumps({"text": item})}
     except InferenceError as exc:
-        close_request(ledger, root, ROUTE, error_outcome(exc))
-        closed = True
         kind = "backend_unavailable" if exc.status_code == 503 else "generation_failed"
         yield {"event": "error", "data": json.dumps(error_body(kind, str(exc)))}
-    finally:
-        # A client that went away cancels us here: closing ``events`` stops the backend.
-        await events.aclose()
-        if not closed:
-            close_request(ledger, root, ROUTE, "cancelled")
