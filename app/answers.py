@@ -55,10 +55,11 @@ def asked(
     top_k: int | None,
     stream: bool,
     max_output_tokens: int | None = None,
+    question_field: str = "question",
 ) -> Asked:
-    """The question checked against the configured limits (422), and the request's root span
-    labelled with what it asks."""
-    question = check_text(question, field="question", settings=settings)
+    """The question checked against the configured limits (422, naming ``question_field``), and
+    the request's root span labelled with what it asks."""
+    question = check_text(question, field=question_field, settings=settings)
     top_k = resolve_count(top_k, field="top_k", default=settings.top_k, maximum=settings.max_top_k)
     collection = collection or settings.default_collection
     root = trace.get_current_span()

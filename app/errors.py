@@ -47,6 +47,18 @@ class Unauthorized(ApiError):
         super().__init__(401, message, type="unauthorized", headers={"WWW-Authenticate": "Bearer"})
 
 
+class ModelNotFound(ApiError):
+    """A model this service does not serve (404, OpenAI's ``model_not_found``)."""
+
+    def __init__(self, model: str) -> None:
+        super().__init__(
+            404,
+            f"The model '{model}' does not exist: GET /v1/models lists the models served",
+            type="model_not_found",
+            field="model",
+        )
+
+
 class BudgetExhausted(ApiError):
     """The request's budget cannot be met, or ran out before an answer began (504)."""
 
