@@ -25,7 +25,7 @@ from app.config import Settings
 from app.errors import Unauthorized
 from app.limits import TIMEOUT_HEADER, request_budget
 from app.pipeline import Pipeline
-from app.schemas import AskRequest, BudgetedRequest, SearchRequest
+from app.schemas import AskRequest, BudgetedRequest, ChatCompletionRequest, SearchRequest
 from app.services import Services
 from tracing import BudgetLedger
 
@@ -172,3 +172,4 @@ def question_body(model: type[Body]) -> Callable[..., Awaitable[Body]]:
 
 AskBody = Annotated[AskRequest, Depends(question_body(AskRequest))]
 SearchBody = Annotated[SearchRequest, Depends(question_body(SearchRequest))]
+ChatBody = Annotated[ChatCompletionRequest, Depends(question_body(ChatCompletionRequest))]

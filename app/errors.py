@@ -47,6 +47,18 @@ class Unauthorized(ApiError):
         super().__init__(401, message, type="unauthorized", headers={"WWW-Authenticate": "Bearer"})
 
 
+class ModelNotFound(ApiError):
+    """A model this service does not serve (404, OpenAI's ``model_not_found``)."""
+
+    def __init__(self, model: str) -> None:
+        super().__init__(
+            404,
+            f"The model '{model}' does not exist: GET /v1/models lists the models served",
+            type="model_not_found",
+            field="model",
+        )
+
+
 class BudgetExhausted(ApiError):
     """The request's budget cannot be met, or ran out before an answer began (504)."""
 
@@ -99,6 +111,17 @@ class ClientGone(ApiError):
 
     def __init__(self, message: str) -> None:
         super().__init__(499, message, type="client_closed_request")
+
+
+class ShuttingDown(ApiError):
+    """The server is shutting down: a stream that outlived the grace period ends with this."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            503,
+            "the server is shutting down; the answer was cut short, ask again",
+            type="shutting_down",
+        )
 
 
 def error_body(type: str, message: str, **extra: Any) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from app.calibration import probes, reported_itl_ms
 from app.config import Settings, get_settings
 from app.errors import install_error_handlers
 from app.pipeline import Pipeline
-from app.routes import alerts, ask, budget, health, search
+from app.routes import alerts, ask, budget, chat, health, search
 from app.services import Services
 from inference import GenerationBackend
 from tracing import RequestMetricsMiddleware, configure_tracing, flush_tracing
@@ -29,6 +29,8 @@ log = logging.getLogger("ragtime")
 ADMITTED_ROUTES = frozenset({"/v1/ask", "/v1/search"})
 API_ROUTES = (
     "/v1/ask",
+    "/v1/chat/completions",
+    "/v1/models",
     "/v1/search",
     "/v1/alerts",
     "/v1/budget/model",
@@ -105,6 +107,7 @@ def create_app(
     )
     install_error_handlers(app, retry_after_s=settings.retry_after_s)
     app.include_router(ask.router)
+    app.include_router(chat.router)
     app.include_router(search.router)
     app.include_router(health.router)
     app.include_router(alerts.router)

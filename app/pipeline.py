@@ -280,9 +280,18 @@ class Pipeline:
     # -- answering -------------------------------------------------------------------------
 
     async def prepare(
-        self, question: str, collection: str, top_k: int, ledger: BudgetLedger
+        self,
+        question: str,
+        collection: str,
+        top_k: int,
+        ledger: BudgetLedger,
+        *,
+        max_output_tokens: int | None = None,
     ) -> Prepared:
-        """Screen the question, retrieve its passages, plan, and assemble the prompt."""
+        """Screen the question, retrieve its passages, plan, and assemble the prompt.
+
+        ``max_output_tokens`` is the caller's cap on the answer: the plan keeps the smaller of it
+        and what the budget allows (a caller's choice, not a degradation)."""
         stages = self.stages
         if not stages.assemble.ready or not self.services.backend.loaded:
             raise BackendUnavailable(
@@ -298,6 +307,10 @@ class Pipeline:
             )
             span.set_attributes(screened.attributes())
         passages, plan = await self._retrieve(question, collection, top_k, ledger, question)
+        if max_output_tokens is not None and 0 < max_output_tokens <= plan.max_output_tokens:
+            # The caller wants no more than the budget allows: the budget capped nothing.
+            actions = [a for a in plan.actions if a.action != "output_capped"]
+            plan = replace(plan, max_output_tokens=max_output_tokens, actions=actions)
         # Hold the planned generation time at its target, so later requests plan around it.
         reservation = self.budget.reserve(plan, ledger) if plan.max_output_tokens > 0 else None
         try:

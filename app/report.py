@@ -52,9 +52,9 @@ def success_outcome(ledger: BudgetLedger, finish_reason: str = "stop") -> str:
 
 def error_outcome(exc: BaseException) -> str:
     """ok | degraded | rejected (4xx) | failed (5xx) | deadline (504) | cancelled."""
-    if isinstance(exc, asyncio.CancelledError | GeneratorExit):
-        return "cancelled"
     status = getattr(exc, "status_code", 500)
+    if isinstance(exc, asyncio.CancelledError | GeneratorExit) or status == 499:
+        return "cancelled"
     if status == 504:
         return "deadline"
     return "rejected" if status < 500 else "failed"

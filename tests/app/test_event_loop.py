@@ -36,10 +36,14 @@ async def blocked_rounds(
     embedder = HashEmbedder(delay_s=2 * SLOW_CALLBACK_S)
     app = build_app(data_dir, backend=ScriptedBackend(), embedder=embedder)
     question = {"question": "How do I give a function parameter a default value?"}
+    chat = {"model": "ragtime", "messages": [{"role": "user", "content": question["question"]}]}
     calls = [
         ("POST", "/v1/ask", question),
         ("POST", "/v1/ask", {**question, "stream": True}),
         ("POST", "/v1/search", {"query": "default parameter values"}),
+        ("POST", "/v1/chat/completions", chat),
+        ("POST", "/v1/chat/completions", {**chat, "stream": True}),
+        ("GET", "/v1/models", None),
         ("GET", "/readyz", None),
         ("GET", "/v1/budget/model", None),
         ("GET", "/metrics", None),

@@ -1,0 +1,263 @@
+"""One answer's life at the HTTP boundary, shared by the routes that answer questions
+(``POST /v1/ask`` and the OpenAI-compatible ``POST /v1/chat/completions``).
+
+A route resolves what it was asked (``asked``: the limits checked, the defaults applied, the
+root span labelled), then either waits for the whole answer (``answer``) or starts a stream
+(``AnswerStream.start``) whose first event has come, so that everything before the first token
+(retrieval, the prompt, the backend starting) fails as a plain HTTP error. Each closes the
+request once (``app.report.close_request``): as it ended, failed, or was cancelled by a client
+that went away. Only the wire format is the route's own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
+from dataclasses import dataclass
+
+import anyio
+from opentelemetry import trace
+from opentelemetry.trace import Span
+from starlette.requests import Request
+
+from app.config import Settings
+from app.errors import ClientGone, ShuttingDown
+from app.limits import check_text, resolve_count
+from app.pipeline import AnswerDone, AnswerEvent, AnswerOutcome, Pipeline, Prepared
+from app.report import answer_report, close_request, error_outcome, success_outcome, timing_headers
+from app.schemas import Report
+from inference import InferenceError
+from tracing import BudgetLedger
+
+
+@dataclass(frozen=True)
+class Asked:
+    """A question as the pipeline takes it, limits checked and defaults applied."""
+
+    question: str
+    collection: str
+    top_k: int
+    max_output_tokens: int | None = None
+    """The caller's cap on answer tokens (the plan's own cap still applies)."""
+
+
+@dataclass(frozen=True)
+class Finished:
+    """A whole answer: its text, its report, and the ``Server-Timing``/``traceparent`` headers."""
+
+    text: str
+    report: Report
+    headers: dict[str, str]
+
+
+def asked(
+    settings: Settings,
+    question: str,
+    *,
+    collection: str | None,
+    top_k: int | None,
+    stream: bool,
+    max_output_tokens: int | None = None,
+    question_field: str = "question",
+) -> Asked:
+    """The question checked against the configured limits (422, naming ``question_field``), and
+    the request's root span labelled with what it asks."""
+    question = check_text(question, field=question_field, settings=settings)
+    top_k = resolve_count(top_k, field="top_k", default=settings.top_k, maximum=settings.max_top_k)
+    collection = collection or settings.default_collection
+    root = trace.get_current_span()
+    root.set_attributes(
+        {"ragtime.collection": collection, "ragtime.top_k": top_k, "ragtime.stream": stream}
+    )
+    if settings.record_content:
+        root.set_attribute("ragtime.question", question)
+    return Asked(question, collection, top_k, max_output_tokens)
+
+
+async def _prepare(pipeline: Pipeline, question: Asked, ledger: BudgetLedger) -> Prepared:
+    return await pipeline.prepare(
+        question.question,
+        question.collection,
+        question.top_k,
+        ledger,
+        max_output_tokens=question.max_output_tokens,
+    )
+
+
+#: How often a whole answer being collected checks that its client is still there.
+DISCONNECT_POLL_S = 0.05
+
+
+async def answer(
+    pipeline: Pipeline, question: Asked, ledger: BudgetLedger, route: str, request: Request
+) -> Finished:
+    """The whole answer; the request is closed whether it comes or fails. A client that
+    disconnects stops its generation (``ClientGone``, 499, closed as cancelled)."""
+    root = trace.get_current_span()
+    try:
+        prepared = await _prepare(pipeline, question, ledger)
+        async with aclosing(pipeline.generate(prepared, ledger)) as events:
+            collected = await collect_while_connected(request, events)
+        if collected is None:
+            raise ClientGone("the client went away before its answer was ready")
+        text, outcome = collected
+    except BaseException as exc:
+        close_request(ledger, root, route, error_outcome(exc))
+        raise
+    close_request(ledger, root, route, success_outcome(ledger, outcome.finish_reason))
+    model = pipeline.services.backend.model
+    report = answer_report(prepared, outcome, ledger, model)
+    return Finished(text, report, timing_headers(ledger, root))
+
+
+async def collect_while_connected(
+    request: Request, events: AsyncGenerator[AnswerEvent, None]
+) -> tuple[str, AnswerOutcome] | None:
+    """``collect``, unless the client disconnects first: then the collection is cancelled,
+    which closes the pipeline's stream and so stops the backend, and the result is None."""
+    collecting = asyncio.ensure_future(collect(events))
+    try:
+        while True:
+            done, _ = await asyncio.wait({collecting}, timeout=DISCONNECT_POLL_S)
+            if done:
+                return collecting.result()
+            if await request.is_disconnected():
+                collecting.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await collecting
+                return None
+    finally:
+        collecting.cancel()  # a no-op once done; stops the work if this request is cancelled
+
+
+async def collect(events: AsyncGenerator[AnswerEvent, None]) -> tuple[str, AnswerOutcome]:
+    """The whole answer's text and how it ended."""
+    parts: list[str] = []
+    async for event in events:
+        if isinstance(event, AnswerDone):
+            return "".join(parts), event.outcome
+        parts.append(event.text)
+    raise RuntimeError("the answer ended without its AnswerDone")
+
+
+class Drain:
+    """A stream's view of the server shutting down: ``started`` is set (by sse-starlette, given
+    as its ``shutdown_event``) when shutdown begins; the stream may go on for ``grace_s`` less a
+    margin to send its last event."""
+
+    MARGIN_S = 0.25
+
+    def __init__(self, grace_s: float) -> None:
+        self.grace_s = grace_s
+        self.started = anyio.Event()
+        self._ends_at: float | None = None
+
+    async def next(self, events: AsyncGenerator[AnswerEvent, None]) -> AnswerEvent | None:
+        """The next event, or None when the shutdown's grace runs out first."""
+        following = asyncio.ensure_future(anext(events))
+        try:
+            if self._ends_at is None:
+                shutdown = asyncio.ensure_future(self.started.wait())
+                done, _ = await asyncio.wait(
+                    {following, shutdown}, return_when=asyncio.FIRST_COMPLETED
+                )
+                shutdown.cancel()
+                if following in done:
+                    return following.result()
+                self._ends_at = time.monotonic() + max(self.grace_s - self.MARGIN_S, 0.0)
+            left = self._ends_at - time.monotonic()
+            done, _ = await asyncio.wait({following}, timeout=max(left, 0.0))
+            return following.result() if done else None
+        finally:
+            if not following.done():  # stop the answer (and the backend) before it is closed
+                following.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await following
+
+
+class AnswerStream:
+    """An answer being streamed, its first event already come (``start``).
+
+    ``items()`` yields the text deltas, then one ``Finished`` (whose text is empty: the deltas
+    were the text). A failure after the first token closes the request as failed and raises the
+    ``InferenceError`` for the route to send as its error event. Closing ``items()`` early (a
+    client that went away) stops the backend and closes the request as cancelled. When the
+    server shuts down, the stream goes on for the grace period (``drain``; the route gives
+    ``drain.started`` and ``drain.grace_s`` to sse-starlette), then stops the backend and raises
+    ``ShuttingDown`` for the route to send as its last event.
+    """
+
+    def __init__(
+        self,
+        first: AnswerEvent,
+        events: AsyncGenerator[AnswerEvent, None],
+        prepared: Prepared,
+        ledger: BudgetLedger,
+        root: Span,
+        route: str,
+        model: str,
+        drain: Drain,
+    ) -> None:
+        self.drain = drain
+        self._first = first
+        self._events = events
+        self._prepared = prepared
+        self._ledger = ledger
+        self._root = root
+        self._route = route
+        self._model = model
+
+    @classmethod
+    async def start(
+        cls, pipeline: Pipeline, question: Asked, ledger: BudgetLedger, route: str
+    ) -> AnswerStream:
+        """Prepare and wait for the first event; a failure until then closes the request and
+        raises, to be answered as a plain HTTP error."""
+        root = trace.get_current_span()
+        try:
+            prepared = await _prepare(pipeline, question, ledger)
+            events = pipeline.generate(prepared, ledger)
+            first = await anext(events)
+        except BaseException as exc:
+            close_request(ledger, root, route, error_outcome(exc))
+            raise
+        model = pipeline.services.backend.model
+        drain = Drain(pipeline.settings.shutdown_grace_s)
+        return cls(first, events, prepared, ledger, root, route, model, drain)
+
+    async def items(self) -> AsyncGenerator[str | Finished, None]:
+        event, events, ledger, root, route = (
+            self._first,
+            self._events,
+            self._ledger,
+            self._root,
+            self._route,
+        )
+        closed = False
+        try:
+            while not isinstance(event, AnswerDone):
+                yield event.text
+                following = await self.drain.next(events)
+                if following is None:  # the server is going down and the grace is over
+                    close_request(ledger, root, route, "cancelled")
+                    closed = True
+                    raise ShuttingDown()
+                event = following
+            await events.aclose()
+            outcome = event.outcome
+            close_request(ledger, root, route, success_outcome(ledger, outcome.finish_reason))
+            closed = True
+            report = answer_report(self._prepared, outcome, ledger, self._model)
+            yield Finished("", report, timing_headers(ledger, root))
+        except InferenceError as exc:
+            close_request(ledger, root, route, error_outcome(exc))
+            closed = True
+            raise
+        finally:
+            # A client that went away cancels us here: closing ``events`` stops the backend.
+            await events.aclose()
+            if not closed:
+                close_request(ledger, root, route, "cancelled")
