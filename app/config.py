@@ -127,6 +127,24 @@ class Settings(BaseSettings):
     moderation_threshold: float = Field(0.9, gt=0.0, le=1.0)
     record_content: bool = Field(False, description="Put the question text on spans.")
     retry_after_s: int = Field(5, ge=1, description="Retry-After sent with 503 answers.")
+    max_in_flight: int = Field(
+        32,
+        ge=1,
+        description="Question requests (/v1/ask, /v1/search) a process serves at once; more are "
+        "refused at once (503 overloaded).",
+    )
+    max_queued_per_slot: int = Field(
+        8,
+        ge=0,
+        description="Answers that may wait per decoding slot of a generation target; more are "
+        "refused at arrival (503 overloaded).",
+    )
+    shutdown_grace_s: float = Field(
+        10.0,
+        ge=0,
+        description="On SIGTERM, how long live streams may run on before an `error` event ends "
+        "them.",
+    )
 
     # The budget engine.
     budget_shares: dict[str, float] = Field(

@@ -11,6 +11,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 
+from app.admission import Admission, AdmissionMiddleware
 from app.calibration import probes, reported_itl_ms
 from app.config import Settings, get_settings
 from app.errors import install_error_handlers
@@ -32,6 +33,8 @@ API_ROUTES = (
     "/readyz",
     "/metrics",
 )
+#: The routes whose requests admission control bounds (``app.admission``).
+QUESTION_ROUTES = ("/v1/ask", "/v1/search")
 
 
 def alert_evaluator(settings: Settings) -> AlertEvaluator:
@@ -61,6 +64,7 @@ def create_app(
         raise ValueError("give backend or services, not both")
     settings = services.settings if services is not None else settings or get_settings()
     configure_tracing()
+    admission = Admission(settings.max_in_flight, retry_after_s=settings.retry_after_s)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -85,6 +89,7 @@ def create_app(
         try:
             yield
         finally:
+            admission.drain()
             upkeep.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await upkeep
@@ -98,6 +103,7 @@ def create_app(
         version="0.1.0",
         lifespan=lifespan,
     )
+    app.state.admission = admission
     install_error_handlers(app, retry_after_s=settings.retry_after_s)
     app.include_router(ask.router)
     app.include_router(search.router)
@@ -107,5 +113,7 @@ def create_app(
     FastAPIInstrumentor.instrument_app(
         app, excluded_urls="/healthz,/readyz,/metrics", exclude_spans=["receive", "send"]
     )
+    # Outermost last: every request is counted and timed, refusals included.
+    app.add_middleware(AdmissionMiddleware, admission=admission, routes=QUESTION_ROUTES)
     app.add_middleware(RequestMetricsMiddleware, routes=API_ROUTES)
     return app

@@ -86,6 +86,14 @@ PREDICTION_ERROR_RATIO = Histogram(
     buckets=(0.25, 0.5, 0.75, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0, 3.0, 5.0, 10.0),
     registry=REGISTRY,
 )
+ADMISSION_REFUSED = Counter(
+    "ragtime_admission_refused",
+    "Requests refused at once (503) by admission control, by route and reason: overloaded "
+    "(the process's or a generation pool's bound), shutting_down. Deliberate: the error-ratio "
+    "alert leaves them out.",
+    ["route", "reason"],
+    registry=REGISTRY,
+)
 COST_MODEL = Gauge(
     "ragtime_cost_model",
     "The budget engine's current costs: per generation target (term fixed_ms, "

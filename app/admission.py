@@ -1,0 +1,113 @@
+"""Admission control: how many question requests one process serves at once, and the rest.
+
+A process that accepts every request collapses under overload: each admitted request slows every
+other, until none finishes within its budget (issue 13, finding 2). ``AdmissionMiddleware`` (pure
+ASGI, in front of routing, auth and the body) bounds the question routes' requests in flight to
+``max_in_flight``. One past the bound is refused at once, before any of its work is done: 503
+``overloaded`` with ``Retry-After``. While the app shuts down (``Admission.drain``), every new
+question request is refused so (``shutting_down``), and the live ones are let finish.
+
+Refusals are deliberate, not failures: each is counted in ``ragtime_admission_refused_total``
+(by route and reason), and the error-ratio alert takes them out of both sides of its ratio
+(``deploy/prometheus/alerts.yml``, ``tracing/_alert_conditions.py``). The per-pool bound (how much
+generation a target may have queued) is the budget engine's: ``BudgetEngine.admit``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterable
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from tracing import metrics
+
+OVERLOADED = "overloaded"
+SHUTTING_DOWN = "shutting_down"
+
+
+class Admission:
+    """The process's count of question requests in flight, its bound, and whether it drains."""
+
+    def __init__(self, max_in_flight: int, *, retry_after_s: int) -> None:
+        if max_in_flight < 1:
+            raise ValueError(f"max_in_flight must be >= 1, got {max_in_flight}")
+        self.max_in_flight = max_in_flight
+        self.retry_after_s = retry_after_s
+        self.in_flight = 0
+        self.draining = False
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    def try_enter(self) -> str | None:
+        """Take a place, or say why not (``overloaded``, ``shutting_down``)."""
+        if self.draining:
+            return SHUTTING_DOWN
+        if self.in_flight >= self.max_in_flight:
+            return OVERLOADED
+        self.in_flight += 1
+        self._idle.clear()
+        return None
+
+    def leave(self) -> None:
+        self.in_flight -= 1
+        if self.in_flight <= 0:
+            self.in_flight = 0
+            self._idle.set()
+
+    def drain(self) -> None:
+        """Refuse every new request from now on."""
+        self.draining = True
+
+    async def wait_idle(self, timeout_s: float) -> bool:
+        """Wait until no admitted request is left, at most ``timeout_s``; whether none is."""
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout_s)
+        except TimeoutError:
+            return False
+        return True
+
+
+def refusal_body(reason: str) -> bytes:
+    message = (
+        "the server is shutting down; retry on another instance"
+        if reason == SHUTTING_DOWN
+        else "the server is at capacity; retry after the time in Retry-After"
+    )
+    return json.dumps({"error": {"type": reason, "message": message}}).encode()
+
+
+class AdmissionMiddleware:
+    """Admit the ``routes``' requests within ``admission``'s bound; refuse the rest at once."""
+
+    def __init__(self, app: ASGIApp, admission: Admission, routes: Iterable[str]) -> None:
+        self.app = app
+        self.admission = admission
+        self.routes = frozenset(routes)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] not in self.routes:
+            await self.app(scope, receive, send)
+            return
+        refused = self.admission.try_enter()
+        if refused is None:
+            try:
+                await self.app(scope, receive, send)
+            finally:
+                self.admission.leave()
+            return
+        metrics.ADMISSION_REFUSED.labels(route=scope["path"], reason=refused).inc()
+        body = refusal_body(refused)
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 503,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"retry-after", str(self.admission.retry_after_s).encode()),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
