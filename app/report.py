@@ -7,6 +7,7 @@ from dataclasses import asdict
 
 from opentelemetry.trace import Span
 
+from app.errors import ClientGone
 from app.pipeline import AnswerOutcome, Prepared
 from app.schemas import BudgetReport, Citation, DegradationOut, Report, UsageOut
 from tracing import BudgetLedger, current_trace_id
@@ -52,7 +53,7 @@ def success_outcome(ledger: BudgetLedger, finish_reason: str = "stop") -> str:
 
 def error_outcome(exc: BaseException) -> str:
     """ok | degraded | rejected (4xx) | failed (5xx) | deadline (504) | cancelled."""
-    if isinstance(exc, asyncio.CancelledError | GeneratorExit):
+    if isinstance(exc, asyncio.CancelledError | GeneratorExit | ClientGone):
         return "cancelled"
     status = getattr(exc, "status_code", 500)
     if status == 504:

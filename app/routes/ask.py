@@ -4,16 +4,23 @@ Streaming: ``token`` events carry text deltas, then one ``done`` event carries t
 JSON answer minus its text), or an ``error`` event if generation fails after the first token.
 Everything before the first token (retrieval, prompt, the backend starting) fails as a plain
 HTTP error, so a caller never receives a stream that was doomed from the start.
+
+A client that goes away stops its generation, streamed or not: a stream's generator is closed
+when its response is cancelled; a JSON answer is collected while the request's ``receive`` is
+watched for ``http.disconnect``, and the collection is cancelled when it comes (a 499 nobody
+reads). On shutdown a live stream may run on for ``shutdown_grace_s``, then it ends with an
+``error`` event of type ``shutting_down``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from opentelemetry import trace
 from opentelemetry.trace import Span
@@ -21,7 +28,7 @@ from sse_starlette import EventSourceResponse
 
 from app.body import openapi_body
 from app.deps import AskBody, CurrentKey, LedgerDep, PipelineDep, SettingsDep
-from app.errors import error_body
+from app.errors import ClientGone, error_body
 from app.limits import check_text, resolve_count
 from app.pipeline import AnswerDone, AnswerEvent, AnswerOutcome, Prepared
 from app.report import (
@@ -41,6 +48,7 @@ ROUTE = "/v1/ask"
 
 @router.post(ROUTE, response_model=AskResponse, openapi_extra=openapi_body(AskRequest))
 async def ask(
+    request: Request,
     body: AskBody,
     key: CurrentKey,
     ledger: LedgerDep,
@@ -67,7 +75,7 @@ async def ask(
             first = await anext(events)
             return EventSourceResponse(_events(first, events, prepared, ledger, root, model))
         async with aclosing(events):
-            answer, outcome = await _collect(events)
+            answer, outcome = await _collect_while_connected(request, events)
     except BaseException as exc:
         close_request(ledger, root, ROUTE, error_outcome(exc))
         raise
@@ -87,6 +95,32 @@ async def _collect(events: AsyncGenerator[AnswerEvent, None]) -> tuple[str, Answ
             return "".join(parts), event.outcome
         parts.append(event.text)
     raise RuntimeError("the answer ended without its AnswerDone")
+
+
+async def _collect_while_connected(
+    request: Request, events: AsyncGenerator[AnswerEvent, None]
+) -> tuple[str, AnswerOutcome]:
+    """``_collect(events)``, cancelled when the client disconnects (``ClientGone``): closing
+    ``events`` then stops the backend, as it does for a stream."""
+    collect = asyncio.ensure_future(_collect(events))
+    gone = asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait((collect, gone), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+        if not collect.done():
+            collect.cancel()
+            # Let the cancellation run through the pipeline before ``events`` is closed.
+            await asyncio.wait((collect,))
+    if collect.cancelled():
+        raise ClientGone("the client went away before its answer was ready")
+    return collect.result()
+
+
+async def _disconnected(request: Request) -> None:
+    """Returns when the client has disconnected (the body has been read whole by now)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 async def _events(

@@ -63,3 +63,24 @@ def test_disconnect_stops_the_backend(
     produced = backend.yielded
     time.sleep(0.2)
     assert backend.yielded == produced < 50
+
+
+def test_a_json_client_that_disconnects_stops_the_backend(
+    served: tuple[str, ScriptedBackend], auth: dict[str, str]
+) -> None:
+    """Issue 13, finding 3: a non-streaming ``/v1/ask`` whose client goes away while its answer
+    is generated stops the generation, as a stream does."""
+    url, backend = served
+    with httpx.Client(timeout=0.5) as client:
+        with pytest.raises(httpx.ReadTimeout):  # gives up after 0.5 s of the 4 s answer
+            client.post(
+                f"{url}/v1/ask", json={"question": "What is a list?", "stream": False}, headers=auth
+            )
+    assert backend.started_streams == 1
+    deadline = time.monotonic() + 5
+    while backend.closed_streams == 0:
+        assert time.monotonic() < deadline, "the backend kept generating after the disconnect"
+        time.sleep(0.02)
+    produced = backend.yielded
+    time.sleep(0.2)
+    assert backend.yielded == produced < 50
