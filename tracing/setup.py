@@ -39,7 +39,7 @@ SHUTDOWN_TIMEOUT_S = 1.0
 
 
 def _export_timeout_s() -> float | None:
-    """``EXPORT_TIMEOUT_S`` unless an OTEL_* variable sets the exporter's timeout (None: its own)."""
+    """``EXPORT_TIMEOUT_S``, unless an OTEL_* variable sets the exporter's (then None)."""
     if os.environ.get("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT") or os.environ.get(
         "OTEL_EXPORTER_OTLP_TIMEOUT"
     ):
