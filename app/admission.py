@@ -4,8 +4,10 @@ A process that accepts every request collapses under overload: each admitted req
 other, until none finishes within its budget (issue 13, finding 2). ``AdmissionMiddleware`` (pure
 ASGI, in front of routing, auth and the body) bounds the question routes' requests in flight to
 ``max_in_flight``. One past the bound is refused at once, before any of its work is done: 503
-``overloaded`` with ``Retry-After``. While the app shuts down (``Admission.drain``), every new
-question request is refused so (``shutting_down``), and the live ones are let finish.
+``overloaded`` with ``Retry-After``. From the moment the server is told to stop
+(``drain_when_stopping``), every new question request is refused so (``shutting_down``), and the
+live ones are let finish: a stream may run for ``shutdown_grace_s``, then it ends with an
+``error`` event (``app.routes.ask``).
 
 Refusals are deliberate, not failures: each is counted in ``ragtime_admission_refused_total``
 (by route and reason), and the error-ratio alert takes them out of both sides of its ratio
@@ -19,6 +21,7 @@ import asyncio
 import json
 from collections.abc import Iterable
 
+from sse_starlette.sse import AppStatus
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tracing import metrics
@@ -67,6 +70,15 @@ class Admission:
         except TimeoutError:
             return False
         return True
+
+
+async def drain_when_stopping(admission: Admission, *, poll_s: float = 0.1) -> None:
+    """Drain ``admission`` as soon as the server begins to stop (SIGTERM or SIGINT): uvicorn
+    then waits for the open connections, and their new questions must be refused, while live
+    streams run on for their grace period. sse_starlette records the signal in ``AppStatus``."""
+    while not AppStatus.should_exit:
+        await asyncio.sleep(poll_s)
+    admission.drain()
 
 
 def refusal_body(reason: str) -> bytes:

@@ -11,7 +11,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 
-from app.admission import Admission, AdmissionMiddleware
+from app.admission import Admission, AdmissionMiddleware, drain_when_stopping
 from app.calibration import probes, reported_itl_ms
 from app.config import Settings, get_settings
 from app.errors import install_error_handlers
@@ -82,6 +82,7 @@ def create_app(
             ),
             name="ragtime-budget-upkeep",
         )
+        draining = asyncio.create_task(drain_when_stopping(admission), name="ragtime-drain")
         app.state.alerts = alert_evaluator(settings)
         await app.state.alerts.start()  # runs without a webhook too, for GET /v1/alerts
         ready, components = live.readiness()
@@ -90,9 +91,10 @@ def create_app(
             yield
         finally:
             admission.drain()
-            upkeep.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await upkeep
+            for task in (upkeep, draining):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
             await app.state.alerts.stop()
             await live.close()
             flush_tracing()  # the provider outlives an app; `ragtime serve` shuts it down

@@ -20,12 +20,14 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 from typing import Any
 
+import anyio
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from opentelemetry import trace
 from opentelemetry.trace import Span
 from sse_starlette import EventSourceResponse
 
+from app.admission import SHUTTING_DOWN
 from app.body import openapi_body
 from app.deps import AskBody, CurrentKey, LedgerDep, PipelineDep, SettingsDep
 from app.errors import ClientGone, error_body
@@ -73,7 +75,14 @@ async def ask(
         events = pipeline.generate(prepared, ledger)
         if body.stream:
             first = await anext(events)
-            return EventSourceResponse(_events(first, events, prepared, ledger, root, model))
+            grace_s = settings.shutdown_grace_s
+            shutdown = anyio.Event()  # set by sse_starlette when the server begins to stop
+            return EventSourceResponse(
+                _events(first, events, prepared, ledger, root, model, (shutdown, grace_s)),
+                shutdown_event=shutdown,
+                # Past our own grace, time to send the error event before being cancelled.
+                shutdown_grace_period=grace_s + 2.0,
+            )
         async with aclosing(events):
             answer, outcome = await _collect_while_connected(request, events)
     except BaseException as exc:
@@ -95,6 +104,10 @@ async def _collect(events: AsyncGenerator[AnswerEvent, None]) -> tuple[str, Answ
             return "".join(parts), event.outcome
         parts.append(event.text)
     raise RuntimeError("the answer ended without its AnswerDone")
+
+
+class _ShuttingDown(Exception):
+    """The server is stopping and the stream's grace period is over."""
 
 
 async def _collect_while_connected(
@@ -130,12 +143,22 @@ async def _events(
     ledger: BudgetLedger,
     root: Span,
     model: str,
+    shutdown: tuple[anyio.Event, float],
 ) -> AsyncIterator[dict[str, str]]:
     closed = False
     try:
+        cut_at: float | None = None  # on shutdown, the answer may run on for the grace period
         while not isinstance(event, AnswerDone):
             yield {"event": "token", "data": json.dumps({"text": event.text})}
-            event = await anext(events)
+            if not shutdown[0].is_set():
+                event = await anext(events)
+                continue
+            now = asyncio.get_running_loop().time()
+            cut_at = now + shutdown[1] if cut_at is None else cut_at
+            try:
+                event = await asyncio.wait_for(anext(events), max(cut_at - now, 0.0))
+            except TimeoutError:
+                raise _ShuttingDown from None
         await events.aclose()
         outcome = event.outcome
         close_request(ledger, root, ROUTE, success_outcome(ledger, outcome.finish_reason))
@@ -151,6 +174,12 @@ async def _events(
         closed = True
         kind = "backend_unavailable" if exc.status_code == 503 else "generation_failed"
         yield {"event": "error", "data": json.dumps(error_body(kind, str(exc)))}
+    except _ShuttingDown:
+        await events.aclose()  # stops the backend
+        close_request(ledger, root, ROUTE, "cancelled")
+        closed = True
+        message = "the server is shutting down: the answer was cut short"
+        yield {"event": "error", "data": json.dumps(error_body(SHUTTING_DOWN, message))}
     finally:
         # A client that went away cancels us here: closing ``events`` stops the backend.
         await events.aclose()

@@ -14,7 +14,7 @@ from app.admission import Admission
 from tests.fakes.backends import ScriptedBackend
 from tests.helpers.app import app_state, asgi_client, build_app, running_app
 from tracing import metrics
-from tracing._alert_conditions import REFUSED, REQUESTS, Snapshot, error_ratio
+from tracing._alert_conditions import REFUSED, REQUESTS, SampleKey, Snapshot, error_ratio
 
 
 def refused(reason: str, route: str = "/v1/ask") -> float:
@@ -80,8 +80,10 @@ def test_refusals_stay_out_of_the_error_ratio() -> None:
     assert {name for name, _ in increase} == {REQUESTS, REFUSED}
     assert error_ratio(increase) == {(): 4 / 40}
     # Only refusals: nothing admitted, nothing failed.
-    only = {(REQUESTS, (("route", "/v1/ask"), ("status", "503"))): 10.0}
-    only[(REFUSED, (("reason", "overloaded"), ("route", "/v1/ask")))] = 10.0
+    only: dict[SampleKey, float] = {
+        (REQUESTS, (("route", "/v1/ask"), ("status", "503"))): 10.0,
+        (REFUSED, (("reason", "overloaded"), ("route", "/v1/ask"))): 10.0,
+    }
     assert error_ratio(only) == {}
 
 
