@@ -96,3 +96,48 @@ def test_a_drained_app_refuses_new_questions(seeded_data_dir: Path, auth: dict[s
     assert response.status_code == 503
     assert response.json()["error"]["type"] == "shutting_down"
     assert refused("shutting_down") == before + 1
+
+
+def test_a_full_generation_queue_refuses_at_arrival(
+    seeded_data_dir: Path, auth: dict[str, str]
+) -> None:
+    """The CPU default's case: answers queued at the one llama.cpp slot, each holding seconds of
+    generation. A request that the queue leaves no room for is refused at arrival (503, before
+    any embedding, search or model time), not answered 504 after waiting out its budget; the
+    same request with the queue empty is served; so is one behind a single answer (which the
+    plan may ask to stop early)."""
+    backend = ScriptedBackend()
+    with running_app(seeded_data_dir, backend=backend) as client:
+        budget = app_state(client).pipeline.budget
+        target = backend.cost_target()
+        reservations = budget.reservations
+        later = time.perf_counter() + 30.0
+        held = [reservations.reserve(target, later, 2000.0) for _ in range(3)]  # 6 s queued
+        ask = {"question": "What is a list?", "budget_ms": 4000}
+        before = refused("overloaded")
+        full = client.post("/v1/ask", json=ask, headers=auth)
+        assert full.status_code == 503, full.text
+        assert full.json()["error"]["type"] == "overloaded"
+        assert full.headers["retry-after"] == "5"
+        assert refused("overloaded") == before + 1
+        assert backend.started_streams == 0
+        for res in held[1:]:
+            res.release()
+        assert client.post("/v1/ask", json=ask, headers=auth).status_code == 200
+        held[0].release()
+        assert client.post("/v1/ask", json=ask, headers=auth).status_code == 200
+
+
+def test_a_pool_holds_at_most_its_slots_and_their_queue(
+    seeded_data_dir: Path, auth: dict[str, str]
+) -> None:
+    backend = ScriptedBackend()
+    with running_app(seeded_data_dir, backend=backend, max_queued_per_slot=1) as client:
+        reservations = app_state(client).pipeline.budget.reservations
+        later = time.perf_counter() + 30.0
+        held = [reservations.reserve(backend.cost_target(), later, 0.0) for _ in range(2)]
+        refused_ask = client.post("/v1/ask", json={"question": "What is a list?"}, headers=auth)
+        held[0].release()
+        served = client.post("/v1/ask", json={"question": "What is a list?"}, headers=auth)
+    assert refused_ask.status_code == 503 and "at most 2" in refused_ask.text
+    assert served.status_code == 200
