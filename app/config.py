@@ -128,7 +128,7 @@ class Settings(BaseSettings):
     record_content: bool = Field(False, description="Put the question text on spans.")
     retry_after_s: int = Field(5, ge=1, description="Retry-After sent with 503 answers.")
     max_in_flight: int = Field(
-        32,
+        8,
         ge=1,
         description="Question requests (/v1/ask, /v1/search) a process serves at once; more are "
         "refused at once (503 overloaded).",
