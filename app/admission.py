@@ -1,55 +1,116 @@
-"""Admission control: a bound on the answer and search requests in flight in this process.
+"""Admission control: how many question requests one process serves at once, and the rest.
 
-Past the bound a request is refused at once, before auth or any work, with a 503 and
-``Retry-After``: queueing it would only make it, and every request behind it, late (a
-congestion collapse: past their budgets, all of them). Refusals are counted by route in
-``ragtime_admission_refused_total``. Requests admitted are served by the pipeline, whose budget
-engine refuses those that cannot meet their deadline before they cost model time.
+A process that accepts every request collapses under overload: each admitted request slows every
+other, until none finishes within its budget (issue 13, finding 2). ``AdmissionMiddleware`` (pure
+ASGI, in front of routing, auth and the body) bounds the question routes' requests in flight to
+``max_in_flight``. One past the bound is refused at once, before any of its work is done: 503
+``overloaded`` with ``Retry-After``. From the moment the server is told to stop
+(``drain_when_stopping``), every new question request is refused so (``shutting_down``), and the
+live ones are let finish: a stream may run for ``shutdown_grace_s``, then it ends with an
+``error`` event (``app.routes.ask``).
+
+Refusals are deliberate, not failures: each is counted in ``ragtime_admission_refused_total``
+(by route and reason), and the error-ratio alert takes them out of both sides of its ratio
+(``deploy/prometheus/alerts.yml``, ``tracing/_alert_conditions.py``). The per-pool bound (how much
+generation a target may have queued) is the budget engine's: ``BudgetEngine.admit``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import Iterable
 
+from sse_starlette.sse import AppStatus
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.errors import error_body
 from tracing import metrics
 
+OVERLOADED = "overloaded"
+SHUTTING_DOWN = "shutting_down"
 
-class AdmissionMiddleware:
-    """Admit at most ``max_in_flight`` requests to ``routes`` at once (a streamed answer counts
-    until its last event); refuse the rest with 503 and ``Retry-After: retry_after_s``."""
 
-    def __init__(
-        self, app: ASGIApp, *, routes: frozenset[str], max_in_flight: int, retry_after_s: int
-    ) -> None:
-        self.app = app
-        self.routes = routes
+class Admission:
+    """The process's count of question requests in flight, its bound, and whether it drains."""
+
+    def __init__(self, max_in_flight: int, *, retry_after_s: int) -> None:
+        if max_in_flight < 1:
+            raise ValueError(f"max_in_flight must be >= 1, got {max_in_flight}")
         self.max_in_flight = max_in_flight
         self.retry_after_s = retry_after_s
         self.in_flight = 0
+        self.draining = False
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    def try_enter(self) -> str | None:
+        """Take a place, or say why not (``overloaded``, ``shutting_down``)."""
+        if self.draining:
+            return SHUTTING_DOWN
+        if self.in_flight >= self.max_in_flight:
+            return OVERLOADED
+        self.in_flight += 1
+        self._idle.clear()
+        return None
+
+    def leave(self) -> None:
+        self.in_flight -= 1
+        if self.in_flight <= 0:
+            self.in_flight = 0
+            self._idle.set()
+
+    def drain(self) -> None:
+        """Refuse every new request from now on."""
+        self.draining = True
+
+    async def wait_idle(self, timeout_s: float) -> bool:
+        """Wait until no admitted request is left, at most ``timeout_s``; whether none is."""
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout_s)
+        except TimeoutError:
+            return False
+        return True
+
+
+async def drain_when_stopping(admission: Admission, *, poll_s: float = 0.1) -> None:
+    """Drain ``admission`` as soon as the server begins to stop (SIGTERM or SIGINT): uvicorn
+    then waits for the open connections, and their new questions must be refused, while live
+    streams run on for their grace period. sse_starlette records the signal in ``AppStatus``."""
+    while not AppStatus.should_exit:
+        await asyncio.sleep(poll_s)
+    admission.drain()
+
+
+def refusal_body(reason: str) -> bytes:
+    message = (
+        "the server is shutting down; retry on another instance"
+        if reason == SHUTTING_DOWN
+        else "the server is at capacity; retry after the time in Retry-After"
+    )
+    return json.dumps({"error": {"type": reason, "message": message}}).encode()
+
+
+class AdmissionMiddleware:
+    """Admit the ``routes``' requests within ``admission``'s bound; refuse the rest at once."""
+
+    def __init__(self, app: ASGIApp, admission: Admission, routes: Iterable[str]) -> None:
+        self.app = app
+        self.admission = admission
+        self.routes = frozenset(routes)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] not in self.routes:
             await self.app(scope, receive, send)
             return
-        if self.in_flight >= self.max_in_flight:
-            metrics.ADMISSION_REFUSED.labels(route=scope["path"]).inc()
-            await self._refuse(send)
+        refused = self.admission.try_enter()
+        if refused is None:
+            try:
+                await self.app(scope, receive, send)
+            finally:
+                self.admission.leave()
             return
-        self.in_flight += 1
-        try:
-            await self.app(scope, receive, send)
-        finally:
-            self.in_flight -= 1
-
-    async def _refuse(self, send: Send) -> None:
-        message = (
-            f"the server is at its limit of {self.max_in_flight} requests in flight; "
-            f"retry after {self.retry_after_s} s"
-        )
-        body = json.dumps(error_body("overloaded", message)).encode()
+        metrics.ADMISSION_REFUSED.labels(route=scope["path"], reason=refused).inc()
+        body = refusal_body(refused)
         await send(
             {
                 "type": "http.response.start",
@@ -57,7 +118,7 @@ class AdmissionMiddleware:
                 "headers": [
                     (b"content-type", b"application/json"),
                     (b"content-length", str(len(body)).encode()),
-                    (b"retry-after", str(self.retry_after_s).encode()),
+                    (b"retry-after", str(self.admission.retry_after_s).encode()),
                 ],
             }
         )

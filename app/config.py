@@ -55,18 +55,6 @@ class Settings(BaseSettings):
     data_dir: Path = Field(Path(".ragtime"), description="Index, chunk store and API keys.")
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=1, le=65535)
-    max_in_flight: int = Field(
-        64,
-        ge=1,
-        le=10_000,
-        description="Answer and search requests served at once per process; the rest get 503.",
-    )
-    shutdown_grace_s: float = Field(
-        5.0,
-        ge=0,
-        le=300,
-        description="On shutdown, how long live answer streams may go on before they end.",
-    )
     workers: int = Field(
         1,
         ge=1,
@@ -153,6 +141,24 @@ class Settings(BaseSettings):
     moderation_threshold: float = Field(0.9, gt=0.0, le=1.0)
     record_content: bool = Field(False, description="Put the question text on spans.")
     retry_after_s: int = Field(5, ge=1, description="Retry-After sent with 503 answers.")
+    max_in_flight: int = Field(
+        8,
+        ge=1,
+        description="Question requests (/v1/ask, /v1/search) a process serves at once; more are "
+        "refused at once (503 overloaded).",
+    )
+    max_queued_per_slot: int = Field(
+        8,
+        ge=0,
+        description="Answers that may wait per decoding slot of a generation target; more are "
+        "refused at arrival (503 overloaded).",
+    )
+    shutdown_grace_s: float = Field(
+        10.0,
+        ge=0,
+        description="On SIGTERM, how long live streams may run on before an `error` event ends "
+        "them.",
+    )
 
     # The budget engine.
     budget_shares: dict[str, float] = Field(

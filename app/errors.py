@@ -66,6 +66,14 @@ class BudgetExhausted(ApiError):
         super().__init__(504, message, type="deadline_exceeded")
 
 
+class Overloaded(ApiError):
+    """Refused at once by admission control: the process or a generation pool is full (503, with
+    ``Retry-After``). Deliberate load shedding, counted in ``ragtime_admission_refused_total``."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(503, message, type="overloaded")
+
+
 class InvalidField(ApiError):
     """A value that passed type checks but breaks a configured limit (422)."""
 

@@ -12,7 +12,7 @@ from fastapi import FastAPI
 from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 
 from app import access_log
-from app.admission import AdmissionMiddleware
+from app.admission import Admission, AdmissionMiddleware, drain_when_stopping
 from app.calibration import probes, reported_itl_ms
 from app.config import Settings, get_settings
 from app.errors import install_error_handlers
@@ -25,8 +25,6 @@ from tracing.alerts import AlertEvaluator
 
 log = logging.getLogger("ragtime")
 
-#: The routes that do work per request, and so are bounded by admission control.
-ADMITTED_ROUTES = frozenset({"/v1/ask", "/v1/search"})
 API_ROUTES = (
     "/v1/ask",
     "/v1/chat/completions",
@@ -38,6 +36,8 @@ API_ROUTES = (
     "/readyz",
     "/metrics",
 )
+#: The routes whose requests admission control bounds (``app.admission``).
+QUESTION_ROUTES = ("/v1/ask", "/v1/chat/completions", "/v1/search")
 
 
 def alert_evaluator(settings: Settings) -> AlertEvaluator:
@@ -68,6 +68,7 @@ def create_app(
     settings = services.settings if services is not None else settings or get_settings()
     configure_tracing()
     access_log.install()
+    admission = Admission(settings.max_in_flight, retry_after_s=settings.retry_after_s)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -85,6 +86,7 @@ def create_app(
             ),
             name="ragtime-budget-upkeep",
         )
+        draining = asyncio.create_task(drain_when_stopping(admission), name="ragtime-drain")
         app.state.alerts = alert_evaluator(settings)
         await app.state.alerts.start()  # runs without a webhook too, for GET /v1/alerts
         ready, components = live.readiness()
@@ -92,9 +94,11 @@ def create_app(
         try:
             yield
         finally:
-            upkeep.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await upkeep
+            admission.drain()
+            for task in (upkeep, draining):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
             await app.state.alerts.stop()
             await live.close()
             flush_tracing()  # the provider outlives an app; `ragtime serve` shuts it down
@@ -105,6 +109,7 @@ def create_app(
         version="0.1.0",
         lifespan=lifespan,
     )
+    app.state.admission = admission
     install_error_handlers(app, retry_after_s=settings.retry_after_s)
     app.include_router(ask.router)
     app.include_router(chat.router)
@@ -115,11 +120,7 @@ def create_app(
     FastAPIInstrumentor.instrument_app(
         app, excluded_urls="/healthz,/readyz,/metrics", exclude_spans=["receive", "send"]
     )
-    app.add_middleware(
-        AdmissionMiddleware,
-        routes=ADMITTED_ROUTES,
-        max_in_flight=settings.max_in_flight,
-        retry_after_s=settings.retry_after_s,
-    )
+    # Outermost last: every request is counted and timed, refusals included.
+    app.add_middleware(AdmissionMiddleware, admission=admission, routes=QUESTION_ROUTES)
     app.add_middleware(RequestMetricsMiddleware, routes=API_ROUTES)
     return app

@@ -25,7 +25,7 @@ from typing import TypeVar
 from opentelemetry.trace import Span
 
 from app.config import Settings
-from app.errors import BudgetExhausted
+from app.errors import BudgetExhausted, Overloaded
 from app.moderation import AnswerFilter
 from app.services import Services
 from app.stages import Generated, ModeratedTail
@@ -50,6 +50,7 @@ from tracing.budget import (
     QualityTable,
     Reservation,
     TargetQueue,
+    TargetSaturated,
 )
 
 _LABEL = re.compile(r"\[(\d{1,3})\]")
@@ -233,13 +234,24 @@ class Pipeline:
 
     def _check_feasible(self, ledger: BudgetLedger, question: str) -> None:
         """Refuse at once a budget that not even the smallest plan can meet (a 504 that costs
-        no embedding, search or model time), unless the passages alone may answer."""
+        no embedding, search or model time), unless the passages alone may answer; and a
+        request the generation pool's queue has no room for (503, ``BudgetEngine.admit``)."""
         if not self.settings.degradation_policy or self.settings.on_infeasible == "passages":
             return
+        target = self.services.backend.cost_target(question)
         try:
-            self.budget.check_feasible(ledger, self.services.backend.cost_target(question))
+            self.budget.check_feasible(ledger, target)
+            self.budget.admit(
+                ledger,
+                target,
+                self._target_queue(target),
+                max_queued_per_slot=self.settings.max_queued_per_slot,
+            )
         except BudgetInfeasible as exc:
             raise BudgetExhausted(str(exc)) from exc
+        except TargetSaturated as exc:
+            tracing_metrics.ADMISSION_REFUSED.labels(route="/v1/ask", reason="overloaded").inc()
+            raise Overloaded(str(exc)) from exc
 
     def _fit_context_length(self, plan: Plan, limits: PlanLimits) -> Plan:
         """Shrink the context so that prompt + output fits the server's context length (the

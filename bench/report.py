@@ -130,6 +130,27 @@ def runs_table(runs: Sequence[Run]) -> str:
     return "\n".join(rows)
 
 
+def admission_table(runs: Sequence[Run]) -> str:
+    """Admission control at each load: what was admitted and how it fared, what was refused
+    and how fast; empty when no run had a refusal."""
+    if not any(r.summary.refused for r in runs):
+        return ""
+    rows = [
+        "| target | load | admitted | refused | refusal p50 / p99 ms | admitted e2e p99 ms "
+        "| useful answers/s | 504s |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for run in runs:
+        s = run.summary
+        admitted = s.requests - s.refused
+        rows.append(
+            f"| {run.target} | {run.load} | {admitted} | {s.refused} "
+            f"| {_ms(s.refused_ms, 'p50', 'p99')} | {s.e2e_ms.fmt('p99')} "
+            f"| {s.useful_rps:.1f} | {s.statuses.get('504', 0)} |"
+        )
+    return "\n".join(rows)
+
+
 def stages_table(runs: Sequence[Run]) -> str:
     shown = [r for r in runs if r.summary.stages_ms]
     if not shown:
@@ -191,6 +212,8 @@ def _rate(value: float | None) -> str:
 def text_report(result: BenchResult) -> str:
     """What ``ragtime bench load`` prints: the tables of its run."""
     parts = [runs_table(result.runs)]
+    if admitted := admission_table(result.runs):
+        parts.append("Admission control:\n" + admitted)
     if stages := stages_table(result.runs):
         parts.append("Median server-reported stage times (ms):\n" + stages)
     if result.comparisons:

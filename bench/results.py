@@ -49,6 +49,16 @@ class RunSummary(BaseModel):
         default=None, description="cached_tokens / prompt_tokens; None when no usage was reported."
     )
     cached_ratio_n: int = Field(default=0, description="Requests behind cached_ratio.")
+    refused: int = Field(
+        default=0, description="Refused at once by admission control (503 overloaded)."
+    )
+    refused_ms: Summary = Field(
+        default_factory=lambda: summarize(()),
+        description="How long a refusal took, from when the request was due.",
+    )
+    useful_rps: float = Field(
+        default=0.0, description="Answers in full within their budget per wall second."
+    )
 
 
 class Run(BaseModel):
@@ -126,6 +136,7 @@ def summarize_run(
             stages.setdefault(stage, []).append(ms)
     judged = [r.budget_exceeded for r in ok if r.budget_exceeded is not None]
     used = [r for r in ok if r.prompt_tokens is not None and r.cached_tokens is not None]
+    refused = [r for r in records if r.status == 503 and (r.error or "").startswith("overloaded")]
     prompt_tokens = sum(r.prompt_tokens or 0 for r in used)
     cached_tokens = sum(r.cached_tokens or 0 for r in used)
     return RunSummary(
@@ -150,6 +161,9 @@ def summarize_run(
         cached_tokens=cached_tokens,
         cached_ratio=ratio(cached_tokens, prompt_tokens) if used else None,
         cached_ratio_n=len(used),
+        refused=len(refused),
+        refused_ms=summarize(r.e2e_ms for r in refused if r.e2e_ms is not None),
+        useful_rps=round(sum(r.within_budget for r in records) / wall_s, 3) if wall_s > 0 else 0.0,
     )
 
 

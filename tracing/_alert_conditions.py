@@ -22,7 +22,8 @@ STAGE_OVERRUNS = "ragtime_stage_budget_exceeded_total"
 STAGE_RUNS = "ragtime_stage_duration_seconds_count"
 TTFT_BUCKETS = "ragtime_ttft_seconds_bucket"
 REQUESTS = "ragtime_requests_total"
-WATCHED = frozenset({STAGE_OVERRUNS, STAGE_RUNS, TTFT_BUCKETS, REQUESTS})
+REFUSED = "ragtime_admission_refused_total"
+WATCHED = frozenset({STAGE_OVERRUNS, STAGE_RUNS, TTFT_BUCKETS, REQUESTS, REFUSED})
 
 
 @dataclass(frozen=True)
@@ -106,14 +107,22 @@ def ttft_p95(increase: Increase) -> dict[Labels, float]:
 
 
 def error_ratio(increase: Increase) -> dict[Labels, float]:
-    """The share of HTTP requests answered with a 5xx status, if there were requests."""
-    total = errors = 0.0
+    """The share of admitted HTTP requests answered with a 5xx status, if any were admitted.
+
+    Admission control's refusals (503 ``overloaded`` or ``shutting_down``, counted in
+    ``ragtime_admission_refused_total``) are deliberate: they leave both sides of the ratio, so
+    shedding load never pages, and cannot dilute the failures of the requests that were served.
+    """
+    total = errors = refused = 0.0
     for (sample, labels), value in increase.items():
         if sample == REQUESTS:
             total += value
             if dict(labels).get("status", "").startswith("5"):
                 errors += value
-    return {(): errors / total} if total > 0 else {}
+        elif sample == REFUSED:
+            refused += value
+    admitted = total - refused
+    return {(): max(errors - refused, 0.0) / admitted} if admitted > 0 else {}
 
 
 def _percent(value: float) -> str:

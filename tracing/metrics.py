@@ -55,12 +55,6 @@ TTFT_SECONDS = Histogram(
     buckets=_LATENCY_BUCKETS,
     registry=REGISTRY,
 )
-ADMISSION_REFUSED = Counter(
-    "ragtime_admission_refused",
-    "Requests refused on arrival because the process was at its bound of requests in flight.",
-    ["route"],
-    registry=REGISTRY,
-)
 DEGRADATIONS = Counter(
     "ragtime_degradations",
     "Deliberate degradations by stage and action.",
@@ -90,6 +84,14 @@ PREDICTION_ERROR_RATIO = Histogram(
     "A stage's actual time over the budget engine's prediction for it (1 = exact).",
     ["stage"],
     buckets=(0.25, 0.5, 0.75, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0, 3.0, 5.0, 10.0),
+    registry=REGISTRY,
+)
+ADMISSION_REFUSED = Counter(
+    "ragtime_admission_refused",
+    "Requests refused at once (503) by admission control, by route and reason: overloaded "
+    "(the process's or a generation pool's bound), shutting_down. Deliberate: the error-ratio "
+    "alert leaves them out.",
+    ["route", "reason"],
     registry=REGISTRY,
 )
 COST_MODEL = Gauge(

@@ -5,10 +5,16 @@ where spans go. The standard ``OTEL_*`` variables apply: with ``OTEL_EXPORTER_OT
 ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``) set, spans are batched to that OTLP/HTTP endpoint;
 ``OTEL_TRACES_EXPORTER=console`` prints them; otherwise spans are still recorded, and feed the
 per-request timings, but are not exported.
+
+Exporting never holds a stopping process for long (issue 13, finding 7): an OTLP export gives up
+after ``EXPORT_TIMEOUT_S`` (unless ``OTEL_EXPORTER_OTLP_TIMEOUT`` or its traces variant says
+otherwise), and ``flush_tracing`` and ``shutdown_tracing`` each wait at most their timeout, the
+work running on a daemon thread, so that a collector that is down costs a shutdown about 2 s.
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import threading
@@ -22,6 +28,23 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExport
 log = logging.getLogger(__name__)
 
 _provider: TracerProvider | None = None
+_shut_down: TracerProvider | None = None  # the provider shutdown_tracing was called for
+
+#: Seconds one OTLP export may take, retries included, unless the OTEL_* variables say otherwise
+#: (the SDK's default is 10 s, and a flush exports batch after batch).
+EXPORT_TIMEOUT_S = 2.0
+#: How long an app's stop waits for its spans to be exported, and a process's end for the rest.
+FLUSH_TIMEOUT_S = 1.0
+SHUTDOWN_TIMEOUT_S = 1.0
+
+
+def _export_timeout_s() -> float | None:
+    """``EXPORT_TIMEOUT_S``, unless an OTEL_* variable sets the exporter's (then None)."""
+    if os.environ.get("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT") or os.environ.get(
+        "OTEL_EXPORTER_OTLP_TIMEOUT"
+    ):
+        return None
+    return EXPORT_TIMEOUT_S
 
 
 def _exporter_processors() -> list[SpanProcessor]:
@@ -35,7 +58,13 @@ def _exporter_processors() -> list[SpanProcessor]:
     if endpoint or "otlp" in names:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-        processors.append(BatchSpanProcessor(OTLPSpanExporter()))
+        timeout_s = _export_timeout_s()
+        processors.append(
+            BatchSpanProcessor(
+                OTLPSpanExporter(timeout=timeout_s),
+                export_timeout_millis=None if timeout_s is None else timeout_s * 1000.0,
+            )
+        )
         log.info("exporting spans over OTLP/HTTP to %s", endpoint or "the default endpoint")
     if "console" in names:
         processors.append(BatchSpanProcessor(ConsoleSpanExporter()))
@@ -49,11 +78,11 @@ def configure_tracing(
     global _provider
     if _provider is None:
         name = os.environ.get("OTEL_SERVICE_NAME", service_name)
-        # No atexit shutdown: it would wait on an unreachable collector without a bound;
-        # ``shutdown_tracing`` (called by ``ragtime serve``) bounds it.
+        # Shut down at exit by ``shutdown_tracing`` (bounded), not by the SDK's own hook.
         _provider = TracerProvider(
             resource=Resource.create({SERVICE_NAME: name}), shutdown_on_exit=False
         )
+        atexit.register(shutdown_tracing)
         for processor in _exporter_processors():
             _provider.add_span_processor(processor)
         trace.set_tracer_provider(_provider)
@@ -62,25 +91,30 @@ def configure_tracing(
     return _provider
 
 
-def flush_tracing(timeout_s: float = 1.0) -> None:
-    """Export what is queued, waiting at most ``timeout_s`` (called when an app stops), in a
-    daemon thread: an exporter retrying an unreachable collector cannot hold the caller longer."""
-    if _provider is not None:
-        _bounded(lambda: _provider.force_flush(int(timeout_s * 1000)), "flush", timeout_s)
+def flush_tracing(timeout_s: float = FLUSH_TIMEOUT_S) -> None:
+    """Export what is queued, waiting at most ``timeout_s`` (called when an app stops)."""
+    provider = _provider
+    if provider is not None and provider is not _shut_down:
+        _bounded(lambda: provider.force_flush(int(timeout_s * 1000)), timeout_s, "flush")
 
 
-def shutdown_tracing(timeout_s: float = 2.0) -> None:
+def shutdown_tracing(timeout_s: float = SHUTDOWN_TIMEOUT_S) -> None:
     """Shut the provider down when the process is done: its processors export what is queued and
     close their exporters. Waits at most ``timeout_s``: the shutdown runs in a daemon thread, so
     an exporter stuck on an unreachable collector cannot hold the process. Final: spans recorded
-    afterwards are no longer exported.
+    afterwards are no longer exported. Runs at exit too; only the first call does anything.
     """
-    if _provider is not None:
-        _bounded(_provider.shutdown, "shut down", timeout_s)
+    global _shut_down
+    provider = _provider
+    if provider is None or provider is _shut_down:
+        return
+    _shut_down = provider
+    _bounded(provider.shutdown, timeout_s, "shut down")
 
 
-def _bounded(work: Callable[[], object], what: str, timeout_s: float) -> None:
-    worker = threading.Thread(target=work, name=f"otel-{what}", daemon=True)
+def _bounded(work: Callable[[], object], timeout_s: float, what: str) -> None:
+    """``work()`` on a daemon thread, waited for at most ``timeout_s``."""
+    worker = threading.Thread(target=work, name=f"otel-{what.replace(' ', '')}", daemon=True)
     worker.start()
     worker.join(timeout_s)
     if worker.is_alive():

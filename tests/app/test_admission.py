@@ -1,4 +1,6 @@
-"""Admission control: past the bound of requests in flight, a request is refused at once."""
+"""Admission control (issue 13, finding 2): a process bounds its question requests in flight and
+refuses the rest at once (503 ``overloaded``, ``Retry-After``), counted and out of the error ratio;
+a generation pool bounds what may queue for it; a drained app refuses with ``shutting_down``."""
 
 from __future__ import annotations
 
@@ -6,52 +8,136 @@ import asyncio
 import time
 from pathlib import Path
 
-from app.main import create_app
+from prometheus_client import CollectorRegistry, Counter
+
+from app.admission import Admission
 from tests.fakes.backends import ScriptedBackend
-from tests.fakes.hash_embedder import HashEmbedder
-from tests.helpers.app import (
-    asgi_client,
-    create_key,
-    make_settings,
-    seed_data_dir,
-    services_of_doubles,
-)
-from tracing.metrics import REGISTRY
+from tests.helpers.app import app_state, asgi_client, build_app, running_app
+from tracing import metrics
+from tracing._alert_conditions import REFUSED, REQUESTS, SampleKey, Snapshot, error_ratio
 
 
-def refusals(route: str) -> float:
-    value = REGISTRY.get_sample_value("ragtime_admission_refused_total", {"route": route})
+def refused(reason: str, route: str = "/v1/ask") -> float:
+    value = metrics.REGISTRY.get_sample_value(
+        "ragtime_admission_refused_total", {"route": route, "reason": reason}
+    )
     return value or 0.0
 
 
-async def test_past_the_bound_a_request_is_refused_at_once_and_counted(
-    tmp_path: Path, corpus_dir: Path
+async def test_requests_past_the_bound_are_refused_at_once(
+    seeded_data_dir: Path, auth: dict[str, str]
 ) -> None:
-    settings = make_settings(tmp_path, max_in_flight=2, retry_after_s=3, max_output_tokens=100)
-    seed_data_dir(settings.data_dir, corpus_dir, HashEmbedder())
-    auth = {"Authorization": f"Bearer {create_key(settings.data_dir)}"}
     backend = ScriptedBackend([f"w{i} " for i in range(40)], delay_s=0.02)
-    app = create_app(services=services_of_doubles(settings, backend=backend))
-    question = {"question": "What is a list?"}
-    before = {route: refusals(route) for route in ("/v1/ask", "/v1/search")}
+    app = build_app(seeded_data_dir, backend=backend, max_in_flight=2, max_output_tokens=40)
+    before = refused("overloaded")
     async with asgi_client(app) as client:
-        busy = [
-            asyncio.ensure_future(client.post("/v1/ask", json=question, headers=auth))
-            for _ in range(2)
-        ]
+        ask = {"question": "What is a list?", "stream": False}
+        slow = [asyncio.create_task(client.post("/v1/ask", json=ask, headers=auth)) for _ in "ab"]
         while backend.started_streams < 2:  # both admitted and generating
             await asyncio.sleep(0.01)
         started = time.perf_counter()
-        refused = await client.post("/v1/ask", json=question, headers=auth)
-        refused_ms = (time.perf_counter() - started) * 1000
-        searched = await client.post("/v1/search", json={"query": "lists"}, headers=auth)
-        answered = await asyncio.gather(*busy)
-        after = await client.post("/v1/ask", json=question, headers=auth)
-    assert refused.status_code == 503 and refused.headers["retry-after"] == "3"
-    assert refused.json()["error"]["type"] == "overloaded"
-    assert refused_ms < 100  # no queueing: a refusal is answered at once
-    assert searched.status_code == 503  # search is bounded too
-    assert [r.status_code for r in answered] == [200, 200]
-    assert after.status_code == 200  # the bound frees as requests end
-    assert refusals("/v1/ask") == before["/v1/ask"] + 1
-    assert refusals("/v1/search") == before["/v1/search"] + 1
+        third = await client.post("/v1/ask", json=ask, headers=auth)
+        search = await client.post("/v1/search", json={"query": "lists"}, headers=auth)
+        elapsed_ms = (time.perf_counter() - started) * 1000.0
+        health = await client.get("/healthz")  # not a question route: never refused
+        answers = await asyncio.gather(*slow)
+    assert third.status_code == search.status_code == 503
+    assert third.headers["retry-after"] == "5"
+    assert third.json()["error"]["type"] == "overloaded"
+    assert elapsed_ms < 100  # two refusals, no auth, no body read, no model
+    assert backend.started_streams == 2
+    assert health.status_code == 200
+    assert [a.status_code for a in answers] == [200, 200]
+    assert refused("overloaded") == before + 1
+    assert refused("overloaded", "/v1/search") >= 1
+
+
+async def test_a_place_frees_when_a_request_ends(
+    seeded_data_dir: Path, auth: dict[str, str]
+) -> None:
+    app = build_app(seeded_data_dir, backend=ScriptedBackend(), max_in_flight=1)
+    async with asgi_client(app) as client:
+        for _ in range(3):
+            ask = {"question": "What is a list?"}
+            response = await client.post("/v1/ask", json=ask, headers=auth)
+            assert response.status_code == 200
+        admission: Admission = app.state.admission
+        assert admission.in_flight == 0
+
+
+def test_refusals_stay_out_of_the_error_ratio() -> None:
+    """100 requests: 60 refused with 503 overloaded, 4 failed with a 5xx of their own, 36 ok. The
+    ratio is the failures among the admitted: 4 / 40, not 64 / 100."""
+    registry = CollectorRegistry()
+    requests = Counter("ragtime_requests", "", ["route", "status"], registry=registry)
+    refusals = Counter("ragtime_admission_refused", "", ["route", "reason"], registry=registry)
+    before = Snapshot.take(registry, 0.0)
+    requests.labels(route="/v1/ask", status="200").inc(36)
+    requests.labels(route="/v1/ask", status="503").inc(60)
+    requests.labels(route="/v1/ask", status="500").inc(4)
+    refusals.labels(route="/v1/ask", reason="overloaded").inc(60)
+    increase = Snapshot.take(registry, 60.0).increase_since(before)
+    assert {name for name, _ in increase} == {REQUESTS, REFUSED}
+    assert error_ratio(increase) == {(): 4 / 40}
+    # Only refusals: nothing admitted, nothing failed.
+    only: dict[SampleKey, float] = {
+        (REQUESTS, (("route", "/v1/ask"), ("status", "503"))): 10.0,
+        (REFUSED, (("reason", "overloaded"), ("route", "/v1/ask"))): 10.0,
+    }
+    assert error_ratio(only) == {}
+
+
+def test_a_drained_app_refuses_new_questions(seeded_data_dir: Path, auth: dict[str, str]) -> None:
+    before = refused("shutting_down")
+    with running_app(seeded_data_dir, backend=ScriptedBackend()) as client:
+        app_state(client).admission.drain()
+        response = client.post("/v1/ask", json={"question": "What is a list?"}, headers=auth)
+        assert client.get("/healthz").status_code == 200
+    assert response.status_code == 503
+    assert response.json()["error"]["type"] == "shutting_down"
+    assert refused("shutting_down") == before + 1
+
+
+def test_a_full_generation_queue_refuses_at_arrival(
+    seeded_data_dir: Path, auth: dict[str, str]
+) -> None:
+    """The CPU default's case: answers queued at the one llama.cpp slot, each holding seconds of
+    generation. A request that the queue leaves no room for is refused at arrival (503, before
+    any embedding, search or model time), not answered 504 after waiting out its budget; the
+    same request with the queue empty is served; so is one behind a single answer (which the
+    plan may ask to stop early)."""
+    backend = ScriptedBackend()
+    with running_app(seeded_data_dir, backend=backend) as client:
+        budget = app_state(client).pipeline.budget
+        target = backend.cost_target()
+        reservations = budget.reservations
+        later = time.perf_counter() + 30.0
+        held = [reservations.reserve(target, later, 2000.0) for _ in range(3)]  # 6 s queued
+        ask = {"question": "What is a list?", "budget_ms": 4000}
+        before = refused("overloaded")
+        full = client.post("/v1/ask", json=ask, headers=auth)
+        assert full.status_code == 503, full.text
+        assert full.json()["error"]["type"] == "overloaded"
+        assert full.headers["retry-after"] == "5"
+        assert refused("overloaded") == before + 1
+        assert backend.started_streams == 0
+        for res in held[1:]:
+            res.release()
+        assert client.post("/v1/ask", json=ask, headers=auth).status_code == 200
+        held[0].release()
+        assert client.post("/v1/ask", json=ask, headers=auth).status_code == 200
+
+
+def test_a_pool_holds_at_most_its_slots_and_their_queue(
+    seeded_data_dir: Path, auth: dict[str, str]
+) -> None:
+    backend = ScriptedBackend()
+    with running_app(seeded_data_dir, backend=backend, max_queued_per_slot=1) as client:
+        reservations = app_state(client).pipeline.budget.reservations
+        later = time.perf_counter() + 30.0
+        held = [reservations.reserve(backend.cost_target(), later, 0.0) for _ in range(2)]
+        refused_ask = client.post("/v1/ask", json={"question": "What is a list?"}, headers=auth)
+        held[0].release()
+        served = client.post("/v1/ask", json={"question": "What is a list?"}, headers=auth)
+    assert refused_ask.status_code == 503 and "at most 2" in refused_ask.text
+    assert served.status_code == 200

@@ -36,7 +36,7 @@ from tracing.budget.deadline import (
     next_before_deadline,
     run_before,
 )
-from tracing.budget.engine import BudgetEngine, TargetQueue
+from tracing.budget.engine import BudgetEngine, TargetQueue, TargetSaturated
 from tracing.budget.ledger import BudgetLedger, Degradation, StageSpan
 from tracing.budget.policy import Action, BudgetInfeasible, DegradationPolicy, Plan, PlanLimits
 from tracing.budget.quality import DEFAULT_QUALITY_PATH, QualityTable
@@ -66,6 +66,7 @@ __all__ = [
     "Reservations",
     "StageSpan",
     "TargetQueue",
+    "TargetSaturated",
     "calibrate",
     "next_before_deadline",
     "run_before",

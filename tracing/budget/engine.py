@@ -29,6 +29,10 @@ log = logging.getLogger(__name__)
 SHARE_OF_SLACK = 0.6
 
 
+class TargetSaturated(Exception):
+    """A target's queue is full: refuse the request at arrival, before any of its work."""
+
+
 @dataclass(frozen=True)
 class TargetQueue:
     """How a target serves its queue, as far as planning is concerned."""
@@ -136,6 +140,38 @@ class BudgetEngine:
         if smallest > ledger.remaining_ms:
             self.cost.observe_refusal(target, ("embed", "search", "moderate.answer"))
             raise BudgetInfeasible(smallest, ledger.remaining_ms)
+
+    def admit(
+        self, ledger: BudgetLedger, target: str, queue: TargetQueue, *, max_queued_per_slot: int
+    ) -> None:
+        """Raise ``TargetSaturated`` at arrival when ``target`` already holds its slots and
+        ``max_queued_per_slot`` waiting answers per slot, or when the wait its reservations
+        predict leaves no room for even the smallest answer (judged at the median, as
+        ``check_feasible``). A single answer ahead on a single slot never refuses: the plan may
+        ask it to stop early (``_share``)."""
+        held = self.reservations.open(target) + max(queue.external, 0)
+        limit = max(queue.slots, 1) * (1 + max_queued_per_slot)
+        if held >= limit:
+            raise TargetSaturated(f"{held} answers are queued at {target} (at most {limit})")
+        lim = self.answer_policy.limits
+        wait = self.reservations.wait(
+            target,
+            ledger.deadline,
+            slots=queue.slots,
+            edf=queue.edf,
+            external=queue.external,
+            external_ms=self.cost.generation(target).service_ms(
+                lim.context_tokens + lim.prompt_overhead_tokens, lim.max_output_tokens
+            ),
+        )
+        if wait.ms <= 0 or (queue.slots == 1 and wait.ahead == 1 and not queue.external):
+            return
+        smallest = self.plan_bounds(target, quantile=0.5)["smallest_ms"]
+        if wait.ms + smallest > ledger.remaining_ms:
+            raise TargetSaturated(
+                f"the queue at {target} is {wait.ms:.0f} ms long; the smallest answer takes "
+                f"{smallest:.0f} ms more, and {ledger.remaining_ms:.0f} ms are left"
+            )
 
     def plan_search(self, ledger: BudgetLedger, *, k: int, rerank_available: bool) -> Plan:
         return self.search_policy.plan(ledger.remaining_ms, k=k, rerank_available=rerank_available)
