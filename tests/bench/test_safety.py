@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from app.cli import main
-from bench.safety import CLEAN, HOSTILE, PII, SafetyResult, measure
+from bench.safety import CLEAN, HELD_OUT_HOSTILE, HOSTILE, PII, SafetyResult, measure
 
 
 @pytest.fixture(scope="module")
@@ -21,6 +21,7 @@ def result() -> SafetyResult:
 def test_the_labelled_sets_are_large_enough() -> None:
     assert len(HOSTILE) >= 40 and len(CLEAN) >= 40 and len(PII) >= 50
     assert sum(1 for _, kinds in PII if not kinds) >= 15  # look-alikes that hold nothing
+    assert len(HELD_OUT_HOSTILE) >= 15
 
 
 def test_the_injection_screen_meets_its_minimums(result: SafetyResult) -> None:
@@ -28,6 +29,14 @@ def test_the_injection_screen_meets_its_minimums(result: SafetyResult) -> None:
     assert result.injection.precision >= 0.97, result.injection
     assert len(result.corpus_flagged) <= 2, result.corpus_flagged  # of ~800 clean passages
     assert result.screen_ms_per_passage < 2.0
+
+
+def test_the_held_out_figures_do_not_regress(result: SafetyResult) -> None:
+    """The set never tuned on: the screen's recall there is far below its in-sample recall
+    (regexes generalise poorly); these floors are today's figures, to catch a regression."""
+    assert result.held_out_injection.precision >= 0.95, result.held_out_injection
+    assert result.held_out_injection.recall >= 0.45, result.held_out_injection
+    assert result.held_out_pii.precision >= 0.9 and result.held_out_pii.recall >= 0.9
 
 
 def test_the_redaction_meets_its_minimums(result: SafetyResult) -> None:
