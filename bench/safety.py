@@ -427,7 +427,8 @@ def measure(corpus: Path = DEMO_CORPUS) -> SafetyResult:
     started = time.perf_counter()
     flagged = [text[:80] for text in passages if screen(text).quarantine]
     screen_ms = (time.perf_counter() - started) * 1000.0 / max(len(passages), 1)
-    injection = score_injection(HOSTILE + ROUND2_HOSTILE, CLEAN + ROUND2_CLEAN + passages)
+    injection = score_injection(HOSTILE + ROUND2_HOSTILE, CLEAN + ROUND2_CLEAN)
+    injection.fp += len(flagged)  # the demo corpus, all clean, screened once above
     redactions: Counter[str] = Counter()
     started = time.perf_counter()
     for text in passages:

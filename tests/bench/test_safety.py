@@ -51,8 +51,11 @@ def test_the_redaction_meets_its_minimums(result: SafetyResult) -> None:
 def test_the_bench_command_prints_and_writes_the_figures(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    corpus = tmp_path / "corpus"  # a small one: the figures on the demo corpus are tested above
+    corpus.mkdir()
+    (corpus / "a.md").write_text("Lists\n=====\n\nLists are mutable; append() adds an item.\n")
     out = tmp_path / "safety.json"
-    assert main(["bench", "safety", "--json", str(out)]) == 0
+    assert main(["bench", "safety", "--corpus", str(corpus), "--json", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "injection screen:" in printed and "PII redaction:" in printed
     assert "precision" in printed and "recall" in printed
