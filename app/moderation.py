@@ -2,9 +2,9 @@
 
 Questions are scored by the offline profanity/abuse classifier (``alt-profanity-check``, a small
 linear SVM); a score at or above the threshold rejects the request. Answers pass through an
-``AnswerFilter`` that releases text as soon as it is safe: e-mail addresses, phone numbers and
-card numbers are redacted, profane words masked, and only the tail that might still grow into one
-of those is held back.
+``AnswerFilter`` that releases text as soon as it is safe: personal data and secrets are redacted
+(``app.redaction``: e-mail, phone, card, IBAN, SSN, API keys and tokens, private keys), profane
+words masked, and only the tail that might still grow into one of those is held back.
 """
 
 from __future__ import annotations
@@ -15,29 +15,24 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
-_EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}")
-_CARD = re.compile(r"(?<!\d)(?:\d[ -]?){12,18}\d(?!\d)")
-# Not inside a longer run of digit groups (a card or an id that failed its own checks).
-_PHONE = re.compile(
-    r"(?<![\w+])(?<!\d[ .-])(?:\+\d{1,3}[ .-]?)?(?:\(\d{2,4}\)[ .-]?|\d{2,4}[ .-])"
-    r"\d{3,4}[ .-]?\d{3,4}(?!\d)(?![ .-]\d)"
-)
+from app.redaction import PRIVATE_KEY_BEGIN, PRIVATE_KEY_END, redact
+
 _WORD = re.compile(r"[A-Za-z][A-Za-z']*")
-# Tails that may still become a redactable match once more text arrives.
+# Tails that may still become a redactable match once more text arrives: digits (a card, a phone,
+# an SSN), the last word (an e-mail, a key), an IBAN's groups, "Bearer " before its token, and
+# the start of a private key's BEGIN line.
 _PENDING_DIGITS = re.compile(r"[+(]?\d[\d().\- ]*$")
 _PENDING_TOKEN = re.compile(r"\S+$")
-_MAX_PENDING_CHARS = 48
+_PENDING_IBAN = re.compile(r"(?<![A-Za-z0-9])[A-Z]{2}\d{2}[A-Z0-9 ]{0,40}$")
+_PENDING_LABEL = re.compile(
+    r"(?i:\b(?:bearer|ssn|api[_-]?key|access[_-]?key|auth[_-]?token|token|secret|password|passwd"
+    r"|pwd)[\"']?\s{0,2}[:=]?\s{0,2}[\"']?\S*)$"
+)
+_PENDING_KEY = re.compile(r"-----BEGIN[A-Z0-9 ]*-{0,5}$")
+_MAX_PENDING_CHARS = 128
+# While inside a private key block, the tail kept to find its END line across deltas.
+_KEY_END_TAIL = 48
 _WORD_CACHE_SIZE = 50_000
-
-
-def _luhn_ok(digits: str) -> bool:
-    total = 0
-    for i, ch in enumerate(reversed(digits)):
-        d = int(ch)
-        if i % 2 == 1:
-            d = d * 2 - 9 if d > 4 else d * 2
-        total += d
-    return total % 10 == 0
 
 
 class QuestionRejected(Exception):
@@ -98,11 +93,16 @@ class Moderator:
 
 
 class AnswerFilter:
-    """Redacts and masks a streamed answer, releasing text as early as it safely can."""
+    """Redacts and masks a streamed answer, releasing text as early as it safely can.
+
+    Redaction is ``app.redaction``'s (personal data, secrets). A private key block is dropped as
+    it streams, from its BEGIN line to its END line (or the end of the answer), however long.
+    """
 
     def __init__(self, moderator: Moderator) -> None:
         self._moderator = moderator
         self._pending = ""
+        self._in_private_key = False
         self.redactions: Counter[str] = Counter()
         self.elapsed_ms = 0.0
 
@@ -110,50 +110,55 @@ class AnswerFilter:
         """Take a delta; return the text that can be sent now (possibly "")."""
         started = time.perf_counter()
         self._pending += delta
-        cut = self._safe_cut(self._pending)
-        released, self._pending = self._pending[:cut], self._pending[cut:]
-        out = self._clean(released)
+        out = self._release()
         self.elapsed_ms += (time.perf_counter() - started) * 1000.0
         return out
 
     def flush(self) -> str:
         """The end of the stream: release everything still held."""
         started = time.perf_counter()
+        if self._in_private_key:  # a key block that never ended: all of it goes
+            self._pending, self._in_private_key = "", False
         out = self._clean(self._pending)
         self._pending = ""
         self.elapsed_ms += (time.perf_counter() - started) * 1000.0
         return out
 
+    def _release(self) -> str:
+        out: list[str] = []
+        while True:
+            if self._in_private_key:
+                end = PRIVATE_KEY_END.search(self._pending)
+                if end is None:
+                    self._pending = self._pending[-_KEY_END_TAIL:]
+                    return "".join(out)
+                self._pending, self._in_private_key = self._pending[end.end() :], False
+            begin = PRIVATE_KEY_BEGIN.search(self._pending)
+            if begin is None:
+                break
+            out.append(self._clean(self._pending[: begin.start()]) + "[private_key redacted]")
+            self.redactions["private_key"] += 1
+            self._pending, self._in_private_key = self._pending[begin.end() :], True
+        cut = self._safe_cut(self._pending)
+        released, self._pending = self._pending[:cut], self._pending[cut:]
+        out.append(self._clean(released))
+        return "".join(out)
+
     @staticmethod
     def _safe_cut(text: str) -> int:
         cut = len(text)
-        for pattern in (_PENDING_TOKEN, _PENDING_DIGITS):
+        for pattern in (_PENDING_TOKEN, _PENDING_DIGITS, _PENDING_IBAN, _PENDING_LABEL):
             match = pattern.search(text)
             if match is not None:
                 cut = min(cut, match.start())
-        return max(cut, len(text) - _MAX_PENDING_CHARS)
+        cut = max(cut, len(text) - _MAX_PENDING_CHARS)
+        key = _PENDING_KEY.search(text)  # never release half a BEGIN line
+        return min(cut, key.start()) if key is not None else cut
 
     def _clean(self, text: str) -> str:
         if not text:
             return text
-        text = _EMAIL.sub(self._redactor("email"), text)
-        text = _CARD.sub(self._card_redactor, text)
-        text = _PHONE.sub(self._redactor("phone"), text)
-        return self._mask_profanity(text)
-
-    def _redactor(self, kind: str) -> Callable[[re.Match[str]], str]:
-        def replace(match: re.Match[str]) -> str:
-            self.redactions[kind] += 1
-            return f"[{kind} redacted]"
-
-        return replace
-
-    def _card_redactor(self, match: re.Match[str]) -> str:
-        digits = re.sub(r"\D", "", match.group())
-        if not _luhn_ok(digits):
-            return match.group()
-        self.redactions["card"] += 1
-        return "[card redacted]"
+        return self._mask_profanity(redact(text, self.redactions))
 
     def _mask_profanity(self, text: str) -> str:
         words = list(_WORD.finditer(text))

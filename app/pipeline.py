@@ -1,8 +1,9 @@
 """The request pipeline: the stages of one question (``app.stages``), in order, each in its span
 and charged to the request's budget.
 
-moderate.question -> embed -> search -> (plan) -> rerank -> assemble -> generate (the answer
-filtered as it streams) -> moderate.answer. Retrieval-only requests stop after rerank.
+moderate.question -> embed -> search -> (plan) -> rerank -> moderate.passages (passages that
+carry instructions for the model are quarantined) -> assemble -> generate (the answer filtered as
+it streams) -> moderate.answer. Retrieval-only requests stop after rerank.
 
 After search, the budget engine (``tracing.budget``) sizes the rest of the request to what is
 left of its budget, for the target that will serve it and its place in that target's queue
@@ -28,7 +29,7 @@ from app.config import Settings
 from app.errors import BudgetExhausted, Overloaded
 from app.moderation import AnswerFilter
 from app.services import Services
-from app.stages import Generated, ModeratedTail
+from app.stages import Generated, ModeratedTail, Quarantined
 from inference import (
     AssembledPrompt,
     BackendUnavailable,
@@ -70,6 +71,8 @@ class Prepared:
     """False when the budget allowed only the passages (``on_infeasible = "passages"``)."""
     reservation: Reservation | None = None
     """The generation time held at the target; released when generation ends."""
+    quarantined: list[Quarantined] = field(default_factory=list)
+    """Retrieved passages kept out of the prompt: they carried instructions for the model."""
 
 
 @dataclass
@@ -323,6 +326,14 @@ class Pipeline:
             # The caller wants no more than the budget allows: the budget capped nothing.
             actions = [a for a in plan.actions if a.action != "output_capped"]
             plan = replace(plan, max_output_tokens=max_output_tokens, actions=actions)
+        with ledger.stage("moderate.passages") as span:
+            passages_screened = await self._timed(
+                ledger,
+                "moderate.passages",
+                stages.screen_passages.run(passages, deadline=ledger.deadline),
+            )
+            passages_screened.record(span)
+        passages = passages_screened.passages
         # Hold the planned generation time at its target, so later requests plan around it.
         reservation = self.budget.reserve(plan, ledger) if plan.max_output_tokens > 0 else None
         try:
@@ -350,6 +361,7 @@ class Pipeline:
             plan,
             with_answer=plan.max_output_tokens > 0,
             reservation=reservation,
+            quarantined=passages_screened.quarantined,
         )
 
     async def generate(

@@ -1,14 +1,27 @@
-"""What every answer reports besides its text: citations, timings, budget, degradations."""
+"""What every answer reports besides its text: citations, quarantined passages, timings, budget,
+degradations; and the hits of a search, with personal data and secrets redacted."""
 
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import asdict
 
 from opentelemetry.trace import Span
 
 from app.pipeline import AnswerOutcome, Prepared
-from app.schemas import BudgetReport, Citation, DegradationOut, Report, UsageOut
+from app.redaction import redact, redaction_attributes
+from app.schemas import (
+    BudgetReport,
+    Citation,
+    DegradationOut,
+    QuarantinedOut,
+    Report,
+    SearchHit,
+    UsageOut,
+)
+from retrieval import Passage
 from tracing import BudgetLedger, current_trace_id
 from tracing import metrics as tracing_metrics
 
@@ -32,6 +45,30 @@ def citations(prepared: Prepared, outcome: AnswerOutcome) -> list[Citation]:
         )
         for p in prepared.prompt.passages
     ]
+
+
+def quarantined(prepared: Prepared) -> list[QuarantinedOut]:
+    """The passages the screen kept out of the prompt, with the rules they tripped."""
+    return [
+        QuarantinedOut(reasons=list(q.reasons), **QuarantinedOut.fields_of(q.passage))
+        for q in prepared.quarantined
+    ]
+
+
+def search_hits(passages: Sequence[Passage], span: Span) -> list[SearchHit]:
+    """The hits of a search, personal data and secrets redacted from their text, title and
+    section (``app.redaction``), counted by kind on ``span``."""
+    counts: Counter[str] = Counter()
+    hits = []
+    for passage in passages:
+        hit = SearchHit.from_passage(passage)
+        hit.text = redact(hit.text, counts)
+        hit.title = redact(hit.title, counts)
+        hit.section = redact(hit.section, counts)
+        hits.append(hit)
+    if span.is_recording():
+        span.set_attributes(redaction_attributes(counts, "ragtime.search"))
+    return hits
 
 
 def close_request(ledger: BudgetLedger, root: Span, route: str, outcome: str) -> None:
@@ -86,4 +123,5 @@ def answer_report(
         usage=UsageOut(**asdict(usage)) if usage is not None else None,
         finish_reason=outcome.finish_reason,
         model=model,
+        quarantined=quarantined(prepared),
     )

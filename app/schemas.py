@@ -82,6 +82,12 @@ class Citation(PassageOut):
     cited: bool = Field(description="Whether the answer refers to it by its label.")
 
 
+class QuarantinedOut(PassageOut):
+    """A retrieved passage kept out of the prompt (its text is not shown)."""
+
+    reasons: list[str] = Field(description="The injection rules it tripped (app/injection.py).")
+
+
 class SearchHit(PassageOut):
     text: str
 
@@ -107,6 +113,11 @@ class Report(BaseModel):
     usage: UsageOut | None
     finish_reason: str
     model: str
+    quarantined: list[QuarantinedOut] = Field(
+        default_factory=list,
+        description="Retrieved passages kept out of the prompt: they carried instructions "
+        "aimed at the model (prompt injection).",
+    )
 
 
 class AskResponse(Report):

@@ -1,5 +1,6 @@
 """``ragtime bench``: ``load`` drives servers and records what users feel; ``report`` writes
-BENCHMARKS.md from the JSON files of such runs."""
+BENCHMARKS.md from the JSON files of such runs; ``safety`` measures the passage screen and the
+redaction on labelled sets."""
 
 from __future__ import annotations
 
@@ -110,6 +111,7 @@ def register(sub: Any) -> None:
 
     _register_budget(bench_sub)
     _register_quality(bench_sub)
+    _register_safety(bench_sub)
 
     report = bench_sub.add_parser("report", help="write BENCHMARKS.md from bench JSON files")
     report.add_argument("--cpu", type=Path, required=True, help="JSON of the CPU default run")
@@ -254,6 +256,33 @@ def _register_quality(bench_sub: Any) -> None:
     )
     quality.add_argument("--json", type=Path, help="write the measurement here")
     quality.set_defaults(func=cmd_quality)
+
+
+def _register_safety(bench_sub: Any) -> None:
+    safety = bench_sub.add_parser(
+        "safety",
+        help="precision and recall of the injection screen and the PII redaction",
+        description="In-process, no server or model: the passage screen (app/injection.py) and "
+        "the redaction (app/redaction.py) on the labelled sets of bench/safety.py and the demo "
+        "corpus (all clean), with their cost per passage.",
+    )
+    safety.add_argument("--corpus", type=Path, help="clean passages (default: demo/corpus)")
+    safety.add_argument("--json", type=Path, help="write the figures here")
+    safety.set_defaults(func=cmd_safety)
+
+
+def cmd_safety(args: argparse.Namespace) -> int:
+    import dataclasses
+    import json
+
+    from bench.safety import DEMO_CORPUS, measure, table
+
+    result = measure(args.corpus or DEMO_CORPUS)
+    print(table(result))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(dataclasses.asdict(result), indent=2) + "\n")
+    return 0
 
 
 def cmd_quality(args: argparse.Namespace) -> int:

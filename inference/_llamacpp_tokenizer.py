@@ -7,6 +7,10 @@ from typing import Any
 
 from inference.errors import BackendUnavailable
 
+# llama.h's llama_token_attr: the tokens that ``tokenize(..., special=True)`` parses from text.
+_TOKEN_ATTR_CONTROL = 1 << 3
+_TOKEN_ATTR_USER_DEFINED = 1 << 4
+
 # Used only when a GGUF carries no chat template.
 CHATML_TEMPLATE = (
     "{% for message in messages %}"
@@ -27,6 +31,7 @@ class LlamaCppTokenizer:
         from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
         self._llm: Any = llm
+        self._special: tuple[str, ...] | None = None
         template = llm.metadata.get("tokenizer.chat_template") or CHATML_TEMPLATE
         self._formatter: Any = Jinja2ChatFormatter(
             template,
@@ -52,6 +57,20 @@ class LlamaCppTokenizer:
     def render_chat(self, messages: Sequence[Mapping[str, str]]) -> str:
         response = self._formatter(messages=[dict(m) for m in messages])
         return str(response.prompt)
+
+    def special_tokens(self) -> tuple[str, ...]:
+        """The text of every control and user-defined token of the vocabulary (read once, about
+        a millisecond per ten thousand tokens)."""
+        if self._special is None:
+            model = self._model()._model  # llama_cpp's LlamaModel: the vocabulary's attributes
+            wanted = _TOKEN_ATTR_CONTROL | _TOKEN_ATTR_USER_DEFINED
+            self._special = tuple(
+                text
+                for token in range(model.n_vocab())
+                if model.token_get_attr(token) & wanted
+                and (text := self._token_text(token).strip())
+            )
+        return self._special
 
     def close(self) -> None:
         """Called by the backend before it frees the model: later calls fail cleanly."""

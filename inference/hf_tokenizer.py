@@ -60,6 +60,14 @@ class HFTokenizer:
     def count(self, text: str) -> int:
         return len(self.encode(text))
 
+    def special_tokens(self) -> list[str]:
+        """Every special token (BOS, EOS, the chat markers, ``<file_sep>``...) and every added
+        token marked special: the strings ``encode`` parses as single special ids."""
+        tok = self._tok
+        names = set(tok.all_special_tokens)
+        names.update(t.content for t in tok.added_tokens_decoder.values() if t.special)
+        return sorted(n for n in names if n)
+
     def render_chat(self, messages: Sequence[Mapping[str, str]]) -> str:
         rendered = self._tok.apply_chat_template(
             [dict(m) for m in messages], tokenize=False, add_generation_prompt=True

@@ -28,6 +28,10 @@ class NullTokenizer:
     def count(self, text: str) -> int:
         return len(text.split())
 
+    def special_tokens(self) -> Sequence[str]:
+        """None: ``encode`` splits on whitespace and knows no special tokens."""
+        return ()
+
     def render_chat(self, messages: Sequence[Mapping[str, str]]) -> str:
         parts = [f"<|{m['role']}|>\n{m['content']}\n" for m in messages]
         return "".join(parts) + "<|assistant|>\n"

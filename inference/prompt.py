@@ -35,6 +35,7 @@ two can be measured side by side (``RAGTIME_PROMPT_LAYOUT``)."""
 _NO_PASSAGES = "No passages were found."
 # A sentence ends at . ! or ? followed by whitespace (or the end), or at a newline.
 _SENTENCE_END = re.compile(r"[.!?](?=\s|$)|\n")
+_NEVER = re.compile(r"(?!)")  # a tokenizer without special tokens
 
 
 class ContextPassage(Protocol):
@@ -96,6 +97,7 @@ class PromptAssembler:
         self.tokenizer = tokenizer
         self.system_prompt = system_prompt
         self.context_tokens = context_tokens
+        self._special: re.Pattern[str] | None = None
 
     def assemble(
         self,
@@ -108,9 +110,9 @@ class PromptAssembler:
         if budget < 0:
             raise ValueError(f"context_tokens must be >= 0, got {budget}")
         packed = self._pack(passages, budget)
-        blocks = [_block(p.label, p.passage, p.text) + _SEPARATOR for p in packed]
+        blocks = [self._block(p.label, p.passage, p.text) + _SEPARATOR for p in packed]
         context = "".join(blocks) if blocks else _NO_PASSAGES + _SEPARATOR
-        asked = "Question: " + _neutralize(question.strip())
+        asked = "Question: " + self.neutralize(question.strip())
         if self.layout == "question_first":  # for comparison only: defeats prefix caching
             user = asked + _SEPARATOR + context.rstrip("\n")
         else:
@@ -130,11 +132,37 @@ class PromptAssembler:
             question=question.strip(),
         )
 
+    def neutralize(self, text: str) -> str:
+        """``text`` with no string the tokenizer would parse as a special token: each of its
+        special tokens (``<|im_start|>``, ``<file_sep>``, ``</s>``, ``[INST]``...) is broken by a
+        space after its first character, and ``<|`` always (``_neutralize``)."""
+        pattern = self._special_pattern()
+        text = _neutralize(text)
+        if pattern is None:
+            return text
+        for _ in range(4):  # a break may, in theory, complete another token: run to a fixpoint
+            broken = pattern.sub(_break, text)
+            if broken == text:
+                break
+            text = broken
+        return text
+
+    def _special_pattern(self) -> re.Pattern[str] | None:
+        """The tokenizer's special tokens as one pattern, longest first; read on first use (the
+        tokenizer of a remote model loads when its backend starts)."""
+        if self._special is None:
+            tokens = sorted({t for t in self.tokenizer.special_tokens() if len(t) > 1}, key=len)
+            if not tokens:
+                self._special = _NEVER
+            else:
+                self._special = re.compile("|".join(re.escape(t) for t in reversed(tokens)))
+        return None if self._special is _NEVER else self._special
+
     def _pack(self, passages: Sequence[ContextPassage], budget: int) -> list[PromptPassage]:
         packed: list[PromptPassage] = []
         used = 0
         for label, passage in enumerate(passages, start=1):
-            text = _neutralize(passage.text.strip())
+            text = self.neutralize(passage.text.strip())
             tokens = self._tokens(label, passage, text)
             if used + tokens <= budget:
                 packed.append(PromptPassage(label, passage, text, tokens, truncated=False))
@@ -164,13 +192,17 @@ class PromptAssembler:
         return best
 
     def _tokens(self, label: int, passage: ContextPassage, text: str) -> int:
-        return self.tokenizer.count(_block(label, passage, text) + _SEPARATOR)
+        return self.tokenizer.count(self._block(label, passage, text) + _SEPARATOR)
+
+    def _block(self, label: int, passage: ContextPassage, text: str) -> str:
+        """``[1] <title> — <section> (<source>)`` on one line, then the text."""
+        title = self.neutralize(_one_line(passage.title))
+        section = self.neutralize(_one_line(passage.section))
+        return _block(label, title, section, self.neutralize(_one_line(passage.source)), text)
 
 
-def _block(label: int, passage: ContextPassage, text: str) -> str:
+def _block(label: int, title: str, section: str, source: str, text: str) -> str:
     """``[1] <title> — <section> (<source>)`` on one line, then the text."""
-    title, section = _one_line(passage.title), _one_line(passage.section)
-    source = _one_line(passage.source)
     header = f"[{label}]"
     heading = " — ".join(s for s in (title, section) if s)
     if heading:
@@ -181,7 +213,12 @@ def _block(label: int, passage: ContextPassage, text: str) -> str:
 
 
 def _one_line(value: str) -> str:
-    return _neutralize(" ".join(value.split()))
+    return " ".join(value.split())
+
+
+def _break(match: re.Match[str]) -> str:
+    token = match.group()
+    return token[0] + " " + token[1:]
 
 
 def _neutralize(text: str) -> str:

@@ -16,6 +16,9 @@ class PromptTokenizer(Protocol):
     ``encode`` parses special-token strings in ``text`` as special tokens, so the markers a chat
     template writes (e.g. ChatML's ``<|im_start|>``) become single ids, as in training.
     ``render_chat`` applies the model's own chat template with a generation prompt appended.
+    ``special_tokens`` lists every string ``encode`` would turn into a special (control or added)
+    token: the prompt assembler breaks them up in untrusted text (passages, the question), so
+    that such text can never open a turn or end a document as the template's markers do.
     """
 
     def encode(self, text: str) -> list[int]: ...
@@ -23,6 +26,8 @@ class PromptTokenizer(Protocol):
     def count(self, text: str) -> int: ...
 
     def render_chat(self, messages: Sequence[Mapping[str, str]]) -> str: ...
+
+    def special_tokens(self) -> Sequence[str]: ...
 
 
 async def load_tokenizer(tokenizer: PromptTokenizer, owner: str) -> None:

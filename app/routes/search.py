@@ -1,4 +1,5 @@
-"""``POST /v1/search``: ranked passages for a query, retrieval only, budgeted and traced."""
+"""``POST /v1/search``: ranked passages for a query, retrieval only, budgeted and traced; personal
+data and secrets in the hits are redacted."""
 
 from __future__ import annotations
 
@@ -14,10 +15,11 @@ from app.report import (
     close_request,
     degradations,
     error_outcome,
+    search_hits,
     success_outcome,
     timing_headers,
 )
-from app.schemas import SearchHit, SearchRequest, SearchResponse
+from app.schemas import SearchRequest, SearchResponse
 from tracing import current_trace_id
 
 router = APIRouter(tags=["retrieval"])
@@ -44,7 +46,7 @@ async def search(
         raise
     close_request(ledger, root, ROUTE, success_outcome(ledger))
     response = SearchResponse(
-        passages=[SearchHit.from_passage(p) for p in passages],
+        passages=search_hits(passages, root),
         trace_id=current_trace_id(),
         timings_ms=ledger.timings_ms,
         budget=budget_report(ledger),

@@ -6,7 +6,8 @@ events, then its result). Blocking work runs on the stage's own threads (``threa
 no later than the deadline the caller passes. No stage knows about HTTP or plans: the pipeline
 (``app/pipeline.py``) calls them in order, each in its span, and charges the budget.
 
-    screen question -> embed -> search -> rerank -> assemble -> generate -> moderate answer
+    screen question -> embed -> search -> rerank -> screen passages -> assemble -> generate
+    -> moderate answer
 """
 
 from __future__ import annotations
@@ -18,7 +19,15 @@ from typing import Protocol
 from app.config import Settings
 from app.moderation import Moderator
 from app.stages.generation import Assembled, AssemblePrompt, Generate, Generated, GenerateEvent
-from app.stages.moderation import ModerateAnswer, ModeratedTail, Screened, ScreenQuestion
+from app.stages.moderation import (
+    ModerateAnswer,
+    ModeratedTail,
+    Quarantined,
+    Screened,
+    ScreenedPassages,
+    ScreenPassages,
+    ScreenQuestion,
+)
 from app.stages.retrieval import Embedded, EmbedQuestion, Found, Rerank, Reranked, SearchIndex
 from app.stages.threads import StageThreads
 from inference import GenerationBackend
@@ -31,7 +40,14 @@ log = logging.getLogger(__name__)
 #: with one, the questions that arrive while it works go together in its next batch. FAISS
 #: searches release the GIL and take several. Work abandoned at a deadline holds a thread of its
 #: own stage only.
-STAGE_WORKERS = {"moderate.question": 1, "embed": 1, "search": 4, "rerank": 1, "assemble": 2}
+STAGE_WORKERS = {
+    "moderate.question": 1,
+    "embed": 1,
+    "search": 4,
+    "rerank": 1,
+    "moderate.passages": 1,
+    "assemble": 2,
+}
 
 __all__ = [
     "STAGE_WORKERS",
@@ -45,10 +61,13 @@ __all__ = [
     "Generated",
     "ModerateAnswer",
     "ModeratedTail",
+    "Quarantined",
     "Rerank",
     "Reranked",
+    "ScreenPassages",
     "ScreenQuestion",
     "Screened",
+    "ScreenedPassages",
     "SearchIndex",
     "StageThreads",
     "Stages",
@@ -71,6 +90,7 @@ class Stages:
     embed: EmbedQuestion
     search: SearchIndex
     rerank: Rerank
+    screen_passages: ScreenPassages
     assemble: AssemblePrompt
     generate: Generate
     moderate_answer: ModerateAnswer
@@ -98,6 +118,7 @@ class Stages:
             rerank=Rerank(
                 reranker, threads("rerank"), delay_ms_per_pair=settings.fault_rerank_delay_ms
             ),
+            screen_passages=ScreenPassages(threads("moderate.passages")),
             assemble=AssemblePrompt(
                 backend,
                 threads("assemble"),
@@ -121,6 +142,7 @@ class Stages:
             self.search,
             self.embed,
             self.screen_question,
+            self.screen_passages,
             self.generate,
             self.assemble,
         ]
@@ -140,5 +162,12 @@ class Stages:
         return problems
 
     def close(self) -> None:
-        for stage in (self.screen_question, self.embed, self.search, self.rerank, self.assemble):
+        for stage in (
+            self.screen_question,
+            self.embed,
+            self.search,
+            self.rerank,
+            self.screen_passages,
+            self.assemble,
+        ):
             stage.threads.close()

@@ -1,13 +1,21 @@
-"""The moderation stages: screen the question before any work, filter the answer as it streams."""
+"""The moderation stages: screen the question before any work, screen the retrieved passages for
+instructions aimed at the model before they reach the prompt, filter the answer as it streams."""
 
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from opentelemetry.trace import Span
+
+from app.injection import screen
 from app.moderation import AnswerFilter, Moderator, QuestionRejected
+from app.redaction import redaction_attributes
 from app.stages.batching import MicroBatcher
 from app.stages.threads import StageThreads
+from retrieval import Passage
 
 
 @dataclass(frozen=True)
@@ -50,6 +58,84 @@ class ScreenQuestion:
 
 
 @dataclass(frozen=True)
+class Quarantined:
+    """A passage kept out of the prompt, and the injection rules it tripped."""
+
+    passage: Passage
+    reasons: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ScreenedPassages:
+    """The passages that may go into the prompt (in rank order) and those quarantined."""
+
+    passages: list[Passage]
+    quarantined: list[Quarantined] = field(default_factory=list)
+    elapsed_ms: float = 0.0
+
+    def attributes(self) -> dict[str, float | int]:
+        screened = len(self.passages) + len(self.quarantined)
+        return {
+            "ragtime.screen.passages": screened,
+            "ragtime.screen.quarantined": len(self.quarantined),
+            "ragtime.screen.ms_per_passage": round(self.elapsed_ms / max(screened, 1), 4),
+        }
+
+    def record(self, span: Span) -> None:
+        """The attributes, and one ``passages_quarantined`` event naming what was kept out."""
+        if not span.is_recording():
+            return
+        span.set_attributes(self.attributes())
+        if self.quarantined:
+            span.add_event(
+                "passages_quarantined",
+                {
+                    "ragtime.screen.quarantined": len(self.quarantined),
+                    "ragtime.screen.passage_ids": [q.passage.id for q in self.quarantined],
+                    "ragtime.screen.reasons": sorted(
+                        {r for q in self.quarantined for r in q.reasons}
+                    ),
+                },
+            )
+
+
+class ScreenPassages:
+    """Quarantines the retrieved passages that carry instructions aimed at the model (prompt
+    injection: ``app.injection``'s rules), so that they never reach the prompt.
+
+    Regular expressions only, a fraction of a millisecond per passage, on the stage's thread.
+    """
+
+    name = "moderate.passages"
+    component = "moderation"
+
+    def __init__(self, threads: StageThreads) -> None:
+        self.threads = threads
+
+    async def warm_up(self) -> None:
+        """Nothing to load: the rules are compiled when ``app.injection`` is imported."""
+
+    async def run(self, passages: Sequence[Passage], *, deadline: float) -> ScreenedPassages:
+        if not passages:
+            return ScreenedPassages([])
+        return await self.threads.run(self._screen, list(passages), deadline=deadline)
+
+    @staticmethod
+    def _screen(passages: list[Passage]) -> ScreenedPassages:
+        started = time.perf_counter()
+        kept: list[Passage] = []
+        quarantined: list[Quarantined] = []
+        for passage in passages:
+            verdict = screen(f"{passage.title}\n{passage.section}\n{passage.text}")
+            if verdict.quarantine:
+                quarantined.append(Quarantined(passage, verdict.reasons))
+            else:
+                kept.append(passage)
+        elapsed_ms = (time.perf_counter() - started) * 1000.0
+        return ScreenedPassages(kept, quarantined, elapsed_ms)
+
+
+@dataclass(frozen=True)
 class ModeratedTail:
     """The end of a moderated answer: the text held back until now, and what was changed."""
 
@@ -62,11 +148,9 @@ class ModeratedTail:
 
     def attributes(self) -> dict[str, float | int]:
         attributes: dict[str, float | int] = {
-            "ragtime.moderation.inline_ms": round(self.inline_ms, 3),
-            "ragtime.moderation.redactions": sum(self.redactions.values()),
+            "ragtime.moderation.inline_ms": round(self.inline_ms, 3)
         }
-        for kind, count in self.redactions.items():
-            attributes[f"ragtime.moderation.redacted.{kind}"] = count
+        attributes.update(redaction_attributes(self.redactions, "ragtime.moderation"))
         return attributes
 
 

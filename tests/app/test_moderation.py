@@ -61,3 +61,40 @@ def test_profane_words_are_masked(moderator: Moderator) -> None:
     released, f = stream(moderator, ["This is ", "shit code."])
     assert "".join(released) == "This is s*** code."
     assert f.redactions["profanity"] == 1
+
+
+@pytest.mark.parametrize(
+    ("deltas", "expected", "kind"),
+    [
+        (["SSN 123-", "45-67", "89 ok"], "SSN [ssn redacted] ok", "ssn"),
+        (["to DE89 3704 ", "0044 0532 ", "0130 00 today"], "to [iban redacted] today", "iban"),
+        (["use sk-proj-abc", "DEF1234567890ghij", "KLMNop now"], "use [secret redacted] now",
+         "secret"),
+        (["Authorization: Bearer ", "abcdef0123", "456789xyz done"],
+         "Authorization: Bearer [secret redacted] done", "secret"),
+        (["password: ", "Hunter2!s", "UperSecret99 end"], "password: [secret redacted] end",
+         "secret"),
+    ],
+)  # fmt: skip
+def test_new_kinds_split_across_deltas_are_redacted(
+    moderator: Moderator, deltas: list[str], expected: str, kind: str
+) -> None:
+    released, f = stream(moderator, deltas)
+    assert "".join(released) == expected
+    assert dict(f.redactions) == {kind: 1}
+
+
+def test_a_streamed_private_key_never_leaves(moderator: Moderator) -> None:
+    body = ["MIIEowIBAAKCAQEAvZ1x" * 3 + "\n"] * 40  # far longer than the filter holds back
+    deltas = ["Here it is: -----BEGIN RSA", " PRIVATE KEY-----\n", *body, "-----END RSA PRI"]
+    deltas += ["VATE KEY-----\nDone."]
+    released, f = stream(moderator, deltas)
+    assert "".join(released) == "Here it is: [private_key redacted]\nDone."
+    assert not any("MIIE" in r for r in released)
+    assert dict(f.redactions) == {"private_key": 1}
+
+
+def test_a_private_key_cut_off_by_the_end_of_the_answer_is_dropped(moderator: Moderator) -> None:
+    released, f = stream(moderator, ["-----BEGIN PRIVATE KEY-----\n", "MIIEow" * 50])
+    assert "".join(released) == "[private_key redacted]"
+    assert f.redactions["private_key"] == 1

@@ -83,6 +83,34 @@ class ScriptedBackend(GenerationBackend):
             self.closed_streams += 1
 
 
+class PromptEchoBackend(ScriptedBackend):
+    """Answers with the user turn of its prompt, word by word, and keeps every prompt it was
+    given: what reached the model, as a test sees it in the answer and in ``prompts``."""
+
+    name = "prompt-echo"
+    model = "prompt-echo-model"
+
+    def __init__(self) -> None:
+        super().__init__(())
+        self.prompts: list[AssembledPrompt] = []
+
+    async def stream(
+        self,
+        prompt: AssembledPrompt,
+        *,
+        max_tokens: int,
+        temperature: float = 0.0,
+        deadline: float | None = None,
+    ) -> AsyncGenerator[GenerationEvent, None]:
+        self.prompts.append(prompt)
+        user = prompt.text.split("<|user|>", 1)[-1]
+        words = [w + " " for w in user.split()]
+        for word in words:
+            yield TextDelta(word)
+        usage = Usage(prompt.prompt_tokens, 0, len(words))
+        yield GenerationDone(usage=usage, finish_reason="stop", queue_ms=0.0)
+
+
 def unavailable_backend() -> ScriptedBackend:
     """A backend that fails before its first token, as a dead server would."""
     return ScriptedBackend(fail_after=0, fail_with=BackendUnavailable("backend is down"))

@@ -41,7 +41,9 @@ def build_tiny_tokenizer(dir: Path, words: str = "") -> Path:
         tokenizer_object=tokenizer,
         unk_token="[UNK]",
         eos_token="<|im_end|>",
-        additional_special_tokens=["<|im_start|>"],
+        # Special tokens beyond the template's, as code models have (SmolLM2's ``<file_sep>``):
+        # untrusted text must not be able to produce any of them.
+        additional_special_tokens=["<|im_start|>", "<file_sep>", "[INST]", "</s>"],
     )
     fast.chat_template = CHATML
     dir.mkdir(parents=True, exist_ok=True)

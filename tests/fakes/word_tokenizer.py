@@ -14,5 +14,8 @@ class WordTokenizer:
     def count(self, text: str) -> int:
         return len(text.split())
 
+    def special_tokens(self) -> Sequence[str]:
+        return ()
+
     def render_chat(self, messages: Sequence[Mapping[str, str]]) -> str:
         return "".join(f"<{m['role']}>\n{m['content']}\n" for m in messages) + "<assistant>\n"
