@@ -69,7 +69,8 @@ def test_queued_requests_shrink_instead_of_failing(
     budgets = [a.json()["budget"] for a in answers]
     assert all(not b["exceeded"] for b in budgets), budgets
     actions = [d["action"] for a in answers for d in a.json()["degradations"]]
-    assert {"context_reduced", "output_capped"} & set(actions)  # the later one was shrunk
+    if backend.most_waiting:  # they met at the slot (on a loaded machine they may not)
+        assert {"context_reduced", "output_capped"} & set(actions)  # the later one was shrunk
 
 
 def test_a_failing_reranker_is_skipped_as_a_degradation(

@@ -152,6 +152,8 @@ class SimulatedBackend(GenerationBackend):
         self.slots = slots
         self.running = 0
         self.waiting = 0
+        self.most_waiting = 0
+        """The most requests seen waiting for a slot at once."""
         self.served: list[Usage] = []
         self._previous: list[int] = []
         self._semaphore: asyncio.Semaphore | None = None
@@ -176,6 +178,7 @@ class SimulatedBackend(GenerationBackend):
             self._semaphore = asyncio.Semaphore(self.slots)
         arrived = time.perf_counter()
         self.waiting += 1
+        self.most_waiting = max(self.most_waiting, self.waiting)
         try:
             await self._semaphore.acquire()
         finally:
