@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 from pathlib import Path
 
@@ -107,7 +108,11 @@ def test_onnx_vectors_agree_with_torch(
     reference = Embedder(backend="torch")
     reference.load()
     onnx = Embedder(backend=backend, cache_dir=onnx_cache)  # type: ignore[arg-type]
+    root = logging.getLogger()
+    level, handlers = root.level, list(root.handlers)
     onnx.load()
+    # The int8 quantizer's import configures logging at INFO; the export puts it back.
+    assert (root.level, root.handlers, root.filters) == (level, handlers, [])
     assert onnx.loaded and onnx.dim == reference.dim == 384
     assert list(onnx_cache.glob("*/model.onnx"))
     ours, theirs = onnx.embed(SENTENCES), reference.embed(SENTENCES)
