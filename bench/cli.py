@@ -234,9 +234,7 @@ def _register_budget(bench_sub: Any) -> None:
         "embed",
         help="the embedding backends side by side: torch, onnx, onnx-int8 (speed, agreement)",
     )
-    embed.add_argument("--chunks", type=int, default=200, help="demo-corpus chunks compared")
-    embed.add_argument("--rounds", type=int, default=5, help="timing rounds, in turns")
-    embed.add_argument("--cache-dir", type=Path, help="ONNX exports (default: a temp dir)")
+    add_embed_arguments(embed)
     embed.set_defaults(func=cmd_embed)
 
 
@@ -435,10 +433,19 @@ def cmd_machinery(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_embed(args: argparse.Namespace) -> int:
-    from bench.embed import measure
+def add_embed_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``ragtime bench embed`` (and ``python -m bench.embed``)."""
+    parser.add_argument("--chunks", type=int, default=0, help="demo chunks compared (0 = all)")
+    parser.add_argument("--rounds", type=int, default=5, help="timing rounds")
+    parser.add_argument("--batches", type=int, default=6, help="batches of 32 timed per round")
+    parser.add_argument("--tokens", type=int, default=100, help="tokens per timed passage")
+    parser.add_argument("--cache-dir", type=Path, help="ONNX exports (default: a temp dir)")
 
-    print(measure(args.chunks, args.rounds, args.cache_dir))
+
+def cmd_embed(args: argparse.Namespace) -> int:
+    from bench.embed import run
+
+    print(run(args))
     return 0
 
 
