@@ -39,9 +39,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _ingest(path: Path, collection: str) -> int:
+def _ingest(path: Path, collection: str, *, rebuild: bool = False) -> int:
     from app.services import default_embedder
-    from retrieval import DocumentStore, ingest_path
+    from retrieval import DocumentStore, EmbeddingMismatch, ingest_path
 
     settings = get_settings()
     embedder = default_embedder(settings)
@@ -53,6 +53,9 @@ def _ingest(path: Path, collection: str) -> int:
     )
     store.open()
     try:
+        if rebuild:
+            removed = store.drop_collection(collection)
+            print(f"dropped {collection!r} ({removed} chunk(s)) to rebuild it", file=sys.stderr)
         report = ingest_path(
             path,
             collection=collection,
@@ -60,6 +63,9 @@ def _ingest(path: Path, collection: str) -> int:
             store=store,
             progress=lambda name: print(f"  {name}", file=sys.stderr),
         )
+    except EmbeddingMismatch as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     finally:
         store.close()
     print(
@@ -76,7 +82,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     if not path.exists():
         print(f"error: {path} does not exist", file=sys.stderr)
         return 2
-    return _ingest(path, args.collection or get_settings().default_collection)
+    collection = args.collection or get_settings().default_collection
+    return _ingest(path, collection, rebuild=args.rebuild)
 
 
 def cmd_keys(args: argparse.Namespace) -> int:
@@ -103,18 +110,34 @@ def cmd_keys(args: argparse.Namespace) -> int:
 
 
 def cmd_setup_demo(args: argparse.Namespace) -> int:
-    """First run only: ingest the demo corpus and create the demo API key."""
+    """First run only: ingest the demo corpus and create the demo API key. A demo collection
+    embedded by a backend whose vectors differ from the configured one's is rebuilt, when it
+    holds the demo corpus alone."""
     from app.auth import KeyStore
-    from retrieval import DocumentStore
+    from app.services import default_embedder
+    from retrieval import DocumentStore, iter_documents
 
     settings = get_settings()
-    store = DocumentStore(settings.store_path)
+    name = settings.default_collection
+    store = DocumentStore(settings.store_path, embedding_backend=default_embedder(settings).backend)
     store.open()
-    has_demo = store.has_collection(settings.default_collection)
+    has_demo, serves, sources = store.has_collection(name), store.serves(name), store.sources(name)
+    built_with = store.embedding_backend_of(name)
     store.close()
-    if not has_demo:
+    rebuild = has_demo and not serves
+    if rebuild:
+        demo_sources = {f.relative_to(DEMO_CORPUS).as_posix() for f in iter_documents(DEMO_CORPUS)}
+        if not set(sources) <= demo_sources:
+            print(
+                f"warning: collection {name!r} was embedded with {built_with!r} and holds more "
+                f"than the demo corpus: rebuild it with `ragtime ingest PATH --collection {name} "
+                "--rebuild`, or searches of it will be refused",
+                file=sys.stderr,
+            )
+            rebuild = False
+    if not has_demo or rebuild:
         print(f"ingesting the demo corpus from {DEMO_CORPUS} ...", file=sys.stderr)
-        status = _ingest(DEMO_CORPUS, settings.default_collection)
+        status = _ingest(DEMO_CORPUS, name, rebuild=rebuild)
         if status:
             return status
     key_file = settings.demo_key_path
@@ -196,6 +219,11 @@ def build_parser() -> argparse.ArgumentParser:
     ingest = sub.add_parser("ingest", help="ingest a file or directory (re-ingest replaces)")
     ingest.add_argument("path")
     ingest.add_argument("--collection")
+    ingest.add_argument(
+        "--rebuild",
+        action="store_true",
+        help="drop the collection (every source) first: how to change its embedding backend",
+    )
     ingest.set_defaults(func=cmd_ingest)
 
     keys = sub.add_parser("keys", help="manage API keys")

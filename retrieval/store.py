@@ -89,9 +89,11 @@ class DocumentStore:
 
     ``embedding_backend`` (and ``embedding_model``) name the embedder whose vectors this object
     writes and searches with: each write records them for its collection (table
-    ``collection_embeddings``), and a search of a collection recorded with another backend, or
-    a write that would mix backends in one collection, raises ``EmbeddingMismatch`` (409).
-    A collection without a record counts as ``torch``.
+    ``collection_embeddings``), and a search of a collection recorded with a backend of other
+    vectors (``torch`` and ``onnx`` give the same ones, ``onnx-int8`` not), or a write that would
+    mix such backends in one collection, raises ``EmbeddingMismatch`` (409);
+    ``drop_collection`` then lets it be rebuilt. A collection without a record counts as
+    ``torch``.
     """
 
     def __init__(
@@ -177,17 +179,25 @@ class DocumentStore:
         """The backend ``collection`` was embedded with (``torch`` when unrecorded)."""
         return self._backends.get(collection, LEGACY_BACKEND)
 
-    def _check_backend(self, collection: str, *, writing: bool = False) -> None:
+    def serves(self, collection: str) -> bool:
+        """Whether this object's backend may search (and add to) ``collection``: it gives the
+        vectors of the backend that built it, or the collection holds nothing."""
+        if collection not in self._counts:
+            return True
         built_with = self.embedding_backend_of(collection)
-        if _vector_family(built_with) == _vector_family(self.embedding_backend):
+        return _vector_family(built_with) == _vector_family(self.embedding_backend)
+
+    def _check_backend(self, collection: str, *, writing: bool = False) -> None:
+        if self.serves(collection):
             return
+        built_with = self.embedding_backend_of(collection)
+        rebuild = f"`ragtime ingest PATH --collection {collection} --rebuild`"
         fix = (
-            f"re-ingest it with RAGTIME_EMBEDDING_BACKEND={self.embedding_backend} "
-            f"(`ragtime ingest PATH --collection {collection}` after removing it, or into a new "
-            f"collection), or set RAGTIME_EMBEDDING_BACKEND={built_with}"
+            f"rebuild it whole with this backend ({rebuild} drops its other sources first), "
+            f"ingest into a new collection, or set RAGTIME_EMBEDDING_BACKEND={built_with}"
             if writing
-            else f"re-ingest it with this backend (`ragtime ingest PATH --collection "
-            f"{collection}` with RAGTIME_EMBEDDING_BACKEND={self.embedding_backend}), or set "
+            else f"re-ingest it with this backend ({rebuild} with "
+            f"RAGTIME_EMBEDDING_BACKEND={self.embedding_backend}), or set "
             f"RAGTIME_EMBEDDING_BACKEND={built_with}"
         )
         raise EmbeddingMismatch(
@@ -307,6 +317,28 @@ class DocumentStore:
             counts = {name: n for name, n in self._counts.items() if name != collection}
             self._counts = counts | ({collection: count} if count else {})
         return len(chunks)
+
+    def drop_collection(self, collection: str) -> int:
+        """Remove ``collection``: its chunks, its index and its backend record. Returns the
+        number of chunks removed (0 for a collection that holds none)."""
+        with self._lock:
+            db = self._conn()
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                removed = db.execute(
+                    "DELETE FROM chunks WHERE collection = ?", (collection,)
+                ).rowcount
+                db.execute("DELETE FROM collection_embeddings WHERE collection = ?", (collection,))
+                db.execute("COMMIT")
+            except BaseException:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
+            self._index_path(collection).unlink(missing_ok=True)
+            self._indexes.pop(collection, None)
+            self._backends = {n: b for n, b in self._backends.items() if n != collection}
+            self._counts = {n: c for n, c in self._counts.items() if n != collection}
+        return int(removed)
 
     def _mixes_backends(self, db: sqlite3.Connection, collection: str, source: str) -> bool:
         """Whether writing ``source`` would leave vectors of two backends in ``collection``."""

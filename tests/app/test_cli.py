@@ -94,3 +94,53 @@ def test_bench_with_the_extra_registers_its_subcommands() -> None:
     parser = cli.build_parser()
     args = parser.parse_args(["bench", "machinery", "--iterations", "1"])
     assert args.func is not cli.cmd_bench_missing
+
+
+def test_ingest_rebuild_changes_a_collections_embedding_backend(
+    data_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "lists.md").write_text("# Lists\n\nA list holds items in order.\n")
+    (docs / "dicts.md").write_text("# Dicts\n\nA dict maps keys to values.\n")
+    assert cli.main(["ingest", str(docs), "--collection", "notes"]) == 0  # torch
+    int8 = HashEmbedder()
+    int8.backend = "onnx-int8"
+    monkeypatch.setattr(services, "default_embedder", lambda settings: int8)
+    assert cli.main(["ingest", str(docs / "lists.md"), "--collection", "notes"]) == 1
+    assert "--rebuild" in capsys.readouterr().err  # the other source is torch's: refused
+    assert cli.main(["ingest", str(docs / "lists.md"), "--collection", "notes", "--rebuild"]) == 0
+    assert "dropped 'notes' (2 chunk(s))" in capsys.readouterr().err
+    store = DocumentStore(data_dir / "store")
+    store.open()
+    assert store.sources("notes") == ["lists.md"]
+    assert store.embedding_backend_of("notes") == "onnx-int8"
+    store.close()
+
+
+def test_setup_demo_rebuilds_a_demo_of_other_vectors(
+    data_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    shutil.copy(cli.DEMO_CORPUS / "tutorial" / "appetite.rst.txt", corpus)
+    monkeypatch.setattr(cli, "DEMO_CORPUS", corpus)
+    assert cli.main(["setup-demo"]) == 0  # torch
+    int8 = HashEmbedder()
+    int8.backend = "onnx-int8"
+    monkeypatch.setattr(services, "default_embedder", lambda settings: int8)
+    capsys.readouterr()
+    assert cli.main(["setup-demo"]) == 0
+    assert "ingested 1 file(s)" in capsys.readouterr().out
+    store = DocumentStore(data_dir / "store")
+    store.open()
+    assert store.embedding_backend_of("demo") == "onnx-int8"
+    store.close()
+    assert cli.main(["setup-demo"]) == 0  # now it serves: nothing to do
+    assert "ingested" not in capsys.readouterr().out

@@ -60,7 +60,7 @@ def test_the_backend_that_built_a_collection_is_recorded_and_searches_it(tmp_pat
 
 def test_a_search_with_another_backend_is_refused_with_a_hint(tmp_path: Path) -> None:
     _ingest(tmp_path, "onnx-int8")
-    with pytest.raises(EmbeddingMismatch, match="re-ingest") as caught:
+    with pytest.raises(EmbeddingMismatch, match=r"re-ingest.*--rebuild") as caught:
         _search(tmp_path, "torch")
     assert caught.value.status_code == 409
     assert (caught.value.built_with, caught.value.wanted) == ("onnx-int8", "torch")
@@ -122,3 +122,18 @@ def test_onnx_vectors_agree_with_torch(
     assert cosines.min() >= floor, cosines
     assert cosines.mean() >= 0.99, cosines
     assert onnx.embed([]).shape == (0, 384)
+
+
+def test_a_dropped_collection_can_be_rebuilt_with_another_backend(tmp_path: Path) -> None:
+    _ingest(tmp_path, "torch", "a.md")
+    _ingest(tmp_path, "torch", "b.md")
+    store = DocumentStore(tmp_path, embedding_backend="onnx-int8")
+    store.open()
+    assert not store.serves("demo")
+    assert store.drop_collection("demo") == 4
+    assert store.drop_collection("demo") == 0
+    assert not store.has_collection("demo") and store.serves("demo")  # nothing left to refuse
+    store.close()
+    assert not (tmp_path / "faiss" / "demo.faiss").exists()
+    _ingest(tmp_path, "onnx-int8", "b.md")
+    assert _search(tmp_path, "onnx-int8")[0] == "lists hold items"
