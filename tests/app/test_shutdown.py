@@ -70,7 +70,7 @@ def test_sigterm_ends_a_live_stream_with_an_error_event(
     assert "done" not in events
     assert json.loads(data[-1])["error"]["type"] == "shutting_down"
     assert 0.2 <= ended_s < 5.0  # the grace (0.5 s, less 0.25 s to send the last event), not 8 s
-    assert 20 < events.count("token") < 300  # it ran on through the grace, not to its end
+    assert 5 < events.count("token") < 300  # on through the grace, not to its end
     assert backend.closed_streams == 1
     produced = backend.yielded
     time.sleep(0.2)
