@@ -18,8 +18,8 @@ from openai.types.chat import ChatCompletion, ChatCompletionChunk, ChatCompletio
 
 from inference import GenerationBackend
 from tests.fakes.backends import ScriptedBackend, failing_midstream_backend, unavailable_backend
-from tests.helpers.app import build_app
-from tests.helpers.openai_clients import asgi_openai, served
+from tests.helpers.app import build_app, served
+from tests.helpers.openai_clients import asgi_openai
 
 QUESTION = "What is a list?"
 CONVERSATION: list[ChatCompletionMessageParam] = [

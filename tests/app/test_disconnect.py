@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 
 from tests.fakes.backends import ScriptedBackend
-from tests.helpers.app import build_app
-from tests.helpers.ports import free_port
+from tests.helpers.app import build_app, served
 
 
 def slow_backend() -> ScriptedBackend:
@@ -23,36 +18,18 @@ def slow_backend() -> ScriptedBackend:
     return ScriptedBackend([f"word{i} " for i in range(200)], delay_s=0.02)
 
 
-@contextmanager
-def serving(data_dir: Path, backend: ScriptedBackend, **overrides: Any) -> Iterator[str]:
-    """The app over ``data_dir`` served by uvicorn in a thread; yields its URL."""
-    port = free_port()
-    app = build_app(data_dir, backend=backend, max_output_tokens=200, **overrides)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive()
-        time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-
-
 @pytest.fixture
-def served(seeded_data_dir: Path) -> Iterator[tuple[str, ScriptedBackend]]:
+def slow_app(seeded_data_dir: Path) -> Iterator[tuple[str, ScriptedBackend]]:
+    """The app over a 4 s answer, served by uvicorn: its URL and its backend."""
     backend = slow_backend()
-    with serving(seeded_data_dir, backend) as url:
+    with served(build_app(seeded_data_dir, backend=backend, max_output_tokens=200)) as url:
         yield url, backend
 
 
 def test_disconnect_stops_the_backend(
-    served: tuple[str, ScriptedBackend], auth: dict[str, str]
+    slow_app: tuple[str, ScriptedBackend], auth: dict[str, str]
 ) -> None:
-    url, backend = served
+    url, backend = slow_app
     with (
         httpx.Client(timeout=30) as client,
         client.stream(
@@ -77,10 +54,10 @@ def test_disconnect_stops_the_backend(
 
 
 def test_a_non_streaming_client_that_goes_away_stops_the_backend(
-    served: tuple[str, ScriptedBackend], auth: dict[str, str]
+    slow_app: tuple[str, ScriptedBackend], auth: dict[str, str]
 ) -> None:
     """Four abandoned JSON requests used to decode to their end, ahead of the next user."""
-    url, backend = served
+    url, backend = slow_app
     with httpx.Client(timeout=0.5) as client, pytest.raises(httpx.ReadTimeout):
         client.post(f"{url}/v1/ask", json={"question": "What is a list?"}, headers=auth)
     deadline = time.monotonic() + 5

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import signal
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,8 +17,7 @@ from sse_starlette.sse import AppStatus
 
 from app.admission import Admission
 from tests.fakes.backends import ScriptedBackend
-from tests.helpers.app import build_app
-from tests.helpers.ports import free_port
+from tests.helpers.app import base_url, build_app, uvicorn_serving
 
 
 @pytest.fixture
@@ -28,19 +26,10 @@ def server(
 ) -> Iterator[tuple[str, uvicorn.Server, ScriptedBackend, Admission]]:
     backend = ScriptedBackend([f"word{i} " for i in range(400)], delay_s=0.02)  # 8 s
     app = build_app(seeded_data_dir, backend=backend, max_output_tokens=400, shutdown_grace_s=0.5)
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive()
-        time.sleep(0.05)
     try:
-        yield f"http://127.0.0.1:{port}", server, backend, app.state.admission
+        with uvicorn_serving(app) as server:
+            yield base_url(server), server, backend, app.state.admission
     finally:
-        server.should_exit = True
-        thread.join(timeout=15)
         AppStatus.should_exit = False  # process-wide: later servers in this process run on
 
 

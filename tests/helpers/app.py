@@ -10,12 +10,15 @@ fails loudly: the store refuses a query vector whose dimension is not its index'
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
+import uvicorn
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from starlette.datastructures import State
@@ -29,6 +32,7 @@ from inference import GenerationBackend
 from retrieval import DocumentStore, Embedder, Reranker, ingest_path
 from tests.fakes.backends import ScriptedBackend
 from tests.fakes.hash_embedder import HashEmbedder
+from tests.helpers.ports import free_port
 
 DEMO_CORPUS = Path(__file__).resolve().parents[2] / "demo" / "corpus"
 #: The part of the demo corpus that the app and bench tests ingest (``seeded_data_dir``).
@@ -140,3 +144,34 @@ async def asgi_client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
         transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
         async with httpx.AsyncClient(transport=transport, base_url="http://ragtime") as client:
             yield client
+
+
+@contextmanager
+def uvicorn_serving(app: FastAPI) -> Iterator[uvicorn.Server]:
+    """``app`` served by uvicorn in a thread on a free port of 127.0.0.1 (its URL:
+    ``base_url(server)``), for what only a real connection shows; stopped after the block."""
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not server.started:
+        assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
+        time.sleep(0.05)
+    try:
+        yield server
+    finally:
+        server.should_exit = True
+        thread.join(timeout=15)
+
+
+def base_url(server: uvicorn.Server) -> str:
+    return f"http://{server.config.host}:{server.config.port}"
+
+
+@contextmanager
+def served(app: FastAPI) -> Iterator[str]:
+    """``uvicorn_serving(app)``: its base URL."""
+    with uvicorn_serving(app) as server:
+        yield base_url(server)
