@@ -73,19 +73,7 @@ class BudgetEngine:
     ) -> Plan:
         """The best plan for an answer from ``target`` in what is left of ``ledger``'s budget;
         raises ``BudgetInfeasible`` when not even the smallest fits."""
-        gen = self.cost.generation(target)
-        lim = self.answer_policy.limits
-        typical_ms = gen.service_ms(
-            lim.context_tokens + lim.prompt_overhead_tokens, lim.max_output_tokens
-        )
-        wait = self.reservations.wait(
-            target,
-            ledger.deadline,
-            slots=queue.slots,
-            edf=queue.edf,
-            external=queue.external,
-            external_ms=typical_ms,
-        )
+        wait = self._queue_wait(target, ledger, queue)
         try:
             return self.answer_policy.plan(
                 ledger.remaining_ms,
@@ -112,6 +100,22 @@ class BudgetEngine:
             )
             ahead.ask_to_stop(time.perf_counter() + queue_ms / 1000.0)
             return plan
+
+    def _queue_wait(self, target: str, ledger: BudgetLedger, queue: TargetQueue) -> Wait:
+        """The wait ahead at ``target`` for a request due at ``ledger``'s deadline: our own
+        reservations, and the server's other queued requests at a full answer's cost each."""
+        lim = self.answer_policy.limits
+        typical_ms = self.cost.generation(target).service_ms(
+            lim.context_tokens + lim.prompt_overhead_tokens, lim.max_output_tokens
+        )
+        return self.reservations.wait(
+            target,
+            ledger.deadline,
+            slots=queue.slots,
+            edf=queue.edf,
+            external=queue.external,
+            external_ms=typical_ms,
+        )
 
     def _share(
         self, ledger: BudgetLedger, wait: Wait, alone_ms: float, queue: TargetQueue, target: str
@@ -153,17 +157,7 @@ class BudgetEngine:
         limit = max(queue.slots, 1) * (1 + max_queued_per_slot)
         if held >= limit:
             raise TargetSaturated(f"{held} answers are queued at {target} (at most {limit})")
-        lim = self.answer_policy.limits
-        wait = self.reservations.wait(
-            target,
-            ledger.deadline,
-            slots=queue.slots,
-            edf=queue.edf,
-            external=queue.external,
-            external_ms=self.cost.generation(target).service_ms(
-                lim.context_tokens + lim.prompt_overhead_tokens, lim.max_output_tokens
-            ),
-        )
+        wait = self._queue_wait(target, ledger, queue)
         if wait.ms <= 0 or (queue.slots == 1 and wait.ahead == 1 and not queue.external):
             return
         smallest = self.plan_bounds(target, quantile=0.5)["smallest_ms"]
