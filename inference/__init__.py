@@ -39,6 +39,7 @@ from inference.prompt import (
     ContextPassage,
     PromptAssembler,
     PromptPassage,
+    common_prefix,
 )
 from inference.routing import QuestionClassifier, RoutedBackend
 from inference.sglang import SGLangBackend
@@ -72,5 +73,6 @@ __all__ = [
     "TargetLoad",
     "TextDelta",
     "Usage",
+    "common_prefix",
     "default_generation_model_path",
 ]

@@ -10,8 +10,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from inference._llamacpp_prefix import PrefixStates, common_prefix
+from inference._llamacpp_prefix import PrefixStates
 from inference.backend import GenerationDone, TextDelta, Usage
+from inference.prompt import common_prefix
 
 END = object()
 """Posted when the worker is done with a job, whatever happened (also when it never ran)."""

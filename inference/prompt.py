@@ -38,6 +38,16 @@ _SENTENCE_END = re.compile(r"[.!?](?=\s|$)|\n")
 _NEVER = re.compile(r"(?!)")  # a tokenizer without special tokens
 
 
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many tokens two prompts share from their start: what a prefix cache can reuse."""
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
 class ContextPassage(Protocol):
     """What a retrieved passage must offer; ``retrieval.Passage`` satisfies it structurally."""
 

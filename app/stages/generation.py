@@ -23,6 +23,7 @@ from inference import (
     RouteDecision,
     TextDelta,
     Usage,
+    common_prefix,
 )
 from inference.prompt import ContextPassage, PromptLayout
 from tracing.budget import next_before_deadline
@@ -78,12 +79,7 @@ class AssemblePrompt:
         )
         one = assembler.assemble("What is one thing?", []).token_ids
         other = assembler.assemble("Why another?", []).token_ids
-        shared = 0
-        for a, b in zip(one, other, strict=False):
-            if a != b:
-                break
-            shared += 1
-        self.assembler, self.shared_prefix_tokens = assembler, shared
+        self.assembler, self.shared_prefix_tokens = assembler, common_prefix(one, other)
 
     @property
     def ready(self) -> bool:

@@ -19,9 +19,9 @@ from inference import (
     LlamaCppBackend,
     PromptAssembler,
     TextDelta,
+    common_prefix,
     default_generation_model_path,
 )
-from inference._llamacpp_prefix import common_prefix
 from tests.fakes.passages import Doc
 
 pytestmark = pytest.mark.slow

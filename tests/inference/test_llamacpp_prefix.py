@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from inference._llamacpp_prefix import PrefixStates, common_prefix
+from inference import common_prefix
+from inference._llamacpp_prefix import PrefixStates
 
 
 class FakeContext:

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from inference import DEFAULT_SYSTEM_PROMPT, LlamaCppBackend, PromptAssembler
+from inference import DEFAULT_SYSTEM_PROMPT, LlamaCppBackend, PromptAssembler, common_prefix
 from tests.fakes.passages import Doc
 
 pytestmark = pytest.mark.slow
@@ -112,11 +112,7 @@ def test_deterministic_and_a_stable_shared_prefix(
     b = PromptAssembler(llama_backend.tokenizer).assemble(QUESTION, DOCS)
     assert a.text == b.text and a.token_ids == b.token_ids
     other = assembler.assemble("What is a tuple?", DOCS)
-    shared = 0
-    for x, y in zip(a.token_ids, other.token_ids, strict=False):
-        if x != y:
-            break
-        shared += 1
+    shared = common_prefix(a.token_ids, other.token_ids)
     # Everything but the question is shared, token for token.
     assert shared >= a.prompt_tokens - llama_backend.tokenizer.count(QUESTION) - 8
 

@@ -40,6 +40,7 @@ def test_exported_names() -> None:
             "NullBackend",
             "OpenAICompatBackend",
             "PromptAssembler",
+            "common_prefix",
             "PromptPassage",
             "PromptTokenizer",
             "QuestionClassifier",
