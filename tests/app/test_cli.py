@@ -57,16 +57,19 @@ def test_ingest_reports_unreadable_files_and_goes_on(
     assert cli.main(["ingest", str(tmp_path / "missing")]) == 2
 
 
-def test_setup_demo_runs_once(
-    data_dir: Path,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
+@pytest.fixture
+def one_file_demo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The CLI's demo corpus cut to one file."""
     corpus = tmp_path / "corpus"
     corpus.mkdir()
     shutil.copy(cli.DEMO_CORPUS / "tutorial" / "appetite.rst.txt", corpus)
     monkeypatch.setattr(cli, "DEMO_CORPUS", corpus)
+    return corpus
+
+
+def test_setup_demo_runs_once(
+    data_dir: Path, one_file_demo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert cli.main(["setup-demo"]) == 0
     first = capsys.readouterr()
     key = (data_dir / "demo-api-key").read_text().strip()
@@ -123,14 +126,10 @@ def test_ingest_rebuild_changes_a_collections_embedding_backend(
 
 def test_setup_demo_rebuilds_a_demo_of_other_vectors(
     data_dir: Path,
-    tmp_path: Path,
+    one_file_demo: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    corpus = tmp_path / "corpus"
-    corpus.mkdir()
-    shutil.copy(cli.DEMO_CORPUS / "tutorial" / "appetite.rst.txt", corpus)
-    monkeypatch.setattr(cli, "DEMO_CORPUS", corpus)
     assert cli.main(["setup-demo"]) == 0  # torch
     int8 = HashEmbedder()
     int8.backend = "onnx-int8"
