@@ -31,6 +31,8 @@ class Chunk:
     section: str  # nearest heading above the chunk ("" if none)
     ordinal: int  # position within its source, 0-based
     text: str
+    page: int | None = None  # 1-based page of a paged format (PDF), else None
+    kind: str = ""  # the file type it came from: "md", "rst", "txt", "pdf", "html", ...
 
 
 def _words(text: str) -> int:
