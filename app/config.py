@@ -122,7 +122,9 @@ class Settings(BaseSettings):
     generation_prefix_states: int = Field(
         4, ge=0, le=64, description="KV states of recent prompts llama.cpp keeps to restore."
     )
-    context_tokens: int = Field(768, ge=32, description="Token budget for passages in a prompt.")
+    context_tokens: int = Field(
+        384, ge=32, description="Token budget for passages in a prompt (measured: BENCHMARKS.md)."
+    )
     prompt_layout: Literal["shared_prefix_first", "question_first"] = Field(
         "shared_prefix_first",
         description="Passages before the question (prefix-cache friendly); the other for benches.",

@@ -64,7 +64,7 @@ def server_timing(header: str) -> list[tuple[str, str]]:
 def test_plans_shrink_to_the_budget_and_say_so(
     seeded_data_dir: Path, auth: dict[str, str], spans: InMemorySpanExporter
 ) -> None:
-    with budget_app(seeded_data_dir) as client:
+    with budget_app(seeded_data_dir, context_tokens=768) as client:
         full = ask(client, auth, budget_ms=5000).json()
         context = ask(client, auth, budget_ms=1200).json()
         output = ask(client, auth, budget_ms=700).json()
