@@ -98,12 +98,13 @@ def kustomization() -> dict[str, Any]:
 def render_locally() -> list[dict[str, Any]]:
     """What ``kubectl kustomize`` makes of this kustomization: its resources, in its namespace.
 
-    Only ``resources`` and ``namespace`` are honoured (the namespace goes on every object but
-    the Namespace, and on RoleBinding subjects that are ServiceAccounts, as kustomize does); a
-    kustomization that uses more must fail here rather than render differently.
+    Only ``resources``, ``namespace`` (on every object but the Namespace, and on RoleBinding
+    subjects that are ServiceAccounts, as kustomize does) and ``images`` (what ``kustomize edit
+    set image`` writes) are honoured; a kustomization that uses more must fail here rather than
+    render differently.
     """
     spec = kustomization()
-    unsupported = set(spec) - {"namespace", "resources", "apiVersion", "kind"}
+    unsupported = set(spec) - {"namespace", "resources", "images", "apiVersion", "kind"}
     assert not unsupported, f"render_locally does not implement {sorted(unsupported)}"
     docs: list[dict[str, Any]] = []
     for name in spec["resources"]:
@@ -114,8 +115,20 @@ def render_locally() -> list[dict[str, Any]]:
                     for subject in doc.get("subjects", []):
                         if subject["kind"] == "ServiceAccount":
                             subject["namespace"] = spec["namespace"]
+                if doc["kind"] in ("Deployment", "Job"):
+                    for main in doc["spec"]["template"]["spec"]["containers"]:
+                        main["image"] = new_image(main["image"], spec.get("images", []))
                 docs.append(doc)
     return docs
+
+
+def new_image(image: str, images: list[dict[str, str]]) -> str:
+    """``image`` as a kustomization's ``images`` entries rename and retag it."""
+    name, _, tag = image.partition(":")
+    for entry in images:
+        if entry["name"] == name:
+            return f"{entry.get('newName', name)}:{entry.get('newTag', tag)}"
+    return image
 
 
 def render_with_kubectl() -> list[dict[str, Any]]:
