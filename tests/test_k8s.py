@@ -41,11 +41,19 @@ KUBERNETES_VERSION = kubernetes_validate.latest_version()
 #: Kinds without a schema in kubernetes-validate (CRDs), each checked structurally below.
 CRD_KINDS = {("keda.sh/v1alpha1", "ScaledObject")}
 
-#: Settings the manifests name (commented out) that arrive with another branch: the `tenants`
-#: helper's PostgreSQL key store and Redis rate limits (issue 13). When one becomes a field of
-#: Settings, test_pending_settings_are_not_settings_yet fails: drop it from here and uncomment it
-#: in deploy/k8s/config.yaml.
-PENDING_SETTINGS = {"RAGTIME_DATABASE_URL", "RAGTIME_REDIS_URL"}
+#: Settings the manifests name (commented out) that arrive with other branches: the `tenants`
+#: helper's PostgreSQL key store, key secret and Redis rate limits (issue 13), the `snapshots`
+#: helper's index kinds and snapshot polling (issue 12). When one becomes a field of Settings,
+#: test_pending_settings_are_not_settings_yet fails: drop it from here and uncomment it in
+#: deploy/k8s/config.yaml.
+PENDING_SETTINGS = {
+    "RAGTIME_DATABASE_URL",
+    "RAGTIME_KEY_SECRET",
+    "RAGTIME_REDIS_URL",
+    "RAGTIME_INDEX_LARGE_KIND",
+    "RAGTIME_INDEX_IVF_NLIST",
+    "RAGTIME_SNAPSHOT_POLL_S",
+}
 
 #: SGLang's scheduler gauges, as python/sglang/srt/metrics/collector.py (sgl-project/sglang,
 #: SchedulerMetricsCollector) names them; tests/fakes/sglang_server.py exports the same.
