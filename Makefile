@@ -11,7 +11,7 @@ export CMAKE_ARGS ?= -DGGML_NATIVE=OFF
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 
-.PHONY: install serve test test-fast lint typecheck alert-tools bench clean
+.PHONY: install serve test test-fast lint typecheck alert-tools k8s-tools bench clean
 
 install: $(STAMP)
 
@@ -42,6 +42,11 @@ alert-tools:
 	command -v promtool >/dev/null || (apt-get update && $(APT_INSTALL) prometheus)
 	command -v amtool >/dev/null || (apt-get update && $(APT_INSTALL) prometheus-alertmanager)
 
+# kubectl, for `kubectl kustomize deploy/k8s` in tests/test_k8s.py: Debian's kubernetes-client
+# package when missing (its kustomize is v2; the manifests keep to what it renders).
+k8s-tools:
+	command -v kubectl >/dev/null || (apt-get update && $(APT_INSTALL) kubernetes-client)
+
 # The fast tests: all but those marked `slow` (they load the real models or torch), on one
 # pytest-xdist worker per CPU (about 30 s on 2 cores). `make test` runs them so, then the slow
 # ones in one process: they share the MiniLM-seeded data dir, and their latency budgets expect
@@ -50,7 +55,7 @@ PYTEST_FAST := $(PY) -m pytest -q -m "not slow" -n logical
 test-fast: install
 	$(PYTEST_FAST)
 
-test: lint typecheck alert-tools
+test: lint typecheck alert-tools k8s-tools
 	$(PYTEST_FAST)
 	$(PY) -m pytest -q -m slow
 
