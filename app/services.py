@@ -138,7 +138,7 @@ class Services:
             embedder = default_embedder(settings)
         return cls(
             settings=settings,
-            keys=KeyStore(settings.keys_path),
+            keys=KeyStore.for_settings(settings),
             # Bound to the embedder: a collection built by another backend is refused (409).
             store=DocumentStore(
                 settings.store_path,
