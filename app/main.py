@@ -123,7 +123,10 @@ def create_app(
     app.include_router(alerts.router)
     app.include_router(budget.router)
     FastAPIInstrumentor.instrument_app(
-        app, excluded_urls="/healthz,/readyz,/metrics", exclude_spans=["receive", "send"]
+        app,
+        excluded_urls="/healthz,/readyz,/metrics",
+        exclude_spans=["receive", "send"],
+        server_request_hook=access_log.redact_span_url,
     )
     # Outermost last: every request is counted and timed, refusals included.
     app.add_middleware(AdmissionMiddleware, admission=admission, routes=QUESTION_ROUTES)
