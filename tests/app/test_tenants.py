@@ -183,13 +183,17 @@ def test_another_tenants_collection_is_the_404_of_an_unknown_one(
 
     def refusals(collection: str) -> list[str]:
         chat = {"model": "ragtime", "messages": [{"role": "user", "content": "hi"}]}
+        asks = [
+            ("/v1/search", {"query": "x"}),
+            ("/v1/ask", {"question": "x"}),
+            ("/v1/ask", {"question": "x", "stream": True}),
+            ("/v1/chat/completions", chat),
+            ("/v1/chat/completions", {**chat, "stream": True}),
+        ]
         return [
-            _not_found(client.post("/v1/search", json={"query": "x", "collection": collection}, headers=auth)),
-            _not_found(client.post("/v1/ask", json={"question": "x", "collection": collection}, headers=auth)),
-            _not_found(client.post("/v1/ask", json={"question": "x", "collection": collection, "stream": True}, headers=auth)),
-            _not_found(client.post("/v1/chat/completions", json={**chat, "collection": collection}, headers=auth)),
-            _not_found(client.post("/v1/chat/completions", json={**chat, "collection": collection, "stream": True}, headers=auth)),
-        ]  # fmt: skip
+            _not_found(client.post(path, json={**body, "collection": collection}, headers=auth))
+            for path, body in asks
+        ]
 
     theirs, nowhere = refusals(other), refusals("nowhere")
     assert [m.replace(other, "nowhere") for m in theirs] == nowhere
