@@ -18,10 +18,10 @@ def _span_texts(exporter: InMemorySpanExporter) -> list[str]:
     texts: list[str] = []
     for span in exporter.get_finished_spans():
         texts.append(span.name)
-        texts.extend(f"{k}={v}" for k, v in (span.attributes or {}).items())
+        texts.extend(f"{k}={v!s}" for k, v in (span.attributes or {}).items())
         for event in span.events:
             texts.append(event.name)
-            texts.extend(f"{k}={v}" for k, v in (event.attributes or {}).items())
+            texts.extend(f"{k}={v!s}" for k, v in (event.attributes or {}).items())
     return texts
 
 

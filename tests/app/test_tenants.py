@@ -182,8 +182,8 @@ def test_another_tenants_collection_is_the_404_of_an_unknown_one(
     auth, other = keys[tenant], _other(tenant)
 
     def refusals(collection: str) -> list[str]:
-        chat = {"model": "ragtime", "messages": [{"role": "user", "content": "hi"}]}
-        asks = [
+        chat: dict[str, Any] = {"model": "ragtime", "messages": [{"role": "user", "content": "hi"}]}
+        asks: list[tuple[str, dict[str, Any]]] = [
             ("/v1/search", {"query": "x"}),
             ("/v1/ask", {"question": "x"}),
             ("/v1/ask", {"question": "x", "stream": True}),
