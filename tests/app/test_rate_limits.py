@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -117,7 +118,11 @@ async def test_redis_buckets_are_shared_by_replicas(redis_url: str) -> None:
 def test_the_app_keeps_its_limits_in_redis(seeded_data_dir: Path, redis_url: str) -> None:
     """Two app instances (replicas) on one Redis: the burst is the key's, not each replica's."""
     auth = {"Authorization": f"Bearer {create_key(seeded_data_dir, 'redis')}"}
-    settings = {"rate_limit_per_s": 0.2, "rate_limit_burst": 2, "redis_url": redis_url}
+    settings: dict[str, Any] = {
+        "rate_limit_per_s": 0.2,
+        "rate_limit_burst": 2,
+        "redis_url": redis_url,
+    }
     with (
         running_app(seeded_data_dir, backend=ScriptedBackend(), **settings) as one,
         running_app(seeded_data_dir, backend=ScriptedBackend(), **settings) as two,
