@@ -228,28 +228,32 @@ def test_a_collection_name_must_be_a_plain_word(
 async def test_an_upload_is_ingested_off_the_event_loop(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """An embedder as slow as a model (40 ms a call): embedding on the loop would be named by
-    asyncio's debug mode (as ``test_event_loop`` does for the question routes)."""
+    """An embedder as slow as a model (100 ms a call): embedding on the loop would be named by
+    asyncio's debug mode (as ``test_event_loop`` does for the question routes). A garbage
+    collection or a thread holding the GIL may slow one round: fail on what most show."""
     loop = asyncio.get_running_loop()
-    app = build_app(tmp_path, backend=ScriptedBackend(), embedder=HashEmbedder(delay_s=0.04))
+    app = build_app(tmp_path, backend=ScriptedBackend(), embedder=HashEmbedder(delay_s=0.1))
     auth = {"Authorization": f"Bearer {create_key(tmp_path, 'loop', scopes=['ingest'])}"}
-    body = {"source": "slow.md", "text": NOTES * 20}
+    rounds: list[list[str]] = []
     async with asgi_client(app) as client:
-        warm = await client.post("/v1/collections/warm/documents", json=body, headers=auth)
-        assert warm.status_code == 201
+
+        async def upload(name: str) -> None:
+            body = {"source": f"{name}.md", "text": NOTES}
+            response = await client.post("/v1/collections/c/documents", json=body, headers=auth)
+            assert response.status_code == 201
+
+        await upload("warm")
         loop.set_debug(True)
-        loop.slow_callback_duration = 0.02
+        loop.slow_callback_duration = 0.05
         try:
             with caplog.at_level(logging.WARNING, logger="asyncio"):
-                await asyncio.sleep(0)
-                caplog.clear()
-                response = await client.post(
-                    "/v1/collections/slow/documents", json=body, headers=auth
-                )
-                await asyncio.sleep(0)
+                for n in range(3):
+                    await asyncio.sleep(0)
+                    caplog.clear()
+                    await upload(f"round{n}")
+                    await asyncio.sleep(0)
+                    messages = [r.getMessage() for r in caplog.records if r.name == "asyncio"]
+                    rounds.append([m for m in messages if "took" in m])
         finally:
             loop.set_debug(False)
-    assert response.status_code == 201
-    messages = [r.getMessage() for r in caplog.records if r.name == "asyncio"]
-    slow = [m for m in messages if "took" in m]
-    assert slow == []
+    assert len([r for r in rounds if r]) <= 1, rounds
