@@ -53,7 +53,7 @@ CREATE TABLE IF NOT EXISTS api_keys (
 """
 #: Columns added since the first schema: NULL in older rows (legacy scopes, every collection).
 _ADDED_COLUMNS = {"scopes": "TEXT", "collections": "TEXT"}
-_COLUMNS = "id, name, hint, created_at, revoked_at, scopes, collections"
+KEY_COLUMNS = "id, name, hint, created_at, revoked_at, scopes, collections"
 
 
 @dataclass(frozen=True)
@@ -125,12 +125,104 @@ def check_scopes(scopes: Iterable[str]) -> frozenset[str]:
     return chosen
 
 
-class KeyStore:
-    """Create, list, revoke and verify API keys kept in one SQLite file."""
+class KeyStoreUnavailable(Exception):
+    """The key store cannot be reached (a database down): the app answers 503."""
+
+
+class BaseKeyStore:
+    """Create, list, revoke and verify API keys: the hashing and the rules, over a table that
+    a subclass keeps (SQLite here, PostgreSQL in ``app.keys_postgres``). Every method blocks:
+    the app calls them on worker threads."""
+
+    def __init__(self, secret: bytes) -> None:
+        self._secret = secret
+
+    def _digest(self, secret: str) -> str:
+        mac = hmac.new(self._secret, secret.encode("utf-8"), hashlib.sha256).hexdigest()
+        return _HMAC_TAG + mac
+
+    # -- what a table provides -----------------------------------------------------------
+
+    def _insert(self, row: tuple[str, str, str, str, str, str | None]) -> int:
+        """Insert (name, digest, hint, created_at, scopes, collections); the new id."""
+        raise NotImplementedError
+
+    def _rows(self) -> list[Sequence[Any]]:
+        """Every key's columns (``KEY_COLUMNS``), by id."""
+        raise NotImplementedError
+
+    def _revoke(self, key_id: int, when: str) -> bool:
+        raise NotImplementedError
+
+    def _find(self, digests: tuple[str, str]) -> Sequence[Any] | None:
+        """The active key's columns and digest, whose digest is one of ``digests``."""
+        raise NotImplementedError
+
+    def _set_digest(self, key_id: int, new: str, old: str) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    # -- the rules -----------------------------------------------------------------------
+
+    def create(
+        self,
+        name: str,
+        *,
+        scopes: Iterable[str] = ("ask",),
+        collections: Iterable[str] | None = None,
+    ) -> tuple[ApiKey, str]:
+        """Make a new key; returns it with its secret, which is stored nowhere: shown once.
+        ``collections`` None: every collection, present and future."""
+        if not name.strip():
+            raise ValueError("a key needs a non-empty name")
+        chosen = check_scopes(scopes)
+        readable = None if collections is None else frozenset(collections)
+        secret = KEY_PREFIX + secrets.token_urlsafe(32)
+        created = _now()
+        hint = secret[:7] + "…"
+        key_id = self._insert(
+            (
+                name,
+                self._digest(secret),
+                hint,
+                created,
+                json.dumps(sorted(chosen)),
+                None if readable is None else json.dumps(sorted(readable)),
+            )
+        )
+        return ApiKey(key_id, name, hint, created, None, chosen, readable), secret
+
+    def list(self) -> list[ApiKey]:
+        return [_key(row) for row in self._rows()]
+
+    def revoke(self, key_id: int) -> bool:
+        """Revoke key ``key_id``; False when there is no such active key."""
+        return self._revoke(key_id, _now())
+
+    def verify(self, secret: str) -> ApiKey | None:
+        """The active key whose secret this is, or None. A legacy row that matches has its
+        digest upgraded to the HMAC."""
+        digest, legacy = self._digest(secret), _legacy_digest(secret)
+        row = self._find((digest, legacy))
+        if row is None:
+            return None
+        stored = row[-1]
+        if hmac.compare_digest(stored, digest):
+            return _key(row[:-1])
+        if not hmac.compare_digest(stored, legacy):
+            return None
+        self._set_digest(row[0], digest, legacy)
+        return _key(row[:-1])
+
+
+class KeyStore(BaseKeyStore):
+    """The keys in one SQLite file (the default)."""
 
     def __init__(self, path: Path, *, secret: bytes | None = None) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._secret = secret or load_or_create_secret(path.parent / SECRET_FILE)
+        super().__init__(secret or load_or_create_secret(path.parent / SECRET_FILE))
         self._lock = threading.Lock()
         self._db = sqlite3.connect(path, check_same_thread=False)
         with self._db:
@@ -152,79 +244,56 @@ class KeyStore:
     def close(self) -> None:
         self._db.close()
 
-    def _digest(self, secret: str) -> str:
-        mac = hmac.new(self._secret, secret.encode("utf-8"), hashlib.sha256).hexdigest()
-        return _HMAC_TAG + mac
-
-    def create(
-        self,
-        name: str,
-        *,
-        scopes: Iterable[str] = ("ask",),
-        collections: Iterable[str] | None = None,
-    ) -> tuple[ApiKey, str]:
-        """Make a new key; returns it with its secret, which is stored nowhere: shown once.
-        ``collections`` None: every collection, present and future."""
-        if not name.strip():
-            raise ValueError("a key needs a non-empty name")
-        chosen = check_scopes(scopes)
-        readable = None if collections is None else frozenset(collections)
-        secret = KEY_PREFIX + secrets.token_urlsafe(32)
-        created = _now()
-        hint = secret[:7] + "…"
+    def _insert(self, row: tuple[str, str, str, str, str, str | None]) -> int:
         with self._lock, self._db:
             cur = self._db.execute(
                 "INSERT INTO api_keys (name, digest, hint, created_at, scopes, collections) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
-                (
-                    name,
-                    self._digest(secret),
-                    hint,
-                    created,
-                    json.dumps(sorted(chosen)),
-                    None if readable is None else json.dumps(sorted(readable)),
-                ),
+                row,
             )
         assert cur.lastrowid is not None
-        return ApiKey(cur.lastrowid, name, hint, created, None, chosen, readable), secret
+        return cur.lastrowid
 
-    def list(self) -> list[ApiKey]:
+    def _rows(self) -> list[Sequence[Any]]:
         with self._lock:
-            rows = self._db.execute(f"SELECT {_COLUMNS} FROM api_keys ORDER BY id").fetchall()
-        return [_key(row) for row in rows]
+            return self._db.execute(f"SELECT {KEY_COLUMNS} FROM api_keys ORDER BY id").fetchall()
 
-    def revoke(self, key_id: int) -> bool:
-        """Revoke key ``key_id``; False when there is no such active key."""
+    def _revoke(self, key_id: int, when: str) -> bool:
         with self._lock, self._db:
             cur = self._db.execute(
                 "UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
-                (_now(), key_id),
+                (when, key_id),
             )
         return cur.rowcount == 1
 
-    def verify(self, secret: str) -> ApiKey | None:
-        """The active key whose secret this is, or None. A legacy row that matches has its
-        digest upgraded to the HMAC."""
-        digest, legacy = self._digest(secret), _legacy_digest(secret)
+    def _find(self, digests: tuple[str, str]) -> Sequence[Any] | None:
         with self._lock:
-            row = self._db.execute(
-                f"SELECT {_COLUMNS}, digest FROM api_keys "
+            row: Sequence[Any] | None = self._db.execute(
+                f"SELECT {KEY_COLUMNS}, digest FROM api_keys "
                 "WHERE digest IN (?, ?) AND revoked_at IS NULL",
-                (digest, legacy),
+                digests,
             ).fetchone()
-            if row is None:
-                return None
-            stored = row[-1]
-            if hmac.compare_digest(stored, digest):
-                return _key(row[:-1])
-            if not hmac.compare_digest(stored, legacy):
-                return None
-            with self._db:
-                self._db.execute(
-                    "UPDATE api_keys SET digest = ? WHERE id = ? AND digest = ?",
-                    (digest, row[0], legacy),
-                )
-        return _key(row[:-1])
+        return row
+
+    def _set_digest(self, key_id: int, new: str, old: str) -> None:
+        with self._lock, self._db:
+            self._db.execute(
+                "UPDATE api_keys SET digest = ? WHERE id = ? AND digest = ?", (new, key_id, old)
+            )
+
+
+def open_key_store(settings: Settings) -> BaseKeyStore:
+    """The configured key store: PostgreSQL when ``database_url`` is set, else SQLite in the
+    data dir."""
+    if settings.database_url is None:
+        return KeyStore.for_settings(settings)
+    from app.keys_postgres import PostgresKeyStore
+
+    assert settings.key_secret is not None  # the settings require it with a database
+    return PostgresKeyStore(
+        settings.database_url.get_secret_value(),
+        secret=settings.key_secret.get_secret_value().encode(),
+    )
 
 
 def _key(row: Sequence[Any]) -> ApiKey:

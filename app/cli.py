@@ -88,9 +88,9 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 
 def cmd_keys(args: argparse.Namespace) -> int:
-    from app.auth import KeyStore
+    from app.auth import KeyStoreUnavailable, open_key_store
 
-    keys = KeyStore.for_settings(get_settings())
+    keys = open_key_store(get_settings())
     try:
         if args.keys_command == "create":
             try:
@@ -117,6 +117,9 @@ def cmd_keys(args: argparse.Namespace) -> int:
                 print(f"error: no active key with id {args.id}", file=sys.stderr)
                 return 1
             print(f"revoked key {args.id}")
+    except KeyStoreUnavailable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     finally:
         keys.close()
     return 0
@@ -126,7 +129,7 @@ def cmd_setup_demo(args: argparse.Namespace) -> int:
     """First run only: ingest the demo corpus and create the demo API key. A demo collection
     embedded by a backend whose vectors differ from the configured one's is rebuilt, when it
     holds the demo corpus alone."""
-    from app.auth import KeyStore
+    from app.auth import open_key_store
     from app.services import default_embedder
     from retrieval import DocumentStore, iter_documents
 
@@ -155,7 +158,7 @@ def cmd_setup_demo(args: argparse.Namespace) -> int:
             return status
     key_file = settings.demo_key_path
     if not key_file.exists():
-        keys = KeyStore.for_settings(settings)
+        keys = open_key_store(settings)
         _, secret = keys.create("demo", scopes=SCOPES)  # the operator's key: every collection
         keys.close()
         key_file.write_text(secret + "\n")

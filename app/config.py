@@ -230,6 +230,20 @@ class Settings(BaseSettings):
         ge=1024,
         description="Largest body of a document upload (POST /v1/collections/NAME/documents).",
     )
+    database_url: SecretStr | None = Field(
+        None,
+        description="Keep API keys in this PostgreSQL (postgresql://...); empty: SQLite in "
+        "<data_dir>.",
+    )
+
+    @model_validator(mode="after")
+    def _check_key_store(self) -> Settings:
+        if self.database_url is not None and self.key_secret is None:
+            raise ValueError(
+                "database_url needs key_secret: every replica that shares the key database "
+                "must hash keys with the same secret (set RAGTIME_KEY_SECRET)"
+            )
+        return self
 
     @field_validator("alert_webhook_url")
     @classmethod

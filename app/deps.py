@@ -19,10 +19,10 @@ from fastapi import Depends, Header, Request
 from opentelemetry import trace
 from opentelemetry.trace import Span
 
-from app.auth import ApiKey
+from app.auth import ApiKey, KeyStoreUnavailable
 from app.body import parse_body, read_body
 from app.config import Settings
-from app.errors import Forbidden, Unauthorized
+from app.errors import Forbidden, KeyStoreDown, Unauthorized
 from app.limits import TIMEOUT_HEADER, request_budget
 from app.pipeline import Pipeline
 from app.ratelimit import RateLimiter
@@ -136,8 +136,11 @@ async def authenticate(
         scheme, _, secret = header.partition(" ")
         if scheme.lower() != "bearer" or not secret.strip():
             raise Unauthorized("malformed Authorization header: expected 'Bearer <key>'")
-        # SQLite, under the key store's lock: off the event loop.
-        key = await asyncio.to_thread(services.keys.verify, secret.strip())
+        # A database call, under the key store's lock: off the event loop.
+        try:
+            key = await asyncio.to_thread(services.keys.verify, secret.strip())
+        except KeyStoreUnavailable as exc:
+            raise KeyStoreDown(str(exc)) from exc
         if key is None:
             raise Unauthorized("invalid or revoked API key")
         span.set_attribute("ragtime.auth.key_id", key.id)
@@ -182,7 +185,10 @@ async def optional_key(request: Request, services: Services) -> ApiKey | None:
     scheme, _, secret = request.headers.get("authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not secret.strip():
         return None
-    return await asyncio.to_thread(services.keys.verify, secret.strip())
+    try:
+        return await asyncio.to_thread(services.keys.verify, secret.strip())
+    except KeyStoreUnavailable:
+        return None
 
 
 Body = TypeVar("Body", bound=BudgetedRequest)

@@ -59,6 +59,13 @@ class Forbidden(ApiError):
         )
 
 
+class KeyStoreDown(ApiError):
+    """The key store (a database) cannot be reached: no key can be checked (503)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(503, f"{message}; retry later", type="key_store_unavailable")
+
+
 class RateLimited(ApiError):
     """A key over its rate limit (429, with ``Retry-After``; ``app.ratelimit``)."""
 
