@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
@@ -62,7 +63,7 @@ def test_the_app_checks_keys_in_postgres(tmp_path: Path, database_url: str) -> N
     assert isinstance(keys, PostgresKeyStore)
     _, secret = keys.create("app", scopes=["ask"])
     keys.close()
-    overrides = {"database_url": database_url, "key_secret": SECRET.decode()}
+    overrides: dict[str, Any] = {"database_url": database_url, "key_secret": SECRET.decode()}
     with running_app(tmp_path, backend=ScriptedBackend(), **overrides) as client:
         good = client.get("/v1/collections", headers={"Authorization": f"Bearer {secret}"})
         bad = client.get("/v1/collections", headers={"Authorization": "Bearer rt_nope"})
@@ -76,7 +77,7 @@ def test_a_database_that_is_down_is_503_not_401(tmp_path: Path) -> None:
     keys = PostgresKeyStore(down, secret=SECRET)
     with pytest.raises(KeyStoreUnavailable, match="cannot be reached"):
         keys.verify("rt_anything")
-    overrides = {"database_url": down, "key_secret": SECRET.decode()}
+    overrides: dict[str, Any] = {"database_url": down, "key_secret": SECRET.decode()}
     with running_app(tmp_path, backend=ScriptedBackend(), **overrides) as client:
         response = client.get("/v1/collections", headers={"Authorization": "Bearer rt_x"})
         ready = client.get("/readyz", headers={"Authorization": "Bearer rt_x"})

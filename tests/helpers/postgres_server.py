@@ -43,18 +43,16 @@ def postgres_serving() -> Iterator[str]:
         shutil.chown(root, SERVICE_USER)
     data, log = root / "data", root / "server.log"
     port = free_port()
-    run = {"check": True, "capture_output": True, "timeout": 120}
+    initdb = [str(binaries / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust"]
+    options = f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off"
+    start = [str(binaries / "pg_ctl"), "-D", str(data), "-l", str(log), "-o", options]
     try:
-        subprocess.run(
-            _as_server_user(
-                [str(binaries / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust"]
-                + ["--no-sync", "--encoding=UTF8"]
-            ),
-            **run,  # type: ignore[call-overload]
-        )
-        options = f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off"
-        start = [str(binaries / "pg_ctl"), "-D", str(data), "-l", str(log), "-o", options]
-        subprocess.run(_as_server_user([*start, "-w", "-t", "60", "start"]), **run)  # type: ignore[call-overload]
+        for args in (
+            [*initdb, "--no-sync", "--encoding=UTF8"],
+            [*start, "-w", "-t", "60", "start"],
+        ):
+            done = subprocess.run(_as_server_user(args), capture_output=True, timeout=120)
+            assert done.returncode == 0, (args, done.stdout, done.stderr)
         try:
             yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
         finally:
