@@ -66,6 +66,18 @@ class KeyStoreDown(ApiError):
         super().__init__(503, f"{message}; retry later", type="key_store_unavailable")
 
 
+class UploadNotStored(ApiError):
+    """The server could not write an upload down to ingest it (507: a full disk, say); nothing
+    of it was ingested."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(
+            507,
+            f"the upload could not be stored ({reason}); nothing was ingested",
+            type="insufficient_storage",
+        )
+
+
 class RateLimited(ApiError):
     """A key over its rate limit (429, with ``Retry-After``; ``app.ratelimit``)."""
 

@@ -21,7 +21,7 @@ from starlette.formparsers import MultiPartException, MultiPartParser
 from starlette.requests import Request
 
 from app.body import bounded_stream, is_json, parse_body, read_body
-from app.errors import InvalidBody, InvalidField, UnsupportedMediaType
+from app.errors import InvalidBody, InvalidField, UnsupportedMediaType, UploadNotStored
 from app.schemas import DocumentText
 from retrieval import SUPPORTED_SUFFIXES, DocumentStore, Embedder, IngestReport, ingest_path
 
@@ -109,6 +109,9 @@ def ingest_documents(
     """Ingest ``documents`` into ``collection`` (blocking: call it on a worker thread)."""
     with tempfile.TemporaryDirectory(prefix="ragtime-upload-") as tmp:
         root = Path(tmp)
-        for document in documents:
-            (root / document.source).write_bytes(document.data)
+        try:
+            for document in documents:
+                (root / document.source).write_bytes(document.data)
+        except OSError as exc:
+            raise UploadNotStored(exc.strerror or type(exc).__name__) from exc
         return ingest_path(root, collection=collection, embedder=embedder, store=store)

@@ -5,6 +5,7 @@ running service, searchable at once by the key that may read the collection; eve
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 from collections.abc import Iterator
 from pathlib import Path
@@ -257,3 +258,21 @@ async def test_an_upload_is_ingested_off_the_event_loop(
         finally:
             loop.set_debug(False)
     assert len([r for r in rounds if r]) <= 1, rounds
+
+
+def test_an_upload_the_server_cannot_store_is_507_and_ingests_nothing(
+    client: TestClient, writer: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def full_disk(self: Path, data: bytes) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    before = _collections(client)
+    monkeypatch.setattr(Path, "write_bytes", full_disk)
+    response = client.post(
+        "/v1/collections/tea/documents", json={"source": "full.md", "text": NOTES}, headers=writer
+    )
+    error = _error(response, 507)
+    assert error["message"] == (
+        "the upload could not be stored (No space left on device); nothing was ingested"
+    )
+    assert _collections(client) == before
