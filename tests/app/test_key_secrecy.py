@@ -35,9 +35,10 @@ def test_a_key_appears_in_no_log_span_metric_or_response(
     responses = []
     caplog.set_level(logging.DEBUG)
     with running_app(
-        seeded_data_dir, backend=ScriptedBackend(), rate_limit_per_s=0.01, rate_limit_burst=8
+        seeded_data_dir, backend=ScriptedBackend(), rate_limit_per_s=0.01, rate_limit_burst=12
     ) as client:
         ask = {"question": "How do I sort a list?"}
+        chat = {"model": "ragtime", "messages": [{"role": "user", "content": ask["question"]}]}
         responses += [
             client.post("/v1/ask", json=ask, headers=auth),
             client.post("/v1/ask", json={**ask, "stream": True}, headers=auth),
@@ -45,14 +46,17 @@ def test_a_key_appears_in_no_log_span_metric_or_response(
             client.post(f"/v1/search?api_key={secret}", json={"query": "x"}, headers=auth),
             client.post(f"/v1/search?token={secret}", json={"query": "x"}),  # 401
             client.post("/v1/ask", json=ask, headers=wrong),  # 401
+            client.post("/v1/chat/completions", json=chat, headers=wrong),  # 401, OpenAI's shape
+            client.post("/v1/chat/completions", json=chat, headers=auth),
+            client.post("/v1/chat/completions", json={**chat, "stream": True}, headers=auth),
             client.get("/v1/alerts", headers=auth),  # 403
             client.post("/v1/ask", json={**ask, "collection": "x"}, headers=auth),  # 404
             client.post("/v1/ask", json={"question": secret}, headers=auth),  # moderation/answer
             client.post("/v1/ask", content=b"{", headers=auth),  # 415
         ]
-        while responses[-1].status_code != 429:  # the burst of 8 is spent
+        while responses[-1].status_code != 429:  # the burst of 12 is spent
             responses.append(client.get("/v1/collections", headers=auth))
-            assert len(responses) < 20
+            assert len(responses) < 30
         metrics = client.get("/metrics").text
     statuses = {r.status_code for r in responses}
     assert {200, 401, 403, 404, 415, 429} <= statuses, statuses
