@@ -4,6 +4,8 @@ replicas), 429 with ``Retry-After`` at the HTTP boundary, and Redis failing open
 from __future__ import annotations
 
 import logging
+import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -160,3 +162,24 @@ def test_the_app_serves_when_redis_is_down(seeded_data_dir: Path) -> None:
     ) as client:
         statuses = [client.get("/v1/collections", headers=auth).status_code for _ in range(3)]
     assert statuses == [200, 200, 200]
+
+
+async def test_a_redis_that_does_not_answer_in_time_fails_open(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A server that accepts the connection and never answers: the request waits
+    ``redis_timeout_s``, not forever, then goes through."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        port = silent.getsockname()[1]
+        limiter = RedisLimiter(f"redis://127.0.0.1:{port}/0", 1.0, 1, timeout_s=0.2)
+        started = time.monotonic()
+        with caplog.at_level(logging.WARNING, logger="app.ratelimit"):
+            await limiter.acquire(9)
+        waited = time.monotonic() - started
+        await limiter.close()
+    assert waited < 5.0
+    assert [r.getMessage() for r in caplog.records if r.name == "app.ratelimit"] == [
+        "rate limits not enforced: Redis failed (TimeoutError)"
+    ]
