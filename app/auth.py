@@ -23,6 +23,7 @@ import os
 import secrets
 import sqlite3
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -129,7 +130,7 @@ class KeyStoreUnavailable(Exception):
     """The key store cannot be reached (a database down): the app answers 503."""
 
 
-class BaseKeyStore:
+class BaseKeyStore(ABC):
     """Create, list, revoke and verify API keys: the hashing and the rules, over a table that
     a subclass keeps (SQLite here, PostgreSQL in ``app.keys_postgres``). Every method blocks:
     the app calls them on worker threads."""
@@ -143,26 +144,28 @@ class BaseKeyStore:
 
     # -- what a table provides -----------------------------------------------------------
 
+    @abstractmethod
     def _insert(self, row: tuple[str, str, str, str, str, str | None]) -> int:
         """Insert (name, digest, hint, created_at, scopes, collections); the new id."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _rows(self) -> list[Sequence[Any]]:
         """Every key's columns (``KEY_COLUMNS``), by id."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _revoke(self, key_id: int, when: str) -> bool:
-        raise NotImplementedError
+        """Mark key ``key_id`` revoked at ``when``; False when it was not active."""
 
+    @abstractmethod
     def _find(self, digests: tuple[str, str]) -> Sequence[Any] | None:
         """The active key's columns and digest, whose digest is one of ``digests``."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _set_digest(self, key_id: int, new: str, old: str) -> None:
-        raise NotImplementedError
+        """Replace key ``key_id``'s digest ``old`` by ``new``."""
 
-    def close(self) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def close(self) -> None: ...
 
     # -- the rules -----------------------------------------------------------------------
 

@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from app import cli
 from app.auth import KeyStoreUnavailable, open_key_store
+from app.config import get_settings
 from app.keys_postgres import PostgresKeyStore
 from tests.fakes.backends import ScriptedBackend
 from tests.helpers.app import make_settings, running_app
@@ -92,3 +94,29 @@ def test_a_database_that_is_down_is_503_not_401(tmp_path: Path) -> None:
 def test_a_database_needs_a_shared_key_secret(tmp_path: Path) -> None:
     with pytest.raises(ValidationError, match="database_url needs key_secret"):
         make_settings(tmp_path, database_url="postgresql://db/ragtime")
+
+
+def test_keys_cli_uses_the_database(
+    tmp_path: Path,
+    database_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("RAGTIME_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("RAGTIME_DATABASE_URL", database_url)
+    monkeypatch.setenv("RAGTIME_KEY_SECRET", SECRET.decode())
+    get_settings.cache_clear()
+    try:
+        assert cli.main(["keys", "create", "from-cli", "--scope", "admin"]) == 0
+        secret = capsys.readouterr().out.strip()
+        keys = PostgresKeyStore(database_url, secret=SECRET)
+        key = keys.verify(secret)
+        keys.close()
+        assert key is not None and key.name == "from-cli" and key.scopes == {"admin"}
+        assert not (tmp_path / "keys.sqlite3").exists()
+        monkeypatch.setenv("RAGTIME_DATABASE_URL", f"postgresql://127.0.0.1:{free_port()}/x")
+        get_settings.cache_clear()
+        assert cli.main(["keys", "list"]) == 1
+        assert "error: the key database cannot be reached" in capsys.readouterr().err
+    finally:
+        get_settings.cache_clear()
