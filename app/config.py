@@ -236,6 +236,12 @@ class Settings(BaseSettings):
         "<data_dir>.",
     )
 
+    @field_validator("key_secret", "redis_url", "database_url", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: Any) -> Any:
+        """``RAGTIME_REDIS_URL=`` (as an env file writes an unset value) means unset."""
+        return None if isinstance(value, str) and not value.strip() else value
+
     @model_validator(mode="after")
     def _check_key_store(self) -> Settings:
         if self.database_url is not None and self.key_secret is None:

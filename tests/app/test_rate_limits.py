@@ -183,3 +183,10 @@ async def test_a_redis_that_does_not_answer_in_time_fails_open(
     assert [r.getMessage() for r in caplog.records if r.name == "app.ratelimit"] == [
         "rate limits not enforced: Redis failed (TimeoutError)"
     ]
+
+
+def test_empty_urls_and_secret_mean_unset(tmp_path: Path) -> None:
+    """As an env file (``RAGTIME_REDIS_URL=``) gives them."""
+    settings = make_settings(tmp_path, redis_url="", database_url=" ", key_secret="")
+    assert settings.redis_url is None and settings.database_url is None
+    assert settings.key_secret is None
