@@ -47,9 +47,6 @@ CRD_KINDS = {("keda.sh/v1alpha1", "ScaledObject")}
 #: test_pending_settings_are_not_settings_yet fails: drop it from here and uncomment it in
 #: deploy/k8s/config.yaml.
 PENDING_SETTINGS = {
-    "RAGTIME_DATABASE_URL",
-    "RAGTIME_KEY_SECRET",
-    "RAGTIME_REDIS_URL",
     "RAGTIME_INDEX_LARGE_KIND",
     "RAGTIME_INDEX_IVF_NLIST",
     "RAGTIME_SNAPSHOT_POLL_S",
