@@ -38,6 +38,12 @@ def register_eval(sub: Any) -> None:
     )
     retrieval.add_argument("--depth", type=int, default=100, help="chunks retrieved per question")
     retrieval.add_argument("--limit", type=int, default=0, help="use the first N questions only")
+    retrieval.add_argument(
+        "--sample",
+        type=float,
+        default=1.0,
+        help="keep this share (0-1] of the documents other than the answers (default 1: all)",
+    )
     retrieval.add_argument("--json", type=Path, help="write the figures here")
     retrieval.set_defaults(func=cmd_eval_retrieval)
 
@@ -99,8 +105,11 @@ def cmd_eval_retrieval(args: argparse.Namespace) -> int:
     if args.depth < 10:
         print(f"error: --depth must be at least 10, got {args.depth}", file=sys.stderr)
         return 2
+    if not 0.0 < args.sample <= 1.0:
+        print(f"error: --sample must be in (0, 1], got {args.sample}", file=sys.stderr)
+        return 2
     try:
-        dataset = build_dataset(require_sources(data), work / "corpus")
+        dataset = build_dataset(require_sources(data), work / "corpus", sample=args.sample)
     except EvalDataMissing as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

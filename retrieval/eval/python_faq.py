@@ -59,6 +59,7 @@ class Dataset:
     questions: list[Question]
     documents: int  # files in the corpus
     fingerprint: str  # changes when the questions or any corpus file changes
+    sample: float = 1.0  # the share of the non-FAQ documents kept
 
 
 @dataclass(frozen=True)
@@ -155,8 +156,21 @@ def faq_questions(text: str) -> list[tuple[str, str]]:
     return pairs
 
 
-def build_dataset(sources: Path, out_dir: Path) -> Dataset:
-    """Write the corpus under ``out_dir`` (replacing what is there) and return the dataset."""
+def _kept(relative: str, sample: float) -> bool:
+    """Whether a document is in a ``sample`` of the corpus: fixed by its path's hash."""
+    if sample >= 1.0:
+        return True
+    return int(hashlib.sha1(relative.encode()).hexdigest()[:8], 16) < sample * 0x1_0000_0000
+
+
+def build_dataset(sources: Path, out_dir: Path, *, sample: float = 1.0) -> Dataset:
+    """Write the corpus under ``out_dir`` (replacing what is there) and return the dataset.
+
+    ``sample`` < 1 keeps that share of the documents other than the answers (the same ones
+    every time: chosen by the hash of their path), for a quicker, easier run; every answer
+    stays."""
+    if not 0.0 < sample <= 1.0:
+        raise ValueError(f"sample must be in (0, 1], got {sample}")
     sources, out_dir = Path(sources), Path(out_dir)
     faq_pages = sorted((sources / "faq").glob(f"*{SUFFIX}"))
     if not faq_pages:
@@ -167,7 +181,7 @@ def build_dataset(sources: Path, out_dir: Path) -> Dataset:
     documents = 0
     for file in sorted(sources.rglob(f"*{SUFFIX}")):
         relative = file.relative_to(sources)
-        if relative.parts[0] == "faq":
+        if relative.parts[0] == "faq" or not _kept(relative.as_posix(), sample):
             continue
         target = out_dir / DOCS_DIR / relative
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -188,4 +202,4 @@ def build_dataset(sources: Path, out_dir: Path) -> Dataset:
             documents += 1
     if not questions:
         raise EvalDataMissing(f"no questions found in the FAQ pages under {sources / 'faq'}")
-    return Dataset(DATASET, out_dir, questions, documents, digest.hexdigest()[:16])
+    return Dataset(DATASET, out_dir, questions, documents, digest.hexdigest()[:16], sample)

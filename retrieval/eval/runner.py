@@ -63,6 +63,7 @@ class EvalReport:
     dataset: str
     questions: int
     documents: int
+    sample: float  # share of the non-answer documents in the corpus (1.0: all)
     baseline_chunks: int
     ragtime_chunks: int
     rows: list[EvalRow]
@@ -120,6 +121,32 @@ def _marker_matches(path: Path, expected: dict[str, str]) -> bool:
         return False
 
 
+def _cached_embeddings(
+    embedder: Embedder, texts: list[str], work_dir: Path, say: Callable[[str], None]
+) -> np.ndarray:
+    """``embedder``'s vectors of ``texts``, embedding only those not kept in ``work_dir`` from
+    an earlier run with the same embedder (keyed by each text's SHA-1)."""
+    path = work_dir / "baseline-vectors.npz"
+    marker = work_dir / "baseline.json"
+    expected = {"embedder": embedder.model_name, "backend": embedder.backend}
+    keys = [hashlib.sha1(text.encode()).hexdigest() for text in texts]
+    kept: dict[str, np.ndarray] = {}
+    if _marker_matches(marker, expected) and path.exists():
+        with np.load(path) as data:
+            kept = dict(zip(data["keys"].tolist(), data["vectors"], strict=True))
+    missing = sorted({k: t for k, t in zip(keys, texts, strict=True) if k not in kept}.items())
+    say(f"baseline: {len(texts)} chunks, {len(texts) - len(missing)} vectors kept")
+    if missing:
+        fresh = _embed_in_batches(embedder, [t for _, t in missing], say, "baseline")
+        kept.update(zip((k for k, _ in missing), fresh, strict=True))
+        work_dir.mkdir(parents=True, exist_ok=True)
+        np.savez(path, keys=np.asarray(list(kept)), vectors=np.stack(list(kept.values())))
+        marker.write_text(json.dumps(expected))
+    if not keys:
+        return np.zeros((0, embedder.dim), dtype=np.float32)
+    return np.stack([kept[k] for k in keys]).astype(np.float32)
+
+
 def baseline_rankings(
     dataset: Dataset,
     embedder: Embedder,
@@ -136,22 +163,7 @@ def baseline_rankings(
         for chunk in fixed_word_chunks(file.read_text("utf-8-sig", errors="replace")):
             sources.append(source)
             texts.append(chunk)
-    marker = work_dir / "baseline.json"
-    vectors_path = work_dir / "baseline.npy"
-    expected = {
-        "dataset": dataset.fingerprint,
-        "embedder": embedder.model_name,
-        "backend": embedder.backend,
-        "chunks": str(len(texts)),
-    }
-    if _marker_matches(marker, expected) and vectors_path.exists():
-        vectors = np.load(vectors_path)
-        say(f"baseline: {len(texts)} chunks, vectors kept from {vectors_path}")
-    else:
-        vectors = _embed_in_batches(embedder, texts, say, "baseline")
-        work_dir.mkdir(parents=True, exist_ok=True)
-        np.save(vectors_path, vectors)
-        marker.write_text(json.dumps(expected))
+    vectors = _cached_embeddings(embedder, texts, work_dir, say)
     index = faiss.IndexFlatIP(vectors.shape[1])
     index.add(np.ascontiguousarray(vectors, dtype=np.float32))
     rankings, times = [], []
@@ -336,6 +348,7 @@ def evaluate(
         dataset=dataset.name,
         questions=len(questions),
         documents=dataset.documents,
+        sample=dataset.sample,
         baseline_chunks=baseline_chunks,
         ragtime_chunks=ragtime_chunks,
         rows=rows,
@@ -353,8 +366,9 @@ def evaluate(
 
 def table(report: EvalReport) -> str:
     """The report as a Markdown table."""
+    sampled = f" (other documents sampled: {report.sample:.0%})" if report.sample < 1 else ""
     lines = [
-        f"{report.dataset}: {report.questions} questions, {report.documents} documents; "
+        f"{report.dataset}: {report.questions} questions, {report.documents} documents{sampled}; "
         f"baseline {report.baseline_chunks} chunks, ragtime {report.ragtime_chunks} chunks",
         "",
         "| retriever | recall@1 | recall@5 | recall@10 | MRR@10 | nDCG@10 | ms/query p50 "

@@ -95,5 +95,7 @@ def test_limit_and_data_flags(
 def test_bad_arguments_are_refused(data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["eval", "retrieval", "--dataset", "python-faq", "--depth", "3"]) == 2
     assert "--depth must be at least 10" in capsys.readouterr().err
+    assert cli.main(["eval", "retrieval", "--dataset", "python-faq", "--sample", "1.5"]) == 2
+    assert "--sample must be in (0, 1], got 1.5" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         cli.main(["eval", "retrieval", "--dataset", "squad"])

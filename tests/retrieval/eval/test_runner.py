@@ -62,32 +62,54 @@ def test_evaluate_scores_every_retriever(eval_data: Path, tmp_path: Path) -> Non
     assert "nDCG@10" in rendered
 
 
-def test_a_kept_store_is_reused_and_a_changed_dataset_rebuilds(
+def test_a_kept_store_and_vectors_are_reused_and_a_change_rebuilds(
     eval_data: Path, tmp_path: Path
 ) -> None:
     sources = require_sources(eval_data)
     lines: list[str] = []
+    embedder = HashEmbedder()
+    calls: list[int] = []
+    real_embed = embedder.embed
+    embedder.embed = lambda texts: calls.append(len(texts)) or real_embed(texts)  # type: ignore[method-assign]
     kwargs = dict(
         embedder=HashEmbedder(),
-        baseline_embedder=HashEmbedder(),
+        baseline_embedder=embedder,
         depth=10,
         work_dir=tmp_path / "work",
         say=lines.append,
     )
     evaluate(build_dataset(sources, tmp_path / "corpus"), **kwargs)  # type: ignore[arg-type]
-    assert not any("kept" in line for line in lines)
+    assert "baseline: 7 chunks, 0 vectors kept" in lines
+    assert not any("store kept" in line for line in lines)
     lines.clear()
+    calls.clear()
     evaluate(build_dataset(sources, tmp_path / "corpus"), **kwargs)  # type: ignore[arg-type]
     assert any("store kept" in line for line in lines)
-    assert any("vectors kept" in line for line in lines)
+    assert "baseline: 7 chunks, 7 vectors kept" in lines
+    assert calls == [4]  # only the questions were embedded again
     lines.clear()
     (sources / "library" / "turtle.rst.txt").write_text("turtle\n======\n\nNew text.\n")
     report = evaluate(build_dataset(sources, tmp_path / "corpus"), **kwargs)  # type: ignore[arg-type]
-    assert not any("kept" in line for line in lines)
+    assert not any("store kept" in line for line in lines)
+    assert "baseline: 7 chunks, 6 vectors kept" in lines  # the changed file's chunk only
     assert report.notes == [
         "no cross-encoder was available: no rerank rows",
         "no prompt tokenizer: no context rows",
     ]
+
+
+def test_a_sampled_corpus_keeps_every_answer(eval_data: Path, tmp_path: Path) -> None:
+    full = build_dataset(require_sources(eval_data), tmp_path / "full")
+    some = build_dataset(require_sources(eval_data), tmp_path / "some", sample=0.5)
+    assert some.sample == 0.5 and some.questions == full.questions
+    docs = sorted(p.name for p in (some.corpus_dir / "docs").rglob("*.txt"))
+    assert len(docs) < 3 and some.documents == 4 + len(docs)
+    assert (
+        build_dataset(require_sources(eval_data), tmp_path / "again", sample=0.5).fingerprint
+        == some.fingerprint
+    )
+    with pytest.raises(ValueError, match="sample must be in"):
+        build_dataset(require_sources(eval_data), tmp_path / "none", sample=0.0)
 
 
 def test_a_depth_below_ten_is_refused(eval_data: Path, tmp_path: Path) -> None:
