@@ -3,7 +3,10 @@ word-overlap reranker and the one-token-per-word prompt tokenizer."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+
+import numpy as np
 
 import pytest
 
@@ -70,7 +73,12 @@ def test_a_kept_store_and_vectors_are_reused_and_a_change_rebuilds(
     embedder = HashEmbedder()
     calls: list[int] = []
     real_embed = embedder.embed
-    embedder.embed = lambda texts: calls.append(len(texts)) or real_embed(texts)  # type: ignore[method-assign]
+
+    def counting_embed(texts: Sequence[str]) -> np.ndarray:
+        calls.append(len(texts))
+        return real_embed(texts)
+
+    embedder.embed = counting_embed  # type: ignore[method-assign]
     kwargs = dict(
         embedder=HashEmbedder(),
         baseline_embedder=embedder,
