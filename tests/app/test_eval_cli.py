@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from app import cli, eval_cli, services
-from app.config import get_settings
+from app.config import Settings, get_settings
 from inference import PromptAssembler
+from retrieval import Passage
 from tests.fakes.hash_embedder import HashEmbedder
 from tests.fakes.rerankers import OverlapReranker
 from tests.fakes.word_tokenizer import WordTokenizer
@@ -99,3 +100,17 @@ def test_bad_arguments_are_refused(data_dir: Path, capsys: pytest.CaptureFixture
     assert "--sample must be in (0, 1], got 1.5" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         cli.main(["eval", "retrieval", "--dataset", "squad"])
+
+
+def test_prompt_rows_need_the_llama_cpp_tokenizer() -> None:
+    assert eval_cli._packer(Settings(generation_backend="null")) is None
+
+
+@pytest.mark.slow
+def test_prompt_rows_count_with_the_llama_cpp_models_tokenizer() -> None:
+    packer = eval_cli._packer(Settings())
+    passages = [Passage(i, "c", f"doc{i}.rst", "Title", "", "word " * 30, 1.0) for i in range(4)]
+    full = packer.assemble("Which word?", passages, context_tokens=768)
+    small = packer.assemble("Which word?", passages, context_tokens=64)
+    assert len(full.passages) == 4
+    assert 1 <= len(small.passages) < 4
