@@ -11,7 +11,7 @@ export CMAKE_ARGS ?= -DGGML_NATIVE=OFF
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 
-.PHONY: install serve test test-fast lint typecheck alert-tools bench clean eval-data
+.PHONY: install serve test test-fast lint typecheck alert-tools bench clean
 
 install: $(STAMP)
 
@@ -108,6 +108,7 @@ clean:
 # time): Debian's python3.11-doc package, downloaded into $(EVAL_DATA)/deb and its reST sources
 # (usr/share/doc/python3.11/html/_sources) extracted to $(EVAL_DATA)/python3.11-doc/_sources.
 EVAL_DATA ?= .ragtime/eval
+.PHONY: eval-data
 eval-data: $(EVAL_DATA)/python3.11-doc/_sources/faq/programming.rst.txt
 $(EVAL_DATA)/python3.11-doc/_sources/faq/programming.rst.txt:
 	mkdir -p $(EVAL_DATA)/deb
