@@ -199,10 +199,7 @@ def run_bench(
                         round(recall_at_10(found, exact), 4),
                     )
                 )
-                last = rows[-1]
-                say(
-                    f"  {param or 'exact'}: p50 {last.search_p50_ms} ms, recall {last.recall_at_10}"
-                )
+                say(f"  {rows[-1]}")
             del index
     return RetrievalBench(DIM, clusters, queries, threads, rows, target_verdict(rows))
 
