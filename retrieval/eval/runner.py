@@ -240,6 +240,66 @@ def rerank_levels(candidates: int, top_k: int) -> list[int]:
     return sorted({full, max(top_k, full // 2), top_k}, reverse=True)
 
 
+def _rerank_rows(
+    questions: Sequence[str],
+    relevant: Sequence[Sequence[str]],
+    found: list[list[Passage]],
+    rerankers: Sequence[Reranker],
+    levels: Sequence[int],
+) -> tuple[list[EvalRow], list[list[Passage]]]:
+    """A row per reranker and candidate count (the first is the full one), and the order of
+    the full rerank of highest nDCG@10 (``found`` itself when none beats it)."""
+    rows: list[EvalRow] = []
+    best_order, best_ndcg = found, score_rankings([_sources(p) for p in found], relevant).ndcg_at_10
+    for reranker in rerankers:
+        reranker.load()
+        for n in levels:
+            ordered: list[list[Passage]] = []
+            times, per_candidate = [], []
+            for question, passages in zip(questions, found, strict=True):
+                pool = passages[:n]
+                started = time.perf_counter()
+                result = reranker.rerank(question, pool, len(pool))
+                ms = (time.perf_counter() - started) * 1000.0
+                times.append(ms)
+                per_candidate.append(ms / max(len(pool), 1))
+                ordered.append(result.passages + passages[n:])
+            scores = score_rankings([_sources(p) for p in ordered], relevant)
+            level = "full" if n == levels[0] else "rerank_reduced"
+            name = f"ragtime + rerank {_model_label(reranker.model_name or '')}, {n} candidates"
+            rows.append(
+                EvalRow(f"{name} ({level})", "rerank", scores, _p50(times), _p50(per_candidate))
+            )
+            if level == "full" and scores.ndcg_at_10 > best_ndcg:
+                best_order, best_ndcg = ordered, scores.ndcg_at_10
+    return rows, best_order
+
+
+def _prompt_rows(
+    questions: Sequence[str],
+    relevant: Sequence[Sequence[str]],
+    order: list[list[Passage]],
+    packer: PromptPacker,
+    top_k: int,
+    budgets: Sequence[int],
+    order_name: str,
+) -> list[EvalRow]:
+    """A row per context size: the sources of the passages that reach the prompt."""
+    rows = []
+    for budget in budgets:
+        packed = [
+            [
+                p.passage.source
+                for p in packer.assemble(q, ps[:top_k], context_tokens=budget).passages
+            ]
+            for q, ps in zip(questions, order, strict=True)
+        ]
+        note = "context_reduced" if budget < budgets[0] else "full context"
+        name = f"prompt: top {top_k} ({order_name}) in {budget} context tokens"
+        rows.append(EvalRow(name, "prompt", score_rankings(packed, relevant), 0.0, note=note))
+    return rows
+
+
 def evaluate(
     dataset: Dataset,
     *,
@@ -296,61 +356,18 @@ def evaluate(
     vector_scores = score_rankings([_sources(p) for p in found], relevant)
     rows.append(EvalRow("ragtime: vector order (no rerank)", "vector", vector_scores, _p50(times)))
 
-    best_order = found
-    best_ndcg = vector_scores.ndcg_at_10
-    for reranker in rerankers:
-        reranker.load()
-        for n in rerank_levels(rerank_candidates, top_k):
-            ordered: list[list[Passage]] = []
-            times, per_candidate = [], []
-            for question, passages in zip(questions, found, strict=True):
-                pool = passages[:n]
-                started = time.perf_counter()
-                result = reranker.rerank(question, pool, len(pool))
-                ms = (time.perf_counter() - started) * 1000.0
-                times.append(ms)
-                per_candidate.append(ms / max(len(pool), 1))
-                ordered.append(result.passages + passages[n:])
-            scores = score_rankings([_sources(p) for p in ordered], relevant)
-            level = "full" if n == rerank_levels(rerank_candidates, top_k)[0] else "rerank_reduced"
-            rows.append(
-                EvalRow(
-                    f"ragtime + rerank {_model_label(reranker.model_name or '')}, "
-                    f"{n} candidates ({level})",
-                    "rerank",
-                    scores,
-                    _p50(times),
-                    _p50(per_candidate),
-                )
-            )
-            if level == "full" and scores.ndcg_at_10 > best_ndcg:
-                best_order, best_ndcg = ordered, scores.ndcg_at_10
+    rerank_rows, best_order = _rerank_rows(
+        questions, relevant, found, rerankers, rerank_levels(rerank_candidates, top_k)
+    )
+    rows += rerank_rows
     if not rerankers:
         notes.append("no cross-encoder was available: no rerank rows")
-
     if packer is None:
         notes.append("no prompt tokenizer: no context rows")
     else:
-        order = "best rerank" if best_order is not found else "vector order"
-        for share in CONTEXT_SHARES:
-            budget = max(round(context_tokens * share), min_context_tokens)
-            packed = [
-                [
-                    p.passage.source
-                    for p in packer.assemble(q, ps[:top_k], context_tokens=budget).passages
-                ]
-                for q, ps in zip(questions, best_order, strict=True)
-            ]
-            name = f"prompt: top {top_k} ({order}) in {budget} context tokens ({share:.0%})"
-            rows.append(
-                EvalRow(
-                    name,
-                    "prompt",
-                    score_rankings(packed, relevant),
-                    0.0,
-                    note="context_reduced" if share < 1 else "full context",
-                )
-            )
+        order = "vector order" if best_order is found else "best rerank"
+        budgets = [max(round(context_tokens * s), min_context_tokens) for s in CONTEXT_SHARES]
+        rows += _prompt_rows(questions, relevant, best_order, packer, top_k, budgets, order)
     return EvalReport(
         dataset=dataset.name,
         questions=len(questions),
