@@ -119,3 +119,19 @@ bench: install
 
 clean:
 	rm -rf $(VENV) .ragtime .pytest_cache .mypy_cache .ruff_cache
+
+# The data of `ragtime eval retrieval --dataset python-faq`, fetched once at set-up (never at run
+# time): Debian's python3.11-doc package, downloaded into $(EVAL_DATA)/deb and its reST sources
+# (usr/share/doc/python3.11/html/_sources) extracted to $(EVAL_DATA)/python3.11-doc/_sources.
+EVAL_DATA ?= .ragtime/eval
+.PHONY: eval-data
+eval-data: $(EVAL_DATA)/python3.11-doc/_sources/faq/programming.rst.txt
+$(EVAL_DATA)/python3.11-doc/_sources/faq/programming.rst.txt:
+	mkdir -p $(EVAL_DATA)/deb
+	cd $(EVAL_DATA)/deb && (apt-get download python3.11-doc || \
+		(apt-get update && apt-get download python3.11-doc))
+	rm -rf $(EVAL_DATA)/deb/root $(EVAL_DATA)/python3.11-doc
+	dpkg-deb -x $$(ls -t $(EVAL_DATA)/deb/python3.11-doc_*.deb | head -1) $(EVAL_DATA)/deb/root
+	mkdir -p $(EVAL_DATA)/python3.11-doc
+	mv $(EVAL_DATA)/deb/root/usr/share/doc/python3.11/html/_sources $(EVAL_DATA)/python3.11-doc/
+	rm -rf $(EVAL_DATA)/deb/root

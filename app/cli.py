@@ -275,6 +275,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=cmd_setup_demo)
 
     _register_bench(sub)
+    from app.eval_cli import register_eval
+
+    register_eval(sub)
     return parser
 
 
