@@ -35,7 +35,7 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["check"]:
         print(json.dumps(check(argv[1], argv[2])))
         return 0
-    services.default_embedder = lambda settings: HashEmbedder()  # type: ignore[assignment,misc]
+    services.default_embedder = lambda settings: HashEmbedder()
     return cli.main(argv)
 
 
