@@ -60,12 +60,7 @@ class StageThreads:
         self._recent: deque[float] = deque(maxlen=RECENT_CALLS)
         self.dropped = 0
         """Calls dropped at the front of the queue, their deadline out of reach."""
-        self._threads = [
-            threading.Thread(target=self._work, name=f"ragtime-{stage}-{i}", daemon=True)
-            for i in range(workers)
-        ]
-        for thread in self._threads:
-            thread.start()
+        self._threads: list[threading.Thread] = []  # started by the first call
 
     @property
     def quickest_s(self) -> float:
@@ -84,11 +79,20 @@ class StageThreads:
             due = deadline if math.isfinite(deadline) else math.inf
             heapq.heappush(self._queue, _Queued(due, next(self._arrivals), future, call))
             self._ready.notify()
+            if not self._threads:
+                self._start()
         work = asyncio.wrap_future(future)  # cancelling it cancels ``future`` if still queued
         try:
             return await asyncio.wait_for(work, max(deadline - time.perf_counter(), 0.0))
         except TimeoutError:
             raise DeadlinePassed(f"the {self.stage} stage ran past the deadline") from None
+
+    def _start(self) -> None:
+        for i in range(self.workers):
+            thread = threading.Thread(target=self._work, name=f"ragtime-{self.stage}-{i}")
+            thread.daemon = True
+            thread.start()
+            self._threads.append(thread)
 
     def _next(self) -> tuple[float, Future[Any], Callable[[], Any]] | None:
         with self._ready:
