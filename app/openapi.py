@@ -365,29 +365,22 @@ def _bounded(schema: dict[str, Any], settings: Settings) -> dict[str, Any]:
     """The request body's limits that come from settings, written into its schema."""
     properties = schema.get("properties", {})
 
-    def integer_branch(name: str) -> dict[str, Any] | None:
+    def branch(name: str, kind: str) -> dict[str, Any] | None:
+        """The ``kind`` alternative of field ``name`` (FastAPI writes ``X | None`` as anyOf)."""
         field = properties.get(name)
         if field is None:
             return None
-        branches = field.get("anyOf", [field])
-        return next((b for b in branches if b.get("type") == "integer"), None)
+        return next((b for b in field.get("anyOf", [field]) if b.get("type") == kind), None)
 
-    def string_branch(name: str) -> dict[str, Any] | None:
-        field = properties.get(name)
-        if field is None:
-            return None
-        branches = field.get("anyOf", [field])
-        return next((b for b in branches if b.get("type") == "string"), None)
-
-    if (budget := integer_branch("budget_ms")) is not None:
+    if (budget := branch("budget_ms", "integer")) is not None:
         budget["minimum"] = settings.budget_ms_min
         budget["maximum"] = settings.budget_ms_max
     for name in ("top_k", "k"):
-        if (count := integer_branch(name)) is not None:
+        if (count := branch(name, "integer")) is not None:
             count["maximum"] = settings.max_top_k
-    if (model := string_branch("model")) is not None:
+    if (model := branch("model", "string")) is not None:
         model["examples"] = ["ragtime"]  # served by every backend (GET /v1/models lists all)
     for name in ("question", "query"):
-        if (text := string_branch(name)) is not None:
+        if (text := branch(name, "string")) is not None:
             text["maxLength"] = settings.question_max_chars
     return schema
