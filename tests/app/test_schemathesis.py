@@ -38,6 +38,7 @@ CHECKS = [
     response_headers_conformance,
     response_schema_conformance,
 ]
+FRAMING_HEADERS = frozenset({"content-length", "transfer-encoding", "host", "connection"})
 #: Examples with a key and without (where every protected route stops at 401): about a minute
 #: in all on 2 cores. Derandomized: each run sends the same cases.
 WITH_KEY, WITHOUT_KEY = 300, 100
@@ -93,7 +94,12 @@ def _run(schema: Any, base_url: str, headers: dict[str, str], examples: int) -> 
     @settings(BOUNDED, max_examples=examples)
     @given(case=cases)
     def check(case: Any) -> None:
-        merged = {**(case.headers or {}), **headers}
+        # Framing headers belong to the HTTP client, not the API: a garbled Content-Length is
+        # answered by uvicorn's parser (400, plain text) before the app sees the request.
+        generated = {
+            k: v for k, v in (case.headers or {}).items() if k.lower() not in FRAMING_HEADERS
+        }
+        merged = {**generated, **headers}
         if not headers:
             merged.pop("Authorization", None)
         case.headers = merged
