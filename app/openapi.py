@@ -125,26 +125,37 @@ WHY: dict[int, str] = {
     400: "A header that cannot be read (`Request-Timeout-Ms` not a whole number in ASCII "
     "digits), a question that moderation rejects, or a request the generation server refuses.",
     401: "A missing, malformed, wrong or revoked API key (checked before the body is read).",
-    404: "An unknown collection.",
+    403: "The key lacks the scope the route needs (`ask`, `ingest`, `admin`).",
+    404: "An unknown collection, or one the key may not read (the same answer).",
     409: "The collection was embedded by another embedding backend than the configured one.",
     413: "A body over `RAGTIME_MAX_BODY_BYTES`.",
     415: "A body not sent as `Content-Type: application/json`.",
     422: "A body that is empty, not JSON, nested too deeply, or whose fields have the wrong "
     "types or break a limit (each field named).",
+    429: "The key is over its rate limit.",
     502: "The generation backend failed after the answer had begun.",
     503: "Refused at once: the process or a generation pool is at capacity (`overloaded`), the "
-    "server is shutting down (`shutting_down`), or the generation backend is down.",
+    "server is shutting down (`shutting_down`), the key store cannot be reached "
+    "(`key_store_unavailable`), a collection's index cannot be loaded (`index_unavailable`), or "
+    "the generation backend is down.",
+    507: "The upload could not be written down to ingest it (a full disk); nothing was ingested.",
     504: "The budget cannot be met, or ran out before an answer began.",
 }
-QUESTION_ERRORS = (400, 401, 404, 409, 413, 415, 422, 502, 503, 504)
+#: What every route that takes a key may answer: no key (401), over its rate limit (429), the
+#: key store down (503); 403 where the route needs a scope.
+KEYED = (401, 429, 503)
+SCOPED = (*KEYED, 403)
+QUESTION_ERRORS = (*SCOPED, 400, 404, 409, 413, 415, 422, 502, 504)
 ERRORS_BY_PATH: dict[str, tuple[int, ...]] = {
     "/v1/ask": QUESTION_ERRORS,
-    "/v1/search": (400, 401, 404, 409, 413, 415, 422, 503, 504),
+    "/v1/search": (*SCOPED, 400, 404, 409, 413, 415, 422, 504),
     # OpenAI answers an invalid request with 400: no 422 here; 404 also for an unknown model.
     "/v1/chat/completions": tuple(s for s in QUESTION_ERRORS if s != 422),
-    "/v1/models": (401,),
-    "/v1/alerts": (401,),
-    "/v1/budget/model": (401,),
+    "/v1/models": SCOPED,
+    "/v1/alerts": SCOPED,
+    "/v1/budget/model": SCOPED,
+    "/v1/collections": KEYED,
+    "/v1/collections/{name}/documents": (*SCOPED, 404, 413, 415, 422, 507),
 }
 OPENAI_PATHS = frozenset({"/v1/chat/completions", "/v1/models"})
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/openapi.json", "/docs", "/redoc"})
@@ -321,7 +332,7 @@ def _describe(
         responses["200"] = {"description": "Ready.", "content": ready}
         responses["503"] = {
             "description": "Not ready: a model or an index is not loaded, or a collection's "
-            "index cannot be read. Why, only to a key holder.",
+            "index cannot be read. Why, only to an `admin` key.",
             "content": copy.deepcopy(ready),
         }
     elif path == "/metrics":
@@ -340,7 +351,7 @@ def _error_response(status: int, schema: str) -> dict[str, Any]:
     }
     if status == 401:
         response["headers"] = copy.deepcopy(AUTH_HEADER)
-    elif status == 503:
+    elif status in (429, 503):
         response["headers"] = copy.deepcopy(RETRY_HEADER)
     return response
 

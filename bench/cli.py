@@ -62,6 +62,12 @@ def register(sub: Any) -> None:
         default=Path("bench-results/logs"),
         help="server logs of --serve and --floor",
     )
+    where.add_argument(
+        "--profile",
+        type=Path,
+        metavar="DIR",
+        help="sample each --serve server with py-spy while it serves, into DIR/<name>.txt",
+    )
     how = load.add_argument_group("load")
     how.add_argument(
         "--questions",
@@ -135,6 +141,17 @@ def register(sub: Any) -> None:
         "--prefix-fake",
         type=Path,
         help="JSON the fake-SGLang prefix-cache test wrote (RAGTIME_BENCH_PREFIX_FAKE_JSON)",
+    )
+    report.add_argument(
+        "--prefix-states",
+        type=Path,
+        help="JSON of the repeat-traffic run, prompt states kept vs none (adds a targets row)",
+    )
+    report.add_argument(
+        "--profile",
+        type=Path,
+        help="py-spy samples of the null-backend server (`bench load --profile`): where the "
+        "time of a row that misses its target goes",
     )
     report.add_argument("--out", type=Path, default=Path("BENCHMARKS.md"))
     report.add_argument("--plots", type=Path, default=Path("benchmarks"), metavar="DIR")
@@ -517,7 +534,11 @@ def _targets(args: argparse.Namespace, stack: ExitStack) -> tuple[list[Any], lis
         name = path.stem if path.stem not in names else f"{path.stem}-{len(names)}"
         names.add(name)
         _say(args, f"starting {name} from {path} ...")
-        server = stack.enter_context(ragtime_server(name, config, log_dir=args.log_dir))
+        server = stack.enter_context(
+            ragtime_server(
+                name, config, log_dir=args.log_dir, profile_dir=getattr(args, "profile", None)
+            )
+        )
         targets.append(Target(name, server.url, args.key or config_key(config)))
         shown = {k: v for k, v in config.items() if k not in SECRET_KEYS}
         infos.append(TargetInfo(name=name, url=server.url, kind="ragtime",
@@ -617,6 +638,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         budget=read_budget_json(args.budget) if args.budget else None,
         prefix=read_json(args.prefix) if args.prefix else None,
         prefix_fake=read_fake_json(args.prefix_fake) if args.prefix_fake else None,
+        prefix_states=read_json(args.prefix_states) if args.prefix_states else None,
+        profile=args.profile,
     )
     for path in written:
         print(f"wrote {path}", file=sys.stderr)
