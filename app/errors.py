@@ -19,7 +19,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.moderation import QuestionRejected
 from inference import BackendBusy, GenerationRejected, InferenceError
-from retrieval import RetrievalError
+from retrieval import BrokenIndex, RetrievalError
 
 
 class ApiError(Exception):
@@ -218,6 +218,8 @@ def install_error_handlers(app: FastAPI, *, retry_after_s: int) -> None:
     @app.exception_handler(RetrievalError)
     async def _retrieval(_: Request, exc: RetrievalError) -> JSONResponse:
         kind = {404: "not_found", 409: "embedding_mismatch"}.get(exc.status_code, "retrieval_error")
+        if isinstance(exc, BrokenIndex):
+            kind = "index_unavailable"
         return respond(exc.status_code, error_body(kind, str(exc)))
 
     @app.exception_handler(InferenceError)

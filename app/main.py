@@ -11,7 +11,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 
-from app import access_log
+from app import access_log, openapi
 from app.admission import Admission, AdmissionMiddleware, drain_when_stopping
 from app.calibration import probes, reported_itl_ms
 from app.config import Settings, get_settings
@@ -122,6 +122,7 @@ def create_app(
     app.include_router(health.router)
     app.include_router(alerts.router)
     app.include_router(budget.router)
+    openapi.install(app, settings)
     FastAPIInstrumentor.instrument_app(
         app,
         excluded_urls="/healthz,/readyz,/metrics",
@@ -129,6 +130,11 @@ def create_app(
         server_request_hook=access_log.redact_span_url,
     )
     # Outermost last: every request is counted and timed, refusals included.
-    app.add_middleware(AdmissionMiddleware, admission=admission, routes=QUESTION_ROUTES)
+    app.add_middleware(
+        AdmissionMiddleware,
+        admission=admission,
+        routes=QUESTION_ROUTES,
+        openai_routes=(chat.ROUTE,),
+    )
     app.add_middleware(RequestMetricsMiddleware, routes=API_ROUTES)
     return app

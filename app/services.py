@@ -182,6 +182,10 @@ class Services:
         collections = self.store.collections() if "store" not in self.problems else {}
         components["collections"] = collections
         ready = not self.problems and self.embedder.loaded and self.backend.loaded
+        broken = self.store.check() if "store" not in self.problems else {}
+        if broken:  # a collection that cannot be searched: re-ingest it
+            components["broken_indexes"] = broken
+            ready = False
         if ready and not collections:
             components["index"] = "empty: run `ragtime ingest PATH`"
             ready = False

@@ -8,6 +8,7 @@ the app embeds the question, calls ``DocumentStore.search`` and, when a cross-en
 from retrieval.chunking import SUPPORTED_SUFFIXES, Chunk, chunk_text
 from retrieval.embeddings import Embedder, default_embedding_model_path
 from retrieval.errors import (
+    BrokenIndex,
     EmbeddingMismatch,
     RerankerUnavailable,
     RetrievalError,
@@ -19,6 +20,7 @@ from retrieval.store import DocumentStore, Passage
 
 __all__ = [
     "SUPPORTED_SUFFIXES",
+    "BrokenIndex",
     "Chunk",
     "DocumentStore",
     "Embedder",
