@@ -3,6 +3,8 @@
     RetrievalError (500)           anything retrieval could not do
     ├── UnknownCollection (404)    a request named a collection that holds nothing
     ├── EmbeddingMismatch (409)    the collection was embedded by another embedding backend
+    ├── InvalidFilter (422)        a search filter's value is malformed or matches no file type
+    ├── IngestInProgress (409)     another process is writing the collection's next snapshot
     └── RerankerUnavailable (503)  no cross-encoder configured, or it failed to load or to
                                    score; the app skips reranking
 
@@ -52,6 +54,23 @@ class EmbeddingMismatch(RetrievalError):
         self.collection = collection
         self.built_with = built_with
         self.wanted = wanted
+
+
+class InvalidFilter(RetrievalError):
+    """A search filter that cannot apply; ``field`` names it (``source_prefix``, ``kind``)."""
+
+    status_code = 422
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.reason = message
+
+
+class IngestInProgress(RetrievalError):
+    """Another writer holds the collection's lock for longer than this one would wait."""
+
+    status_code = 409
 
 
 class RerankerUnavailable(RetrievalError):

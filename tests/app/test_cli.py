@@ -116,7 +116,7 @@ def test_ingest_rebuild_changes_a_collections_embedding_backend(
     assert cli.main(["ingest", str(docs / "lists.md"), "--collection", "notes"]) == 1
     assert "--rebuild" in capsys.readouterr().err  # the other source is torch's: refused
     assert cli.main(["ingest", str(docs / "lists.md"), "--collection", "notes", "--rebuild"]) == 0
-    assert "dropped 'notes' (2 chunk(s))" in capsys.readouterr().err
+    assert "rebuilding 'notes' from nothing" in capsys.readouterr().err
     store = DocumentStore(data_dir / "store")
     store.open()
     assert store.sources("notes") == ["lists.md"]
