@@ -170,6 +170,8 @@ class Snapshot:
         self.ids = ids
         self.vectors = vectors
         self.device = device
+        """Where the index runs, and why: ``cpu: <reason>`` or ``gpu: <devices>``."""
+        self.on_gpu = device.startswith("gpu")
         self._db = db
         self._lock = threading.Lock()
 
@@ -188,7 +190,7 @@ class Snapshot:
                 f"snapshot {path} is inconsistent: {manifest.chunks} chunks in the manifest, "
                 f"{len(ids)} ids, {index.ntotal if index is not None else 0} vectors indexed"
             )
-        device = "cpu"
+        device = "cpu: empty"
         if index is not None:
             index, device = to_device(index, manifest.index, wanted=use_gpu)
         return cls(path, manifest, index, ids, vectors, connect_read_only(path / CHUNKS_DB), device)
@@ -235,14 +237,14 @@ class Snapshot:
             return [], "exact-filtered"
         if len(allowed) <= EXACT_FILTER_MAX:
             return self._exact_search(query, k, allowed), "exact-filtered"
-        if self.device != "cpu":  # GPU indexes take no id selector: fetch more, then filter
+        if self.on_gpu:  # GPU indexes take no id selector: fetch more, then filter
             return self._overfetch_search(query, k, allowed), "overfetch-filtered"
         selector = faiss.IDSelectorBatch(allowed)
         return self._index_search(query, k, selector), "index-filtered"
 
     def _index_search(self, query: np.ndarray, k: int, selector: Any) -> list[tuple[int, float]]:
         params = search_parameters(self.manifest.index, selector)
-        kwargs = {} if params is None or self.device != "cpu" else {"params": params}
+        kwargs = {} if params is None or self.on_gpu else {"params": params}
         scores, ids = self.index.search(query, min(k, self.index.ntotal), **kwargs)
         return [(int(i), float(s)) for i, s in zip(ids[0], scores[0], strict=True) if i >= 0]
 
