@@ -73,7 +73,7 @@ def install(crash_at: str) -> HashEmbedder:
 
 def main(argv: list[str]) -> int:
     embedder = install(os.environ.get("CRASH_AT", ""))
-    services.default_embedder = lambda settings: embedder  # type: ignore[assignment]
+    services.default_embedder = lambda settings: embedder
     return cli.main(argv)
 
 
