@@ -122,7 +122,8 @@ class DocumentStore:
         self._broken: dict[str, str] = {}  # collection -> why its snapshot cannot be served
         self._pointer_keys: dict[str, tuple[int, int, int]] = {}
         self._open = False
-        self._lock = threading.RLock()  # installs, refreshes, and this process's writers
+        self._lock = threading.RLock()  # installs and refreshes
+        self._writer_locks: dict[str, threading.Lock] = {}
         self._watcher: threading.Thread | None = None
         self._stop = threading.Event()
 
@@ -389,13 +390,14 @@ class DocumentStore:
         """Build ``collection``'s next snapshot in the block; publish it when the block ends
         without an error and something changed (else throw it away). ``rebuild`` starts from
         nothing instead of the current snapshot. Holds the collection's lock throughout: one
-        writer at a time, across processes."""
+        writer of a collection at a time, across processes (others wait); searches go on."""
         check_collection_name(collection)
         self._require_open()
         path = collection_dir(self.root, collection)
-        with self._lock, collection_lock(path):
-            self._refresh_one(collection)  # the base is what is published now, by anyone
-            base = None if rebuild else self._snapshots.get(collection)
+        with self._writer_lock(collection), collection_lock(path):
+            with self._lock:
+                self._refresh_one(collection)  # the base is what is published now, by anyone
+                base = None if rebuild else self._snapshots.get(collection)
             writer = SnapshotWriter(
                 path,
                 collection,
@@ -416,8 +418,15 @@ class DocumentStore:
             except BaseException:
                 writer.abort()
                 raise
-            self._remember_pointer(collection)
-            self._install(collection, snapshot)
+            with self._lock:
+                self._remember_pointer(collection)
+                self._install(collection, snapshot)
+
+    def _writer_lock(self, collection: str) -> threading.Lock:
+        """This process's lock on writing ``collection`` (the flock orders processes; threads
+        of one process need their own, as an flock is per open file)."""
+        with self._lock:
+            return self._writer_locks.setdefault(collection, threading.Lock())
 
     def replace_source(
         self, collection: str, source: str, chunks: Sequence[Chunk], vectors: np.ndarray
