@@ -4,9 +4,9 @@ an ``IDSelectorBatch``, or over-fetch then filter; per filter selectivity, on fl
 ``python -m bench.filtered_search [--n 50000] [--queries 50]``: unit vectors of 384
 dimensions around 1,000 topics, in sources of 100 chunks; a filter keeps 1, 10, 100 or all
 sources. Prints, per method, the median ms of a search of k=10 (building the selector
-included; the SQL lookup of the matching ids, common to all, excluded) and recall@10 against the exact filtered answer.
-The store (``retrieval/snapshots.py``) searches exactly up to ``EXACT_FILTER_MAX`` matching
-chunks and with a selector above, from these figures.
+included; the SQL lookup of the matching ids, common to all, excluded) and recall@10 against
+the exact filtered answer. The store (``retrieval/snapshots.py``) searches exactly up to
+``EXACT_FILTER_MAX`` matching chunks and with a selector above, from these figures.
 """
 
 from __future__ import annotations
