@@ -11,7 +11,6 @@ from retrieval.chunking import SUPPORTED_SUFFIXES, Chunk, chunk_text
 from retrieval.embeddings import Embedder, default_embedding_model_path
 from retrieval.errors import (
     EmbeddingMismatch,
-    IngestInProgress,
     InvalidFilter,
     RerankerUnavailable,
     RetrievalError,
@@ -31,7 +30,6 @@ __all__ = [
     "EmbeddingMismatch",
     "IndexSettings",
     "IndexSpec",
-    "IngestInProgress",
     "IngestReport",
     "InvalidFilter",
     "Passage",

@@ -4,7 +4,6 @@
     ├── UnknownCollection (404)    a request named a collection that holds nothing
     ├── EmbeddingMismatch (409)    the collection was embedded by another embedding backend
     ├── InvalidFilter (422)        a search filter's value is malformed or matches no file type
-    ├── IngestInProgress (409)     another process is writing the collection's next snapshot
     └── RerankerUnavailable (503)  no cross-encoder configured, or it failed to load or to
                                    score; the app skips reranking
 
@@ -65,12 +64,6 @@ class InvalidFilter(RetrievalError):
         super().__init__(f"{field}: {message}")
         self.field = field
         self.reason = message
-
-
-class IngestInProgress(RetrievalError):
-    """Another writer holds the collection's lock for longer than this one would wait."""
-
-    status_code = 409
 
 
 class RerankerUnavailable(RetrievalError):

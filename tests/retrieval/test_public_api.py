@@ -12,7 +12,6 @@ EXPORTED = {
     "EmbeddingMismatch",
     "IndexSettings",
     "IndexSpec",
-    "IngestInProgress",
     "IngestReport",
     "InvalidFilter",
     "Passage",
@@ -41,7 +40,6 @@ def test_error_statuses() -> None:
     assert retrieval.RerankerUnavailable.status_code == 503
     assert retrieval.EmbeddingMismatch.status_code == 409
     assert retrieval.InvalidFilter.status_code == 422
-    assert retrieval.IngestInProgress.status_code == 409
     assert issubclass(retrieval.EmbeddingMismatch, retrieval.RetrievalError)
     assert issubclass(retrieval.UnknownCollection, retrieval.RetrievalError)
     assert issubclass(retrieval.RerankerUnavailable, retrieval.RetrievalError)
