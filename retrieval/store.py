@@ -120,6 +120,7 @@ class DocumentStore:
         self._snapshots: dict[str, Snapshot] = {}
         """Current snapshot per collection: replaced whole on every change, read without a lock."""
         self._broken: dict[str, str] = {}  # collection -> why its snapshot cannot be served
+        self._errors: dict[str, str] = {}  # collection -> the last load error logged
         self._pointer_keys: dict[str, tuple[int, int, int]] = {}
         self._open = False
         self._lock = threading.RLock()  # installs and refreshes
@@ -211,7 +212,7 @@ class DocumentStore:
             version = read_pointer(path)
         except RetrievalError as exc:
             self._mark_broken(name, str(exc))
-            return True
+            return False
         current = self._snapshots.get(name)
         if version is None or (current is not None and current.version == version):
             return False
@@ -221,8 +222,9 @@ class DocumentStore:
             )
         except RetrievalError as exc:
             self._mark_broken(name, str(exc))
-            return True
+            return False
         self._install(name, snapshot)
+        self._errors.pop(name, None)
         log.info("collection %r now served from snapshot %s", name, version)
         return True
 
@@ -232,10 +234,18 @@ class DocumentStore:
         self._pointer_keys[name] = (st.st_mtime_ns, st.st_size, st.st_ino)
 
     def _mark_broken(self, name: str, reason: str) -> None:
+        """Record that ``name``'s published snapshot cannot be loaded; the next ``refresh``
+        tries again (it may have been pruned while this process was slow to look). Logged once
+        per reason."""
+        self._pointer_keys.pop(name, None)
+        first = self._errors.get(name) != reason
+        self._errors[name] = reason
         if name in self._snapshots:
-            log.error("%s; still serving %r from its previous snapshot", reason, name)
+            if first:
+                log.error("%s; still serving %r from its previous snapshot", reason, name)
             return
-        log.error("%s: re-ingest it", reason)
+        if first:
+            log.error("%s: re-ingest it", reason)
         self._broken = self._broken | {name: reason}
 
     def _install(self, name: str, snapshot: Snapshot) -> None:

@@ -133,10 +133,14 @@ def test_a_broken_new_snapshot_keeps_the_old_one_served(tmp_path: Path) -> None:
     writer_store.replace_source("docs", "a.md", _chunks("a.md", 2, "new"), _unit(rng, 2))
     snapshot = writer_store.snapshot("docs")
     assert snapshot is not None
+    index_bytes = (snapshot.path / "index.faiss").read_bytes()
     (snapshot.path / "index.faiss").write_bytes(b"torn")
-    reader.refresh()
+    assert reader.refresh() == [] and reader.refresh() == []  # tried again, still the old one
     assert reader.problems() == {}
     assert all(p.text.startswith("old ") for p in reader.search("docs", _unit(rng, 1)[0], 2))
+    (snapshot.path / "index.faiss").write_bytes(index_bytes)  # as if it had been rewritten
+    assert reader.refresh() == ["docs"]
+    assert all(p.text.startswith("new ") for p in reader.search("docs", _unit(rng, 1)[0], 2))
     writer_store.close()
     reader.close()
 
