@@ -11,7 +11,7 @@ export CMAKE_ARGS ?= -DGGML_NATIVE=OFF
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 
-.PHONY: install serve test test-fast lint typecheck alert-tools bench clean
+.PHONY: install serve test test-fast lint typecheck alert-tools k8s-tools test-servers bench clean
 
 install: $(STAMP)
 
@@ -42,6 +42,17 @@ alert-tools:
 	command -v promtool >/dev/null || (apt-get update && $(APT_INSTALL) prometheus)
 	command -v amtool >/dev/null || (apt-get update && $(APT_INSTALL) prometheus-alertmanager)
 
+# kubectl, for `kubectl kustomize deploy/k8s` in tests/test_k8s.py: Debian's kubernetes-client
+# package when missing (its kustomize is v2; the manifests keep to what it renders).
+k8s-tools:
+	command -v kubectl >/dev/null || (apt-get update && $(APT_INSTALL) kubernetes-client)
+
+# redis-server (the Redis rate limits) and PostgreSQL (the PostgreSQL key store), real servers
+# that the tests start on free ports of 127.0.0.1, from Debian's packages when missing.
+test-servers:
+	command -v redis-server >/dev/null || test -x /usr/bin/redis-server || (apt-get update && $(APT_INSTALL) redis-server)
+	ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || (apt-get update && $(APT_INSTALL) postgresql)
+
 # The fast tests: all but those marked `slow` (they load the real models or torch), on one
 # pytest-xdist worker per CPU (about 30 s on 2 cores). `make test` runs them so, then the slow
 # ones in one process: they share the MiniLM-seeded data dir, and their latency budgets expect
@@ -50,7 +61,7 @@ PYTEST_FAST := $(PY) -m pytest -q -m "not slow" -n logical
 test-fast: install
 	$(PYTEST_FAST)
 
-test: lint typecheck alert-tools
+test: lint typecheck alert-tools k8s-tools test-servers
 	$(PYTEST_FAST)
 	$(PY) -m pytest -q -m slow
 

@@ -9,6 +9,7 @@ import os
 import sys
 from pathlib import Path
 
+from app.auth import SCOPES
 from app.config import get_settings
 
 DEMO_CORPUS = Path(__file__).resolve().parent.parent / "demo" / "corpus"
@@ -85,23 +86,38 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 
 def cmd_keys(args: argparse.Namespace) -> int:
-    from app.auth import KeyStore
+    from app.auth import KeyStoreUnavailable, open_key_store
 
-    keys = KeyStore(get_settings().keys_path)
+    keys = open_key_store(get_settings())
     try:
         if args.keys_command == "create":
-            key, secret = keys.create(args.name)
+            try:
+                key, secret = keys.create(
+                    args.name, scopes=args.scope or ("ask",), collections=args.collection
+                )
+            except ValueError as exc:
+                print(f"error: {exc}", file=sys.stderr)
+                return 2
             print(secret)
-            print(f"created key {key.id} ({key.name}); it is shown only once", file=sys.stderr)
+            print(
+                f"created key {key.id} ({key.name}, {key.describe()}); it is shown only once",
+                file=sys.stderr,
+            )
         elif args.keys_command == "list":
             for key in keys.list():
                 state = "active" if key.active else f"revoked {key.revoked_at}"
-                print(f"{key.id}\t{key.name}\t{key.hint}\t{key.created_at}\t{state}")
+                print(
+                    f"{key.id}\t{key.name}\t{key.hint}\t{key.created_at}\t{state}\t"
+                    + key.describe()
+                )
         elif args.keys_command == "revoke":
             if not keys.revoke(args.id):
                 print(f"error: no active key with id {args.id}", file=sys.stderr)
                 return 1
             print(f"revoked key {args.id}")
+    except KeyStoreUnavailable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     finally:
         keys.close()
     return 0
@@ -111,7 +127,7 @@ def cmd_setup_demo(args: argparse.Namespace) -> int:
     """First run only: ingest the demo corpus and create the demo API key. A demo collection
     embedded by a backend whose vectors differ from the configured one's is rebuilt, when it
     holds the demo corpus alone."""
-    from app.auth import KeyStore
+    from app.auth import open_key_store
     from app.services import default_embedder, default_store
     from retrieval import iter_documents
 
@@ -140,8 +156,8 @@ def cmd_setup_demo(args: argparse.Namespace) -> int:
             return status
     key_file = settings.demo_key_path
     if not key_file.exists():
-        keys = KeyStore(settings.keys_path)
-        _, secret = keys.create("demo")
+        keys = open_key_store(settings)
+        _, secret = keys.create("demo", scopes=SCOPES)  # the operator's key: every collection
         keys.close()
         key_file.write_text(secret + "\n")
         key_file.chmod(0o600)
@@ -228,6 +244,17 @@ def build_parser() -> argparse.ArgumentParser:
     keys_sub = keys.add_subparsers(dest="keys_command", required=True)
     create = keys_sub.add_parser("create", help="create a key and print it once")
     create.add_argument("name")
+    create.add_argument(
+        "--scope",
+        action="append",
+        choices=SCOPES,
+        help="what the key may do (repeat for several; default: ask)",
+    )
+    create.add_argument(
+        "--collection",
+        action="append",
+        help="a collection the key may read and ingest into (repeat; default: every one)",
+    )
     keys_sub.add_parser("list", help="list keys (never their secrets)")
     revoke = keys_sub.add_parser("revoke", help="revoke a key by id")
     revoke.add_argument("id", type=int)

@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.auth import KeyStore
+from app.auth import BaseKeyStore, open_key_store
 from app.config import Settings
 from app.moderation import Moderator
 from app.stages import Stages
@@ -115,7 +115,7 @@ class Services:
     """The components, and the stages over them (``stages``, built with the object)."""
 
     settings: Settings
-    keys: KeyStore
+    keys: BaseKeyStore
     store: DocumentStore
     embedder: Embedder
     reranker: Reranker
@@ -150,7 +150,7 @@ class Services:
             embedder = default_embedder(settings)
         return cls(
             settings=settings,
-            keys=KeyStore(settings.keys_path),
+            keys=open_key_store(settings),
             store=default_store(settings, embedder),
             embedder=embedder,
             reranker=reranker

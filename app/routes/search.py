@@ -10,7 +10,14 @@ from fastapi.responses import JSONResponse
 from opentelemetry import trace
 
 from app.body import openapi_body
-from app.deps import CurrentKey, LedgerDep, PipelineDep, SearchBody, SettingsDep
+from app.deps import (
+    CurrentKey,
+    LedgerDep,
+    PipelineDep,
+    SearchBody,
+    SettingsDep,
+    readable_collection,
+)
 from app.errors import InvalidField
 from app.limits import check_text, resolve_count
 from app.report import (
@@ -40,7 +47,7 @@ async def search(
 ) -> JSONResponse:
     check_text(body.query, field="query", settings=settings)
     k = resolve_count(body.k, field="k", default=settings.top_k, maximum=settings.max_search_k)
-    collection = body.collection or settings.default_collection
+    collection = readable_collection(key, body.collection or settings.default_collection)
     try:
         search_filter = SearchFilter.of(body.source_prefix, body.kind)
         pipeline.stages.search.check(collection, search_filter)
