@@ -69,8 +69,9 @@ async def upload_documents(
     settings: SettingsDep,
 ) -> JSONResponse:
     """Ingest the uploaded documents into collection ``name`` (a document uploaded again
-    replaces its chunks; unchanged, it is not embedded again). 413 over ``RAGTIME_MAX_UPLOAD_BYTES``, 415 for a type not ingested,
-    422 for a body or document that cannot be read."""
+    replaces its chunks; unchanged, it is not embedded again). 413 over
+    ``RAGTIME_MAX_UPLOAD_BYTES``, 415 for a type not ingested, 422 for a body or document that
+    cannot be read."""
     collection = readable_collection(key, check_collection_name(name))
     documents = await read_documents(request, settings.max_upload_bytes)
     report = await asyncio.to_thread(
