@@ -40,6 +40,18 @@ def run_ingest(
     )
 
 
+def start_ingest(data_dir: Path, path: Path, *args: str) -> subprocess.Popen[str]:
+    """``ragtime ingest PATH ARGS`` started as a process (its output piped)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.helpers.hash_cli", "ingest", str(path), *args],
+        env=cli_env(data_dir),
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
 def start_server(data_dir: Path, port: int, **settings: str) -> subprocess.Popen[bytes]:
     """``ragtime serve --port PORT`` as a process (null generation backend)."""
     return subprocess.Popen(

@@ -5,13 +5,15 @@ between each publish step, then the store is searched and the next ingest must s
 from __future__ import annotations
 
 import signal
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from retrieval import DocumentStore, ingest_path
+from retrieval.snapshot_writer import collection_lock
 from tests.fakes.hash_embedder import HashEmbedder
-from tests.helpers.processes import run_ingest
+from tests.helpers.processes import run_ingest, start_ingest
 
 OLD = {
     "lists.md": "# Lists\n\nA list holds items in order.\n",
@@ -80,3 +82,23 @@ def test_a_killed_ingest_leaves_the_previous_snapshot(
     store.close()
     if not published:
         assert "2 changed, 0 unchanged, 1 removed" in again.stdout
+
+
+def test_a_second_writer_waits_for_the_first(tmp_path: Path) -> None:
+    """The collection's flock orders writers across processes: an ingest started while another
+    holds it waits, and publishes once the lock is free."""
+    docs, data_dir = tmp_path / "docs", tmp_path / "data"
+    docs.mkdir()
+    (docs / "lists.md").write_text(OLD["lists.md"])
+    folder = data_dir / "store" / "collections" / "notes"
+    with collection_lock(folder):  # this process is the first writer
+        waiting = start_ingest(data_dir, docs, "--collection", "notes")
+        with pytest.raises(subprocess.TimeoutExpired):
+            waiting.wait(timeout=8)
+        assert not (folder / "CURRENT").exists()
+    out, err = waiting.communicate(timeout=60)
+    assert waiting.returncode == 0, err
+    assert "published snapshot v000001" in out
+    store = _store(data_dir)
+    assert store.sources("notes") == ["lists.md"]
+    store.close()
