@@ -81,44 +81,42 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _ingest(path: Path, collection: str, *, rebuild: bool = False) -> int:
-    from app.services import default_embedder
-    from retrieval import DocumentStore, EmbeddingMismatch, ingest_path
+    from app.services import default_embedder, default_store
+    from retrieval import EmbeddingMismatch, ingest_path
 
     settings = get_settings()
     _writable_dir(settings.store_path, "the index")
     embedder = default_embedder(settings)
     embedder.load()
-    store = DocumentStore(
-        settings.store_path,
-        embedding_backend=embedder.backend,
-        embedding_model=embedder.model_name,
-    )
+    store = default_store(settings, embedder)
     with _at(settings.store_path, "open the index in"):
         store.open()
     try:
         if rebuild:
-            removed = store.drop_collection(collection)
-            print(f"dropped {collection!r} ({removed} chunk(s)) to rebuild it", file=sys.stderr)
+            print(f"rebuilding {collection!r} from nothing, in a new snapshot", file=sys.stderr)
         with _at(settings.store_path, "write the index in"):
             report = ingest_path(
                 path,
                 collection=collection,
                 embedder=embedder,
                 store=store,
-                progress=lambda name: print(f"  {name}", file=sys.stderr),
+                progress=lambda name: print(f"  {name}", file=sys.stderr, flush=True),
+                rebuild=rebuild,
             )
     except EmbeddingMismatch as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     finally:
         store.close()
+    published = f"published snapshot {report.snapshot}" if report.snapshot else "nothing changed"
     print(
         f"ingested {report.files} file(s), {report.chunks} chunk(s) into {collection!r}"
         + (f"; skipped {len(report.skipped)} unsupported" if report.skipped else "")
+        + f"; files: {report.summary()}; {published}"
     )
     for source, reason in report.failures:
         print(f"failed: {source}: {reason}", file=sys.stderr)
-    return 1 if report.failures and not report.files else 0
+    return 1 if report.failures and not (report.files or report.unchanged) else 0
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
@@ -183,13 +181,13 @@ def cmd_setup_demo(args: argparse.Namespace) -> int:
     embedded by a backend whose vectors differ from the configured one's is rebuilt, when it
     holds the demo corpus alone."""
     from app.auth import open_key_store
-    from app.services import default_embedder
-    from retrieval import DocumentStore, iter_documents
+    from app.services import default_embedder, default_store
+    from retrieval import iter_documents
 
     settings = get_settings()
     _writable_dir(settings.data_dir, "the demo set-up")
     name = settings.default_collection
-    store = DocumentStore(settings.store_path, embedding_backend=default_embedder(settings).backend)
+    store = default_store(settings, default_embedder(settings))
     with _at(settings.store_path, "open the index in"):
         store.open()
     has_demo, serves, sources = store.has_collection(name), store.serves(name), store.sources(name)

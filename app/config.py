@@ -9,10 +9,13 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+if TYPE_CHECKING:
+    from retrieval.index_types import IndexSettings
 
 #: Default share of a request's budget per stage; generation gets most of it.
 DEFAULT_BUDGET_SHARES: dict[str, float] = {
@@ -80,6 +83,25 @@ class Settings(BaseSettings):
     rerank_candidates: int = Field(20, ge=1, le=200, description="Passages scored by rerank.")
     top_k: int = Field(4, ge=1, le=50, description="Passages given to the prompt by default.")
     max_top_k: int = Field(20, ge=1, le=200)
+
+    # Snapshots and indexes (retrieval/store.py, retrieval/index_types.py).
+    max_search_k: int = Field(
+        100, ge=1, le=10_000, description="Largest k of /v1/search (apart from max_top_k)."
+    )
+    snapshot_keep: int = Field(3, ge=1, le=100, description="Snapshots kept per collection.")
+    snapshot_poll_s: float = Field(
+        1.0, ge=0.0, le=3600.0, description="Seconds between checks for a newer snapshot; 0: off."
+    )
+    index_kind: Literal["auto", "flat", "hnsw", "ivfpq"] = "auto"
+    index_threshold: int = Field(50_000, ge=1, description="auto: flat below this many chunks.")
+    index_large_kind: Literal["hnsw", "ivfpq"] = "hnsw"
+    index_hnsw_m: int = Field(32, ge=4, le=256)
+    index_hnsw_ef_construction: int = Field(80, ge=8, le=4096)
+    index_hnsw_ef_search: int = Field(64, ge=1, le=4096)
+    index_ivf_nlist: int = Field(1024, ge=1, le=1 << 20)
+    index_ivf_nprobe: int = Field(16, ge=1, le=1 << 20)
+    index_pq_m: int = Field(48, ge=1, le=384)
+    index_use_gpu: bool = Field(True, description="Index on a GPU when CUDA and faiss-gpu are.")
 
     generation_backend: Literal["llama.cpp", "null", "sglang", "openai", "routed"] = Field(
         default="llama.cpp",
@@ -326,6 +348,24 @@ class Settings(BaseSettings):
     @property
     def store_path(self) -> Path:
         return self.data_dir / "store"
+
+    @property
+    def index_settings(self) -> IndexSettings:
+        """The ``RAGTIME_INDEX_*`` settings as ``retrieval.index_types`` takes them."""
+        from retrieval.index_types import IndexSettings
+
+        return IndexSettings(
+            kind=self.index_kind,
+            threshold=self.index_threshold,
+            large_kind=self.index_large_kind,
+            hnsw_m=self.index_hnsw_m,
+            hnsw_ef_construction=self.index_hnsw_ef_construction,
+            hnsw_ef_search=self.index_hnsw_ef_search,
+            ivf_nlist=self.index_ivf_nlist,
+            ivf_nprobe=self.index_ivf_nprobe,
+            pq_m=self.index_pq_m,
+            use_gpu=self.index_use_gpu,
+        )
 
     @property
     def demo_key_path(self) -> Path:

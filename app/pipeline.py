@@ -36,7 +36,7 @@ from inference import (
     RouteDecision,
     Usage,
 )
-from retrieval import Passage
+from retrieval import Passage, SearchFilter
 from tracing import metrics as tracing_metrics
 from tracing.budget import (
     DEFAULT_QUALITY_PATH,
@@ -148,10 +148,17 @@ class Pipeline:
     # -- retrieval -------------------------------------------------------------------------
 
     async def retrieve(
-        self, query: str, collection: str, k: int, ledger: BudgetLedger
+        self,
+        query: str,
+        collection: str,
+        k: int,
+        ledger: BudgetLedger,
+        *,
+        search_filter: SearchFilter | None = None,
     ) -> list[Passage]:
-        """Embed, search and rerank (sized to the budget): the ``k`` best passages."""
-        passages, _ = await self._retrieve(query, collection, k, ledger, None)
+        """Embed, search (within ``search_filter``) and rerank (sized to the budget): the ``k``
+        best passages."""
+        passages, _ = await self._retrieve(query, collection, k, ledger, None, search_filter)
         return passages
 
     async def _retrieve(
@@ -161,6 +168,7 @@ class Pipeline:
         k: int,
         ledger: BudgetLedger,
         question: str | None,
+        search_filter: SearchFilter | None = None,
     ) -> tuple[list[Passage], Plan]:
         """``question`` is set for an answer (plan generation too), None for a search."""
         stages = self.stages
@@ -176,7 +184,11 @@ class Pipeline:
                 ledger,
                 "search",
                 stages.search.run(
-                    collection, embedded.vector, candidates, deadline=ledger.deadline
+                    collection,
+                    embedded.vector,
+                    candidates,
+                    deadline=ledger.deadline,
+                    search_filter=search_filter,
                 ),
             )
             span.set_attributes(found.attributes())

@@ -41,7 +41,15 @@ class AskRequest(BudgetedRequest):
 class SearchRequest(BudgetedRequest):
     query: NonEmptyText
     collection: NonEmptyText | None = None
-    k: StrictInt | None = Field(None, ge=1)
+    k: StrictInt | None = Field(
+        None, ge=1, description="Passages to return; at most RAGTIME_MAX_SEARCH_K (100)."
+    )
+    source_prefix: StrictStr | None = Field(
+        None, description="Only sources starting with this path (as hits show it)."
+    )
+    kind: StrictStr | list[StrictStr] | None = Field(
+        None, description="Only chunks of this file type, or of one of these (`md`, `pdf`...)."
+    )
 
 
 class BudgetReport(BaseModel):
@@ -90,10 +98,14 @@ class QuarantinedOut(PassageOut):
 
 class SearchHit(PassageOut):
     text: str
+    kind: str = Field("", description="The file type the chunk came from.")
+    page: int | None = Field(None, description="1-based page of a paged format, else null.")
 
     @classmethod
     def from_passage(cls, passage: Passage) -> SearchHit:
-        return cls(text=passage.text, **cls.fields_of(passage))
+        return cls(
+            text=passage.text, kind=passage.kind, page=passage.page, **cls.fields_of(passage)
+        )
 
 
 class UsageOut(BaseModel):

@@ -98,6 +98,18 @@ def default_embedder(settings: Settings) -> Embedder:
     )
 
 
+def default_store(settings: Settings, embedder: Embedder) -> DocumentStore:
+    """The store (not opened) under the data dir, bound to ``embedder``'s backend: a collection
+    built by another backend is refused (409); indexes and snapshots as configured."""
+    return DocumentStore(
+        settings.store_path,
+        embedding_backend=embedder.backend,
+        embedding_model=embedder.model_name,
+        index_settings=settings.index_settings,
+        keep=settings.snapshot_keep,
+    )
+
+
 @dataclass
 class Services:
     """The components, and the stages over them (``stages``, built with the object)."""
@@ -139,12 +151,7 @@ class Services:
         return cls(
             settings=settings,
             keys=open_key_store(settings),
-            # Bound to the embedder: a collection built by another backend is refused (409).
-            store=DocumentStore(
-                settings.store_path,
-                embedding_backend=embedder.backend,
-                embedding_model=embedder.model_name,
-            ),
+            store=default_store(settings, embedder),
             embedder=embedder,
             reranker=reranker
             if reranker is not None
@@ -156,6 +163,8 @@ class Services:
     async def start(self) -> None:
         """Warm every stage up (models, the index); record what failed instead of raising."""
         self.problems = await self.stages.warm_up()
+        if "store" not in self.problems:  # pick up snapshots other processes publish
+            self.store.watch(self.settings.snapshot_poll_s)
 
     async def close(self) -> None:
         self.stages.close()

@@ -1,8 +1,10 @@
 """Retrieval for ragtime: chunk and ingest documents, embed them, search FAISS, rerank.
 
-``ingest_path`` fills a ``DocumentStore`` (SQLite + FAISS) using an ``Embedder``; at query time
-the app embeds the question, calls ``DocumentStore.search`` and, when a cross-encoder is loaded,
-``Reranker.rerank``. Errors carry the HTTP status the app answers with.
+``ingest_path`` publishes a collection's next snapshot in a ``DocumentStore`` (versioned
+snapshot directories of SQLite + FAISS, swapped atomically) using an ``Embedder``; at query time
+the app embeds the question, calls ``DocumentStore.search`` (with an optional ``SearchFilter``)
+and, when a cross-encoder is loaded, ``Reranker.rerank``. ``IndexSettings`` choose each
+snapshot's FAISS index by its size. Errors carry the HTTP status the app answers with.
 """
 
 from retrieval.chunking import SUPPORTED_SUFFIXES, Chunk, chunk_text
@@ -10,13 +12,16 @@ from retrieval.embeddings import Embedder, default_embedding_model_path
 from retrieval.errors import (
     BrokenIndex,
     EmbeddingMismatch,
+    InvalidFilter,
     RerankerUnavailable,
     RetrievalError,
     UnknownCollection,
 )
+from retrieval.filters import SearchFilter
+from retrieval.index_types import IndexSettings, IndexSpec
 from retrieval.ingest import IngestReport, ingest_path, iter_documents
 from retrieval.rerank import Reranker, RerankResult
-from retrieval.store import DocumentStore, Passage
+from retrieval.store import DocumentStore, Passage, SearchInfo
 
 __all__ = [
     "SUPPORTED_SUFFIXES",
@@ -25,12 +30,17 @@ __all__ = [
     "DocumentStore",
     "Embedder",
     "EmbeddingMismatch",
+    "IndexSettings",
+    "IndexSpec",
     "IngestReport",
+    "InvalidFilter",
     "Passage",
     "RerankResult",
     "Reranker",
     "RerankerUnavailable",
     "RetrievalError",
+    "SearchFilter",
+    "SearchInfo",
     "UnknownCollection",
     "chunk_text",
     "default_embedding_model_path",

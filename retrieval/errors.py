@@ -5,6 +5,7 @@
     ├── EmbeddingMismatch (409)    the collection was embedded by another embedding backend
     ├── BrokenIndex (503)          the collection holds chunks but its index could not be
                                    loaded (missing, truncated): re-ingest it
+    ├── InvalidFilter (422)        a search filter's value is malformed or matches no file type
     └── RerankerUnavailable (503)  no cross-encoder configured, or it failed to load or to
                                    score; the app skips reranking
 
@@ -54,6 +55,17 @@ class EmbeddingMismatch(RetrievalError):
         self.collection = collection
         self.built_with = built_with
         self.wanted = wanted
+
+
+class InvalidFilter(RetrievalError):
+    """A search filter that cannot apply; ``field`` names it (``source_prefix``, ``kind``)."""
+
+    status_code = 422
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.reason = message
 
 
 class RerankerUnavailable(RetrievalError):

@@ -1,59 +1,57 @@
-"""The chunk store: chunk text and metadata in SQLite, one FAISS index per collection.
+"""The chunk store: named collections, each served from its current snapshot.
 
-Layout under ``root``: ``chunks.sqlite3`` (table ``chunks``) and ``faiss/<collection>.faiss``,
-each an ``IndexIDMap2`` over an ``IndexFlatIP`` whose ids are the SQLite rowids, so a search
-hit maps straight to its row. Vectors are L2-normalised, so inner product is cosine.
+Each collection lives in versioned, immutable snapshot directories (``retrieval.snapshots``:
+chunk table, vectors, FAISS index, manifest) and a ``CURRENT`` pointer. A write builds the next
+snapshot beside the current one and publishes it atomically (``retrieval.snapshot_writer``):
+``writer()`` for many changes in one snapshot (ingest), ``replace_source`` and
+``drop_collection`` for one. A process that crashes mid-write leaves the current snapshot
+served and intact.
 
-``replace_source`` is the only write: it swaps one source's chunks for new ones. The SQLite
-change is one transaction, committed only once the new index is written to a temporary file;
-the file then replaces the old one atomically. Ids are never reused (AUTOINCREMENT), so an
-index left stale by a crash, or by another process ingesting, can miss rows but never point at
-the wrong text. One lock serialises writes and SQLite reads; a FAISS search runs outside it (an
-installed index is never changed, only replaced whole), and the list of collections is a
-snapshot read without it, so neither waits for the other. The object is safe to share.
+Readers hold no lock across a search: each takes the collection's current ``Snapshot`` object,
+which never changes. ``refresh()`` (cheap: a ``stat`` of each pointer) loads a snapshot another
+process published and swaps it in; ``watch()`` runs it in a background thread, so that a
+running server picks up a new index without a restart while searches in flight finish on the
+old one. A data dir of the old layout (``chunks.sqlite3`` + ``faiss/<collection>.faiss``) is
+migrated on ``open()`` (``retrieval.legacy``).
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import re
-import sqlite3
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import faiss
 import numpy as np
 
 from retrieval.chunking import Chunk
-from retrieval.errors import BrokenIndex, EmbeddingMismatch, RetrievalError, UnknownCollection
+from retrieval.errors import (
+    BrokenIndex,
+    EmbeddingMismatch,
+    InvalidFilter,
+    RetrievalError,
+    UnknownCollection,
+)
+from retrieval.filters import SearchFilter
+from retrieval.index_types import IndexSettings, IndexSpec
+from retrieval.snapshot_writer import SnapshotWriter, collection_lock, vector_family
+from retrieval.snapshots import (
+    POINTER,
+    Snapshot,
+    collection_dir,
+    read_pointer,
+    snapshots_dir,
+)
 
 log = logging.getLogger(__name__)
 
 _COLLECTION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS chunks (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    collection TEXT NOT NULL,
-    source TEXT NOT NULL,
-    title TEXT NOT NULL,
-    section TEXT NOT NULL,
-    ordinal INTEGER NOT NULL,
-    text TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS chunks_collection_source ON chunks (collection, source);
-CREATE TABLE IF NOT EXISTS collection_embeddings (
-    collection TEXT PRIMARY KEY,
-    backend TEXT NOT NULL,
-    model TEXT NOT NULL
-);
-"""
 #: What a collection without a record (ingested before backends were recorded) was built with.
 LEGACY_BACKEND = "torch"
-_COLUMNS = "id, collection, source, title, section, text"
 
 
 @dataclass(frozen=True)
@@ -68,156 +66,261 @@ class Passage:
     text: str
     score: float  # inner product of normalised vectors: cosine similarity
     rerank_score: float | None = None
+    page: int | None = None  # 1-based page of a paged format, else None
+    kind: str = ""  # the file type it came from ("md", "pdf", ...)
 
 
-def _passage(row: Sequence[Any], score: float = 0.0) -> Passage:
-    id_, collection, source, title, section, text = row  # _COLUMNS order
-    return Passage(id_, collection, source, title, section, text, score)
+def _passage(collection: str, row: Sequence[Any], score: float = 0.0) -> Passage:
+    id_, source, title, section, text, page, kind = row  # snapshots.CHUNK_COLUMNS order
+    return Passage(id_, collection, source, title, section, text, score, page=page, kind=kind)
 
 
-#: Backends that give the same vectors: ONNX fp32 matched torch with cosine 1.0000 on 200 demo
-#: chunks and the same top-10 for every question (``ragtime bench embed``); int8 does not.
-_SAME_VECTORS = {"torch": "fp32", "onnx": "fp32"}
+@dataclass(frozen=True)
+class SearchInfo:
+    """How a search ran: the snapshot version, its index, where it ran, how a filter applied."""
+
+    version: str
+    index: IndexSpec
+    device: str
+    method: str
+
+    def attributes(self) -> dict[str, str | int]:
+        return self.index.attributes() | {
+            "ragtime.index.snapshot": self.version,
+            "ragtime.index.device": self.device,
+            "ragtime.search.method": self.method,
+        }
 
 
-def _vector_family(backend: str) -> str:
-    return _SAME_VECTORS.get(backend, backend)
+def check_collection_name(name: str) -> None:
+    if not _COLLECTION_NAME.match(name):
+        raise ValueError(f"collection name {name!r} must be 1-64 letters, digits, '_', '.' or '-'")
 
 
 class DocumentStore:
-    """Chunks and their vectors, grouped in named collections.
+    """Chunks and their vectors, grouped in named collections, under ``root``.
 
     ``embedding_backend`` (and ``embedding_model``) name the embedder whose vectors this object
-    writes and searches with: each write records them for its collection (table
-    ``collection_embeddings``), and a search of a collection recorded with a backend of other
-    vectors (``torch`` and ``onnx`` give the same ones, ``onnx-int8`` not), or a write that would
-    mix such backends in one collection, raises ``EmbeddingMismatch`` (409);
-    ``drop_collection`` then lets it be rebuilt. A collection without a record counts as
-    ``torch``.
+    writes and searches with: each snapshot records them in its manifest, and a search of a
+    collection built by a backend of other vectors (``torch`` and ``onnx`` give the same ones,
+    ``onnx-int8`` not), or a write that would mix such backends in one collection, raises
+    ``EmbeddingMismatch`` (409); ``writer(rebuild=True)`` or ``drop_collection`` then lets it
+    be rebuilt. ``index_settings`` choose each snapshot's FAISS index by its size; ``keep``
+    snapshots per collection stay on disk (the current one and those before it).
     """
 
     def __init__(
-        self, root: Path, *, embedding_backend: str = "torch", embedding_model: str = ""
+        self,
+        root: Path,
+        *,
+        embedding_backend: str = "torch",
+        embedding_model: str = "",
+        index_settings: IndexSettings | None = None,
+        keep: int = 3,
     ) -> None:
+        self.root = Path(root)
         self.embedding_backend = embedding_backend
         self.embedding_model = embedding_model
-        self._backends: dict[str, str] = {}
-        self.root = Path(root)
-        self.db_path = self.root / "chunks.sqlite3"
-        self.index_dir = self.root / "faiss"
-        self._db: sqlite3.Connection | None = None
-        self._indexes: dict[str, Any] = {}
-        self._counts: dict[str, int] = {}
-        """Chunks per collection: replaced whole on every change, read without the lock."""
-        self._broken: dict[str, str] = {}
-        """Why a collection with chunks has no index loaded (``check``)."""
-        self._lock = threading.Lock()
+        self.index_settings = index_settings or IndexSettings()
+        self.keep = max(1, keep)
+        self._snapshots: dict[str, Snapshot] = {}
+        """Current snapshot per collection: replaced whole on every change, read without a lock."""
+        self._broken: dict[str, str] = {}  # collection -> why its snapshot cannot be served
+        self._errors: dict[str, str] = {}  # collection -> the last load error logged
+        self._pointer_keys: dict[str, tuple[int, int, int]] = {}
+        self._open = False
+        self._lock = threading.RLock()  # installs and refreshes
+        self._writer_locks: dict[str, threading.Lock] = {}
+        self._watcher: threading.Thread | None = None
+        self._stop = threading.Event()
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     def open(self) -> None:
-        """Create the directories and table if needed and load every index; idempotent."""
+        """Create the root if needed, migrate an old-layout data dir, load every collection's
+        current snapshot; idempotent."""
+        from retrieval.legacy import migrate_legacy_layout
+
         with self._lock:
-            if self._db is not None:
+            if self._open:
                 return
-            self.index_dir.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(self.db_path, check_same_thread=False, isolation_level=None)
-            db.executescript(_SCHEMA)
-            counts = dict(db.execute("SELECT collection, COUNT(*) FROM chunks GROUP BY 1"))
-            for name, count in counts.items():
-                path = self._index_path(name)
-                if not path.exists():
-                    log.warning("collection %r has no index at %s: re-ingest it", name, path)
-                    self._broken[name] = f"no index file at {path}"
-                    continue
-                try:
-                    index = faiss.read_index(str(path))
-                except Exception as exc:  # a corrupt file costs its collection, not the store
-                    log.error("cannot read the index of %r (%s): re-ingest it", name, exc)
-                    reason = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-                    self._broken[name] = f"the index file {path} cannot be read: " + (
-                        reason or type(exc).__name__
-                    )
-                    continue
-                if index.ntotal != count:
-                    log.warning(
-                        "index of %r holds %d vectors for %d chunks: re-ingest it",
-                        name,
-                        index.ntotal,
-                        count,
-                    )
-                self._indexes[name] = index
-            self._backends = dict(
-                db.execute("SELECT collection, backend FROM collection_embeddings")
-            )
-            self._counts = counts
-            self._db = db
+            (self.root / "collections").mkdir(parents=True, exist_ok=True)
+            self._open = True
+        migrate_legacy_layout(self)
+        self.refresh()
 
     def close(self) -> None:
+        self.stop_watching()
         with self._lock:
-            if self._db is not None:
-                self._db.close()
-            self._db = None
-            self._indexes.clear()
-            self._counts = {}
+            self._open = False
+            self._snapshots = {}
             self._broken = {}
+            self._pointer_keys = {}
 
-    def _conn(self) -> sqlite3.Connection:
-        if self._db is None:
+    def watch(self, interval_s: float) -> None:
+        """Poll every ``interval_s`` seconds, in a daemon thread, for snapshots published by
+        other processes (``refresh``); ``close()`` stops it."""
+        if interval_s <= 0 or self._watcher is not None:
+            return
+        self._stop.clear()
+
+        def loop() -> None:
+            while not self._stop.wait(interval_s):
+                try:
+                    self.refresh()
+                except Exception:  # a bad snapshot must not stop the watcher
+                    log.exception("refreshing the snapshots under %s failed", self.root)
+
+        self._watcher = threading.Thread(target=loop, name="snapshot-watch", daemon=True)
+        self._watcher.start()
+
+    def stop_watching(self) -> None:
+        self._stop.set()
+        if self._watcher is not None:
+            self._watcher.join(timeout=5)
+        self._watcher = None
+
+    def _require_open(self) -> None:
+        if not self._open:
             raise RetrievalError(f"document store at {self.root} is not open")
-        return self._db
 
-    def _index_path(self, collection: str) -> Path:
-        return self.index_dir / f"{collection}.faiss"
+    # -- picking up published snapshots ------------------------------------------------------
+
+    def refresh(self) -> list[str]:
+        """Load every collection whose ``CURRENT`` changed since this object last looked (one
+        ``stat`` per collection when nothing did), and drop those that are gone. Returns the
+        names that changed. A snapshot that cannot be read keeps the one served before it."""
+        self._require_open()
+        folder = self.root / "collections"
+        names = sorted(p.name for p in folder.iterdir() if (p / POINTER).is_file())
+        changed: list[str] = []
+        with self._lock:
+            for name in names:
+                if self._refresh_one(name):
+                    changed.append(name)
+            for name in set(self._snapshots) | set(self._broken):
+                if name not in names:
+                    self._uninstall(name)
+                    changed.append(name)
+        return changed
+
+    def _refresh_one(self, name: str) -> bool:
+        path = collection_dir(self.root, name)
+        try:
+            st = (path / POINTER).stat()
+        except FileNotFoundError:
+            return False
+        key = (st.st_mtime_ns, st.st_size, st.st_ino)
+        if self._pointer_keys.get(name) == key:
+            return False
+        self._pointer_keys[name] = key
+        try:
+            version = read_pointer(path)
+        except RetrievalError as exc:
+            self._mark_broken(name, str(exc))
+            return False
+        current = self._snapshots.get(name)
+        if version is None or (current is not None and current.version == version):
+            return False
+        try:
+            snapshot = Snapshot.load(
+                snapshots_dir(path) / version, use_gpu=self.index_settings.use_gpu
+            )
+        except RetrievalError as exc:
+            self._mark_broken(name, str(exc))
+            return False
+        self._install(name, snapshot)
+        self._errors.pop(name, None)
+        log.info("collection %r now served from snapshot %s", name, version)
+        return True
+
+    def _remember_pointer(self, name: str) -> None:
+        """Note ``CURRENT`` as it is now, so that ``refresh`` does not load it again."""
+        st = (collection_dir(self.root, name) / POINTER).stat()
+        self._pointer_keys[name] = (st.st_mtime_ns, st.st_size, st.st_ino)
+
+    def _mark_broken(self, name: str, reason: str) -> None:
+        """Record that ``name``'s published snapshot cannot be loaded; the next ``refresh``
+        tries again (it may have been pruned while this process was slow to look). Logged once
+        per reason."""
+        self._pointer_keys.pop(name, None)
+        first = self._errors.get(name) != reason
+        self._errors[name] = reason
+        if name in self._snapshots:
+            if first:
+                log.error("%s; still serving %r from its previous snapshot", reason, name)
+            return
+        if first:
+            log.error("%s: re-ingest it", reason)
+        self._broken = self._broken | {name: reason}
+
+    def _install(self, name: str, snapshot: Snapshot) -> None:
+        """Serve ``snapshot`` for ``name`` (none when it holds no chunks). The old one is only
+        dropped from the map: searches that hold it finish on it."""
+        others = {n: s for n, s in self._snapshots.items() if n != name}
+        self._snapshots = others | ({name: snapshot} if snapshot.count else {})
+        self._broken = {n: r for n, r in self._broken.items() if n != name}
+
+    def _uninstall(self, name: str) -> None:
+        self._snapshots = {n: s for n, s in self._snapshots.items() if n != name}
+        self._broken = {n: r for n, r in self._broken.items() if n != name}
+        self._pointer_keys.pop(name, None)
 
     # -- reads -------------------------------------------------------------------------------
 
     def collections(self) -> dict[str, int]:
-        """Each collection's name and number of chunks (as this object last wrote or read them;
-        no lock, no I/O)."""
-        self._conn()
-        return dict(sorted(self._counts.items()))
-
-    def check(self) -> dict[str, str]:
-        """Each collection that holds chunks but cannot be searched, and why (its index file is
-        missing or could not be read when loaded); {} when every one can. No I/O."""
-        self._conn()
-        broken = dict(self._broken)
-        return {name: broken[name] for name in sorted(broken) if name in self._counts}
+        """Each collection's name and number of chunks (as last loaded; no lock, no I/O)."""
+        self._require_open()
+        counts = {name: s.count for name, s in self._snapshots.items()}
+        counts |= {name: 0 for name in self._broken if name not in counts}
+        return dict(sorted(counts.items()))
 
     def has_collection(self, name: str) -> bool:
-        """Whether ``name`` holds chunks; no lock, no I/O."""
-        self._conn()
-        return name in self._counts
+        """Whether ``name`` holds chunks (or has a snapshot that failed to load); no I/O."""
+        self._require_open()
+        return name in self._snapshots or name in self._broken
+
+    def snapshot(self, name: str) -> Snapshot | None:
+        """The snapshot ``name`` is served from now (None when it has none)."""
+        return self._snapshots.get(name)
+
+    def problems(self) -> dict[str, str]:
+        """Collections whose snapshot could not be loaded, with the reason (some may still
+        serve their previous snapshot)."""
+        return dict(self._broken)
+
+    def check(self) -> dict[str, str]:
+        """Collections that cannot be served at all (no snapshot loaded), with the reason:
+        what ``/readyz`` reports. No I/O."""
+        self._require_open()
+        broken = dict(self._broken)
+        return {name: broken[name] for name in sorted(broken) if name not in self._snapshots}
 
     def embedding_backend_of(self, collection: str) -> str:
         """The backend ``collection`` was embedded with (``torch`` when unrecorded)."""
-        return self._backends.get(collection, LEGACY_BACKEND)
+        snapshot = self._snapshots.get(collection)
+        if snapshot is None:
+            return LEGACY_BACKEND
+        return snapshot.manifest.embedding_backend or LEGACY_BACKEND
 
     def serves(self, collection: str) -> bool:
         """Whether this object's backend may search (and add to) ``collection``: it gives the
         vectors of the backend that built it, or the collection holds nothing."""
-        if collection not in self._counts:
+        if collection not in self._snapshots:
             return True
         built_with = self.embedding_backend_of(collection)
-        return _vector_family(built_with) == _vector_family(self.embedding_backend)
+        return vector_family(built_with) == vector_family(self.embedding_backend)
 
-    def _check_backend(self, collection: str, *, writing: bool = False) -> None:
+    def _check_backend(self, collection: str) -> None:
         if self.serves(collection):
             return
         built_with = self.embedding_backend_of(collection)
         rebuild = f"`ragtime ingest PATH --collection {collection} --rebuild`"
-        fix = (
-            f"rebuild it whole with this backend ({rebuild} drops its other sources first), "
-            f"ingest into a new collection, or set RAGTIME_EMBEDDING_BACKEND={built_with}"
-            if writing
-            else f"re-ingest it with this backend ({rebuild} with "
-            f"RAGTIME_EMBEDDING_BACKEND={self.embedding_backend}), or set "
-            f"RAGTIME_EMBEDDING_BACKEND={built_with}"
-        )
         raise EmbeddingMismatch(
             f"collection {collection!r} was embedded with the {built_with!r} embedding backend, "
-            f"this {'ingest' if writing else 'search'} uses {self.embedding_backend!r}: {fix}",
+            f"this search uses {self.embedding_backend!r}: re-ingest it with this backend "
+            f"({rebuild} with RAGTIME_EMBEDDING_BACKEND={self.embedding_backend}), or set "
+            f"RAGTIME_EMBEDDING_BACKEND={built_with}",
             collection=collection,
             built_with=built_with,
             wanted=self.embedding_backend,
@@ -225,28 +328,63 @@ class DocumentStore:
 
     def sources(self, collection: str) -> list[str]:
         """The sources of ``collection``, sorted; [] for an unknown collection."""
-        with self._lock:
-            query = "SELECT DISTINCT source FROM chunks WHERE collection = ? ORDER BY 1"
-            return [row[0] for row in self._conn().execute(query, (collection,))]
+        snapshot = self._snapshots.get(collection)
+        return snapshot.sources() if snapshot is not None else []
+
+    def kinds(self, collection: str) -> dict[str, int]:
+        """The file types of ``collection`` and their chunk counts."""
+        snapshot = self._snapshots.get(collection)
+        return dict(snapshot.manifest.kinds) if snapshot is not None else {}
 
     def get(self, ids: Sequence[int]) -> list[Passage]:
-        """The passages with these ids, in the order given (unknown ids left out), score 0."""
-        with self._lock:
-            rows = self._rows(ids)
-        return [_passage(rows[i]) for i in ids if i in rows]
+        """The passages with these ids (of any collection), in the order given (unknown ids
+        left out), score 0."""
+        found: dict[int, Passage] = {}
+        for name, snapshot in self._snapshots.items():
+            found |= {i: _passage(name, row) for i, row in snapshot.rows(ids).items()}
+        return [found[i] for i in ids if i in found]
 
-    def _rows(self, ids: Iterable[int]) -> dict[int, tuple[Any, ...]]:
-        wanted = sorted({int(i) for i in ids})
-        rows: dict[int, tuple[Any, ...]] = {}
-        for start in range(0, len(wanted), 500):  # stay under SQLite's variable limit
-            batch = wanted[start : start + 500]
-            marks = ",".join("?" * len(batch))
-            query = f"SELECT {_COLUMNS} FROM chunks WHERE id IN ({marks})"
-            rows.update((row[0], row) for row in self._conn().execute(query, batch))
-        return rows
+    def check_filter(self, collection: str, search_filter: SearchFilter) -> None:
+        """``InvalidFilter`` when the filter names a file type ``collection`` does not hold."""
+        kinds = self.kinds(collection)
+        missing = [k for k in search_filter.kinds if k not in kinds]
+        if kinds and missing:
+            raise InvalidFilter(
+                "kind",
+                f"collection {collection!r} holds no {', '.join(map(repr, missing))} files; "
+                f"its file types are {sorted(kinds)}",
+            )
 
-    def search(self, collection: str, vector: np.ndarray, k: int) -> list[Passage]:
+    def _serving(self, collection: str) -> Snapshot:
+        self._require_open()
+        snapshot = self._snapshots.get(collection)
+        if snapshot is None:
+            if collection in self._broken:
+                raise BrokenIndex(
+                    f"collection {collection!r} cannot be searched: its index could not be "
+                    "loaded; re-ingest it"
+                )
+            raise UnknownCollection.named(collection, self._snapshots)
+        return snapshot
+
+    def search(
+        self,
+        collection: str,
+        vector: np.ndarray,
+        k: int,
+        search_filter: SearchFilter | None = None,
+    ) -> list[Passage]:
         """The ``k`` (or fewer) passages of ``collection`` nearest ``vector``, best first."""
+        return self.search_with_info(collection, vector, k, search_filter)[0]
+
+    def search_with_info(
+        self,
+        collection: str,
+        vector: np.ndarray,
+        k: int,
+        search_filter: SearchFilter | None = None,
+    ) -> tuple[list[Passage], SearchInfo]:
+        """``search``, and how it ran (``SearchInfo``: snapshot, index, device, method)."""
         query = np.ascontiguousarray(vector, dtype=np.float32)
         if query.ndim == 1:
             query = query.reshape(1, -1)
@@ -254,180 +392,82 @@ class DocumentStore:
             raise ValueError(
                 f"search takes one vector, shape (dim,) or (1, dim); got {vector.shape}"
             )
-        with self._lock:
-            db = self._conn()
-            index = self._indexes.get(collection)
-            if index is None:
-                known = [row[0] for row in db.execute("SELECT DISTINCT collection FROM chunks")]
-                if collection in known:
-                    raise BrokenIndex(
-                        f"collection {collection!r} cannot be searched: its index could not be "
-                        "loaded; re-ingest it"
-                    )
-                raise UnknownCollection.named(collection, known)
+        snapshot = self._serving(collection)  # held to the end: a swap does not touch it
         self._check_backend(collection)
-        if query.shape[1] != index.d:
-            raise ValueError(f"vector has {query.shape[1]} dimensions, index has {index.d}")
-        if k <= 0 or index.ntotal == 0:
-            return []
-        # Outside the lock: this index object is never changed, only replaced by a new one.
-        # One query runs on the calling thread alone (OpenMP's setting is per thread): waking
-        # FAISS's OpenMP team costs more than it saves for one query, and under load the team
-        # waits for a free core (median 8 ms per search on the loaded bench, 0.02 ms alone).
-        threads = faiss.omp_get_max_threads()
-        faiss.omp_set_num_threads(1)
-        try:
-            scores, ids = index.search(query, min(k, index.ntotal))
-        finally:
-            faiss.omp_set_num_threads(threads)
-        hits = [(int(i), float(s)) for i, s in zip(ids[0], scores[0], strict=True) if i >= 0]
-        with self._lock:
-            rows = self._rows(i for i, _ in hits)
-        return [_passage(rows[i], score) for i, score in hits if i in rows]
+        hits, method = snapshot.search(query, k, search_filter)
+        rows = snapshot.rows(i for i, _ in hits)
+        passages = [_passage(collection, rows[i], score) for i, score in hits if i in rows]
+        info = SearchInfo(snapshot.version, snapshot.manifest.index, snapshot.device, method)
+        return passages, info
 
-    # -- the write ---------------------------------------------------------------------------
+    # -- writes ------------------------------------------------------------------------------
+
+    @contextmanager
+    def writer(
+        self,
+        collection: str,
+        *,
+        rebuild: bool = False,
+        embedding_backend: str | None = None,
+        embedding_model: str | None = None,
+    ) -> Iterator[SnapshotWriter]:
+        """Build ``collection``'s next snapshot in the block; publish it when the block ends
+        without an error and something changed (else throw it away). ``rebuild`` starts from
+        nothing instead of the current snapshot. Holds the collection's lock throughout: one
+        writer of a collection at a time, across processes (others wait); searches go on."""
+        check_collection_name(collection)
+        self._require_open()
+        path = collection_dir(self.root, collection)
+        with self._writer_lock(collection), collection_lock(path):
+            with self._lock:
+                self._refresh_one(collection)  # the base is what is published now, by anyone
+                base = None if rebuild else self._snapshots.get(collection)
+            writer = SnapshotWriter(
+                path,
+                collection,
+                base,
+                embedding_backend=embedding_backend or self.embedding_backend,
+                embedding_model=self.embedding_model
+                if embedding_model is None
+                else embedding_model,
+                index_settings=self.index_settings,
+                keep=self.keep,
+            )
+            try:
+                yield writer
+                if not writer.changed:
+                    writer.abort()
+                    return
+                snapshot = writer.publish()
+            except BaseException:
+                writer.abort()
+                raise
+            with self._lock:
+                self._remember_pointer(collection)
+                self._install(collection, snapshot)
+
+    def _writer_lock(self, collection: str) -> threading.Lock:
+        """This process's lock on writing ``collection`` (the flock orders processes; threads
+        of one process need their own, as an flock is per open file)."""
+        with self._lock:
+            return self._writer_locks.setdefault(collection, threading.Lock())
 
     def replace_source(
         self, collection: str, source: str, chunks: Sequence[Chunk], vectors: np.ndarray
     ) -> int:
-        """Make ``chunks`` (with their ``vectors``) the whole of ``source`` in ``collection``.
-
-        Returns the number of chunks stored. Re-ingesting a source replaces it, never
-        duplicates it. On any error nothing changes.
-        """
-        if not _COLLECTION_NAME.match(collection):
-            raise ValueError(
-                f"collection name {collection!r} must be 1-64 letters, digits, '_', '.' or '-'"
-            )
-        matrix = np.ascontiguousarray(vectors, dtype=np.float32)
-        if matrix.ndim != 2 or matrix.shape[0] != len(chunks):
-            raise ValueError(
-                f"{len(chunks)} chunk(s) but vectors of shape {getattr(vectors, 'shape', '?')}"
-            )
-        with self._lock:
-            db = self._conn()
-            current = self._indexes.get(collection)
-            if current is not None and len(chunks) and matrix.shape[1] != current.d:
-                raise ValueError(
-                    f"vectors have {matrix.shape[1]} dimensions, collection {collection!r} "
-                    f"has {current.d}: was the embedding model changed?"
-                )
-            if collection in self._counts and self._mixes_backends(db, collection, source):
-                self._check_backend(collection, writing=True)
-            db.execute("BEGIN IMMEDIATE")
-            tmp: Path | None = None
-            try:
-                old_ids, new_ids = self._replace_rows(db, collection, source, chunks)
-                db.execute(
-                    "INSERT OR REPLACE INTO collection_embeddings VALUES (?, ?, ?)",
-                    (collection, self.embedding_backend, self.embedding_model),
-                )
-                index = self._updated_index(current, old_ids, new_ids, matrix)
-                path = self._index_path(collection)
-                tmp = self._write_temp(index, path)
-                db.execute("COMMIT")
-            except BaseException:
-                if db.in_transaction:
-                    db.execute("ROLLBACK")
-                if tmp is not None:
-                    tmp.unlink(missing_ok=True)
-                raise
-            self._install(collection, index, path, tmp)
-            count = db.execute(
-                "SELECT COUNT(*) FROM chunks WHERE collection = ?", (collection,)
-            ).fetchone()[0]
-            if not count:
-                db.execute("DELETE FROM collection_embeddings WHERE collection = ?", (collection,))
-            backends = {name: b for name, b in self._backends.items() if name != collection}
-            self._backends = backends | ({collection: self.embedding_backend} if count else {})
-            counts = {name: n for name, n in self._counts.items() if name != collection}
-            self._counts = counts | ({collection: count} if count else {})
-        return len(chunks)
+        """Make ``chunks`` (with their ``vectors``) the whole of ``source`` in ``collection``,
+        in a new snapshot. Returns the number of chunks stored. On any error nothing changes."""
+        with self.writer(collection) as writer:
+            return writer.replace_source(source, chunks, vectors)
 
     def drop_collection(self, collection: str) -> int:
-        """Remove ``collection``: its chunks, its index and its backend record. Returns the
-        number of chunks removed (0 for a collection that holds none)."""
-        with self._lock:
-            db = self._conn()
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                removed = db.execute(
-                    "DELETE FROM chunks WHERE collection = ?", (collection,)
-                ).rowcount
-                db.execute("DELETE FROM collection_embeddings WHERE collection = ?", (collection,))
-                db.execute("COMMIT")
-            except BaseException:
-                if db.in_transaction:
-                    db.execute("ROLLBACK")
-                raise
-            self._index_path(collection).unlink(missing_ok=True)
-            self._indexes.pop(collection, None)
-            self._backends = {n: b for n, b in self._backends.items() if n != collection}
-            self._counts = {n: c for n, c in self._counts.items() if n != collection}
-        return int(removed)
-
-    def _mixes_backends(self, db: sqlite3.Connection, collection: str, source: str) -> bool:
-        """Whether writing ``source`` would leave vectors of two backends in ``collection``."""
-        if self.embedding_backend_of(collection) == self.embedding_backend:
-            return False
-        query = "SELECT 1 FROM chunks WHERE collection = ? AND source != ? LIMIT 1"
-        return db.execute(query, (collection, source)).fetchone() is not None
-
-    @staticmethod
-    def _replace_rows(
-        db: sqlite3.Connection, collection: str, source: str, chunks: Sequence[Chunk]
-    ) -> tuple[list[int], list[int]]:
-        """Delete the source's rows and insert the new ones: (old ids, new ids)."""
-        where = "WHERE collection = ? AND source = ?"
-        key = (collection, source)
-        old_ids = [row[0] for row in db.execute(f"SELECT id FROM chunks {where}", key)]
-        db.execute(f"DELETE FROM chunks {where}", key)
-        insert = (
-            "INSERT INTO chunks (collection, source, title, section, ordinal, text) "
-            "VALUES (?, ?, ?, ?, ?, ?) RETURNING id"
-        )
-        new_ids = [
-            db.execute(insert, (*key, c.title, c.section, c.ordinal, c.text)).fetchone()[0]
-            for c in chunks
-        ]
-        return old_ids, new_ids
-
-    @staticmethod
-    def _updated_index(
-        current: Any, old_ids: list[int], new_ids: list[int], matrix: np.ndarray
-    ) -> Any:
-        """A copy of ``current`` (or a new index) without ``old_ids`` and with the new vectors."""
-        index: Any
-        if current is None:
-            index = faiss.IndexIDMap2(faiss.IndexFlatIP(matrix.shape[1]))
-        else:
-            index = faiss.deserialize_index(faiss.serialize_index(current))
-        if old_ids:
-            index.remove_ids(np.asarray(old_ids, dtype=np.int64))
-        if new_ids:
-            index.add_with_ids(matrix, np.asarray(new_ids, dtype=np.int64))
-        return index
-
-    @staticmethod
-    def _write_temp(index: Any, path: Path) -> Path:
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-        try:
-            with open(tmp, "wb") as f:
-                f.write(faiss.serialize_index(index).tobytes())
-                f.flush()
-                os.fsync(f.fileno())
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
-        return tmp
-
-    def _install(self, collection: str, index: Any, path: Path, tmp: Path) -> None:
-        """Put the committed index in place: in memory, then on disk atomically."""
-        if index.ntotal == 0:  # the collection is gone
-            tmp.unlink(missing_ok=True)
-            path.unlink(missing_ok=True)
-            self._indexes.pop(collection, None)
-            return
-        self._indexes[collection] = index
-        self._broken.pop(collection, None)
-        os.replace(tmp, path)
+        """Publish an empty snapshot of ``collection``. Returns the number of chunks removed
+        (0 for a collection that holds none)."""
+        check_collection_name(collection)
+        self._require_open()
+        before = self._snapshots.get(collection)
+        if before is None and collection not in self._broken:
+            return 0
+        with self.writer(collection, rebuild=True):
+            pass
+        return before.count if before is not None else 0

@@ -46,11 +46,7 @@ CRD_KINDS = {("keda.sh/v1alpha1", "ScaledObject")}
 #: helper's index kinds and snapshot polling (issue 12). When one becomes a field of Settings,
 #: test_pending_settings_are_not_settings_yet fails: drop it from here and uncomment it in
 #: deploy/k8s/config.yaml.
-PENDING_SETTINGS = {
-    "RAGTIME_INDEX_LARGE_KIND",
-    "RAGTIME_INDEX_IVF_NLIST",
-    "RAGTIME_SNAPSHOT_POLL_S",
-}
+PENDING_SETTINGS: set[str] = set()
 
 #: SGLang's scheduler gauges, as python/sglang/srt/metrics/collector.py (sgl-project/sglang,
 #: SchedulerMetricsCollector) names them; tests/fakes/sglang_server.py exports the same.

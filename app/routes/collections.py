@@ -69,8 +69,9 @@ async def upload_documents(
     settings: SettingsDep,
 ) -> JSONResponse:
     """Ingest the uploaded documents into collection ``name`` (a document uploaded again
-    replaces its chunks). 413 over ``RAGTIME_MAX_UPLOAD_BYTES``, 415 for a type not ingested,
-    422 for a body or document that cannot be read."""
+    replaces its chunks; unchanged, it is not embedded again). 413 over
+    ``RAGTIME_MAX_UPLOAD_BYTES``, 415 for a type not ingested, 422 for a body or document that
+    cannot be read."""
     collection = readable_collection(key, check_collection_name(name))
     documents = await read_documents(request, settings.max_upload_bytes)
     report = await asyncio.to_thread(
@@ -81,13 +82,13 @@ async def upload_documents(
         store=services.store,
     )
     failures = [IngestFailure(source=s, reason=r) for s, r in report.failures]
-    if not report.files:
+    if not (report.files or report.unchanged):
         reasons = "; ".join(f"{f.source}: {f.reason}" for f in failures) or "nothing to ingest"
         raise InvalidField("documents", f"no document could be ingested ({reasons})")
     failed = {f.source for f in failures}
     response = IngestResponse(
         collection=collection,
-        files=report.files,
+        files=report.files + len(report.unchanged),
         chunks=report.chunks,
         sources=[d.source for d in documents if d.source not in failed],
         failures=failures,

@@ -1,5 +1,7 @@
 """``POST /v1/search``: ranked passages for a query, retrieval only, budgeted and traced; personal
-data and secrets in the hits are redacted."""
+data and secrets in the hits are redacted. ``k`` has its own limit (``RAGTIME_MAX_SEARCH_K``),
+apart from the prompt's passage limit; ``source_prefix`` and ``kind`` filter the hits (422
+naming the field for a malformed value or a file type the collection does not hold)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from app.deps import (
     SettingsDep,
     readable_collection,
 )
+from app.errors import InvalidField
 from app.limits import check_text, resolve_count
 from app.report import (
     budget_report,
@@ -27,6 +30,7 @@ from app.report import (
     timing_headers,
 )
 from app.schemas import SearchRequest, SearchResponse
+from retrieval import InvalidFilter, SearchFilter
 from tracing import current_trace_id
 
 router = APIRouter(tags=["retrieval"])
@@ -42,12 +46,19 @@ async def search(
     settings: SettingsDep,
 ) -> JSONResponse:
     check_text(body.query, field="query", settings=settings)
-    k = resolve_count(body.k, field="k", default=settings.top_k, maximum=settings.max_top_k)
+    k = resolve_count(body.k, field="k", default=settings.top_k, maximum=settings.max_search_k)
     collection = readable_collection(key, body.collection or settings.default_collection)
+    try:
+        search_filter = SearchFilter.of(body.source_prefix, body.kind)
+        pipeline.stages.search.check(collection, search_filter)
+    except InvalidFilter as exc:
+        raise InvalidField(exc.field, exc.reason) from exc
     root = trace.get_current_span()
     root.set_attributes({"ragtime.collection": collection, "ragtime.k": k})
     try:
-        passages = await pipeline.retrieve(body.query, collection, k, ledger)
+        passages = await pipeline.retrieve(
+            body.query, collection, k, ledger, search_filter=search_filter
+        )
     except BaseException as exc:
         close_request(ledger, root, ROUTE, error_outcome(exc))
         raise

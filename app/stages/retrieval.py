@@ -10,7 +10,15 @@ import numpy as np
 
 from app.stages.batching import MicroBatcher
 from app.stages.threads import StageThreads
-from retrieval import DocumentStore, Embedder, Passage, Reranker, UnknownCollection
+from retrieval import (
+    DocumentStore,
+    Embedder,
+    Passage,
+    Reranker,
+    SearchFilter,
+    SearchInfo,
+    UnknownCollection,
+)
 from tracing.budget import DeadlinePassed
 
 
@@ -59,19 +67,27 @@ class EmbedQuestion:
 
 @dataclass(frozen=True)
 class Found:
-    """The nearest passages of a collection, best first."""
+    """The nearest passages of a collection, best first, and how the search ran: the snapshot
+    and its index (kind, efSearch or nprobe...), the device, and the filter."""
 
     collection: str
     k: int
     passages: list[Passage]
+    info: SearchInfo | None = None
+    search_filter: SearchFilter | None = None
 
     def attributes(self) -> dict[str, str | int | float]:
-        return {
+        attributes: dict[str, str | int | float] = {
             "ragtime.search.collection": self.collection,
             "ragtime.search.k": self.k,
             "ragtime.search.results": len(self.passages),
             "ragtime.search.top_score": self.passages[0].score if self.passages else 0.0,
         }
+        if self.info is not None:
+            attributes |= self.info.attributes()
+        if self.search_filter is not None:
+            attributes |= self.search_filter.attributes()
+        return attributes
 
 
 class SearchIndex:
@@ -87,19 +103,31 @@ class SearchIndex:
     async def warm_up(self) -> None:
         await asyncio.to_thread(self.store.open)
 
-    def check(self, collection: str) -> None:
+    def check(self, collection: str, search_filter: SearchFilter | None = None) -> None:
         """Raise ``UnknownCollection`` before any work is spent on a collection that does not
         exist (a read of the store's collection list: no lock, no I/O). The message names no
-        other collection: a caller learns nothing of what else is stored."""
+        other collection: a caller learns nothing of what else is stored. ``InvalidFilter``
+        for a filter on a file type the collection does not hold."""
         if not self.store.has_collection(collection):
             raise UnknownCollection(f"unknown collection {collection!r}")
+        if search_filter is not None:
+            self.store.check_filter(collection, search_filter)
 
-    async def run(self, collection: str, vector: np.ndarray, k: int, *, deadline: float) -> Found:
+    async def run(
+        self,
+        collection: str,
+        vector: np.ndarray,
+        k: int,
+        *,
+        deadline: float,
+        search_filter: SearchFilter | None = None,
+    ) -> Found:
         self.check(collection)
-        passages = await self.threads.run(
-            self.store.search, collection, vector, k, deadline=deadline
+        passages, info = await self.threads.run(
+            self.store.search_with_info, collection, vector, k, search_filter, deadline=deadline
         )
-        return Found(collection, k, passages)
+        active = search_filter if search_filter is not None and search_filter.active else None
+        return Found(collection, k, passages, info, active)
 
 
 @dataclass(frozen=True)

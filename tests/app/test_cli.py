@@ -13,6 +13,7 @@ from app import cli, services
 from app.config import get_settings
 from retrieval import DocumentStore
 from tests.fakes.hash_embedder import HashEmbedder
+from tests.helpers.legacy_store import write_legacy_collection
 
 
 @pytest.fixture
@@ -116,7 +117,7 @@ def test_ingest_rebuild_changes_a_collections_embedding_backend(
     assert cli.main(["ingest", str(docs / "lists.md"), "--collection", "notes"]) == 1
     assert "--rebuild" in capsys.readouterr().err  # the other source is torch's: refused
     assert cli.main(["ingest", str(docs / "lists.md"), "--collection", "notes", "--rebuild"]) == 0
-    assert "dropped 'notes' (2 chunk(s))" in capsys.readouterr().err
+    assert "rebuilding 'notes' from nothing" in capsys.readouterr().err
     store = DocumentStore(data_dir / "store")
     store.open()
     assert store.sources("notes") == ["lists.md"]
@@ -143,3 +144,22 @@ def test_setup_demo_rebuilds_a_demo_of_other_vectors(
     store.close()
     assert cli.main(["setup-demo"]) == 0  # now it serves: nothing to do
     assert "ingested" not in capsys.readouterr().out
+
+
+def test_setup_demo_over_the_old_store_layout_migrates_it(
+    data_dir: Path, one_file_demo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A data dir from before snapshots keeps its demo collection: migrated, not re-ingested."""
+    texts = ["Python is an easy to learn, powerful programming language."]
+    write_legacy_collection(
+        data_dir / "store", "demo", [("appetite.rst.txt", texts[0])], HashEmbedder().embed(texts)
+    )
+    assert cli.main(["setup-demo"]) == 0
+    assert "ingested" not in capsys.readouterr().out
+    store = DocumentStore(data_dir / "store")
+    store.open()
+    assert store.collections() == {"demo": 1}
+    store.close()
+    assert (data_dir / "store" / "legacy-backup" / "chunks.sqlite3").is_file()
+    assert cli.main(["ingest", str(one_file_demo), "--collection", "demo"]) == 0
+    assert "0 added, 1 changed" in capsys.readouterr().out  # no hash was known: embedded once

@@ -65,3 +65,16 @@ class HashEmbedder(Embedder):
             norm = float(np.linalg.norm(out[row]))
             out[row] = out[row] / norm if norm else 1.0 / np.sqrt(DIM)
         return out
+
+
+class CountingEmbedder(HashEmbedder):
+    """A ``HashEmbedder`` that records every text it embeds (``texts``), for tests of what an
+    incremental ingest embeds again and what it reuses."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.texts: list[str] = []
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.texts += list(texts)
+        return super().embed(texts)

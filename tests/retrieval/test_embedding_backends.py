@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import logging
-import sqlite3
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +11,7 @@ import pytest
 
 from retrieval import Chunk, DocumentStore, Embedder, EmbeddingMismatch
 from tests.fakes.hash_embedder import HashEmbedder
+from tests.helpers.legacy_store import write_legacy_collection
 
 SENTENCES = [
     "How do I give a function parameter a default value?",
@@ -67,9 +67,9 @@ def test_a_search_with_another_backend_is_refused_with_a_hint(tmp_path: Path) ->
 
 
 def test_an_index_without_a_record_counts_as_torch(tmp_path: Path) -> None:
-    _ingest(tmp_path, "torch")
-    with sqlite3.connect(tmp_path / "chunks.sqlite3") as db:  # as ingested before the record
-        db.execute("DELETE FROM collection_embeddings")
+    texts = ["lists hold items", "dicts map keys"]  # the old layout, before the record
+    rows = [("a.md", t) for t in texts]
+    write_legacy_collection(tmp_path, "demo", rows, HashEmbedder().embed(texts), backend=None)
     assert _search(tmp_path, "torch")[0] == "lists hold items"
     assert _search(tmp_path, "onnx")[0] == "lists hold items"  # the same vectors as torch
     with pytest.raises(EmbeddingMismatch):
@@ -134,6 +134,6 @@ def test_a_dropped_collection_can_be_rebuilt_with_another_backend(tmp_path: Path
     assert store.drop_collection("demo") == 0
     assert not store.has_collection("demo") and store.serves("demo")  # nothing left to refuse
     store.close()
-    assert not (tmp_path / "faiss" / "demo.faiss").exists()
+    assert (tmp_path / "collections" / "demo" / "CURRENT").read_text().strip() == "v000003"
     _ingest(tmp_path, "onnx-int8", "b.md")
     assert _search(tmp_path, "onnx-int8")[0] == "lists hold items"

@@ -61,13 +61,16 @@ def test_ingest_reports_failures_and_goes_on(
 
     again = ingest_path(docs, collection="notes", embedder=embedder, store=store)
     assert (again.files, again.chunks, again.failures, again.skipped) == (
-        report.files,
-        report.chunks,
+        0,  # nothing changed: nothing embedded, no snapshot published
+        0,
         report.failures,
         report.skipped,
     )
+    assert len(again.unchanged) == 3 and again.snapshot is None
     assert store.collections() == {"notes": 3}
-    index = faiss.read_index(str(store.root / "faiss" / "notes.faiss"))
+    snapshot = store.snapshot("notes")
+    assert snapshot is not None and snapshot.version == "v000001"
+    index = faiss.read_index(str(snapshot.path / "index.faiss"))
     assert index.ntotal == 3
 
 

@@ -11,12 +11,17 @@ EXPORTED = {
     "Embedder",
     "BrokenIndex",
     "EmbeddingMismatch",
+    "IndexSettings",
+    "IndexSpec",
     "IngestReport",
+    "InvalidFilter",
     "Passage",
     "RerankResult",
     "Reranker",
     "RerankerUnavailable",
     "RetrievalError",
+    "SearchFilter",
+    "SearchInfo",
     "UnknownCollection",
     "chunk_text",
     "default_embedding_model_path",
@@ -35,6 +40,7 @@ def test_error_statuses() -> None:
     assert retrieval.UnknownCollection.status_code == 404
     assert retrieval.RerankerUnavailable.status_code == 503
     assert retrieval.EmbeddingMismatch.status_code == 409
+    assert retrieval.InvalidFilter.status_code == 422
     assert issubclass(retrieval.EmbeddingMismatch, retrieval.RetrievalError)
     assert issubclass(retrieval.UnknownCollection, retrieval.RetrievalError)
     assert issubclass(retrieval.RerankerUnavailable, retrieval.RetrievalError)

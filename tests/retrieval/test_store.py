@@ -23,16 +23,21 @@ def _chunks(source: str, n: int, tag: str = "v1") -> list[Chunk]:
     return [Chunk(source, "Doc", f"Part {i}", i, f"{tag} chunk {i} of {source}") for i in range(n)]
 
 
+def _current(root: Path, collection: str) -> Path:
+    """The directory of ``collection``'s published snapshot."""
+    folder = root / "collections" / collection
+    return folder / "snapshots" / (folder / "CURRENT").read_text().strip()
+
+
 def _ntotal(root: Path, collection: str) -> int:
-    return int(faiss.read_index(str(root / "faiss" / f"{collection}.faiss")).ntotal)
+    return int(faiss.read_index(str(_current(root, collection) / "index.faiss")).ntotal)
 
 
 def test_open_creates_the_layout_and_is_idempotent(tmp_path: Path) -> None:
     store = DocumentStore(tmp_path / "store")
     store.open()
     store.open()
-    assert (tmp_path / "store" / "chunks.sqlite3").is_file()
-    assert (tmp_path / "store" / "faiss").is_dir()
+    assert (tmp_path / "store" / "collections").is_dir()
     assert store.collections() == {}
     store.close()
     store.close()
@@ -120,7 +125,7 @@ def test_persists_across_close_and_open(tmp_path: Path) -> None:
 def test_length_mismatch_changes_nothing(store: DocumentStore) -> None:
     rng = np.random.default_rng(6)
     store.replace_source("docs", "a.rst", _chunks("a.rst", 3), _unit(rng, 3))
-    index_file = store.root / "faiss" / "docs.faiss"
+    index_file = _current(store.root, "docs") / "index.faiss"
     saved = index_file.read_bytes()
     with pytest.raises(ValueError, match="3 chunk"):
         store.replace_source("docs", "a.rst", _chunks("a.rst", 3, tag="v2"), _unit(rng, 2))
@@ -130,7 +135,8 @@ def test_length_mismatch_changes_nothing(store: DocumentStore) -> None:
     assert store.collections() == {"docs": 3}
     assert index_file.read_bytes() == saved
     assert all(p.text.startswith("v1 ") for p in store.search("docs", _unit(rng, 1)[0], 5))
-    assert not list((store.root / "faiss").glob(".*tmp"))
+    assert _current(store.root, "docs") == index_file.parent
+    assert [p.name for p in (index_file.parent.parent).iterdir()] == [index_file.parent.name]
 
 
 def test_emptying_the_last_source_removes_the_collection(store: DocumentStore) -> None:
@@ -138,7 +144,7 @@ def test_emptying_the_last_source_removes_the_collection(store: DocumentStore) -
     store.replace_source("docs", "a.rst", _chunks("a.rst", 2), _unit(rng, 2))
     assert store.replace_source("docs", "a.rst", [], np.zeros((0, DIM), np.float32)) == 0
     assert store.collections() == {}
-    assert not (store.root / "faiss" / "docs.faiss").exists()
+    assert not (_current(store.root, "docs") / "index.faiss").exists()
     with pytest.raises(UnknownCollection):
         store.search("docs", _unit(rng, 1)[0], 1)
 
@@ -191,10 +197,10 @@ def test_a_corrupt_index_costs_its_collection_not_the_store(tmp_path: Path) -> N
     store.replace_source("docs", "a.rst", _chunks("a.rst", 2), _unit(rng, 2))
     store.replace_source("faq", "b.rst", _chunks("b.rst", 2), _unit(rng, 2))
     store.close()
-    (tmp_path / "store" / "faiss" / "docs.faiss").write_bytes(b"garbage")
+    (_current(tmp_path / "store", "docs") / "index.faiss").write_bytes(b"garbage")
 
     store.open()
-    assert store.collections() == {"docs": 2, "faq": 2}
+    assert store.collections() == {"docs": 0, "faq": 2}
     assert len(store.search("faq", _unit(rng, 1)[0], 5)) == 2
     with pytest.raises(RetrievalError, match="re-ingest"):
         store.search("docs", _unit(rng, 1)[0], 5)

@@ -1,6 +1,6 @@
 """``DocumentStore.check``: a collection whose index cannot be loaded is named, with why, and a
 search of it fails as ``BrokenIndex`` (503), not as a 500. The index files are found by their
-suffix under the store's root, whatever layout the store keeps them in."""
+suffix under the collection's folder."""
 
 from __future__ import annotations
 
@@ -27,8 +27,8 @@ def _store_with(root: Path, *collections: str) -> None:
 
 
 def index_files(root: Path, collection: str) -> list[Path]:
-    """The index files the store holds for ``collection`` (``<collection>.faiss``, anywhere)."""
-    files = [p for p in root.rglob(f"{collection}.faiss") if p.is_file()]
+    """The index files the store holds for ``collection`` (each snapshot's ``index.faiss``)."""
+    files = [p for p in root.rglob("*.faiss") if p.is_file() and collection in p.parts]
     assert files, f"no index file for {collection!r} under {root}"
     return files
 
@@ -48,7 +48,7 @@ def test_a_truncated_index_is_reported_and_refused(tmp_path: Path) -> None:
     try:
         problems = store.check()
         assert list(problems) == ["docs"]
-        assert "cannot be read" in problems["docs"] and "docs.faiss" in problems["docs"]
+        assert "cannot read" in problems["docs"] and "index.faiss" in problems["docs"]
         with pytest.raises(BrokenIndex, match="re-ingest") as caught:
             store.search("docs", np.ones(DIM, dtype=np.float32), 2)
         assert caught.value.status_code == 503
@@ -65,7 +65,7 @@ def test_a_missing_index_is_reported(tmp_path: Path) -> None:
     store = DocumentStore(root)
     store.open()
     try:
-        assert "no index file" in store.check()["docs"]
+        assert "No such file" in store.check()["docs"]
     finally:
         store.close()
 

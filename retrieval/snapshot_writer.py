@@ -1,0 +1,396 @@
+"""Build a collection's next snapshot beside the current one, then publish it atomically.
+
+A ``SnapshotWriter`` starts from the current snapshot (the base) and takes changes: sources
+replaced (new chunks and vectors) and sources removed; every other source of the base is
+carried over with its stored vectors, never embedded again. ``publish()`` then:
+
+1. writes the new snapshot into ``snapshots/.building-<version>-<pid>/`` (chunk table, ids,
+   vectors, FAISS index, manifest), each file fsynced;
+2. renames that directory to ``snapshots/<version>`` (and fsyncs ``snapshots/``);
+3. writes ``CURRENT.tmp``, fsyncs it and ``os.replace``s it over ``CURRENT`` (and fsyncs the
+   collection directory): the one step that makes the new snapshot the served one;
+4. prunes: keeps the current snapshot and the ``keep - 1`` before it.
+
+A crash before step 3 leaves ``CURRENT`` naming the previous snapshot, which is untouched; the
+next writer removes the half-built directory. One writer per collection at a time: the caller
+holds ``collection_lock`` (an ``flock``, released by the kernel when a writer dies).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import shutil
+import sqlite3
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import faiss
+import numpy as np
+
+from retrieval.chunking import Chunk
+from retrieval.errors import EmbeddingMismatch
+from retrieval.index_types import IndexSettings, build_index, choose_spec
+from retrieval.snapshots import (
+    CHUNKS_DB,
+    IDS,
+    INDEX,
+    LOCK,
+    MANIFEST,
+    POINTER,
+    STAGING_PREFIX,
+    VECTORS,
+    Manifest,
+    Snapshot,
+    SourceRecord,
+    fsync_dir,
+    published_versions,
+    read_pointer,
+    snapshots_dir,
+    version_name,
+    version_number,
+)
+
+_SCHEMA = """
+CREATE TABLE chunks (
+    id INTEGER PRIMARY KEY,
+    source TEXT NOT NULL,
+    title TEXT NOT NULL,
+    section TEXT NOT NULL,
+    ordinal INTEGER NOT NULL,
+    page INTEGER,
+    kind TEXT NOT NULL,
+    text TEXT NOT NULL
+);
+"""
+_INDEXES = """
+CREATE INDEX IF NOT EXISTS chunks_source ON chunks (source);
+CREATE INDEX IF NOT EXISTS chunks_kind ON chunks (kind);
+"""
+_COLUMNS = "id, source, title, section, ordinal, page, kind, text"
+#: Backends that give the same vectors: ONNX fp32 matched torch with cosine 1.0000 on 200 demo
+#: chunks and the same top-10 for every question (``ragtime bench embed``); int8 does not.
+_SAME_VECTORS = {"torch": "fp32", "onnx": "fp32"}
+
+
+def vector_family(backend: str) -> str:
+    return _SAME_VECTORS.get(backend, backend)
+
+
+def file_sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def kind_of(source: str) -> str:
+    """A source's file type from its last suffix (``md`` for ``a/b.md``), "" without one."""
+    suffix = PurePosixPath(source).suffix.lower().lstrip(".")
+    return "".join(c for c in suffix if c.isalnum())[:16]
+
+
+@contextmanager
+def collection_lock(collection: Path) -> Iterator[None]:
+    """Hold the collection's writer lock (blocking until any other writer is done)."""
+    collection.mkdir(parents=True, exist_ok=True)
+    with open(collection / LOCK, "a+b") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def _fsync_file(path: Path) -> None:
+    with open(path, "rb+") as f:
+        os.fsync(f.fileno())
+
+
+# The publish steps, one function each (a crash test stops the process between them).
+
+
+def write_snapshot_files(
+    staging: Path, manifest: Manifest, ids: np.ndarray, vectors: np.ndarray, index: Any
+) -> None:
+    """Step 1: the arrays, index and manifest beside the chunk table, all fsynced."""
+    np.save(staging / IDS, ids)
+    np.save(staging / VECTORS, vectors)
+    if index is not None:
+        faiss.write_index(index, str(staging / INDEX))
+    (staging / MANIFEST).write_text(manifest.to_json(), encoding="utf-8")
+    for name in (CHUNKS_DB, IDS, VECTORS, MANIFEST, *([INDEX] if index is not None else [])):
+        _fsync_file(staging / name)
+    fsync_dir(staging)
+
+
+def rename_into_place(staging: Path, final: Path) -> None:
+    """Step 2: the snapshot gets its final name (still not served)."""
+    os.rename(staging, final)
+    fsync_dir(final.parent)
+
+
+def point_current(collection: Path, version: str) -> None:
+    """Step 3: ``CURRENT`` names ``version``, replaced atomically."""
+    tmp = collection / f".{POINTER}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="ascii") as f:
+        f.write(version + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, collection / POINTER)
+    fsync_dir(collection)
+
+
+def prune(collection: Path, keep: int) -> list[str]:
+    """Step 4: remove all but the current snapshot and the ``keep - 1`` published before it,
+    and any half-built one. Returns the removed names. Call with the collection lock held."""
+    current = read_pointer(collection)
+    folder = snapshots_dir(collection)
+    removed: list[str] = []
+    if folder.is_dir():
+        for path in folder.iterdir():
+            if path.name.startswith(STAGING_PREFIX):
+                shutil.rmtree(path, ignore_errors=True)
+                removed.append(path.name)
+    versions = published_versions(collection)
+    if current in versions:
+        kept = set(versions[: versions.index(current) + 1][-max(1, keep) :])
+    else:
+        kept = set(versions[-max(1, keep) :])
+    for name in versions:
+        if name not in kept:
+            shutil.rmtree(folder / name, ignore_errors=True)
+            removed.append(name)
+    return removed
+
+
+class SnapshotWriter:
+    """The next snapshot of one collection, under construction. Made by
+    ``DocumentStore.writer()``, which holds the collection lock around it."""
+
+    def __init__(
+        self,
+        collection_path: Path,
+        collection: str,
+        base: Snapshot | None,
+        *,
+        embedding_backend: str,
+        embedding_model: str,
+        index_settings: IndexSettings,
+        keep: int,
+    ) -> None:
+        self.collection_path = collection_path
+        self.collection = collection
+        self.base = base
+        self.embedding_backend = embedding_backend
+        self.embedding_model = embedding_model
+        self.index_settings = index_settings
+        self.keep = keep
+        prune(collection_path, keep)  # leftovers of a writer that died
+        versions = [version_number(v) or 0 for v in published_versions(collection_path)]
+        self.version = version_name(max(versions, default=0) + 1)
+        folder = snapshots_dir(collection_path)
+        folder.mkdir(parents=True, exist_ok=True)
+        self.staging = folder / f"{STAGING_PREFIX}{self.version}-{os.getpid()}"
+        self.staging.mkdir()
+        self._db = sqlite3.connect(self.staging / CHUNKS_DB, uri=True, isolation_level=None)
+        self._db.executescript("PRAGMA synchronous = OFF;" + _SCHEMA)
+        self._db.execute("BEGIN")
+        self._next_id = base.manifest.next_id if base is not None else 1
+        self._files: dict[str, SourceRecord] = dict(base.manifest.files) if base else {}
+        self._new: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # source -> (ids, vectors)
+        self._dropped: set[str] = set()  # base sources not carried over
+        self.rebuild = base is None
+        self.published: Snapshot | None = None
+
+    # -- what the base holds -----------------------------------------------------------------
+
+    @property
+    def files(self) -> dict[str, SourceRecord]:
+        """The sources the next snapshot will hold, as known so far."""
+        return dict(self._files)
+
+    @property
+    def reuses_vectors(self) -> bool:
+        """Whether the base's vectors are of this writer's backend (else every source must be
+        embedded again, and a write that would mix them is refused)."""
+        base = self.base
+        if base is None or not base.count:
+            return True
+        return vector_family(base.manifest.embedding_backend) == vector_family(
+            self.embedding_backend
+        )
+
+    @property
+    def changed(self) -> bool:
+        return self.rebuild or bool(self._new or self._dropped)
+
+    def _dim(self) -> int | None:
+        if self._new:
+            return next(iter(self._new.values()))[1].shape[1]
+        if self.base is not None and self.base.count:
+            return int(self.base.vectors.shape[1])
+        return None
+
+    def _check_backend(self, source: str) -> None:
+        """Refuse to mix vectors of two backends (see ``DocumentStore``)."""
+        base = self.base
+        if base is None or not base.count:
+            return
+        built_with = base.manifest.embedding_backend
+        if vector_family(built_with) == vector_family(self.embedding_backend):
+            return
+        others = set(base.manifest.files) - self._dropped - {source}
+        if others:
+            rebuild = f"`ragtime ingest PATH --collection {self.collection} --rebuild`"
+            raise EmbeddingMismatch(
+                f"collection {self.collection!r} was embedded with the {built_with!r} embedding "
+                f"backend, this ingest uses {self.embedding_backend!r}: rebuild it whole with "
+                f"this backend ({rebuild} drops its other sources first), ingest into a new "
+                f"collection, or set RAGTIME_EMBEDDING_BACKEND={built_with}",
+                collection=self.collection,
+                built_with=built_with,
+                wanted=self.embedding_backend,
+            )
+
+    # -- changes -----------------------------------------------------------------------------
+
+    def replace_source(
+        self,
+        source: str,
+        chunks: Sequence[Chunk],
+        vectors: np.ndarray,
+        *,
+        sha256: str = "",
+        root: str = "",
+    ) -> int:
+        """Make ``chunks`` (with ``vectors``) the whole of ``source``; no chunks removes it.
+        Returns the number stored. A ``ValueError`` changes nothing."""
+        matrix = np.ascontiguousarray(vectors, dtype=np.float32)
+        if matrix.ndim != 2 or matrix.shape[0] != len(chunks):
+            raise ValueError(
+                f"{len(chunks)} chunk(s) but vectors of shape {getattr(vectors, 'shape', '?')}"
+            )
+        dim = self._dim()
+        others = self._new.keys() - {source}
+        base_rows = self.base is not None and bool(set(self.base.manifest.files) - self._dropped)
+        if len(chunks) and dim is not None and matrix.shape[1] != dim and (others or base_rows):
+            raise ValueError(
+                f"vectors have {matrix.shape[1]} dimensions, collection {self.collection!r} "
+                f"has {dim}: was the embedding model changed?"
+            )
+        self._check_backend(source)
+        self.remove_source(source)
+        if not chunks:
+            return 0
+        ids = np.arange(self._next_id, self._next_id + len(chunks), dtype=np.int64)
+        self._next_id += len(chunks)
+        self._db.executemany(
+            f"INSERT INTO chunks ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (
+                    int(i),
+                    source,
+                    c.title,
+                    c.section,
+                    c.ordinal,
+                    c.page,
+                    c.kind or kind_of(source),
+                    c.text,
+                )
+                for i, c in zip(ids, chunks, strict=True)
+            ],
+        )
+        self._new[source] = (ids, matrix)
+        self._files[source] = SourceRecord(sha256, len(chunks), root)
+        return len(chunks)
+
+    def remove_source(self, source: str) -> None:
+        """Leave ``source`` out of the next snapshot (nothing when it holds no such source)."""
+        if source in self._new:
+            self._db.execute("DELETE FROM chunks WHERE source = ?", (source,))
+            del self._new[source]
+        if self.base is not None and source in self.base.manifest.files:
+            self._dropped.add(source)
+        self._files.pop(source, None)
+
+    # -- publish -----------------------------------------------------------------------------
+
+    def _carried(self) -> tuple[np.ndarray, np.ndarray]:
+        """The base's kept rows copied into the new table; their (ids, vectors)."""
+        base = self.base
+        if base is None or not base.count:
+            return np.zeros(0, np.int64), np.zeros((0, self._dim() or 0), np.float32)
+        uri = f"{(base.path / CHUNKS_DB).resolve().as_uri()}?mode=ro&immutable=1"
+        self._db.execute("ATTACH DATABASE ? AS base", (uri,))  # outside a transaction
+        self._db.execute("BEGIN")
+        self._db.execute("CREATE TEMP TABLE dropped (source TEXT PRIMARY KEY)")
+        self._db.executemany("INSERT INTO dropped VALUES (?)", [(s,) for s in self._dropped])
+        self._db.execute(
+            f"INSERT INTO chunks ({_COLUMNS}) SELECT {_COLUMNS} FROM base.chunks "
+            "WHERE source NOT IN (SELECT source FROM dropped)"
+        )
+        gone = np.fromiter(
+            (
+                row[0]
+                for row in self._db.execute(
+                    "SELECT id FROM base.chunks WHERE source IN (SELECT source FROM dropped)"
+                )
+            ),
+            dtype=np.int64,
+        )
+        self._db.execute("COMMIT")
+        self._db.execute("DETACH DATABASE base")
+        mask = ~np.isin(base.ids, gone)
+        return np.asarray(base.ids[mask]), np.asarray(base.vectors[mask], dtype=np.float32)
+
+    def publish(self) -> Snapshot:
+        """Write, rename, point ``CURRENT`` at the new snapshot, prune; returns it loaded."""
+        started = time.perf_counter()
+        self._db.execute("COMMIT")
+        kept_ids, kept_vectors = self._carried()
+        parts = [(kept_ids, kept_vectors), *self._new.values()]
+        dim = self._dim() or 0
+        ids = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)
+        vectors = (
+            np.concatenate([p[1].reshape(-1, dim) for p in parts])
+            if dim
+            else np.zeros((0, 0), np.float32)
+        )
+        order = np.argsort(ids, kind="stable")
+        ids, vectors = ids[order], np.ascontiguousarray(vectors[order])
+        self._db.executescript(_INDEXES)
+        kinds = dict(self._db.execute("SELECT kind, COUNT(*) FROM chunks GROUP BY kind"))
+        self._db.close()
+        spec = choose_spec(len(ids), self.index_settings, dim or 384)
+        index = build_index(vectors, ids, spec) if len(ids) else None
+        manifest = Manifest(
+            collection=self.collection,
+            version=self.version,
+            created_at=datetime.now(UTC).isoformat(timespec="seconds"),
+            embedding_backend=self.embedding_backend,
+            embedding_model=self.embedding_model,
+            dim=dim,
+            chunks=len(ids),
+            next_id=self._next_id,
+            index=spec,
+            build_s=round(time.perf_counter() - started, 3),
+            kinds=kinds,
+            files=dict(sorted(self._files.items())),
+        )
+        write_snapshot_files(self.staging, manifest, ids, vectors, index)
+        final = snapshots_dir(self.collection_path) / self.version
+        rename_into_place(self.staging, final)
+        point_current(self.collection_path, self.version)
+        prune(self.collection_path, self.keep)
+        self.published = Snapshot.load(final, use_gpu=self.index_settings.use_gpu)
+        return self.published
+
+    def abort(self) -> None:
+        """Throw the half-built snapshot away; the current one stays."""
+        try:
+            self._db.close()
+        finally:
+            shutil.rmtree(self.staging, ignore_errors=True)
