@@ -40,6 +40,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _ingest(path: Path, collection: str, *, rebuild: bool = False) -> int:
+    from app.ingest_progress import ProgressPrinter
     from app.services import default_embedder
     from retrieval import DocumentStore, EmbeddingMismatch, ingest_path
 
@@ -61,7 +62,9 @@ def _ingest(path: Path, collection: str, *, rebuild: bool = False) -> int:
             collection=collection,
             embedder=embedder,
             store=store,
-            progress=lambda name: print(f"  {name}", file=sys.stderr),
+            on_progress=ProgressPrinter(sys.stderr),
+            chunk_tokens=settings.chunk_tokens,
+            overlap_tokens=settings.chunk_overlap_tokens,
         )
     except EmbeddingMismatch as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -71,6 +74,7 @@ def _ingest(path: Path, collection: str, *, rebuild: bool = False) -> int:
     print(
         f"ingested {report.files} file(s), {report.chunks} chunk(s) into {collection!r}"
         + (f"; skipped {len(report.skipped)} unsupported" if report.skipped else "")
+        + (f"; {report.duplicates} duplicate chunk(s) stored once" if report.duplicates else "")
     )
     for source, reason in report.failures:
         print(f"failed: {source}: {reason}", file=sys.stderr)

@@ -3,8 +3,11 @@
     RetrievalError (500)           anything retrieval could not do
     ├── UnknownCollection (404)    a request named a collection that holds nothing
     ├── EmbeddingMismatch (409)    the collection was embedded by another embedding backend
-    └── RerankerUnavailable (503)  no cross-encoder configured, or it failed to load or to
-                                   score; the app skips reranking
+    ├── RerankerUnavailable (503)  no cross-encoder configured, or it failed to load or to
+    │                              score; the app skips reranking
+    └── UnreadableDocument (422)   a file to ingest could not be parsed; the message says why
+        └── NoTextLayer (422)      a scanned PDF or an image: it needs OCR, which ragtime
+                                   does not run
 
 Outside failures (sentence-transformers, torch, FAISS) enter as ``raise ... from exc``.
 """
@@ -58,3 +61,17 @@ class RerankerUnavailable(RetrievalError):
     """Reranking cannot run; ``str(exc)`` says why."""
 
     status_code = 503
+
+
+class UnreadableDocument(RetrievalError):
+    """A file could not be read as its format; ``str(exc)`` is the reason, ingest names the
+    file beside it and goes on with the others."""
+
+    status_code = 422
+
+
+class NoTextLayer(UnreadableDocument):
+    """A scanned PDF or an image: there is no text to index until OCR has read it."""
+
+    def __init__(self, what: str = "") -> None:
+        super().__init__(f"no text layer: needs OCR{f' ({what})' if what else ''}")

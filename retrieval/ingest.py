@@ -1,20 +1,45 @@
-"""Ingest: read files, chunk them, embed the chunks, make them each file's chunks in the store.
+"""Ingest: read files, parse and chunk them, embed the chunks, make them each file's chunks in
+the store.
 
-Re-ingesting a file replaces its chunks, so ingest is idempotent. A file that cannot be read,
-is not UTF-8, or holds no text is reported with its reason, and the others go on; files with
-other suffixes are listed as skipped.
+Re-ingesting a file replaces its chunks, so ingest is idempotent. Each file is read by the
+parser of its format (``retrieval.formats``); one that cannot be read or parsed, holds no text,
+or needs OCR is reported with its reason and the others go on; files of other types are listed
+as skipped. A chunk whose normalised text was already taken in this ingest (a licence footer,
+a repeated notice) is stored once, with its first source.
+
+Embedding is batched across files: chunks of several files are gathered, sorted by length,
+embedded in batches of similar lengths (little padding), and put back in order before each
+file's chunks are written. ``on_progress`` hears after every written file how far ingest is:
+files done of all, chunks per second and the time left.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from retrieval.chunking import SUPPORTED_SUFFIXES, Chunk, chunk_text
+import numpy as np
+
+from retrieval.chunking import (
+    DEFAULT_CHUNK_TOKENS,
+    DEFAULT_OVERLAP_TOKENS,
+    Chunk,
+    chunk_document,
+    embedding_input,
+)
 from retrieval.embeddings import Embedder
+from retrieval.errors import UnreadableDocument
+from retrieval.formats import parse_bytes, suffix_of
 from retrieval.store import DocumentStore
+from retrieval.tokens import TokenCounter, approximate_tokens, wordpiece_counter
+
+#: Chunks gathered (from one file or several) before they are embedded together.
+EMBED_GATHER = 512
+
+__all__ = ["IngestProgress", "IngestReport", "embedding_input", "ingest_path", "iter_documents"]
 
 
 @dataclass
@@ -23,10 +48,34 @@ class IngestReport:
     chunks: int = 0
     failures: list[tuple[str, str]] = field(default_factory=list)  # (source, reason)
     skipped: list[str] = field(default_factory=list)  # unsupported suffix
+    duplicates: int = 0  # chunks not stored again: their text was already taken
+
+
+@dataclass(frozen=True)
+class IngestProgress:
+    """How far an ingest is, after one more file."""
+
+    files_done: int  # ingested, failed or skipped
+    files_total: int
+    chunks: int  # stored so far
+    elapsed_s: float
+    bytes_done: int
+    bytes_total: int
+
+    @property
+    def chunks_per_s(self) -> float:
+        return self.chunks / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+    @property
+    def eta_s(self) -> float | None:
+        """Seconds left, from the bytes read so far; None until there is a rate."""
+        if self.bytes_done <= 0 or self.elapsed_s <= 0:
+            return None
+        return self.elapsed_s * max(self.bytes_total - self.bytes_done, 0) / self.bytes_done
 
 
 def _supported(path: Path) -> bool:
-    return path.name.lower().endswith(SUPPORTED_SUFFIXES)
+    return suffix_of(path.name) is not None
 
 
 def _walk(path: Path) -> Iterator[Path]:
@@ -50,21 +99,39 @@ def iter_documents(path: Path) -> Iterator[Path]:
     yield from (file for file in _walk(path) if _supported(file))
 
 
-def _read_text(file: Path) -> str:
-    """The file as text; ``ValueError`` with the reason when it is not UTF-8."""
-    data = file.read_bytes()
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"not valid UTF-8 text: {exc.reason} at byte {exc.start}") from exc
+def _normalised(text: str) -> str:
+    return " ".join(text.casefold().split())
 
 
-def embedding_input(chunk: Chunk) -> str:
-    """What is embedded for a chunk: its text under its title and section."""
-    heading = (
-        chunk.title if chunk.section in ("", chunk.title) else f"{chunk.title}: {chunk.section}"
-    )
-    return f"{heading}\n{chunk.text}"
+def embed_by_length(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
+    """``embedder.embed(texts)``, in batches of similar lengths, rows in ``texts``' order."""
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    vectors: np.ndarray | None = None
+    step = max(embedder.batch_size, 1)
+    for start in range(0, len(order), step):
+        batch = order[start : start + step]
+        part = embedder.embed([texts[i] for i in batch])
+        if vectors is None:
+            vectors = np.empty((len(texts), part.shape[1]), dtype=np.float32)
+        vectors[batch] = part
+    if vectors is None:
+        return embedder.embed([])
+    return vectors
+
+
+def default_token_counter(embedder: Embedder) -> TokenCounter:
+    """The embedding model's own tokenizer when its directory has one, else the approximation."""
+    model_dir = Path(embedder.model_name)
+    if (model_dir / "tokenizer.json").is_file():
+        return wordpiece_counter(model_dir)
+    return approximate_tokens
+
+
+@dataclass
+class _Pending:
+    source: str
+    size: int  # bytes
+    chunks: list[Chunk]
 
 
 def ingest_path(
@@ -74,36 +141,121 @@ def ingest_path(
     embedder: Embedder,
     store: DocumentStore,
     progress: Callable[[str], None] | None = None,
+    on_progress: Callable[[IngestProgress], None] | None = None,
+    chunk_tokens: int = DEFAULT_CHUNK_TOKENS,
+    overlap_tokens: int = DEFAULT_OVERLAP_TOKENS,
+    count_tokens: TokenCounter | None = None,
 ) -> IngestReport:
     """Ingest a file, or every supported file under a directory, into ``collection``.
 
     Sources are named relative to ``path`` (the file name when ``path`` is a file).
-    ``progress`` is called once per ingested file with ``"<source>: <n> chunks"``.
+    ``progress`` is called once per ingested file with ``"<source>: <n> chunks"``;
+    ``on_progress`` once per file handled (ingested, failed or skipped) with an
+    ``IngestProgress``. Chunks hold at most ``chunk_tokens`` tokens counted by
+    ``count_tokens`` (default: the embedding model's tokenizer), and consecutive chunks of a
+    section share ``overlap_tokens``.
     """
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist")
+    if not 0 <= overlap_tokens < chunk_tokens:
+        raise ValueError(
+            f"overlap_tokens must be in [0, chunk_tokens={chunk_tokens}), got {overlap_tokens}"
+        )
+    count = count_tokens or default_token_counter(embedder)
     root = path if path.is_dir() else path.parent
+    files = list(_walk(path))
+    sizes = {file: _size(file) for file in files}
     report = IngestReport()
-    for file in _walk(path):
+    started = time.perf_counter()
+    seen: set[str] = set()
+    pending: list[_Pending] = []
+    done = {"files": 0, "bytes": 0}
+
+    def tick(size: int) -> None:
+        done["files"] += 1
+        done["bytes"] += size
+        if on_progress is not None:
+            on_progress(
+                IngestProgress(
+                    files_done=done["files"],
+                    files_total=len(files),
+                    chunks=report.chunks,
+                    elapsed_s=time.perf_counter() - started,
+                    bytes_done=done["bytes"],
+                    bytes_total=sum(sizes.values()),
+                )
+            )
+
+    def flush() -> None:
+        chunks = [chunk for item in pending for chunk in item.chunks]
+        vectors = embed_by_length(embedder, [embedding_input(c) for c in chunks])
+        start = 0
+        for item in pending:
+            end = start + len(item.chunks)
+            report.chunks += store.replace_source(
+                collection, item.source, item.chunks, vectors[start:end]
+            )
+            report.files += 1
+            start = end
+            if progress is not None:
+                progress(f"{item.source}: {len(item.chunks)} chunks")
+            tick(item.size)
+        pending.clear()
+
+    for file in files:
         source = file.relative_to(root).as_posix()
         if not _supported(file):
             report.skipped.append(source)
+            tick(sizes[file])
             continue
         try:
-            chunks = chunk_text(_read_text(file), source)
+            document = parse_bytes(file.read_bytes(), file.name)
+            chunks = chunk_document(
+                document,
+                source,
+                max_tokens=chunk_tokens,
+                overlap_tokens=overlap_tokens,
+                count=count,
+            )
         except OSError as exc:
-            report.failures.append((source, f"cannot read: {exc.strerror or exc}"))
+            reason = f"cannot read: {exc.strerror or exc}"
+        except UnreadableDocument as exc:
+            reason = str(exc)
+        else:
+            reason = "no text to index" if not chunks else ""
+        if reason:
+            report.failures.append((source, reason))
+            tick(sizes[file])
             continue
-        except ValueError as exc:
-            report.failures.append((source, str(exc)))
+        unique = _first_seen(chunks, seen)
+        report.duplicates += len(chunks) - len(unique)
+        if not unique:
+            report.failures.append((source, "no text to index: every chunk is a duplicate"))
+            tick(sizes[file])
             continue
-        if not chunks:
-            report.failures.append((source, "no text to index"))
-            continue
-        vectors = embedder.embed([embedding_input(c) for c in chunks])
-        report.chunks += store.replace_source(collection, source, chunks, vectors)
-        report.files += 1
-        if progress is not None:
-            progress(f"{source}: {len(chunks)} chunks")
+        pending.append(_Pending(source, sizes[file], unique))
+        if sum(len(item.chunks) for item in pending) >= EMBED_GATHER:
+            flush()
+    if pending:
+        flush()
     return report
+
+
+def _size(file: Path) -> int:
+    try:
+        return file.stat().st_size
+    except OSError:
+        return 0
+
+
+def _first_seen(chunks: list[Chunk], seen: set[str]) -> list[Chunk]:
+    """The chunks whose normalised text is not in ``seen`` (which takes them), renumbered."""
+    unique: list[Chunk] = []
+    for chunk in chunks:
+        key = _normalised(chunk.text)
+        if key in seen:
+            continue
+        seen.add(key)
+        unique.append(replace(chunk, ordinal=len(unique)))
+    return unique

@@ -10,13 +10,16 @@ EXPORTED = {
     "DocumentStore",
     "Embedder",
     "EmbeddingMismatch",
+    "IngestProgress",
     "IngestReport",
+    "NoTextLayer",
     "Passage",
     "RerankResult",
     "Reranker",
     "RerankerUnavailable",
     "RetrievalError",
     "UnknownCollection",
+    "UnreadableDocument",
     "chunk_text",
     "default_embedding_model_path",
     "ingest_path",
@@ -34,6 +37,8 @@ def test_error_statuses() -> None:
     assert retrieval.UnknownCollection.status_code == 404
     assert retrieval.RerankerUnavailable.status_code == 503
     assert retrieval.EmbeddingMismatch.status_code == 409
+    assert retrieval.UnreadableDocument.status_code == retrieval.NoTextLayer.status_code == 422
+    assert issubclass(retrieval.NoTextLayer, retrieval.UnreadableDocument)
     assert issubclass(retrieval.EmbeddingMismatch, retrieval.RetrievalError)
     assert issubclass(retrieval.UnknownCollection, retrieval.RetrievalError)
     assert issubclass(retrieval.RerankerUnavailable, retrieval.RetrievalError)
