@@ -37,7 +37,7 @@ from retrieval.store import DocumentStore
 from retrieval.tokens import TokenCounter, approximate_tokens, wordpiece_counter
 
 #: Chunks gathered (from one file or several) before they are embedded together.
-EMBED_GATHER = 512
+EMBED_GATHER = 256
 
 __all__ = ["IngestProgress", "IngestReport", "embedding_input", "ingest_path", "iter_documents"]
 
@@ -57,7 +57,7 @@ class IngestProgress:
 
     files_done: int  # ingested, failed or skipped
     files_total: int
-    chunks: int  # stored so far
+    chunks: int  # embedded so far
     elapsed_s: float
     bytes_done: int
     bytes_total: int
@@ -103,8 +103,13 @@ def _normalised(text: str) -> str:
     return " ".join(text.casefold().split())
 
 
-def embed_by_length(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
-    """``embedder.embed(texts)``, in batches of similar lengths, rows in ``texts``' order."""
+def embed_by_length(
+    embedder: Embedder,
+    texts: Sequence[str],
+    on_batch: Callable[[int], None] | None = None,
+) -> np.ndarray:
+    """``embedder.embed(texts)``, in batches of similar lengths, rows in ``texts``' order;
+    ``on_batch`` hears the size of each batch once it is embedded."""
     order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
     vectors: np.ndarray | None = None
     step = max(embedder.batch_size, 1)
@@ -114,6 +119,8 @@ def embed_by_length(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
         if vectors is None:
             vectors = np.empty((len(texts), part.shape[1]), dtype=np.float32)
         vectors[batch] = part
+        if on_batch is not None:
+            on_batch(len(batch))
     if vectors is None:
         return embedder.embed([])
     return vectors
@@ -150,8 +157,8 @@ def ingest_path(
 
     Sources are named relative to ``path`` (the file name when ``path`` is a file).
     ``progress`` is called once per ingested file with ``"<source>: <n> chunks"``;
-    ``on_progress`` once per file handled (ingested, failed or skipped) with an
-    ``IngestProgress``. Chunks hold at most ``chunk_tokens`` tokens counted by
+    ``on_progress`` with an ``IngestProgress`` once per file handled (ingested, failed or
+    skipped) and once per embedded batch. Chunks hold at most ``chunk_tokens`` tokens counted by
     ``count_tokens`` (default: the embedding model's tokenizer), and consecutive chunks of a
     section share ``overlap_tokens``.
     """
@@ -170,26 +177,33 @@ def ingest_path(
     started = time.perf_counter()
     seen: set[str] = set()
     pending: list[_Pending] = []
-    done = {"files": 0, "bytes": 0}
+    done = {"files": 0, "bytes": 0, "chunks": 0}
 
-    def tick(size: int) -> None:
-        done["files"] += 1
-        done["bytes"] += size
+    def tell() -> None:
         if on_progress is not None:
             on_progress(
                 IngestProgress(
                     files_done=done["files"],
                     files_total=len(files),
-                    chunks=report.chunks,
+                    chunks=done["chunks"],
                     elapsed_s=time.perf_counter() - started,
                     bytes_done=done["bytes"],
                     bytes_total=sum(sizes.values()),
                 )
             )
 
+    def tick(size: int) -> None:
+        done["files"] += 1
+        done["bytes"] += size
+        tell()
+
+    def embedded(n: int) -> None:
+        done["chunks"] += n
+        tell()
+
     def flush() -> None:
         chunks = [chunk for item in pending for chunk in item.chunks]
-        vectors = embed_by_length(embedder, [embedding_input(c) for c in chunks])
+        vectors = embed_by_length(embedder, [embedding_input(c) for c in chunks], embedded)
         start = 0
         for item in pending:
             end = start + len(item.chunks)

@@ -119,7 +119,8 @@ def test_progress_counts_files_chunks_and_time_left(mixed: Path, store: Document
     total = len(list(mixed.iterdir()))
     assert [p.files_done for p in seen] == sorted(p.files_done for p in seen)
     assert {p.files_total for p in seen} == {total}
-    assert len(seen) == total  # one call per file: ingested, failed or skipped
+    # One call per file (ingested, failed or skipped) and one per embedded batch.
+    assert sorted({p.files_done for p in seen}) == list(range(1, total + 1))
     assert seen[-1].files_done == total and seen[-1].chunks == report.chunks
     assert (
         seen[-1].bytes_done
@@ -164,10 +165,12 @@ def test_embedding_in_length_batches_keeps_the_order() -> None:
 def test_chunks_of_several_files_are_embedded_together(
     tmp_path: Path, store: DocumentStore
 ) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
     for i in range(6):
-        (tmp_path / f"doc{i}.md").write_text(f"# Doc {i}\n\nShort text number {i}.\n")
+        (docs / f"doc{i}.md").write_text(f"# Doc {i}\n\nShort text number {i}.\n")
     embedder = _CountingEmbedder()
-    report = ingest_path(tmp_path, collection="c", embedder=embedder, store=store)
+    report = ingest_path(docs, collection="c", embedder=embedder, store=store)
     assert report.files == 6
     assert len(embedder.batches) == 1 and len(embedder.batches[0]) == 6
 
@@ -185,3 +188,27 @@ def test_bad_chunk_sizes_are_refused_before_anything_is_stored(
             overlap_tokens=32,
         )
     assert store.collections() == {}
+
+
+def test_a_long_file_shows_progress_per_embedded_batch(
+    tmp_path: Path, store: DocumentStore
+) -> None:
+    paragraphs = [f"Paragraph {i} talks about topic number {i} at length." for i in range(90)]
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "long.md").write_text("# Long\n\n" + "\n\n".join(paragraphs))
+    embedder = HashEmbedder()
+    embedder.batch_size = 4
+    seen: list[IngestProgress] = []
+    report = ingest_path(
+        docs,
+        collection="c",
+        embedder=embedder,
+        store=store,
+        chunk_tokens=16,
+        overlap_tokens=0,
+        on_progress=seen.append,
+    )
+    before_the_file = [p.chunks for p in seen if p.files_done == 0]
+    assert before_the_file == [*range(4, report.chunks, 4), report.chunks]
+    assert seen[-1].files_done == 1 and seen[-1].chunks == report.chunks
