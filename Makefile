@@ -11,7 +11,7 @@ export CMAKE_ARGS ?= -DGGML_NATIVE=OFF
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 
-.PHONY: install serve test test-fast lint typecheck alert-tools bench clean
+.PHONY: install serve test test-fast lint typecheck alert-tools k8s-tools test-servers bench clean
 
 install: $(STAMP)
 
@@ -42,6 +42,17 @@ alert-tools:
 	command -v promtool >/dev/null || (apt-get update && $(APT_INSTALL) prometheus)
 	command -v amtool >/dev/null || (apt-get update && $(APT_INSTALL) prometheus-alertmanager)
 
+# kubectl, for `kubectl kustomize deploy/k8s` in tests/test_k8s.py: Debian's kubernetes-client
+# package when missing (its kustomize is v2; the manifests keep to what it renders).
+k8s-tools:
+	command -v kubectl >/dev/null || (apt-get update && $(APT_INSTALL) kubernetes-client)
+
+# redis-server (the Redis rate limits) and PostgreSQL (the PostgreSQL key store), real servers
+# that the tests start on free ports of 127.0.0.1, from Debian's packages when missing.
+test-servers:
+	command -v redis-server >/dev/null || test -x /usr/bin/redis-server || (apt-get update && $(APT_INSTALL) redis-server)
+	ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || (apt-get update && $(APT_INSTALL) postgresql)
+
 # The fast tests: all but those marked `slow` (they load the real models or torch), on one
 # pytest-xdist worker per CPU (about 30 s on 2 cores). `make test` runs them so, then the slow
 # ones in one process: they share the MiniLM-seeded data dir, and their latency budgets expect
@@ -50,7 +61,7 @@ PYTEST_FAST := $(PY) -m pytest -q -m "not slow" -n logical
 test-fast: install
 	$(PYTEST_FAST)
 
-test: lint typecheck alert-tools
+test: lint typecheck alert-tools k8s-tools test-servers
 	$(PYTEST_FAST)
 	$(PY) -m pytest -q -m slow
 
@@ -59,7 +70,8 @@ test: lint typecheck alert-tools
 # a Poisson rate sweep for the ceiling, and the budget under injected faults with the degradation
 # policy on and off (plus the budget and tracing machinery's own cost, in-process), and prefix
 # caching with ragtime's prompt layout against question first (llama.cpp, then the fake SGLang
-# server in a pytest test); then the budget engine: the quality each saving keeps, and goodput per
+# server in a pytest test), and llama.cpp's kept prompt states on repeat traffic; the null-backend
+# server is sampled with py-spy during the overhead run, for the targets table; then the budget engine: the quality each saving keeps, and goodput per
 # budget on the CPU default and on the fake SGLang server with GPU-like timings. Servers run as subprocesses on free ports of 127.0.0.1; raw results
 # and server logs go to bench-results/, plots to benchmarks/.
 BENCH := bench-results
@@ -72,7 +84,7 @@ bench: install
 	$(RAGTIME) bench load --serve benchmarks/cpu-default.env --concurrency 1,2 --requests 16 \
 		--warmup 1 --json $(BENCH)/cpu-default.json
 	$(RAGTIME) bench load --serve benchmarks/null.env --floor --concurrency 1 --requests 400 \
-		--rounds 8 --warmup 20 --json $(BENCH)/overhead.json
+		--rounds 8 --warmup 20 --profile $(BENCH)/profile --json $(BENCH)/overhead.json
 	$(RAGTIME) bench load --serve benchmarks/null.env --rates 2,4,6,8,10,12,16,20,25,30 \
 		--duration 5 --min-requests 50 --warmup 5 --stop-at-ceiling --json $(BENCH)/ceiling.json
 	$(RAGTIME) bench load --floor --floor-tokens 16 --rates 10,25,50,100,150,200,300,400 \
@@ -83,6 +95,9 @@ bench: install
 	$(RAGTIME) bench load --serve benchmarks/prefix-shared.env --serve benchmarks/prefix-naive.env \
 		--questions demo/questions-grouped.txt --concurrency 1 --requests 24 --warmup 1 \
 		--json $(BENCH)/prefix.json
+	$(RAGTIME) bench load --serve benchmarks/prefix-states.env --serve benchmarks/prefix-states-off.env \
+		--questions demo/questions-repeated.txt --concurrency 1 --requests 17 --warmup 1 \
+		--json $(BENCH)/prefix-states.json
 	RAGTIME_BENCH_PREFIX_FAKE_JSON=$(BENCH)/prefix-fake.json $(PY) -m pytest -q \
 		tests/bench/test_prefix_cache_fake_sglang.py
 	RAGTIME_DATA_DIR=$(BENCH)/data $(RAGTIME) bench quality --limit 12 \
@@ -96,6 +111,7 @@ bench: install
 		--ceiling $(BENCH)/ceiling.json --ceiling $(BENCH)/ceiling-floor.json \
 		--budget $(BENCH)/budget.json \
 		--prefix $(BENCH)/prefix.json --prefix-fake $(BENCH)/prefix-fake.json \
+		--prefix-states $(BENCH)/prefix-states.json --profile $(BENCH)/profile/null.txt \
 		--out BENCHMARKS.md --plots benchmarks \
 		--setup-command "RAGTIME_DATA_DIR=$(BENCH)/data ragtime setup-demo"
 	$(RAGTIME) bench section --goodput $(BENCH)/goodput-cpu.json \
@@ -103,3 +119,19 @@ bench: install
 
 clean:
 	rm -rf $(VENV) .ragtime .pytest_cache .mypy_cache .ruff_cache
+
+# The data of `ragtime eval retrieval --dataset python-faq`, fetched once at set-up (never at run
+# time): Debian's python3.11-doc package, downloaded into $(EVAL_DATA)/deb and its reST sources
+# (usr/share/doc/python3.11/html/_sources) extracted to $(EVAL_DATA)/python3.11-doc/_sources.
+EVAL_DATA ?= .ragtime/eval
+.PHONY: eval-data
+eval-data: $(EVAL_DATA)/python3.11-doc/_sources/faq/programming.rst.txt
+$(EVAL_DATA)/python3.11-doc/_sources/faq/programming.rst.txt:
+	mkdir -p $(EVAL_DATA)/deb
+	cd $(EVAL_DATA)/deb && (apt-get download python3.11-doc || \
+		(apt-get update && apt-get download python3.11-doc))
+	rm -rf $(EVAL_DATA)/deb/root $(EVAL_DATA)/python3.11-doc
+	dpkg-deb -x $$(ls -t $(EVAL_DATA)/deb/python3.11-doc_*.deb | head -1) $(EVAL_DATA)/deb/root
+	mkdir -p $(EVAL_DATA)/python3.11-doc
+	mv $(EVAL_DATA)/deb/root/usr/share/doc/python3.11/html/_sources $(EVAL_DATA)/python3.11-doc/
+	rm -rf $(EVAL_DATA)/deb/root

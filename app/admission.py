@@ -81,22 +81,34 @@ async def drain_when_stopping(admission: Admission, *, poll_s: float = 0.1) -> N
     admission.drain()
 
 
-def refusal_body(reason: str) -> bytes:
+def refusal_body(reason: str, *, openai: bool = False) -> bytes:
+    """The refusal's JSON: the service's error shape, or OpenAI's (on its compatible routes)."""
     message = (
         "the server is shutting down; retry on another instance"
         if reason == SHUTTING_DOWN
         else "the server is at capacity; retry after the time in Retry-After"
     )
+    if openai:
+        error = {"message": message, "type": "server_error", "param": None, "code": reason}
+        return json.dumps({"error": error}).encode()
     return json.dumps({"error": {"type": reason, "message": message}}).encode()
 
 
 class AdmissionMiddleware:
-    """Admit the ``routes``' requests within ``admission``'s bound; refuse the rest at once."""
+    """Admit the ``routes``' requests within ``admission``'s bound; refuse the rest at once (in
+    OpenAI's error shape on ``openai_routes``)."""
 
-    def __init__(self, app: ASGIApp, admission: Admission, routes: Iterable[str]) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        admission: Admission,
+        routes: Iterable[str],
+        openai_routes: Iterable[str] = (),
+    ) -> None:
         self.app = app
         self.admission = admission
         self.routes = frozenset(routes)
+        self.openai_routes = frozenset(openai_routes)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] not in self.routes:
@@ -110,7 +122,7 @@ class AdmissionMiddleware:
                 self.admission.leave()
             return
         metrics.ADMISSION_REFUSED.labels(route=scope["path"], reason=refused).inc()
-        body = refusal_body(refused)
+        body = refusal_body(refused, openai=scope["path"] in self.openai_routes)
         await send(
             {
                 "type": "http.response.start",

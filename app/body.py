@@ -15,6 +15,7 @@ its line and column.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncGenerator
 from typing import Any, TypeVar
 
 from fastapi.exceptions import RequestValidationError
@@ -29,7 +30,7 @@ OFF_LOOP_BYTES = 16 * 1024
 Model = TypeVar("Model", bound=BaseModel)
 
 
-def _is_json(content_type: str) -> bool:
+def is_json(content_type: str) -> bool:
     media = content_type.partition(";")[0].strip().lower()
     return media == "application/json" or (
         media.startswith("application/") and media.endswith("+json")
@@ -43,20 +44,29 @@ def _declared_over(content_length: str, limit: int) -> bool:
     return len(content_length) > len(str(limit)) or int(content_length) > limit
 
 
-async def read_body(request: Request, limit: int) -> bytes:
-    """The body, if it says it is JSON (else 415) and is at most ``limit`` bytes (else 413)."""
-    if not _is_json(request.headers.get("content-type", "")):
-        raise UnsupportedMediaType("send the body as JSON, with 'Content-Type: application/json'")
+async def bounded_stream(request: Request, limit: int) -> AsyncGenerator[bytes, None]:
+    """The body's chunks, refused (413) as soon as they pass ``limit`` bytes, or at once when
+    Content-Length says they will."""
     if _declared_over(request.headers.get("content-length", ""), limit):
         raise BodyTooLarge(limit)
-    body = bytearray()
+    seen = 0
     try:
         async for chunk in request.stream():
-            body += chunk
-            if len(body) > limit:
+            seen += len(chunk)
+            if seen > limit:
                 raise BodyTooLarge(limit)
+            yield chunk
     except ClientDisconnect as exc:
         raise ClientGone("the client went away before its request body ended") from exc
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The body, if it says it is JSON (else 415) and is at most ``limit`` bytes (else 413)."""
+    if not is_json(request.headers.get("content-type", "")):
+        raise UnsupportedMediaType("send the body as JSON, with 'Content-Type: application/json'")
+    body = bytearray()
+    async for chunk in bounded_stream(request, limit):
+        body += chunk
     return bytes(body)
 
 

@@ -6,12 +6,53 @@ import argparse
 import json
 import logging
 import os
+import sqlite3
 import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from pydantic import ValidationError
+
+from app.auth import SCOPES
 from app.config import get_settings
 
+if TYPE_CHECKING:
+    from app.auth import BaseKeyStore
+
 DEMO_CORPUS = Path(__file__).resolve().parent.parent / "demo" / "corpus"
+
+
+class CliError(Exception):
+    """A failure the CLI reports as one line naming the path and the cause, no traceback."""
+
+
+def _cause(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return str(exc) or type(exc).__name__
+
+
+@contextmanager
+def _at(path: Path, doing: str) -> Iterator[None]:
+    """Turn a file-system or SQLite failure in the block into ``cannot <doing> <path>: cause``."""
+    try:
+        yield
+    except (OSError, sqlite3.Error) as exc:
+        raise CliError(f"cannot {doing} {path}: {_cause(exc)}") from exc
+
+
+def _writable_dir(path: Path, what: str) -> None:
+    """Make ``path`` if missing and write a file in it, before any slow work (loading a model):
+    a read-only, full or misplaced data dir is named at once."""
+    if path.exists() and not path.is_dir():
+        raise CliError(f"cannot write {what} in {path}: it is not a directory")
+    with _at(path, f"write {what} in"):
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -45,6 +86,7 @@ def _ingest(path: Path, collection: str, *, rebuild: bool = False) -> int:
     from retrieval import DocumentStore, EmbeddingMismatch, ingest_path
 
     settings = get_settings()
+    _writable_dir(settings.store_path, "the index")
     embedder = default_embedder(settings)
     embedder.load()
     store = DocumentStore(
@@ -52,20 +94,22 @@ def _ingest(path: Path, collection: str, *, rebuild: bool = False) -> int:
         embedding_backend=embedder.backend,
         embedding_model=embedder.model_name,
     )
-    store.open()
+    with _at(settings.store_path, "open the index in"):
+        store.open()
     try:
         if rebuild:
             removed = store.drop_collection(collection)
             print(f"dropped {collection!r} ({removed} chunk(s)) to rebuild it", file=sys.stderr)
-        report = ingest_path(
-            path,
-            collection=collection,
-            embedder=embedder,
-            store=store,
-            on_progress=ProgressPrinter(sys.stderr),
-            chunk_tokens=settings.chunk_tokens,
-            overlap_tokens=settings.chunk_overlap_tokens,
-        )
+        with _at(settings.store_path, "write the index in"):
+            report = ingest_path(
+                path,
+                collection=collection,
+                embedder=embedder,
+                store=store,
+                on_progress=ProgressPrinter(sys.stderr),
+                chunk_tokens=settings.chunk_tokens,
+                overlap_tokens=settings.chunk_overlap_tokens,
+            )
     except EmbeddingMismatch as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -91,25 +135,50 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 
 def cmd_keys(args: argparse.Namespace) -> int:
-    from app.auth import KeyStore
+    from app.auth import KeyStoreUnavailable, open_key_store
 
-    keys = KeyStore(get_settings().keys_path)
+    settings = get_settings()
+    path = settings.keys_path
+    if settings.database_url is None:  # SQLite in the data dir: check it before opening
+        if args.keys_command != "list":
+            _writable_dir(path.parent, "the key store")
+        elif path.parent.exists() and not path.parent.is_dir():
+            raise CliError(f"cannot read the key store in {path.parent}: it is not a directory")
+    with _at(path, "open the key store at"):
+        keys = open_key_store(settings)
     try:
-        if args.keys_command == "create":
-            key, secret = keys.create(args.name)
-            print(secret)
-            print(f"created key {key.id} ({key.name}); it is shown only once", file=sys.stderr)
-        elif args.keys_command == "list":
-            for key in keys.list():
-                state = "active" if key.active else f"revoked {key.revoked_at}"
-                print(f"{key.id}\t{key.name}\t{key.hint}\t{key.created_at}\t{state}")
-        elif args.keys_command == "revoke":
-            if not keys.revoke(args.id):
-                print(f"error: no active key with id {args.id}", file=sys.stderr)
-                return 1
-            print(f"revoked key {args.id}")
+        with _at(path, "use the key store at"):
+            return _keys_command(keys, args)
+    except KeyStoreUnavailable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     finally:
         keys.close()
+
+
+def _keys_command(keys: BaseKeyStore, args: argparse.Namespace) -> int:
+    if args.keys_command == "create":
+        try:
+            key, secret = keys.create(
+                args.name, scopes=args.scope or ("ask",), collections=args.collection
+            )
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        print(secret)
+        print(
+            f"created key {key.id} ({key.name}, {key.describe()}); it is shown only once",
+            file=sys.stderr,
+        )
+    elif args.keys_command == "list":
+        for key in keys.list():
+            state = "active" if key.active else f"revoked {key.revoked_at}"
+            print(f"{key.id}\t{key.name}\t{key.hint}\t{key.created_at}\t{state}\t" + key.describe())
+    elif args.keys_command == "revoke":
+        if not keys.revoke(args.id):
+            print(f"error: no active key with id {args.id}", file=sys.stderr)
+            return 1
+        print(f"revoked key {args.id}")
     return 0
 
 
@@ -117,14 +186,16 @@ def cmd_setup_demo(args: argparse.Namespace) -> int:
     """First run only: ingest the demo corpus and create the demo API key. A demo collection
     embedded by a backend whose vectors differ from the configured one's is rebuilt, when it
     holds the demo corpus alone."""
-    from app.auth import KeyStore
+    from app.auth import open_key_store
     from app.services import default_embedder
     from retrieval import DocumentStore, iter_documents
 
     settings = get_settings()
+    _writable_dir(settings.data_dir, "the demo set-up")
     name = settings.default_collection
     store = DocumentStore(settings.store_path, embedding_backend=default_embedder(settings).backend)
-    store.open()
+    with _at(settings.store_path, "open the index in"):
+        store.open()
     has_demo, serves, sources = store.has_collection(name), store.serves(name), store.sources(name)
     built_with = store.embedding_backend_of(name)
     store.close()
@@ -146,11 +217,13 @@ def cmd_setup_demo(args: argparse.Namespace) -> int:
             return status
     key_file = settings.demo_key_path
     if not key_file.exists():
-        keys = KeyStore(settings.keys_path)
-        _, secret = keys.create("demo")
-        keys.close()
-        key_file.write_text(secret + "\n")
-        key_file.chmod(0o600)
+        with _at(settings.keys_path, "create the demo key in"):
+            keys = open_key_store(settings)
+            _, secret = keys.create("demo", scopes=SCOPES)  # the operator's key: every collection
+            keys.close()
+        with _at(key_file, "write the demo key to"):
+            key_file.write_text(secret + "\n")
+            key_file.chmod(0o600)
         print(f"demo API key (also in {key_file}): {secret}")
     else:
         print(f"demo API key is in {key_file}")
@@ -234,6 +307,17 @@ def build_parser() -> argparse.ArgumentParser:
     keys_sub = keys.add_subparsers(dest="keys_command", required=True)
     create = keys_sub.add_parser("create", help="create a key and print it once")
     create.add_argument("name")
+    create.add_argument(
+        "--scope",
+        action="append",
+        choices=SCOPES,
+        help="what the key may do (repeat for several; default: ask)",
+    )
+    create.add_argument(
+        "--collection",
+        action="append",
+        help="a collection the key may read and ingest into (repeat; default: every one)",
+    )
     keys_sub.add_parser("list", help="list keys (never their secrets)")
     revoke = keys_sub.add_parser("revoke", help="revoke a key by id")
     revoke.add_argument("id", type=int)
@@ -252,6 +336,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=cmd_setup_demo)
 
     _register_bench(sub)
+    from app.eval_cli import register_eval
+
+    register_eval(sub)
     return parser
 
 
@@ -288,7 +375,16 @@ def main(argv: list[str] | None = None) -> int:
     if unknown and args.func is not cmd_bench_missing:
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     args.argv = list(sys.argv[1:] if argv is None else argv)  # as typed, for bench records
-    return int(args.func(args))
+    try:
+        return int(args.func(args))
+    except CliError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+    except ValidationError as exc:  # a RAGTIME_ setting that does not parse
+        print(f"error: invalid settings: {exc}", file=sys.stderr)
+    except OSError as exc:  # what no command foresaw: still one line, with the path
+        where = f" {exc.filename}" if exc.filename else ""
+        print(f"error: cannot use{where}: {_cause(exc)}", file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":

@@ -140,7 +140,9 @@ class Settings(BaseSettings):
     generation_prefix_states: int = Field(
         4, ge=0, le=64, description="KV states of recent prompts llama.cpp keeps to restore."
     )
-    context_tokens: int = Field(768, ge=32, description="Token budget for passages in a prompt.")
+    context_tokens: int = Field(
+        384, ge=32, description="Token budget for passages in a prompt (measured: BENCHMARKS.md)."
+    )
     prompt_layout: Literal["shared_prefix_first", "question_first"] = Field(
         "shared_prefix_first",
         description="Passages before the question (prefix-cache friendly); the other for benches.",
@@ -224,6 +226,50 @@ class Settings(BaseSettings):
     alert_stage_violation_ratio: float = Field(0.05, gt=0, le=1)
     alert_ttft_p95_s: float = Field(2.0, gt=0)
     alert_error_ratio: float = Field(0.05, gt=0, le=1)
+
+    # Tenants, keys and limits (app/auth.py, app/ratelimit.py, app/routes/collections.py).
+    key_secret: SecretStr | None = Field(
+        None,
+        description="Server secret of the keys' HMAC digests; empty: <data_dir>/key-secret, "
+        "made at first run.",
+    )
+    rate_limit_per_s: float = Field(
+        0.0, ge=0.0, description="Requests per second each API key may make; 0: no limit."
+    )
+    rate_limit_burst: int = Field(
+        20, ge=1, description="Requests a key may make at once before its rate applies."
+    )
+    redis_url: str | None = Field(
+        None, description="Keep rate limits in this Redis (shared by replicas); empty: in process."
+    )
+    redis_timeout_s: float = Field(
+        0.25, gt=0, description="Longest wait for Redis; past it the request is let through."
+    )
+    max_upload_bytes: int = Field(
+        8 * 1024 * 1024,
+        ge=1024,
+        description="Largest body of a document upload (POST /v1/collections/NAME/documents).",
+    )
+    database_url: SecretStr | None = Field(
+        None,
+        description="Keep API keys in this PostgreSQL (postgresql://...); empty: SQLite in "
+        "<data_dir>.",
+    )
+
+    @field_validator("key_secret", "redis_url", "database_url", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: Any) -> Any:
+        """``RAGTIME_REDIS_URL=`` (as an env file writes an unset value) means unset."""
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @model_validator(mode="after")
+    def _check_key_store(self) -> Settings:
+        if self.database_url is not None and self.key_secret is None:
+            raise ValueError(
+                "database_url needs key_secret: every replica that shares the key database "
+                "must hash keys with the same secret (set RAGTIME_KEY_SECRET)"
+            )
+        return self
 
     @field_validator("alert_webhook_url")
     @classmethod

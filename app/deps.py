@@ -19,14 +19,16 @@ from fastapi import Depends, Header, Request
 from opentelemetry import trace
 from opentelemetry.trace import Span
 
-from app.auth import ApiKey
+from app.auth import ApiKey, KeyStoreUnavailable
 from app.body import parse_body, read_body
 from app.config import Settings
-from app.errors import Unauthorized
+from app.errors import Forbidden, KeyStoreDown, Unauthorized
 from app.limits import TIMEOUT_HEADER, request_budget
 from app.pipeline import Pipeline
+from app.ratelimit import RateLimiter
 from app.schemas import AskRequest, BudgetedRequest, ChatCompletionRequest, SearchRequest
 from app.services import Services
+from retrieval import UnknownCollection
 from tracing import BudgetLedger
 
 tracer = trace.get_tracer(__name__)
@@ -114,8 +116,19 @@ async def get_auth_stage(ledger: LedgerDep) -> AsyncIterator[AuthStage]:
 AuthStageDep = Annotated[AuthStage, Depends(get_auth_stage, scope="function")]
 
 
-async def authenticate(request: Request, services: ServicesDep, stage: AuthStageDep) -> ApiKey:
-    """The ``auth`` stage: a valid ``Authorization: Bearer <key>`` or 401."""
+async def get_rate_limiter(request: Request) -> RateLimiter:
+    limiter: RateLimiter = request.app.state.rate_limiter
+    return limiter
+
+
+RateLimiterDep = Annotated[RateLimiter, Depends(get_rate_limiter)]
+
+
+async def authenticate(
+    request: Request, services: ServicesDep, stage: AuthStageDep, limiter: RateLimiterDep
+) -> ApiKey:
+    """The ``auth`` stage: a valid ``Authorization: Bearer <key>`` or 401; then the key's rate
+    limit (429). Neither the key nor its name goes on the span or into an error: its id only."""
     with stage.run() as span:
         header = request.headers.get("authorization")
         if not header:
@@ -123,15 +136,48 @@ async def authenticate(request: Request, services: ServicesDep, stage: AuthStage
         scheme, _, secret = header.partition(" ")
         if scheme.lower() != "bearer" or not secret.strip():
             raise Unauthorized("malformed Authorization header: expected 'Bearer <key>'")
-        # SQLite, under the key store's lock: off the event loop.
-        key = await asyncio.to_thread(services.keys.verify, secret.strip())
+        # A database call, under the key store's lock: off the event loop.
+        try:
+            key = await asyncio.to_thread(services.keys.verify, secret.strip())
+        except KeyStoreUnavailable as exc:
+            raise KeyStoreDown(str(exc)) from exc
         if key is None:
             raise Unauthorized("invalid or revoked API key")
         span.set_attribute("ragtime.auth.key_id", key.id)
+        await limiter.acquire(key.id)
         return key
 
 
 CurrentKey = Annotated[ApiKey, Depends(authenticate)]
+
+
+def require_scope(key: ApiKey, scope: str) -> ApiKey:
+    """``key``, if it has ``scope``; else 403."""
+    if scope not in key.scopes:
+        raise Forbidden(scope)
+    return key
+
+
+def scoped(scope: str) -> Callable[..., Awaitable[ApiKey]]:
+    """The dependency of a route that needs ``scope``: the request's key, or 401/429/403."""
+
+    async def check(key: CurrentKey) -> ApiKey:
+        return require_scope(key, scope)
+
+    return check
+
+
+AskKey = Annotated[ApiKey, Depends(scoped("ask"))]
+IngestKey = Annotated[ApiKey, Depends(scoped("ingest"))]
+AdminKey = Annotated[ApiKey, Depends(scoped("admin"))]
+
+
+def readable_collection(key: ApiKey, collection: str) -> str:
+    """``collection``, if ``key`` may read it; else the 404 of an unknown collection, word for
+    word, so that a key learns nothing of the collections of others."""
+    if not key.may_read(collection):
+        raise UnknownCollection(f"unknown collection {collection!r}")
+    return collection
 
 
 async def optional_key(request: Request, services: Services) -> ApiKey | None:
@@ -139,15 +185,18 @@ async def optional_key(request: Request, services: Services) -> ApiKey | None:
     scheme, _, secret = request.headers.get("authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not secret.strip():
         return None
-    return await asyncio.to_thread(services.keys.verify, secret.strip())
+    try:
+        return await asyncio.to_thread(services.keys.verify, secret.strip())
+    except KeyStoreUnavailable:
+        return None
 
 
 Body = TypeVar("Body", bound=BudgetedRequest)
 
 
-def question_body(model: type[Body]) -> Callable[..., Awaitable[Body]]:
-    """The dependency that reads a question route's body as ``model``, after the key check, and
-    then sets the request's budget on its ledger."""
+def question_body(model: type[Body], scope: str = "ask") -> Callable[..., Awaitable[Body]]:
+    """The dependency that reads a question route's body as ``model``, after the key check (and
+    its ``scope``: 403), and then sets the request's budget on its ledger."""
 
     async def read(
         request: Request,
@@ -162,6 +211,7 @@ def question_body(model: type[Body]) -> Callable[..., Awaitable[Body]]:
             ),
         ] = None,
     ) -> Body:
+        require_scope(key, scope)
         body = await parse_body(model, await read_body(request, settings.max_body_bytes))
         ledger.budget_ms = float(request_budget(body.budget_ms, timeout_ms, settings))
         auth.settle()

@@ -19,7 +19,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.moderation import QuestionRejected
 from inference import BackendBusy, GenerationRejected, InferenceError
-from retrieval import RetrievalError
+from retrieval import BrokenIndex, RetrievalError
 
 
 class ApiError(Exception):
@@ -45,6 +45,51 @@ class ApiError(Exception):
 class Unauthorized(ApiError):
     def __init__(self, message: str) -> None:
         super().__init__(401, message, type="unauthorized", headers={"WWW-Authenticate": "Bearer"})
+
+
+class Forbidden(ApiError):
+    """A valid key without the scope a route needs (403)."""
+
+    def __init__(self, scope: str) -> None:
+        super().__init__(
+            403,
+            f"this API key lacks the {scope!r} scope this route needs; "
+            f"create one with `ragtime keys create NAME --scope {scope}`",
+            type="forbidden",
+        )
+
+
+class KeyStoreDown(ApiError):
+    """The key store (a database) cannot be reached: no key can be checked (503)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(503, f"{message}; retry later", type="key_store_unavailable")
+
+
+class UploadNotStored(ApiError):
+    """The server could not write an upload down to ingest it (507: a full disk, say); nothing
+    of it was ingested."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(
+            507,
+            f"the upload could not be stored ({reason}); nothing was ingested",
+            type="insufficient_storage",
+        )
+
+
+class RateLimited(ApiError):
+    """A key over its rate limit (429, with ``Retry-After``; ``app.ratelimit``)."""
+
+    def __init__(self, rate: float, burst: int, wait_s: float) -> None:
+        retry = max(1, math.ceil(wait_s))
+        super().__init__(
+            429,
+            f"this API key made more than {rate:g} requests/s (burst {burst}); "
+            f"retry after {retry} s",
+            type="rate_limited",
+            headers={"Retry-After": str(retry)},
+        )
 
 
 class ModelNotFound(ApiError):
@@ -173,6 +218,8 @@ def install_error_handlers(app: FastAPI, *, retry_after_s: int) -> None:
     @app.exception_handler(RetrievalError)
     async def _retrieval(_: Request, exc: RetrievalError) -> JSONResponse:
         kind = {404: "not_found", 409: "embedding_mismatch"}.get(exc.status_code, "retrieval_error")
+        if isinstance(exc, BrokenIndex):
+            kind = "index_unavailable"
         return respond(exc.status_code, error_body(kind, str(exc)))
 
     @app.exception_handler(InferenceError)

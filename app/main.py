@@ -11,13 +11,14 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 
-from app import access_log
+from app import access_log, openapi
 from app.admission import Admission, AdmissionMiddleware, drain_when_stopping
 from app.calibration import probes, reported_itl_ms
 from app.config import Settings, get_settings
 from app.errors import install_error_handlers
 from app.pipeline import Pipeline
-from app.routes import alerts, ask, budget, chat, health, search
+from app.ratelimit import build_limiter
+from app.routes import alerts, ask, budget, chat, collections, health, search
 from app.services import Services
 from inference import GenerationBackend
 from tracing import RequestMetricsMiddleware, configure_tracing, flush_tracing
@@ -32,6 +33,7 @@ API_ROUTES = (
     "/v1/search",
     "/v1/alerts",
     "/v1/budget/model",
+    "/v1/collections",
     "/healthz",
     "/readyz",
     "/metrics",
@@ -76,6 +78,7 @@ def create_app(
         await live.start()
         app.state.services = live
         app.state.pipeline = pipeline = Pipeline(live)
+        app.state.rate_limiter = limiter = build_limiter(settings)
         gen = live.backend
         # Calibrate remote targets as they join; publish the cost model as metrics.
         upkeep = asyncio.create_task(
@@ -100,6 +103,7 @@ def create_app(
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
             await app.state.alerts.stop()
+            await limiter.close()
             await live.close()
             flush_tracing()  # the provider outlives an app; `ragtime serve` shuts it down
 
@@ -114,13 +118,23 @@ def create_app(
     app.include_router(ask.router)
     app.include_router(chat.router)
     app.include_router(search.router)
+    app.include_router(collections.router)
     app.include_router(health.router)
     app.include_router(alerts.router)
     app.include_router(budget.router)
+    openapi.install(app, settings)
     FastAPIInstrumentor.instrument_app(
-        app, excluded_urls="/healthz,/readyz,/metrics", exclude_spans=["receive", "send"]
+        app,
+        excluded_urls="/healthz,/readyz,/metrics",
+        exclude_spans=["receive", "send"],
+        server_request_hook=access_log.redact_span_url,
     )
     # Outermost last: every request is counted and timed, refusals included.
-    app.add_middleware(AdmissionMiddleware, admission=admission, routes=QUESTION_ROUTES)
+    app.add_middleware(
+        AdmissionMiddleware,
+        admission=admission,
+        routes=QUESTION_ROUTES,
+        openai_routes=(chat.ROUTE,),
+    )
     app.add_middleware(RequestMetricsMiddleware, routes=API_ROUTES)
     return app

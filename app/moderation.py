@@ -62,9 +62,13 @@ class Moderator:
 
     def load(self) -> None:
         from profanity_check import predict_prob
+        from profanity_check.profanity_check import model, vectorizer
 
-        predict_prob(["warm up"])
-        self._predict = predict_prob
+        from app.profanity_scorer import compile_scorer
+
+        predict = compile_scorer(vectorizer, model, predict_prob)
+        predict(["warm up"])
+        self._predict = predict
 
     def scores(self, texts: Sequence[str]) -> list[float]:
         if not texts:

@@ -237,8 +237,9 @@ class Pipeline:
 
     def _check_feasible(self, ledger: BudgetLedger, question: str) -> None:
         """Refuse at once a budget that not even the smallest plan can meet (a 504 that costs
-        no embedding, search or model time), unless the passages alone may answer; and a
-        request the generation pool's queue has no room for (503, ``BudgetEngine.admit``)."""
+        no embedding, search or model time, counted as a refusal), unless the passages alone may
+        answer; and a request the generation pool's queue has no room for (503,
+        ``BudgetEngine.admit``)."""
         if not self.settings.degradation_policy or self.settings.on_infeasible == "passages":
             return
         target = self.services.backend.cost_target(question)
@@ -251,6 +252,11 @@ class Pipeline:
                 max_queued_per_slot=self.settings.max_queued_per_slot,
             )
         except BudgetInfeasible as exc:
+            # The caller's budget is below the smallest answer, alone: refused before any work,
+            # deliberately, so it stays out of the error ratio (anyone may send a tiny budget).
+            tracing_metrics.ADMISSION_REFUSED.labels(
+                route="/v1/ask", reason="budget_infeasible"
+            ).inc()
             raise BudgetExhausted(str(exc)) from exc
         except TargetSaturated as exc:
             tracing_metrics.ADMISSION_REFUSED.labels(route="/v1/ask", reason="overloaded").inc()

@@ -260,3 +260,40 @@ class ModelOut(BaseModel):
 class ModelList(BaseModel):
     object: Literal["list"] = "list"
     data: list[ModelOut]
+
+
+# -- collections: what a key may read, and documents uploaded over HTTP ----------------------
+
+
+class CollectionOut(BaseModel):
+    name: str
+    chunks: int
+
+
+class CollectionList(BaseModel):
+    """The collections the request's key may read (others are never named)."""
+
+    collections: list[CollectionOut]
+
+
+class DocumentText(BaseModel):
+    """One document sent as JSON text; ``source`` names it (its suffix gives its format) and a
+    later upload of the same source replaces it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    source: NonEmptyText = Field(description="File name, e.g. notes.md; its suffix is its type.")
+    text: StrictStr
+
+
+class IngestFailure(BaseModel):
+    source: str
+    reason: str
+
+
+class IngestResponse(BaseModel):
+    collection: str
+    files: int = Field(description="Documents ingested.")
+    chunks: int = Field(description="Chunks they made.")
+    sources: list[str] = Field(description="The sources ingested, as searches will name them.")
+    failures: list[IngestFailure] = Field(description="Documents that could not be ingested.")

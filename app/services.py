@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.auth import KeyStore
+from app.auth import BaseKeyStore, open_key_store
 from app.config import Settings
 from app.moderation import Moderator
 from app.stages import Stages
@@ -103,7 +103,7 @@ class Services:
     """The components, and the stages over them (``stages``, built with the object)."""
 
     settings: Settings
-    keys: KeyStore
+    keys: BaseKeyStore
     store: DocumentStore
     embedder: Embedder
     reranker: Reranker
@@ -138,7 +138,7 @@ class Services:
             embedder = default_embedder(settings)
         return cls(
             settings=settings,
-            keys=KeyStore(settings.keys_path),
+            keys=open_key_store(settings),
             # Bound to the embedder: a collection built by another backend is refused (409).
             store=DocumentStore(
                 settings.store_path,
@@ -182,6 +182,10 @@ class Services:
         collections = self.store.collections() if "store" not in self.problems else {}
         components["collections"] = collections
         ready = not self.problems and self.embedder.loaded and self.backend.loaded
+        broken = self.store.check() if "store" not in self.problems else {}
+        if broken:  # a collection that cannot be searched: re-ingest it
+            components["broken_indexes"] = broken
+            ready = False
         if ready and not collections:
             components["index"] = "empty: run `ragtime ingest PATH`"
             ready = False

@@ -62,6 +62,12 @@ def register(sub: Any) -> None:
         default=Path("bench-results/logs"),
         help="server logs of --serve and --floor",
     )
+    where.add_argument(
+        "--profile",
+        type=Path,
+        metavar="DIR",
+        help="sample each --serve server with py-spy while it serves, into DIR/<name>.txt",
+    )
     how = load.add_argument_group("load")
     how.add_argument(
         "--questions",
@@ -112,6 +118,7 @@ def register(sub: Any) -> None:
     _register_budget(bench_sub)
     _register_quality(bench_sub)
     _register_safety(bench_sub)
+    _register_retrieval(bench_sub)
 
     report = bench_sub.add_parser("report", help="write BENCHMARKS.md from bench JSON files")
     report.add_argument("--cpu", type=Path, required=True, help="JSON of the CPU default run")
@@ -135,6 +142,17 @@ def register(sub: Any) -> None:
         "--prefix-fake",
         type=Path,
         help="JSON the fake-SGLang prefix-cache test wrote (RAGTIME_BENCH_PREFIX_FAKE_JSON)",
+    )
+    report.add_argument(
+        "--prefix-states",
+        type=Path,
+        help="JSON of the repeat-traffic run, prompt states kept vs none (adds a targets row)",
+    )
+    report.add_argument(
+        "--profile",
+        type=Path,
+        help="py-spy samples of the null-backend server (`bench load --profile`): where the "
+        "time of a row that misses its target goes",
     )
     report.add_argument("--out", type=Path, default=Path("BENCHMARKS.md"))
     report.add_argument("--plots", type=Path, default=Path("benchmarks"), metavar="DIR")
@@ -254,6 +272,82 @@ def _register_quality(bench_sub: Any) -> None:
     )
     quality.add_argument("--json", type=Path, help="write the measurement here")
     quality.set_defaults(func=cmd_quality)
+
+
+def _register_retrieval(bench_sub: Any) -> None:
+    retrieval = bench_sub.add_parser(
+        "retrieval",
+        help="FAISS index types (Flat, HNSW, IVF-PQ) at collection sizes: latency, recall, "
+        "build time, memory, ingest throughput",
+        description="In-process on synthetic clustered 384-d vectors (bench.retrieval).",
+    )
+    retrieval.add_argument(
+        "--sizes",
+        type=_sizes,
+        default=[10_000, 100_000, 1_000_000],
+        metavar="N[,N...]",
+        help="collection sizes, e.g. 10k,100k,1M (default)",
+    )
+    retrieval.add_argument("--types", type=_names, default=["flat", "hnsw", "ivfpq"])
+    retrieval.add_argument("--ef-search", type=_ints, default=[16, 32, 64, 128])
+    retrieval.add_argument("--nprobe", type=_ints, default=[8, 32])
+    retrieval.add_argument("--queries", type=int, default=200, help="timed one at a time")
+    retrieval.add_argument("--clusters", type=int, default=1000)
+    retrieval.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="FAISS OpenMP threads for building (default 1: on a shared 2-core machine, 2 "
+        "threads spin-waited IVF-PQ training on 500 vectors from 2 s to 35 s)",
+    )
+    retrieval.add_argument("--json", type=Path, help="write the figures here")
+    retrieval.set_defaults(func=cmd_retrieval)
+
+
+def cmd_retrieval(args: argparse.Namespace) -> int:
+    import json
+
+    from bench.retrieval import run_bench, table
+
+    try:
+        result = run_bench(
+            args.sizes,
+            kinds=args.types,
+            ef_search=args.ef_search,
+            nprobe=args.nprobe,
+            queries=args.queries,
+            clusters=args.clusters,
+            threads=args.threads,
+            say=lambda line: print(line, file=sys.stderr, flush=True),
+        )
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(table(result))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result.to_dict(), indent=2) + "\n")
+    return 0
+
+
+def _sizes(text: str) -> list[int]:
+    """``10k,100k,1M`` as [10000, 100000, 1000000]."""
+    scale = {"k": 1_000, "m": 1_000_000}
+    try:
+        return [
+            int(float(part[:-1]) * scale[part[-1].lower()])
+            if part[-1].lower() in scale
+            else int(part)
+            for part in (p.strip() for p in text.split(","))
+        ]
+    except (ValueError, IndexError):
+        raise argparse.ArgumentTypeError(
+            f"not a list of sizes like 10k,100k,1M: {text!r}"
+        ) from None
+
+
+def _names(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
 
 
 def _register_safety(bench_sub: Any) -> None:
@@ -517,7 +611,11 @@ def _targets(args: argparse.Namespace, stack: ExitStack) -> tuple[list[Any], lis
         name = path.stem if path.stem not in names else f"{path.stem}-{len(names)}"
         names.add(name)
         _say(args, f"starting {name} from {path} ...")
-        server = stack.enter_context(ragtime_server(name, config, log_dir=args.log_dir))
+        server = stack.enter_context(
+            ragtime_server(
+                name, config, log_dir=args.log_dir, profile_dir=getattr(args, "profile", None)
+            )
+        )
         targets.append(Target(name, server.url, args.key or config_key(config)))
         shown = {k: v for k, v in config.items() if k not in SECRET_KEYS}
         infos.append(TargetInfo(name=name, url=server.url, kind="ragtime",
@@ -617,6 +715,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         budget=read_budget_json(args.budget) if args.budget else None,
         prefix=read_json(args.prefix) if args.prefix else None,
         prefix_fake=read_fake_json(args.prefix_fake) if args.prefix_fake else None,
+        prefix_states=read_json(args.prefix_states) if args.prefix_states else None,
+        profile=args.profile,
     )
     for path in written:
         print(f"wrote {path}", file=sys.stderr)

@@ -20,6 +20,8 @@ from types import TracebackType
 
 import httpx
 
+from bench.profile import Profiler
+
 HOST = "127.0.0.1"
 
 
@@ -86,6 +88,7 @@ class ServerProcess:
         env: dict[str, str] | None = None,
         log_path: Path | None = None,
         ready_timeout_s: float = 300.0,
+        profile_path: Path | None = None,
     ) -> None:
         self.name = name
         self.argv = argv
@@ -94,8 +97,10 @@ class ServerProcess:
         self.log_path = log_path
         self.ready_timeout_s = ready_timeout_s
         self.url = f"http://{HOST}:{port}"
+        self.profile_path = profile_path
         self._process: subprocess.Popen[bytes] | None = None
         self._log_file: int | None = None
+        self._profiler: Profiler | None = None
 
     def start(self) -> None:
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", **self.env}
@@ -107,6 +112,8 @@ class ServerProcess:
             self.argv, env=env, stdout=self._log_file, stderr=subprocess.STDOUT
         )
         self._wait_ready()
+        if self.profile_path is not None:
+            self._profiler = Profiler(self._process.pid, self.profile_path)
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + self.ready_timeout_s
@@ -134,6 +141,9 @@ class ServerProcess:
         raise ServerFailed(f"server {self.name!r} {why}; log {self.log_path}:\n{tail}")
 
     def stop(self) -> None:
+        profiler, self._profiler = self._profiler, None
+        if profiler is not None:
+            profiler.stop()
         process, self._process = self._process, None
         if process is not None and process.poll() is None:
             process.send_signal(signal.SIGINT)
@@ -160,14 +170,22 @@ class ServerProcess:
 
 
 def ragtime_server(
-    name: str, config: dict[str, str], *, log_dir: Path | None = None
+    name: str,
+    config: dict[str, str],
+    *,
+    log_dir: Path | None = None,
+    profile_dir: Path | None = None,
 ) -> ServerProcess:
-    """``ragtime serve`` with ``config`` in its environment, on a free port."""
+    """``ragtime serve`` with ``config`` in its environment, on a free port; with
+    ``profile_dir``, py-spy samples it into ``<profile_dir>/<name>.txt`` while it serves."""
     port = free_port()
     argv = [sys.executable, "-m", "app.cli", "serve", "--host", HOST, "--port", str(port)]
     argv += ["--log-level", "warning"]
     log_path = log_dir / f"{name}.log" if log_dir else None
-    return ServerProcess(name, argv, port=port, env=config, log_path=log_path)
+    profile_path = profile_dir / f"{name}.txt" if profile_dir else None
+    return ServerProcess(
+        name, argv, port=port, env=config, log_path=log_path, profile_path=profile_path
+    )
 
 
 def floor_server(tokens: int, *, name: str = "floor", log_dir: Path | None = None) -> ServerProcess:

@@ -168,18 +168,29 @@ class EndpointState:
         self.joined = True
 
     def read_load(self, loads: Any, metrics: dict[str, float]) -> None:
-        """One ``/v1/loads`` body (summed over data-parallel ranks) and ``/metrics`` samples."""
+        """One ``/v1/loads`` body (summed over data-parallel ranks) and ``/metrics`` samples.
+
+        From SGLang's gateway, ``/v1/loads`` lists one ``{"worker", "load"}`` per worker and no
+        request counts (sgl-model-gateway ``src/core/worker_manager.rs``): the running and
+        waiting requests are then the pool's totals of its workers' ``sglang:num_running_reqs``
+        and ``sglang:num_queue_reqs`` (``/engine_metrics``), and the pool runs as many batches
+        as it has workers."""
         entries = loads.get("loads") if isinstance(loads, dict) else None
         if not isinstance(entries, list):
             raise ValueError("/v1/loads answered without a loads list")
         ttft = self._recent(metrics, "time_to_first_token_seconds", "_ttft_total")
         itl = self._recent(metrics, "inter_token_latency_seconds", "_itl_total")
+        workers = [x for x in entries if isinstance(x, dict) and "worker" in x]
+        if entries and len(workers) == len(entries):  # a gateway's list of its workers
+            running = int(metrics.get("sglang:num_running_reqs", 0.0))
+            waiting = int(metrics.get("sglang:num_queue_reqs", 0.0))
+            capacity = None if self.max_running is None else self.max_running * len(workers)
+        else:
+            running = sum(_count(x, "num_running_reqs") for x in entries)
+            waiting = sum(_count(x, "num_waiting_reqs") for x in entries)
+            capacity = self.max_running
         self.load = TargetLoad(
-            running=sum(_count(x, "num_running_reqs") for x in entries),
-            waiting=sum(_count(x, "num_waiting_reqs") for x in entries),
-            max_running=self.max_running,
-            ttft_ms=ttft,
-            itl_ms=itl,
+            running=running, waiting=waiting, max_running=capacity, ttft_ms=ttft, itl_ms=itl
         )
         self.ttft_ms = self.ttft_ms if ttft is None else ttft
         self.itl_ms = self.itl_ms if itl is None else itl

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -31,9 +32,15 @@ class Job:
     submitted: float = field(default_factory=time.perf_counter)
     closed: bool = False
     """Set when the backend shut down before the job was served."""
+    deadline: float = math.inf
+    """``time.perf_counter()`` value by which the request must be answered."""
+    first_token_at: float | None = None
+    """When the first text was posted (for the worker's least time to a first token)."""
 
     def emit(self, item: object) -> None:
         """Post ``item`` to the consumer's loop; safe from any thread."""
+        if self.first_token_at is None and isinstance(item, TextDelta):
+            self.first_token_at = time.perf_counter()
         try:
             self.loop.call_soon_threadsafe(self.events.put_nowait, item)
         except RuntimeError:  # the loop is closed: nobody is listening any more

@@ -2,7 +2,8 @@
 
 One dedicated worker thread owns the model. It loads it, then serves requests one at a time,
 earliest deadline first (requests without a deadline last, in arrival order), so the event loop
-never blocks on llama.cpp and a request due sooner is not stuck behind one that can wait. Each
+never blocks on llama.cpp and a request due sooner is not stuck behind one that can wait; one
+whose deadline can no longer be met when its turn comes is dropped before it costs model time. Each
 request gets an ``asyncio.Queue`` that the worker fills through ``loop.call_soon_threadsafe``, and
 a ``threading.Event`` that the consumer sets when it stops early; the worker checks it before
 decoding and after every token. The prompt is decoded from ``AssembledPrompt.token_ids``, so the
@@ -20,6 +21,7 @@ import itertools
 import math
 import threading
 import time
+from collections import deque
 from collections.abc import AsyncGenerator, Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -34,6 +36,7 @@ from inference.backend import (
     GenerationEvent,
     TargetLoad,
     TextDelta,
+    Usage,
 )
 from inference.errors import BackendUnavailable, GenerationFailed, InferenceError
 from inference.prompt import AssembledPrompt
@@ -93,6 +96,10 @@ class LlamaCppBackend(GenerationBackend):
         self._waiting_lock = threading.Lock()
         self._arrivals = itertools.count()
         self._start_lock = asyncio.Lock()
+        self._first_tokens: deque[float] = deque(maxlen=16)
+        """Recent times from starting a request to its first token (worker thread only)."""
+        self.dropped = 0
+        """Requests dropped at their turn, their deadline out of reach."""
 
     @property
     def tokenizer(self) -> LlamaCppTokenizer:
@@ -177,6 +184,7 @@ class LlamaCppBackend(GenerationBackend):
         job = Job(list(prompt.token_ids), max_tokens, temperature, asyncio.get_running_loop())
         with self._waiting_lock:
             due = math.inf if deadline is None else deadline
+            job.deadline = due
             heapq.heappush(self._waiting, (due, next(self._arrivals), job))
         try:
             # One task per job; each serves whichever waiting job is due first.
@@ -224,9 +232,25 @@ class LlamaCppBackend(GenerationBackend):
             job.closed = True
             job.emit(END)
 
+    @property
+    def quickest_first_token_s(self) -> float:
+        """The least time from starting a request to its first token, over recent requests (0
+        before any): less time than this left at a request's turn, and it cannot be answered."""
+        return min(self._first_tokens, default=0.0)
+
     def _serve(self, llm: Any, job: Job) -> None:
-        """Runs on the worker thread: decode one request, report its outcome."""
-        queue_ms = (time.perf_counter() - job.submitted) * 1000.0
+        """Runs on the worker thread: decode one request, report its outcome. A request whose
+        deadline can no longer be met when its turn comes (less time left than the quickest
+        recent first token) is dropped before its prompt costs any model time: it ends at once
+        with finish reason ``deadline`` and no tokens."""
+        started = time.perf_counter()
+        queue_ms = (started - job.submitted) * 1000.0
+        if job.deadline - started < self.quickest_first_token_s:
+            self.dropped += 1
+            done = GenerationDone(Usage(len(job.prompt_ids), 0, 0), "deadline", queue_ms)
+            self.last_done = done
+            job.emit(done)
+            return
         try:
             done = decode(
                 llm,
@@ -239,6 +263,8 @@ class LlamaCppBackend(GenerationBackend):
         except Exception as exc:
             job.emit(exc)
             return
+        if job.first_token_at is not None:
+            self._first_tokens.append(job.first_token_at - started)
         self.last_done = done
         job.emit(done)
 

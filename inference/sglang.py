@@ -26,12 +26,20 @@ it generates a token and takes at least 1 s); when the endpoint joins, ``/model_
 ``/server_info`` for its context length and ``max_running_requests``; while it is up,
 ``/v1/loads`` (running and waiting requests) and ``/metrics`` (the TTFT and ITL histograms,
 optional: a server without ``--enable-metrics`` leaves them unknown).
+
+An endpoint may be SGLang's gateway (sgl-model-gateway) in front of a pool of workers
+(``deploy/k8s``): it has no ``/ready`` but ``/readiness`` (503 until a worker is healthy; its
+``/health`` is liveness, always 200), its ``/v1/loads`` carries no request counts, and its
+workers' metrics are on ``/engine_metrics``; the poll reads those instead
+(``EndpointState.read_load``). It routes no ``/abort_request`` (404): closing the stream is
+what stops the worker's generation there.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -92,6 +100,8 @@ class SGLangBackend(HTTPStreamBackend):
     async def _poll_endpoint(self, client: httpx.AsyncClient, state: EndpointState) -> None:
         timeout = self.poll_timeout
         ready = await client.get(state.url + "/ready", timeout=timeout)
+        if ready.status_code == 404:  # SGLang's gateway: 503 until one of its workers is healthy
+            ready = await client.get(state.url + "/readiness", timeout=timeout)
         if ready.status_code == 404:  # an older server: /health generates a token (>= 1 s)
             ready = await client.get(state.url + "/health", timeout=timeout)
         if ready.status_code != 200:
@@ -104,7 +114,7 @@ class SGLangBackend(HTTPStreamBackend):
             )))  # fmt: skip
         loads, metrics = await asyncio.gather(
             client.get(state.url + "/v1/loads", timeout=timeout),
-            _get_metrics(client, state.url + "/metrics", timeout),
+            _get_metrics(client, state.url, timeout),
         )
         if loads.status_code != 200:
             raise ValueError(f"/v1/loads answered {loads.status_code}")
@@ -193,14 +203,26 @@ async def _get_json(client: httpx.AsyncClient, url: str, timeout: httpx.Timeout)
 
 
 async def _get_metrics(
-    client: httpx.AsyncClient, url: str, timeout: httpx.Timeout
+    client: httpx.AsyncClient, base_url: str, timeout: httpx.Timeout
 ) -> dict[str, float]:
-    """``sglang:`` samples; empty without ``--enable-metrics``."""
+    """``sglang:`` samples; empty without ``--enable-metrics``.
+
+    A server's ``/metrics``; SGLang's gateway serves its own metrics on another port (404
+    here) and its workers' on ``/engine_metrics``, each sample with a ``worker_addr`` label and
+    every ``:`` turned into ``_`` (sgl-model-gateway ``src/core/metrics_aggregator.rs``)."""
     try:
-        response = await client.get(url, timeout=timeout)
+        response = await client.get(base_url + "/metrics", timeout=timeout)
+        if response.status_code == 404:
+            response = await client.get(base_url + "/engine_metrics", timeout=timeout)
+            if response.status_code == 200:
+                return parse_metrics(_GATEWAY_PREFIX.sub("sglang:", response.text))
     except httpx.HTTPError:
         return {}
     return parse_metrics(response.text) if response.status_code == 200 else {}
+
+
+#: The gateway's rename of ``sglang:`` metric names (at the start of each sample line).
+_GATEWAY_PREFIX = re.compile(r"^sglang_", re.MULTILINE)
 
 
 def _int(value: Any, default: int) -> int:

@@ -9,6 +9,7 @@ embeds the question, calls ``DocumentStore.search`` and, when a cross-encoder is
 from retrieval.chunking import Chunk, chunk_text
 from retrieval.embeddings import Embedder, default_embedding_model_path
 from retrieval.errors import (
+    BrokenIndex,
     EmbeddingMismatch,
     NoTextLayer,
     RerankerUnavailable,
@@ -23,6 +24,7 @@ from retrieval.store import DocumentStore, Passage
 
 __all__ = [
     "SUPPORTED_SUFFIXES",
+    "BrokenIndex",
     "Chunk",
     "DocumentStore",
     "Embedder",

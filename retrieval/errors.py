@@ -3,6 +3,8 @@
     RetrievalError (500)           anything retrieval could not do
     ├── UnknownCollection (404)    a request named a collection that holds nothing
     ├── EmbeddingMismatch (409)    the collection was embedded by another embedding backend
+    ├── BrokenIndex (503)          the collection holds chunks but its index could not be
+    │                              loaded (missing, truncated): re-ingest it
     ├── RerankerUnavailable (503)  no cross-encoder configured, or it failed to load or to
     │                              score; the app skips reranking
     └── UnreadableDocument (422)   a file to ingest could not be parsed; the message says why
@@ -59,6 +61,13 @@ class EmbeddingMismatch(RetrievalError):
 
 class RerankerUnavailable(RetrievalError):
     """Reranking cannot run; ``str(exc)`` says why."""
+
+    status_code = 503
+
+
+class BrokenIndex(RetrievalError):
+    """A collection holds chunks, but its index is missing or cannot be read: it cannot be
+    searched until it is re-ingested (``DocumentStore.check`` says why, ``/readyz`` shows it)."""
 
     status_code = 503
 

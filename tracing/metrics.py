@@ -88,9 +88,10 @@ PREDICTION_ERROR_RATIO = Histogram(
 )
 ADMISSION_REFUSED = Counter(
     "ragtime_admission_refused",
-    "Requests refused at once (503) by admission control, by route and reason: overloaded "
-    "(the process's or a generation pool's bound), shutting_down. Deliberate: the error-ratio "
-    "alert leaves them out.",
+    "Requests refused at once by admission control, by route and reason: overloaded "
+    "(503: the process's or a generation pool's bound), shutting_down (503), budget_infeasible "
+    "(504: a budget below the smallest answer, refused before any work). Deliberate: the "
+    "error-ratio alert leaves them out.",
     ["route", "reason"],
     registry=REGISTRY,
 )

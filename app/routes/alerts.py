@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
 
-from app.deps import CurrentKey
+from app.deps import AdminKey
 from tracing.alerts import AlertEvaluator
 
 router = APIRouter(tags=["operations"])
@@ -21,6 +21,7 @@ AlertsDep = Annotated[AlertEvaluator, Depends(get_alerts)]
 
 
 @router.get("/v1/alerts")
-async def alerts(key: CurrentKey, evaluator: AlertsDep) -> dict[str, list[dict[str, Any]]]:
-    """Firing alerts in Alertmanager's shape (labels, annotations, startsAt, ...) and value."""
+async def alerts(key: AdminKey, evaluator: AlertsDep) -> dict[str, list[dict[str, Any]]]:
+    """Firing alerts in Alertmanager's shape (labels, annotations, startsAt, ...) and value;
+    needs the ``admin`` scope."""
     return {"alerts": evaluator.firing()}

@@ -22,7 +22,7 @@ from sse_starlette import EventSourceResponse
 
 from app.answers import AnswerStream, Finished, answer, asked
 from app.body import openapi_body
-from app.deps import AskBody, CurrentKey, LedgerDep, PipelineDep, SettingsDep
+from app.deps import AskBody, CurrentKey, LedgerDep, PipelineDep, SettingsDep, readable_collection
 from app.errors import ShuttingDown, error_body
 from app.schemas import AskRequest, AskResponse
 from inference import InferenceError
@@ -43,7 +43,7 @@ async def ask(
     question = asked(
         settings,
         body.question,
-        collection=body.collection,
+        collection=readable_collection(key, body.collection or settings.default_collection),
         top_k=body.top_k,
         stream=body.stream,
     )

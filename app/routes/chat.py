@@ -35,7 +35,15 @@ from sse_starlette import EventSourceResponse
 
 from app.answers import AnswerStream, Finished, answer, asked
 from app.body import openapi_body
-from app.deps import ChatBody, CurrentKey, LedgerDep, PipelineDep, SettingsDep
+from app.deps import (
+    AskKey,
+    ChatBody,
+    CurrentKey,
+    LedgerDep,
+    PipelineDep,
+    SettingsDep,
+    readable_collection,
+)
 from app.errors import InvalidField, ModelNotFound, ShuttingDown
 from app.pipeline import Pipeline
 from app.schemas import (
@@ -129,7 +137,7 @@ def served_models(pipeline: Pipeline) -> list[str]:
 
 
 @router.get(MODELS_ROUTE, response_model=ModelList)
-async def list_models(key: CurrentKey, pipeline: PipelineDep) -> ModelList:
+async def list_models(key: AskKey, pipeline: PipelineDep) -> ModelList:
     """The models a chat completion may name; any of them answers with the same pipeline."""
     backend = pipeline.services.backend
     owners = {SERVICE_MODEL: SERVICE_MODEL, backend.model: backend.name}
@@ -201,7 +209,7 @@ async def chat_completions(
     question = asked(
         settings,
         _question(body),
-        collection=body.collection,
+        collection=readable_collection(key, body.collection or settings.default_collection),
         top_k=body.top_k,
         stream=stream,
         max_output_tokens=min(caps) if caps else None,

@@ -22,10 +22,12 @@ async def healthz() -> dict[str, str]:
 @router.get("/readyz")
 async def readyz(request: Request, services: ServicesDep) -> JSONResponse:
     """Models and index loaded (200) or not (503). What each part's state is (models, paths,
-    collections) only for a valid API key: a probe without one learns ready or not ready."""
+    collections) only for a valid API key with the ``admin`` scope: a probe without one, or a
+    tenant's key, learns ready or not ready."""
     ready, components = services.readiness()
     body: dict[str, Any] = {"ready": ready}
-    if await optional_key(request, services) is not None:
+    key = await optional_key(request, services)
+    if key is not None and "admin" in key.scopes:
         body["components"] = components
     return JSONResponse(body, status_code=200 if ready else 503)
 

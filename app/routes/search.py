@@ -8,7 +8,14 @@ from fastapi.responses import JSONResponse
 from opentelemetry import trace
 
 from app.body import openapi_body
-from app.deps import CurrentKey, LedgerDep, PipelineDep, SearchBody, SettingsDep
+from app.deps import (
+    CurrentKey,
+    LedgerDep,
+    PipelineDep,
+    SearchBody,
+    SettingsDep,
+    readable_collection,
+)
 from app.limits import check_text, resolve_count
 from app.report import (
     budget_report,
@@ -36,7 +43,7 @@ async def search(
 ) -> JSONResponse:
     check_text(body.query, field="query", settings=settings)
     k = resolve_count(body.k, field="k", default=settings.top_k, maximum=settings.max_top_k)
-    collection = body.collection or settings.default_collection
+    collection = readable_collection(key, body.collection or settings.default_collection)
     root = trace.get_current_span()
     root.set_attributes({"ragtime.collection": collection, "ragtime.k": k})
     try:

@@ -1,36 +1,137 @@
-"""Each stage's own bounded pool of worker threads, waited for no later than a deadline.
+"""Each stage's own bounded pool of worker threads, serving its queue earliest deadline first.
 
 Blocking work (torch, FAISS, SQLite, a classifier) never runs on the event loop. A thread cannot
 be killed: work abandoned at a deadline keeps its thread until it finishes. With a pool per stage
 it holds a slot of that stage's pool only, so a slow reranker cannot starve embedding or search.
+
+Work waits for a thread in deadline order, not arrival order: under load, a request due sooner
+is not stuck behind one that can wait (issue 13, admission control). At the front of the queue
+a call is dropped, before it costs any time, when its deadline can no longer be met: it has
+passed, or what is left is shorter than the quickest of the stage's recent calls
+(``DeadlinePassed``, as for a call that runs past its deadline). Work abandoned while queued
+(its request timed out or went away) never runs.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
+import functools
+import heapq
+import itertools
+import math
+import threading
+import time
+from collections import deque
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from tracing.budget import run_before
+from tracing.budget import DeadlinePassed
 
 T = TypeVar("T")
 
+#: Recent call durations per stage whose minimum is the least a call is expected to take.
+RECENT_CALLS = 16
+
+
+@dataclass(order=True)
+class _Queued:
+    due: float
+    arrival: int
+    future: Future[Any] = field(compare=False)
+    call: Callable[[], Any] = field(compare=False)
+
 
 class StageThreads:
-    """``workers`` threads for one stage; ``run`` raises ``DeadlinePassed`` at the deadline."""
+    """``workers`` threads for one stage, earliest deadline first; ``run`` raises
+    ``DeadlinePassed`` at the deadline, or at once when the call can no longer make it."""
 
     def __init__(self, stage: str, workers: int) -> None:
         if workers < 1:
             raise ValueError(f"a stage needs at least one worker thread, got {workers}")
         self.stage = stage
         self.workers = workers
-        self._pool = ThreadPoolExecutor(workers, thread_name_prefix=f"ragtime-{stage}")
+        self._queue: list[_Queued] = []
+        self._arrivals = itertools.count()
+        self._ready = threading.Condition()
+        self._closed = False
+        self._recent: deque[float] = deque(maxlen=RECENT_CALLS)
+        self.dropped = 0
+        """Calls dropped at the front of the queue, their deadline out of reach."""
+        self._threads: list[threading.Thread] = []  # started by the first call
+
+    @property
+    def quickest_s(self) -> float:
+        """The shortest of the stage's recent calls (0 before any): what a call needs at least."""
+        return min(self._recent, default=0.0)
 
     async def run(self, fn: Callable[..., T], *args: Any, deadline: float, **kwargs: Any) -> T:
-        """``fn(*args, **kwargs)`` on this stage's threads, waited for until ``deadline``
-        (a ``time.perf_counter()`` value)."""
-        return await run_before(deadline, self.stage, fn, *args, executor=self._pool, **kwargs)
+        """``fn(*args, **kwargs)`` on this stage's threads, queued by ``deadline`` and waited for
+        until then (a ``time.perf_counter()`` value). The call sees the caller's context (its
+        current span), as ``asyncio.to_thread`` would give it."""
+        call = functools.partial(contextvars.copy_context().run, fn, *args, **kwargs)
+        future: Future[T] = Future()
+        with self._ready:
+            if self._closed:
+                raise RuntimeError(f"the {self.stage} stage's threads are closed")
+            due = deadline if math.isfinite(deadline) else math.inf
+            heapq.heappush(self._queue, _Queued(due, next(self._arrivals), future, call))
+            self._ready.notify()
+            if not self._threads:
+                self._start()
+        work = asyncio.wrap_future(future)  # cancelling it cancels ``future`` if still queued
+        try:
+            return await asyncio.wait_for(work, max(deadline - time.perf_counter(), 0.0))
+        except TimeoutError:
+            raise DeadlinePassed(f"the {self.stage} stage ran past the deadline") from None
+
+    def _start(self) -> None:
+        for i in range(self.workers):
+            thread = threading.Thread(target=self._work, name=f"ragtime-{self.stage}-{i}")
+            thread.daemon = True
+            thread.start()
+            self._threads.append(thread)
+
+    def _next(self) -> tuple[float, Future[Any], Callable[[], Any]] | None:
+        with self._ready:
+            while not self._queue and not self._closed:
+                self._ready.wait()
+            if not self._queue:
+                return None
+            queued = heapq.heappop(self._queue)
+            return queued.due, queued.future, queued.call
+
+    def _work(self) -> None:
+        while (job := self._next()) is not None:
+            due, future, call = job
+            if not future.set_running_or_notify_cancel():
+                continue  # abandoned while queued
+            if due - time.perf_counter() < self.quickest_s:
+                self.dropped += 1
+                future.set_exception(
+                    DeadlinePassed(
+                        f"the {self.stage} stage could not finish before the deadline: "
+                        "dropped before it ran"
+                    )
+                )
+                continue
+            started = time.perf_counter()
+            try:
+                result = call()
+            except BaseException as exc:
+                future.set_exception(exc)
+            else:
+                future.set_result(result)
+            finally:
+                self._recent.append(time.perf_counter() - started)
 
     def close(self) -> None:
         """Stop the threads once their current work ends; queued work is dropped."""
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        with self._ready:
+            self._closed = True
+            queued, self._queue = self._queue, []
+            self._ready.notify_all()
+        for job in queued:
+            job.future.cancel()

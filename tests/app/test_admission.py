@@ -98,6 +98,25 @@ def test_a_drained_app_refuses_new_questions(seeded_data_dir: Path, auth: dict[s
     assert refused("shutting_down") == before + 1
 
 
+def test_the_chat_route_refuses_in_openais_shape(
+    seeded_data_dir: Path, auth: dict[str, str]
+) -> None:
+    """An OpenAI client reads the refusal as it reads any other error of the chat route."""
+    with running_app(seeded_data_dir, backend=ScriptedBackend()) as client:
+        app_state(client).admission.drain()
+        chat = {"model": "ragtime", "messages": [{"role": "user", "content": "What is a list?"}]}
+        response = client.post("/v1/chat/completions", json=chat, headers=auth)
+    assert response.status_code == 503 and response.headers["Retry-After"]
+    assert response.json() == {
+        "error": {
+            "message": "the server is shutting down; retry on another instance",
+            "type": "server_error",
+            "param": None,
+            "code": "shutting_down",
+        }
+    }
+
+
 def test_a_full_generation_queue_refuses_at_arrival(
     seeded_data_dir: Path, auth: dict[str, str]
 ) -> None:

@@ -16,6 +16,7 @@ from tests.fakes.backends import ScriptedBackend
 from tests.helpers.app import app_state, running_app
 from tests.helpers.spans import attributes, number
 from tests.helpers.sse import parse_sse
+from tracing import metrics
 from tracing.budget import GenerationPrior
 
 # Costs that make plans predictable: 1 ms per prompt token, 10 ms per output token. The full
@@ -64,7 +65,7 @@ def server_timing(header: str) -> list[tuple[str, str]]:
 def test_plans_shrink_to_the_budget_and_say_so(
     seeded_data_dir: Path, auth: dict[str, str], spans: InMemorySpanExporter
 ) -> None:
-    with budget_app(seeded_data_dir) as client:
+    with budget_app(seeded_data_dir, context_tokens=768) as client:
         full = ask(client, auth, budget_ms=5000).json()
         context = ask(client, auth, budget_ms=1200).json()
         output = ask(client, auth, budget_ms=700).json()
@@ -92,6 +93,21 @@ def test_an_unreachable_budget_fails_fast_with_504(
         r"the budget cannot be met: the smallest plan needs about \d+ ms", error["message"]
     )
     assert backend.started_streams == 0
+
+
+def test_tiny_budgets_stay_out_of_the_error_ratio(
+    seeded_data_dir: Path, auth: dict[str, str]
+) -> None:
+    """Anyone may send a budget no answer can meet: its 504, refused before any work, is
+    counted as a refusal, which the error-ratio alert leaves out (schemathesis found that ten
+    such requests would page the on-call)."""
+    labels = {"route": "/v1/ask", "reason": "budget_infeasible"}
+    before = metrics.REGISTRY.get_sample_value("ragtime_admission_refused_total", labels) or 0.0
+    with budget_app(seeded_data_dir, ScriptedBackend(WORDS)) as client:
+        statuses = [ask(client, auth, budget_ms=60).status_code for _ in range(3)]
+    after = metrics.REGISTRY.get_sample_value("ragtime_admission_refused_total", labels)
+    assert statuses == [504, 504, 504]
+    assert after == before + 3
 
 
 def test_an_unreachable_budget_can_answer_with_passages_alone(

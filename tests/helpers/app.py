@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from starlette.datastructures import State
 
-from app.auth import KeyStore
+from app.auth import SCOPES, KeyStore
 from app.config import Settings
 from app.main import create_app
 from app.moderation import Moderator
@@ -65,11 +65,18 @@ def seed_data_dir(data_dir: Path, corpus: Path, embedder: Embedder) -> Path:
     return data_dir
 
 
-def create_key(data_dir: Path, name: str = "tests") -> str:
-    """The secret of a new API key in ``data_dir``."""
+def create_key(
+    data_dir: Path,
+    name: str = "tests",
+    *,
+    scopes: Iterable[str] = SCOPES,
+    collections: Iterable[str] | None = None,
+) -> str:
+    """The secret of a new API key in ``data_dir``: every scope on every collection, unless
+    ``scopes`` and ``collections`` say less."""
     keys = KeyStore(make_settings(data_dir).keys_path)
     try:
-        _, secret = keys.create(name)
+        _, secret = keys.create(name, scopes=scopes, collections=collections)
     finally:
         keys.close()
     return secret
@@ -123,7 +130,7 @@ def services_of_doubles(
     embedder, no cross-encoder, a scripted backend unless ``backend`` is given."""
     return Services(
         settings=settings,
-        keys=KeyStore(settings.keys_path),
+        keys=KeyStore.for_settings(settings),
         store=DocumentStore(settings.store_path),
         embedder=HashEmbedder(),
         reranker=Reranker(None),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections.abc import Callable
+from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
 from pathlib import Path
 
@@ -172,6 +172,45 @@ async def test_waiting_requests_are_served_earliest_deadline_first(
     await asyncio.gather(*tasks)
     firsts = list(dict.fromkeys(log))
     assert firsts == ["soon", "late", "whenever"]
+
+
+async def test_a_request_whose_deadline_is_out_of_reach_at_its_turn_is_dropped(
+    llama_backend: LlamaCppBackend,
+) -> None:
+    """Re-checked at the front of the queue: a request with less time left than the quickest
+    recent first token ends at once (finish ``deadline``, no tokens), its prompt never
+    evaluated; the one after it, with time, is served."""
+    prompt = prompt_for(llama_backend, LONG_ANSWER)
+    _ = [e async for e in llama_backend.stream(prompt, max_tokens=2)]  # a first token timed
+    assert llama_backend.quickest_first_token_s > 0
+    dropped_before = llama_backend.dropped
+    running = llama_backend.stream(prompt, max_tokens=12)
+    assert isinstance(await anext(running), TextDelta)  # holds the worker
+    now = time.perf_counter()
+    doomed = [
+        e
+        async for e in _after(
+            running, llama_backend.stream(prompt, max_tokens=8, deadline=now + 0.01)
+        )
+    ]
+    served = [e async for e in llama_backend.stream(prompt, max_tokens=2, deadline=now + 60)]
+    done = doomed[-1]
+    assert len(doomed) == 1 and isinstance(done, GenerationDone)
+    assert done.finish_reason == "deadline" and done.usage.completion_tokens == 0
+    assert llama_backend.dropped == dropped_before + 1
+    assert isinstance(served[-1], GenerationDone) and served[-1].usage.completion_tokens > 0
+
+
+async def _after(
+    running: AsyncGenerator[GenerationEvent, None], queued: AsyncGenerator[GenerationEvent, None]
+) -> AsyncGenerator[GenerationEvent, None]:
+    """``queued``'s events, submitted while ``running`` holds the worker, which then finishes."""
+    first = asyncio.ensure_future(anext(queued))
+    await asyncio.sleep(0.05)
+    _ = [event async for event in running]
+    yield await first
+    async for event in queued:
+        yield event
 
 
 async def test_a_request_cancelled_while_queued_never_decodes(

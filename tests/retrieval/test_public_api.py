@@ -9,6 +9,7 @@ EXPORTED = {
     "Chunk",
     "DocumentStore",
     "Embedder",
+    "BrokenIndex",
     "EmbeddingMismatch",
     "IngestProgress",
     "IngestReport",

@@ -199,3 +199,24 @@ def test_a_corrupt_index_costs_its_collection_not_the_store(tmp_path: Path) -> N
     with pytest.raises(RetrievalError, match="re-ingest"):
         store.search("docs", _unit(rng, 1)[0], 5)
     store.close()
+
+
+def test_a_search_runs_on_the_calling_thread_and_leaves_its_openmp_setting(
+    store: DocumentStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One query is searched without FAISS's OpenMP team; the caller's setting is restored."""
+    rng = np.random.default_rng(2)
+    vectors = _unit(rng, 3)
+    store.replace_source("docs", "a.rst", _chunks("a.rst", 3), vectors)
+    faiss.omp_set_num_threads(2)
+    settings: list[int] = []
+    real = faiss.omp_set_num_threads
+
+    def recorded(n: int) -> None:
+        settings.append(n)
+        real(n)
+
+    monkeypatch.setattr(faiss, "omp_set_num_threads", recorded)
+    assert len(store.search("docs", vectors[0], 2)) == 2
+    assert settings == [1, 2]
+    assert faiss.omp_get_max_threads() == 2

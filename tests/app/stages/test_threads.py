@@ -3,6 +3,7 @@ a thread of its own stage only."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 
@@ -53,3 +54,67 @@ async def test_a_deadline_already_past_runs_nothing_useful() -> None:
 def test_a_stage_needs_a_thread() -> None:
     with pytest.raises(ValueError, match="at least one worker thread"):
         StageThreads("embed", 0)
+
+
+async def test_waiting_work_is_served_earliest_deadline_first() -> None:
+    """A later deadline admitted first is served after an earlier one."""
+    threads = StageThreads("embed", 1)
+    release = threading.Event()
+    order: list[str] = []
+    now = time.perf_counter()
+    try:
+        blocker = asyncio.ensure_future(threads.run(release.wait, 5, deadline=now + 10))
+        await asyncio.sleep(0.05)  # the one thread is held
+        late = asyncio.ensure_future(threads.run(order.append, "late", deadline=now + 9))
+        await asyncio.sleep(0.01)
+        soon = asyncio.ensure_future(threads.run(order.append, "soon", deadline=now + 3))
+        await asyncio.sleep(0.01)
+        release.set()
+        await asyncio.gather(blocker, late, soon)
+    finally:
+        threads.close()
+    assert order == ["soon", "late"]
+
+
+async def test_work_that_can_no_longer_make_its_deadline_is_dropped_before_it_runs() -> None:
+    """At the front of the queue, a call with less time left than the stage's quickest recent
+    call is refused at once, before it costs any time."""
+    threads = StageThreads("embed", 1)
+    release = threading.Event()
+    ran: list[str] = []
+    try:
+        await threads.run(time.sleep, 0.3, deadline=time.perf_counter() + 5)  # quickest: 0.3 s
+        now = time.perf_counter()
+        blocker = asyncio.ensure_future(threads.run(release.wait, 5, deadline=now + 10))
+        await asyncio.sleep(0.01)
+        doomed = asyncio.ensure_future(threads.run(ran.append, "doomed", deadline=now + 0.5))
+        await asyncio.sleep(0.3)
+        release.set()  # its turn: about 0.2 s left, less than any recent call took
+        with pytest.raises(DeadlinePassed, match="dropped before it ran"):
+            await doomed
+        refused_after = time.perf_counter() - now
+        await blocker
+    finally:
+        threads.close()
+    assert ran == []
+    assert refused_after < 0.5  # refused before its deadline, not timed out at it
+    assert threads.dropped == 1
+
+
+async def test_work_abandoned_while_queued_never_runs() -> None:
+    threads = StageThreads("search", 1)
+    release = threading.Event()
+    ran: list[str] = []
+    try:
+        blocker = asyncio.ensure_future(
+            threads.run(release.wait, 5, deadline=time.perf_counter() + 10)
+        )
+        await asyncio.sleep(0.02)
+        with pytest.raises(DeadlinePassed):
+            await threads.run(ran.append, "x", deadline=time.perf_counter() + 0.05)
+        release.set()
+        await blocker
+        assert await threads.run(lambda: 3, deadline=time.perf_counter() + 5) == 3
+    finally:
+        threads.close()
+    assert ran == []

@@ -1,0 +1,95 @@
+"""``GET /v1/collections``: the collections the key may read; ``POST
+/v1/collections/{name}/documents``: documents uploaded into one (the ``ingest`` scope).
+
+A key writes only to collections it may read (every one, or those it was created with: a
+collection it names may not exist yet, and its first upload makes it). Any other name gets the
+404 of an unknown collection, whether it exists or not, so an upload learns nothing of other
+tenants. Upload limits and formats: ``app.uploads``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+
+from app.deps import CurrentKey, IngestKey, ServicesDep, SettingsDep, readable_collection
+from app.errors import InvalidField
+from app.schemas import (
+    CollectionList,
+    CollectionOut,
+    DocumentText,
+    IngestFailure,
+    IngestResponse,
+)
+from app.uploads import check_collection_name, ingest_documents, read_documents
+
+router = APIRouter(tags=["collections"])
+
+
+@router.get("/v1/collections", response_model=CollectionList)
+async def list_collections(key: CurrentKey, services: ServicesDep) -> CollectionList:
+    """The collections this key may read, with their sizes in chunks."""
+    held = services.store.collections()
+    return CollectionList(
+        collections=[CollectionOut(name=name, chunks=held[name]) for name in key.readable(held)]
+    )
+
+
+UPLOAD_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "properties": {
+                        "file": {"type": "array", "items": {"type": "string", "format": "binary"}}
+                    },
+                }
+            },
+            "application/json": {"schema": DocumentText.model_json_schema()},
+        },
+    }
+}
+
+
+@router.post(
+    "/v1/collections/{name}/documents",
+    status_code=201,
+    response_model=IngestResponse,
+    openapi_extra=UPLOAD_BODY,
+)
+async def upload_documents(
+    name: str,
+    request: Request,
+    key: IngestKey,
+    services: ServicesDep,
+    settings: SettingsDep,
+) -> JSONResponse:
+    """Ingest the uploaded documents into collection ``name`` (a document uploaded again
+    replaces its chunks). 413 over ``RAGTIME_MAX_UPLOAD_BYTES``, 415 for a type not ingested,
+    422 for a body or document that cannot be read."""
+    collection = readable_collection(key, check_collection_name(name))
+    documents = await read_documents(request, settings.max_upload_bytes)
+    report = await asyncio.to_thread(
+        ingest_documents,
+        documents,
+        collection,
+        embedder=services.embedder,
+        store=services.store,
+    )
+    failures = [IngestFailure(source=s, reason=r) for s, r in report.failures]
+    if not report.files:
+        reasons = "; ".join(f"{f.source}: {f.reason}" for f in failures) or "nothing to ingest"
+        raise InvalidField("documents", f"no document could be ingested ({reasons})")
+    failed = {f.source for f in failures}
+    response = IngestResponse(
+        collection=collection,
+        files=report.files,
+        chunks=report.chunks,
+        sources=[d.source for d in documents if d.source not in failed],
+        failures=failures,
+    )
+    return JSONResponse(response.model_dump(mode="json"), status_code=201)

@@ -1,0 +1,117 @@
+"""Documents uploaded over HTTP: read (bounded), checked, then ingested off the event loop.
+
+A body is ``multipart/form-data`` (one or more files, under any field name) or JSON
+(``{"source", "text"}``), at most ``max_upload_bytes`` (413, counted as it arrives). Each
+document's name must end in a suffix that ``retrieval`` ingests (415 names them); a name is
+reduced to its last path component, so an upload cannot write outside the collection's sources.
+The documents are written to a private temporary directory and ingested with
+``retrieval.ingest_path`` on a worker thread, into the running service's store: the next search
+sees them.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from starlette.datastructures import UploadFile
+from starlette.formparsers import MultiPartException, MultiPartParser
+from starlette.requests import Request
+
+from app.body import bounded_stream, is_json, parse_body, read_body
+from app.errors import InvalidBody, InvalidField, UnsupportedMediaType, UploadNotStored
+from app.schemas import DocumentText
+from retrieval import SUPPORTED_SUFFIXES, DocumentStore, Embedder, IngestReport, ingest_path
+
+#: At most this many documents in one upload.
+MAX_FILES = 100
+#: A collection's name: it names files of the store, so letters, digits, ``_ . -`` only.
+COLLECTION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+
+
+@dataclass(frozen=True)
+class Document:
+    source: str
+    data: bytes
+
+
+def check_collection_name(name: str) -> str:
+    if not COLLECTION_NAME.fullmatch(name):
+        raise InvalidField(
+            "collection",
+            "a collection's name is 1 to 64 letters, digits, '_', '.' or '-', "
+            "beginning with a letter or digit",
+        )
+    return name
+
+
+def check_source(name: str) -> str:
+    """``name``'s last path component, if it is a file name of a supported type (else 415;
+    422 for a name that is no file name)."""
+    source = PurePosixPath(name.replace("\\", "/")).name.strip()
+    if not source or source.startswith("."):
+        raise InvalidField("source", f"{name!r} is not a file name")
+    suffix = PurePosixPath(source).suffix.lower()
+    if suffix not in SUPPORTED_SUFFIXES:
+        raise UnsupportedMediaType(
+            f"{source!r}: documents of type {suffix or '(no suffix)'!r} are not ingested; "
+            f"supported: {', '.join(sorted(SUPPORTED_SUFFIXES))}"
+        )
+    return source
+
+
+async def read_documents(request: Request, limit: int) -> list[Document]:
+    """The request's documents, multipart or JSON; 413, 415 or 422 when they cannot be."""
+    media = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+    if media == "multipart/form-data":
+        documents = await _multipart(request, limit)
+    elif is_json(media):
+        body = await parse_body(DocumentText, await read_body(request, limit))
+        documents = [Document(check_source(body.source), body.text.encode("utf-8"))]
+    else:
+        raise UnsupportedMediaType(
+            "send documents as multipart/form-data (files) or as JSON "
+            '({"source": "notes.md", "text": "..."})'
+        )
+    sources = [d.source for d in documents]
+    twice = sorted({s for s in sources if sources.count(s) > 1})
+    if twice:
+        raise InvalidField("source", f"sent more than once: {twice}")
+    return documents
+
+
+async def _multipart(request: Request, limit: int) -> list[Document]:
+    parser = MultiPartParser(
+        request.headers,
+        bounded_stream(request, limit),
+        max_files=MAX_FILES,
+        max_fields=MAX_FILES,
+        max_part_size=limit,
+    )
+    try:
+        form = await parser.parse()
+    except MultiPartException as exc:
+        raise InvalidBody(f"body is not valid multipart/form-data: {exc.message}") from exc
+    try:
+        files = [v for _, v in form.multi_items() if isinstance(v, UploadFile)]
+        if not files:
+            raise InvalidBody("the multipart body holds no file: send each document as a file")
+        return [Document(check_source(f.filename or ""), await f.read()) for f in files]
+    finally:
+        await form.close()
+
+
+def ingest_documents(
+    documents: list[Document], collection: str, *, embedder: Embedder, store: DocumentStore
+) -> IngestReport:
+    """Ingest ``documents`` into ``collection`` (blocking: call it on a worker thread)."""
+    with tempfile.TemporaryDirectory(prefix="ragtime-upload-") as tmp:
+        root = Path(tmp)
+        try:
+            for document in documents:
+                (root / document.source).write_bytes(document.data)
+        except OSError as exc:
+            raise UploadNotStored(exc.strerror or type(exc).__name__) from exc
+        return ingest_path(root, collection=collection, embedder=embedder, store=store)

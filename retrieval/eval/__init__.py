@@ -1,0 +1,34 @@
+"""Retrieval evaluation on real questions: datasets, ranking metrics, and the runner.
+
+``build_dataset`` turns the Python FAQ and the rest of the Python documentation (fetched at
+set-up by ``make eval-data``) into a corpus and questions; ``evaluate`` scores a plain baseline,
+ragtime's vector order, each reranker and each saving of the budget engine with ``metrics``.
+"""
+
+from retrieval.eval.metrics import Scores, ndcg_at, recall_at, reciprocal_rank, score_rankings
+from retrieval.eval.python_faq import (
+    Dataset,
+    EvalDataMissing,
+    Question,
+    build_dataset,
+    require_sources,
+)
+from retrieval.eval.runner import EvalReport, EvalRow, evaluate, fixed_word_chunks, table
+
+__all__ = [
+    "Dataset",
+    "EvalDataMissing",
+    "EvalReport",
+    "EvalRow",
+    "Question",
+    "Scores",
+    "build_dataset",
+    "evaluate",
+    "fixed_word_chunks",
+    "ndcg_at",
+    "recall_at",
+    "reciprocal_rank",
+    "require_sources",
+    "score_rankings",
+    "table",
+]

@@ -1,0 +1,116 @@
+"""``ragtime eval retrieval`` end to end on the tiny doc tree, with fast doubles (hash embedder,
+overlap reranker, word tokenizer); and its errors when the data is missing or input is bad."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from app import cli, eval_cli, services
+from app.config import Settings, get_settings
+from inference import PromptAssembler
+from retrieval import Passage
+from tests.fakes.hash_embedder import HashEmbedder
+from tests.fakes.rerankers import OverlapReranker
+from tests.fakes.word_tokenizer import WordTokenizer
+from tests.helpers.python_doc_tree import write_sources
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    monkeypatch.setenv("RAGTIME_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setattr(services, "default_embedder", lambda settings: HashEmbedder())
+    monkeypatch.setattr(eval_cli, "_baseline_embedder", lambda settings: HashEmbedder())
+    monkeypatch.setattr(eval_cli, "_rerankers", lambda settings, say: [OverlapReranker()])
+    monkeypatch.setattr(
+        eval_cli, "_packer", lambda settings: PromptAssembler(WordTokenizer(), context_tokens=200)
+    )
+    get_settings.cache_clear()
+    yield tmp_path / "data"
+    get_settings.cache_clear()
+
+
+def test_missing_data_names_the_make_target(
+    data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["eval", "retrieval", "--dataset", "python-faq"]) == 2
+    err = capsys.readouterr().err
+    assert "make eval-data" in err and str(data_dir / "eval") in err
+
+
+def test_eval_runs_on_the_default_data_folder_and_writes_json(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_sources(data_dir / "eval")
+    out = tmp_path / "faq.json"
+    argv = ["eval", "retrieval", "--dataset", "python-faq", "--depth", "20", "--json", str(out)]
+    assert cli.main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "python-faq: 4 questions, 7 documents" in printed
+    assert "| baseline: plain hash-embedder, 200-word chunks, exact search |" in printed
+    report = json.loads(out.read_text())
+    assert report["questions"] == 4
+    assert [row["kind"] for row in report["rows"]][:5] == [
+        "baseline",
+        "vector",
+        "rerank",
+        "rerank",
+        "rerank",
+    ]  # 20 candidates, 10, and top_k 4
+    assert set(report["rows"][0]["scores"]) == {
+        "questions",
+        "recall_at_1",
+        "recall_at_5",
+        "recall_at_10",
+        "mrr_at_10",
+        "ndcg_at_10",
+    }
+    assert report["settings"]["top_k"] == get_settings().top_k
+    assert (data_dir / "eval" / "work" / "store.json").exists()  # kept for the next run
+
+
+def test_limit_and_data_flags(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_sources(tmp_path / "elsewhere")
+    argv = [
+        "eval",
+        "retrieval",
+        "--dataset",
+        "python-faq",
+        "--data",
+        str(tmp_path / "elsewhere"),
+        "--work-dir",
+        str(tmp_path / "work"),
+        "--limit",
+        "2",
+    ]
+    assert cli.main(argv) == 0
+    assert "python-faq: 2 questions" in capsys.readouterr().out
+    assert (tmp_path / "work" / "corpus" / "faq-answers").is_dir()
+
+
+def test_bad_arguments_are_refused(data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["eval", "retrieval", "--dataset", "python-faq", "--depth", "3"]) == 2
+    assert "--depth must be at least 10" in capsys.readouterr().err
+    assert cli.main(["eval", "retrieval", "--dataset", "python-faq", "--sample", "1.5"]) == 2
+    assert "--sample must be in (0, 1], got 1.5" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(["eval", "retrieval", "--dataset", "squad"])
+
+
+def test_prompt_rows_need_the_llama_cpp_tokenizer() -> None:
+    assert eval_cli._packer(Settings(generation_backend="null")) is None
+
+
+@pytest.mark.slow
+def test_prompt_rows_count_with_the_llama_cpp_models_tokenizer() -> None:
+    packer = eval_cli._packer(Settings())
+    passages = [Passage(i, "c", f"doc{i}.rst", "Title", "", "word " * 30, 1.0) for i in range(4)]
+    full = packer.assemble("Which word?", passages, context_tokens=768)
+    small = packer.assemble("Which word?", passages, context_tokens=64)
+    assert len(full.passages) == 4
+    assert 1 <= len(small.passages) < 4

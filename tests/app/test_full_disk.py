@@ -1,0 +1,80 @@
+"""A disk that fills up during ``ragtime ingest`` loses nothing (issue 13, faults): the ingest
+stops with one line naming the cause, the collection's previous sources still serve, and its
+index and chunk table agree.
+
+The disk is a real one: a 1 MiB tmpfs mounted on the data dir in the CLI's own mount namespace
+(``unshare -m``, so the mount ends with the process; mounting needs root, as CI runs). A filler
+file takes all but about 160 KiB, and the ingest of the demo corpus runs out part-way. The CLI
+embeds with ``HashEmbedder`` (``tests/helpers/cli_driver.py``): the test is about the writes."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+CORPUS = REPO / "demo" / "corpus"
+
+SCRIPT = r"""
+set -u
+D="$1"
+mount -t tmpfs -o size=1m tmpfs "$D" || exit 97
+drive() { "$PY" -m tests.helpers.cli_driver "$@"; }
+drive ingest "$DOCS" --collection notes 2>/dev/null >/dev/null || exit 98
+dd if=/dev/zero of="$D/filler" bs=16k 2>/dev/null
+truncate -s -160K "$D/filler"
+drive ingest "$CORPUS" --collection notes > "$OUT/ingest.out" 2> "$OUT/ingest.err"
+echo $? > "$OUT/ingest.rc"
+drive check notes "lists hold items" > "$OUT/check.json" 2> "$OUT/check.err"
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root (CI runs as root)")
+def test_a_full_disk_during_ingest_loses_nothing(tmp_path: Path) -> None:
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        pytest.skip("needs unshare (util-linux)")
+    data, out, docs = tmp_path / "data", tmp_path / "out", tmp_path / "docs"
+    for path in (data, out, docs):
+        path.mkdir()
+    (docs / "lists.md").write_text("# Lists\n\nLists hold items in order.\n")
+    (docs / "dicts.md").write_text("# Dicts\n\nA dict maps keys to values.\n")
+    env = {
+        **os.environ,
+        "PY": sys.executable,
+        "PYTHONPATH": str(REPO),
+        "RAGTIME_DATA_DIR": str(data),
+        "DOCS": str(docs),
+        "CORPUS": str(CORPUS),
+        "OUT": str(out),
+    }
+    done = subprocess.run(
+        [unshare, "-m", "--propagation", "private", "sh", "-c", SCRIPT, "sh", str(data)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    if done.returncode == 97:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    assert done.returncode == 0, done.stderr
+    err = (out / "ingest.err").read_text()
+    assert (out / "ingest.rc").read_text().strip() == "1"
+    assert "Traceback" not in err
+    errors = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1, err
+    assert f"cannot write the index in {data / 'store'}:" in errors[0]
+    assert errors[0].endswith(("No space left on device", "database or disk is full")), errors[0]
+    ingested = [line for line in err.splitlines() if line.startswith("  ")]
+    assert ingested, "the disk filled part-way through, not before the first file"
+    state = json.loads((out / "check.json").read_text())
+    assert state["problems"] == {}  # every index loads and matches
+    assert "lists.md" in state["sources"]  # the previous sources still serve
+    assert state["collections"]["notes"] >= 2
+    assert not (data / "store").exists()  # it all lived on the tmpfs, gone with the mount

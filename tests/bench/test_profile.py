@@ -1,0 +1,45 @@
+"""py-spy attached to a live process: its samples come back, and name the busy function."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bench.profile import Profiler, py_spy, read_samples, top_functions
+
+BUSY = """
+import time
+def spin_for_the_profiler():
+    end = time.monotonic() + 30
+    while time.monotonic() < end:
+        sum(range(1000))
+print("ready", flush=True)
+spin_for_the_profiler()
+"""
+
+
+@pytest.mark.skipif(py_spy() is None, reason="py-spy is not installed (the bench extra)")
+def test_py_spy_samples_a_busy_process(tmp_path: Path) -> None:
+    process = subprocess.Popen([sys.executable, "-c", BUSY], stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None and process.stdout.readline().strip() == "ready"
+        profiler = Profiler(process.pid, tmp_path / "busy.txt", rate=100)
+        time.sleep(1.5)
+        profiler.stop()
+    finally:
+        process.kill()
+        process.wait()
+    assert read_samples(tmp_path / "busy.txt")
+    total, shares = top_functions(tmp_path / "busy.txt")
+    busy = next(s for s in shares if s.function.startswith("spin_for_the_profiler"))
+    assert total > 20 and busy.inclusive > 0.9
+
+
+def test_a_missing_profile_is_reported_not_raised(tmp_path: Path) -> None:
+    empty = tmp_path / "none.txt"
+    empty.write_text("")
+    assert top_functions(empty) == (0, [])
