@@ -100,13 +100,14 @@ def _ingest(path: Path, collection: str, *, rebuild: bool = False) -> int:
         if rebuild:
             removed = store.drop_collection(collection)
             print(f"dropped {collection!r} ({removed} chunk(s)) to rebuild it", file=sys.stderr)
-        with _at(settings.store_path, "write the index in"):
+        printer = ProgressPrinter(sys.stderr)
+        with _at(settings.store_path, "write the index in"), printer.finally_last():
             report = ingest_path(
                 path,
                 collection=collection,
                 embedder=embedder,
                 store=store,
-                on_progress=ProgressPrinter(sys.stderr),
+                on_progress=printer,
                 chunk_tokens=settings.chunk_tokens,
                 overlap_tokens=settings.chunk_overlap_tokens,
             )

@@ -34,3 +34,19 @@ def test_overlap_must_be_less_than_the_chunk_size() -> None:
         Settings(_env_file=None, chunk_tokens=64, chunk_overlap_tokens=64)
     settings = Settings(_env_file=None, chunk_tokens=64, chunk_overlap_tokens=8)
     assert (settings.chunk_tokens, settings.chunk_overlap_tokens) == (64, 8)
+
+
+def test_the_state_held_back_is_printed_when_ingest_stops() -> None:
+    now = [0.0]
+    out = io.StringIO()
+    printer = ProgressPrinter(out, interval_s=1.0, clock=lambda: now[0])
+    with pytest.raises(OSError), printer.finally_last():
+        printer(IngestProgress(1, 6, 10, 0.1, 1, 6))
+        now[0] = 0.5
+        printer(IngestProgress(2, 6, 20, 0.5, 2, 6))  # held back by the throttle
+        raise OSError(28, "No space left on device")
+    printed = [line.split(",")[0] for line in out.getvalue().splitlines()]
+    assert printed == ["files 1/6", "files 2/6"]
+    with printer.finally_last():  # nothing held, nothing raised: nothing more printed
+        pass
+    assert len(out.getvalue().splitlines()) == 2
