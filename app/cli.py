@@ -81,6 +81,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _ingest(path: Path, collection: str, *, rebuild: bool = False) -> int:
+    from app.ingest_progress import ProgressPrinter
     from app.services import default_embedder, default_store
     from retrieval import EmbeddingMismatch, ingest_path
 
@@ -94,14 +95,17 @@ def _ingest(path: Path, collection: str, *, rebuild: bool = False) -> int:
     try:
         if rebuild:
             print(f"rebuilding {collection!r} from nothing, in a new snapshot", file=sys.stderr)
-        with _at(settings.store_path, "write the index in"):
+        printer = ProgressPrinter(sys.stderr)
+        with _at(settings.store_path, "write the index in"), printer.finally_last():
             report = ingest_path(
                 path,
                 collection=collection,
                 embedder=embedder,
                 store=store,
-                progress=lambda name: print(f"  {name}", file=sys.stderr, flush=True),
                 rebuild=rebuild,
+                on_progress=printer,
+                chunk_tokens=settings.chunk_tokens,
+                overlap_tokens=settings.chunk_overlap_tokens,
             )
     except EmbeddingMismatch as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -112,6 +116,7 @@ def _ingest(path: Path, collection: str, *, rebuild: bool = False) -> int:
     print(
         f"ingested {report.files} file(s), {report.chunks} chunk(s) into {collection!r}"
         + (f"; skipped {len(report.skipped)} unsupported" if report.skipped else "")
+        + (f"; {report.duplicates} duplicate chunk(s) stored once" if report.duplicates else "")
         + f"; files: {report.summary()}; {published}"
     )
     for source, reason in report.failures:

@@ -79,6 +79,24 @@ class Settings(BaseSettings):
     embedding_cache_dir: Path | None = Field(
         None, description="Where ONNX exports are written (once); empty = <data_dir>/models."
     )
+    # Ingest chunking: sizes in tokens of the embedding model's own tokenizer, the heading line
+    # embedded above each chunk included (retrieval/chunking.py; measured in BENCHMARKS.md).
+    chunk_tokens: int = Field(
+        256, ge=16, le=8192, description="Largest chunk, in embedding-model tokens."
+    )
+    chunk_overlap_tokens: int = Field(
+        32, ge=0, le=4096, description="Tokens a chunk repeats from the one before it."
+    )
+
+    @model_validator(mode="after")
+    def _check_chunk_overlap(self) -> Settings:
+        if self.chunk_overlap_tokens >= self.chunk_tokens:
+            raise ValueError(
+                f"chunk_overlap_tokens ({self.chunk_overlap_tokens}) must be less than "
+                f"chunk_tokens ({self.chunk_tokens})"
+            )
+        return self
+
     reranker_model: str | None = Field(None, description="Cross-encoder id or path; empty = none.")
     rerank_candidates: int = Field(20, ge=1, le=200, description="Passages scored by rerank.")
     top_k: int = Field(4, ge=1, le=50, description="Passages given to the prompt by default.")

@@ -60,6 +60,9 @@ class Section:
 
     heading: str
     lines: list[str] = field(default_factory=list)
+    #: How the heading was marked: ("over", c) / ("under", c) for reST adornments, ("#", n)
+    #: for a Markdown ATX heading; "" for the text before the first heading.
+    style: tuple[str, str | int] | tuple[()] = ()
 
 
 @dataclass(frozen=True)
@@ -148,22 +151,22 @@ def _setext(row: str) -> bool:
     return row[0] in "=-" and len(row) >= 3
 
 
-def _heading_at(lines: list[str], i: int) -> tuple[str, int] | None:
-    """The raw title starting at line ``i`` and how many lines it spans, if one does."""
+def _heading_at(lines: list[str], i: int) -> tuple[str, int, tuple[str, str | int]] | None:
+    """The raw title starting at line ``i``, how many lines it spans and its style, if any."""
     line = lines[i]
     over = _adornment(line)
     if over:
         if i + 2 < len(lines):
             text, under = lines[i + 1].strip(), _adornment(lines[i + 2])
             if text and under and under[0] == over[0] and len(under) >= len(text):
-                return text, 3
+                return text, 3, ("over", over[0])
         return None
     if line.strip() and _indent(line) == 0 and i + 1 < len(lines):
         under = _adornment(lines[i + 1])
         if under and (len(under) >= len(line.rstrip()) or _setext(under)):
-            return line.strip(), 2
+            return line.strip(), 2, ("under", under[0])
     md = _MD_HEADING.match(line)
-    return (md["text"], 1) if md else None
+    return (md["text"], 1, ("#", len(line) - len(line.lstrip("#")))) if md else None
 
 
 def split_sections(lines: list[str]) -> list[Section]:
@@ -175,7 +178,7 @@ def split_sections(lines: list[str]) -> list[Section]:
         line = lines[i]
         fence_match = _FENCE.match(line)
         if fence is None and not fence_match and (found := _heading_at(lines, i)):
-            sections.append(Section(to_plain(found[0])))
+            sections.append(Section(to_plain(found[0]), style=found[2]))
             i += found[1]
             continue
         if fence is None and fence_match:

@@ -4,10 +4,13 @@
     ├── UnknownCollection (404)    a request named a collection that holds nothing
     ├── EmbeddingMismatch (409)    the collection was embedded by another embedding backend
     ├── BrokenIndex (503)          the collection holds chunks but its index could not be
-                                   loaded (missing, truncated): re-ingest it
+    │                              loaded (missing, truncated): re-ingest it
     ├── InvalidFilter (422)        a search filter's value is malformed or matches no file type
-    └── RerankerUnavailable (503)  no cross-encoder configured, or it failed to load or to
-                                   score; the app skips reranking
+    ├── RerankerUnavailable (503)  no cross-encoder configured, or it failed to load or to
+    │                              score; the app skips reranking
+    └── UnreadableDocument (422)   a file to ingest could not be parsed; the message says why
+        └── NoTextLayer (422)      a scanned PDF or an image: it needs OCR, which ragtime
+                                   does not run
 
 Outside failures (sentence-transformers, torch, FAISS) enter as ``raise ... from exc``.
 """
@@ -79,3 +82,17 @@ class BrokenIndex(RetrievalError):
     searched until it is re-ingested (``DocumentStore.check`` says why, ``/readyz`` shows it)."""
 
     status_code = 503
+
+
+class UnreadableDocument(RetrievalError):
+    """A file could not be read as its format; ``str(exc)`` is the reason, ingest names the
+    file beside it and goes on with the others."""
+
+    status_code = 422
+
+
+class NoTextLayer(UnreadableDocument):
+    """A scanned PDF or an image: there is no text to index until OCR has read it."""
+
+    def __init__(self, what: str = "") -> None:
+        super().__init__(f"no text layer: needs OCR{f' ({what})' if what else ''}")

@@ -50,6 +50,7 @@ def test_ingest_reports_unreadable_files_and_goes_on(
     captured = capsys.readouterr()
     assert "ingested 1 file(s)" in captured.out
     assert "failed: bad.txt" in captured.err
+    assert "files 2/2, 1 chunks, " in captured.err and " left" in captured.err  # progress
     assert cli.main(["ingest", str(docs), "--collection", "notes"]) == 0
     store = DocumentStore(data_dir / "store")
     store.open()

@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 from retrieval import Chunk, chunk_text
+from retrieval.chunking import embedding_input
+from retrieval.tokens import approximate_tokens, wordpiece_counter
 
 CONTROLFLOW = "tutorial/controlflow.rst.txt"
 
@@ -26,9 +28,16 @@ def test_rest_document_titles_sections_and_order(demo_corpus: Path) -> None:
     sections = [c.section for c in chunks]
     # Overlined title first, then underlined ones, with roles in titles made plain.
     assert sections[0] == "More Control Flow Tools"
-    for expected in ("if Statements", "The range Function", "Default Argument Values"):
+    # A section is named by its path below the title: nested headings joined by " > ".
+    default_values = "More on Defining Functions > Default Argument Values"
+    for expected in ("if Statements", "The range Function", default_values):
         assert expected in sections
-    assert sections.index("Defining Functions") < sections.index("Default Argument Values")
+    assert sections.index("Defining Functions") < sections.index(default_values)
+    assert (
+        "More on Defining Functions > Special parameters > Positional-Only Parameters" in sections
+    )
+    assert {c.kind for c in chunks} == {"rst"}
+    assert {c.page for c in chunks} == {None}
 
 
 def test_rest_noise_is_dropped_and_code_kept(demo_corpus: Path) -> None:
@@ -151,46 +160,76 @@ def test_no_text_gives_no_chunks(text: str) -> None:
 def test_long_paragraph_splits_at_sentence_boundaries() -> None:
     sentences = [f"Sentence number {i} has exactly eight words here." for i in range(30)]
     paragraph = " ".join(sentences)
-    chunks = chunk_text(paragraph, "long.txt", max_words=40)
+    chunks = chunk_text(paragraph, "long.txt", max_tokens=40)
     assert len(chunks) > 1
     assert all(len(c.text.split()) <= 40 for c in chunks)
     assert all(c.text.endswith("here.") for c in chunks)  # cut between sentences
     assert _words(chunks) == paragraph.split()  # nothing lost, nothing repeated
 
 
-def test_a_sentence_longer_than_max_words_is_cut_at_words() -> None:
+def test_a_sentence_longer_than_max_tokens_is_cut_at_words() -> None:
     text = " ".join(f"word{i}" for i in range(95))
-    chunks = chunk_text(text, "run-on.txt", max_words=20)
+    chunks = chunk_text(text, "run-on.txt", max_tokens=20)
     assert all(len(c.text.split()) <= 20 for c in chunks)
     assert _words(chunks) == text.split()
 
 
-def test_paragraphs_are_packed_up_to_max_words() -> None:
+def test_paragraphs_are_packed_up_to_max_tokens() -> None:
     paragraphs = [f"Paragraph {i} is short." for i in range(12)]
-    chunks = chunk_text("\n\n".join(paragraphs), "short.txt", max_words=20)
+    chunks = chunk_text("\n\n".join(paragraphs), "short.txt", max_tokens=20)
     assert 1 < len(chunks) < 12
     assert all(len(c.text.split()) <= 20 for c in chunks)
     assert _words(chunks) == " ".join(paragraphs).split()
 
 
-@pytest.mark.parametrize("max_words", [50, 160])
-def test_max_words_honoured_on_the_demo_corpus(demo_corpus: Path, max_words: int) -> None:
+@pytest.mark.parametrize("max_tokens", [50, 160])
+def test_max_tokens_honoured_on_the_demo_corpus(demo_corpus: Path, max_tokens: int) -> None:
     for path in sorted(demo_corpus.rglob("*.rst.txt")):
         source = path.relative_to(demo_corpus).as_posix()
-        for chunk in chunk_text(path.read_text(), source, max_words=max_words):
-            assert 0 < len(chunk.text.split()) <= max_words, (source, chunk.ordinal)
+        for chunk in chunk_text(path.read_text(), source, max_tokens=max_tokens):
+            assert 0 < len(chunk.text.split()) <= max_tokens, (source, chunk.ordinal)
 
 
 def test_overlap_repeats_the_tail_of_the_previous_chunk() -> None:
     paragraph = " ".join(f"Sentence {i} is here." for i in range(40))
-    chunks = chunk_text(paragraph, "o.txt", max_words=30, overlap_words=5)
+    chunks = chunk_text(paragraph, "o.txt", max_tokens=30, overlap_tokens=6)
     assert len(chunks) > 2
     for before, after in itertools.pairwise(chunks):
-        assert after.text.split()[:5] == before.text.split()[-5:]
-        assert len(after.text.split()) <= 30
+        # "Sentence 3 is here." is 5 tokens (the full stop is one): the tail is the last
+        # sentence of the chunk before, which fits in 6 tokens where two would not.
+        assert after.text.startswith(" ".join(before.text.split()[-4:]) + " ")
+        assert approximate_tokens(f"o\n{after.text}") <= 30
+    # Without overlap, the same text in the same chunk boundaries, nothing repeated.
+    plain = chunk_text(paragraph, "o.txt", max_tokens=30)
+    assert _words(plain) == paragraph.split()
 
 
-@pytest.mark.parametrize(("max_words", "overlap"), [(0, 0), (10, 10), (10, -1)])
-def test_bad_sizes_are_refused(max_words: int, overlap: int) -> None:
+def test_chunk_sizes_count_the_heading_line_embedded_above() -> None:
+    text = "Title\n=====\n\nA Rather Long Section Heading Here\n---\n\n" + " ".join(
+        f"word{i}" for i in range(200)
+    )
+    for chunk in chunk_text(text, "h.rst", max_tokens=40):
+        assert approximate_tokens(embedding_input(chunk)) <= 40
+
+
+def test_word_piece_counts_are_the_model_tokenizer() -> None:
+    count = wordpiece_counter()
+    assert count("hello world") == 2
+    assert count("tokenization") == 2  # token ##ization
+    assert count("") == 0
+    long_text = "word " * 1000  # no truncation at the tokenizer's stored 128
+    assert count(long_text) == 1000
+
+
+def test_word_piece_chunks_fit_the_model_window(demo_corpus: Path) -> None:
+    count = wordpiece_counter()
+    path = demo_corpus / CONTROLFLOW
+    chunks = chunk_text(path.read_text(), CONTROLFLOW, max_tokens=128, count=count)
+    assert len(chunks) > 10
+    assert max(count(embedding_input(c)) for c in chunks) <= 128
+
+
+@pytest.mark.parametrize(("max_tokens", "overlap"), [(0, 0), (10, 10), (10, -1)])
+def test_bad_sizes_are_refused(max_tokens: int, overlap: int) -> None:
     with pytest.raises(ValueError):
-        chunk_text("text", "x.txt", max_words=max_words, overlap_words=overlap)
+        chunk_text("text", "x.txt", max_tokens=max_tokens, overlap_tokens=overlap)

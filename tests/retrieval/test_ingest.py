@@ -1,4 +1,7 @@
-"""Ingest into a real store with the real MiniLM: failures reported, re-ingest idempotent."""
+"""Ingest into a real store with the real MiniLM: failures reported, re-ingest idempotent.
+
+Since the format parsers, a PDF is read (a broken one is a failure, not a skipped file) and
+sections are named by their path below the title."""
 
 from __future__ import annotations
 
@@ -30,7 +33,8 @@ def docs(tmp_path: Path) -> Path:
     (root / "notes.txt").write_text("Plain notes about dictionaries and keys.\n")
     (root / "bad.txt").write_bytes(b"\xff\xfe\x00 not utf-8 \xc3\x28")
     (root / "empty.md").write_text("\n\n")
-    (root / "slides.pdf").write_bytes(b"%PDF-1.7")
+    (root / "slides.pdf").write_bytes(b"%PDF-1.7")  # a PDF cut short: cannot be parsed
+    (root / "archive.bin").write_bytes(b"\x00\x01")
     (root / ".hidden.md").write_text("# Hidden\n\nNot ingested.\n")
     (root / ".git" / "config.txt").write_text("not ingested either\n")
     return root
@@ -38,7 +42,14 @@ def docs(tmp_path: Path) -> Path:
 
 def test_iter_documents(docs: Path) -> None:
     names = [p.relative_to(docs).as_posix() for p in iter_documents(docs)]
-    assert names == ["bad.txt", "empty.md", "guide/loops.rst.txt", "lists.md", "notes.txt"]
+    assert names == [
+        "bad.txt",
+        "empty.md",
+        "guide/loops.rst.txt",
+        "lists.md",
+        "notes.txt",
+        "slides.pdf",
+    ]
     assert list(iter_documents(docs / "lists.md")) == [docs / "lists.md"]
 
 
@@ -51,9 +62,10 @@ def test_ingest_reports_failures_and_goes_on(
     )
     assert report.files == 3 and report.chunks == 3
     failures = dict(report.failures)
-    assert set(failures) == {"bad.txt", "empty.md"}
+    assert set(failures) == {"bad.txt", "empty.md", "slides.pdf"}
     assert "UTF-8" in failures["bad.txt"] and "no text" in failures["empty.md"]
-    assert report.skipped == ["slides.pdf"]
+    assert failures["slides.pdf"].startswith("cannot parse as pdf: ")
+    assert report.skipped == ["archive.bin"]
     assert len(seen) == 3 and seen[0].startswith("guide/loops.rst.txt")
     assert store.sources("notes") == ["guide/loops.rst.txt", "lists.md", "notes.txt"]
     [hit] = store.search("notes", embedder.embed(["What does a for loop do?"])[0], 1)
@@ -107,4 +119,4 @@ def test_demo_tutorial_answers_a_question(
     question = "How do I define a function with default argument values?"
     hits = store.search("demo", embedder.embed([question])[0], 3)
     assert "tutorial/controlflow.rst.txt" in [h.source for h in hits]
-    assert "Default Argument Values" in [h.section for h in hits]
+    assert "More on Defining Functions > Default Argument Values" in [h.section for h in hits]

@@ -13,8 +13,10 @@ EXPORTED = {
     "EmbeddingMismatch",
     "IndexSettings",
     "IndexSpec",
+    "IngestProgress",
     "IngestReport",
     "InvalidFilter",
+    "NoTextLayer",
     "Passage",
     "RerankResult",
     "Reranker",
@@ -23,6 +25,7 @@ EXPORTED = {
     "SearchFilter",
     "SearchInfo",
     "UnknownCollection",
+    "UnreadableDocument",
     "chunk_text",
     "default_embedding_model_path",
     "ingest_path",
@@ -41,6 +44,8 @@ def test_error_statuses() -> None:
     assert retrieval.RerankerUnavailable.status_code == 503
     assert retrieval.EmbeddingMismatch.status_code == 409
     assert retrieval.InvalidFilter.status_code == 422
+    assert retrieval.UnreadableDocument.status_code == retrieval.NoTextLayer.status_code == 422
+    assert issubclass(retrieval.NoTextLayer, retrieval.UnreadableDocument)
     assert issubclass(retrieval.EmbeddingMismatch, retrieval.RetrievalError)
     assert issubclass(retrieval.UnknownCollection, retrieval.RetrievalError)
     assert issubclass(retrieval.RerankerUnavailable, retrieval.RetrievalError)

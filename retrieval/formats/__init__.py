@@ -1,0 +1,104 @@
+"""Document formats: a registry from file suffix to the parser that reads that format.
+
+    suffix                              parser (module)            kind
+    .md .markdown                       markup.parse_markup_bytes  md
+    .rst .rst.txt                       markup                     rst
+    .txt                                markup                     txt
+    .html .htm                          html.parse_html            html
+    .pdf                                pdf.parse_pdf              pdf
+    .docx                               word.parse_docx            docx
+    .eml                                email_message.parse_eml    eml
+    .xlsx                               spreadsheet.parse_xlsx     xlsx
+    .csv                                spreadsheet.parse_csv      csv
+    .png .jpg .jpeg .gif .bmp .tif ...  images.parse_image         (raises NoTextLayer)
+
+``parse_file`` reads a file with its parser. Whatever goes wrong comes out as
+``UnreadableDocument`` with the reason (``NoTextLayer`` for a scan or an image), so ingest can
+name the file and go on. No parser runs code from a file or fetches anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path, PurePosixPath
+
+from retrieval.errors import UnreadableDocument
+from retrieval.formats.document import PATH_SEPARATOR, Block, Document
+from retrieval.formats.email_message import parse_eml
+from retrieval.formats.html import parse_html
+from retrieval.formats.images import IMAGE_SUFFIXES, parse_image
+from retrieval.formats.markup import parse_markup, parse_markup_bytes
+from retrieval.formats.pdf import parse_pdf
+from retrieval.formats.spreadsheet import parse_csv, parse_xlsx
+from retrieval.formats.word import parse_docx
+
+Parser = Callable[[bytes], Document]
+
+#: Longest suffixes first, so ".rst.txt" is reST and not plain text.
+PARSERS: dict[str, Parser] = {
+    ".rst.txt": partial(parse_markup_bytes, kind="rst"),
+    ".markdown": partial(parse_markup_bytes, kind="md"),
+    ".md": partial(parse_markup_bytes, kind="md"),
+    ".rst": partial(parse_markup_bytes, kind="rst"),
+    ".txt": partial(parse_markup_bytes, kind="txt"),
+    ".html": parse_html,
+    ".htm": parse_html,
+    ".pdf": parse_pdf,
+    ".docx": parse_docx,
+    ".eml": parse_eml,
+    ".xlsx": parse_xlsx,
+    ".csv": parse_csv,
+    **dict.fromkeys(IMAGE_SUFFIXES, parse_image),
+}
+#: The suffixes ingest reads (images among them, to report that they need OCR).
+SUPPORTED_SUFFIXES: tuple[str, ...] = tuple(sorted(PARSERS, key=len, reverse=True))
+
+
+def suffix_of(name: str) -> str | None:
+    """The registered suffix ``name`` ends with (case-insensitive), or None."""
+    lower = name.lower()
+    return next((s for s in SUPPORTED_SUFFIXES if lower.endswith(s) and lower != s), None)
+
+
+def stem_of(source: str) -> str:
+    """``controlflow`` for ``tutorial/controlflow.rst.txt``."""
+    name = PurePosixPath(source).name
+    suffix = suffix_of(name)
+    return name[: -len(suffix)] if suffix else name
+
+
+def parse_bytes(data: bytes, name: str) -> Document:
+    """``data`` read as the format of file ``name``; ``UnreadableDocument`` says why not."""
+    suffix = suffix_of(name)
+    if suffix is None:
+        raise UnreadableDocument(f"unsupported file type: {PurePosixPath(name).suffix or name}")
+    try:
+        return PARSERS[suffix](data)
+    except UnreadableDocument:
+        raise
+    except RecursionError as exc:
+        raise UnreadableDocument(f"cannot parse as {suffix}: nested too deeply") from exc
+    except Exception as exc:  # a third-party parser's own errors are many and undocumented
+        reason = str(exc).strip() or type(exc).__name__
+        raise UnreadableDocument(f"cannot parse as {suffix[1:]}: {reason}") from exc
+
+
+def parse_file(path: Path, name: str | None = None) -> Document:
+    """The file at ``path`` parsed by its suffix (or ``name``'s); ``OSError`` if unreadable."""
+    return parse_bytes(Path(path).read_bytes(), name or Path(path).name)
+
+
+__all__ = [
+    "PARSERS",
+    "PATH_SEPARATOR",
+    "SUPPORTED_SUFFIXES",
+    "Block",
+    "Document",
+    "Parser",
+    "parse_bytes",
+    "parse_file",
+    "parse_markup",
+    "stem_of",
+    "suffix_of",
+]

@@ -1,0 +1,12 @@
+"""Image files: they hold no text layer, so ingest reports them as needing OCR."""
+
+from __future__ import annotations
+
+from retrieval.errors import NoTextLayer
+from retrieval.formats.document import Document
+
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".bmp", ".tif", ".tiff", ".webp")
+
+
+def parse_image(data: bytes) -> Document:
+    raise NoTextLayer("an image")

@@ -1,0 +1,56 @@
+"""DOCX with python-docx: ``Title`` and ``Heading N`` paragraphs become sections, tables rows.
+
+python-docx parses the package's XML with lxml and ``resolve_entities=False``: no entity is
+expanded and nothing is fetched. A table's row is written with its header row's cells
+("Header: value; ..."), as spreadsheets are.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+
+import docx
+from docx.table import Table
+from docx.text.paragraph import Paragraph
+
+from retrieval.formats.document import Block, Document, SectionPath, drop_title
+from retrieval.formats.spreadsheet import row_text
+
+_HEADING_STYLE = re.compile(r"^heading (\d)$", re.IGNORECASE)
+
+
+def _heading_level(paragraph: Paragraph) -> int | None:
+    name = (paragraph.style.name if paragraph.style is not None else "") or ""
+    if name.lower() == "title":
+        return 0
+    match = _HEADING_STYLE.match(name)
+    return int(match[1]) if match else None
+
+
+def _table_rows(table: Table) -> list[str]:
+    rows = [[cell.text.strip() for cell in row.cells] for row in table.rows]
+    if not rows:
+        return []
+    header, *body = rows
+    return [text for row in body if (text := row_text(header, row))] if body else []
+
+
+def parse_docx(data: bytes) -> Document:
+    document = docx.Document(io.BytesIO(data))
+    path = SectionPath()
+    blocks: list[Block] = []
+    for item in document.iter_inner_content():
+        if isinstance(item, Table):
+            blocks.extend(Block(text, path.path) for text in _table_rows(item))
+            continue
+        text = " ".join(item.text.split())
+        if not text:
+            continue
+        level = _heading_level(item)
+        if level is None:
+            blocks.append(Block(text, path.path))
+        else:
+            path.enter(level, text)
+    title = (document.core_properties.title or "").strip()
+    return drop_title(Document("docx", title=title, blocks=blocks))

@@ -1,0 +1,214 @@
+"""Ingest of a folder of many formats, with ``HashEmbedder`` (no model): what is stored, what is
+reported by name (needs OCR, cannot parse), duplicates stored once, progress, batching."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from retrieval import Chunk, DocumentStore, IngestProgress, ingest_path
+from retrieval.ingest import embed_by_length
+from tests.fakes.hash_embedder import HashEmbedder
+from tests.helpers.documents import (
+    make_broken,
+    make_docx,
+    make_eml,
+    make_pdf,
+    make_scanned_pdf,
+    make_xlsx,
+)
+
+FOOTER = "This document is confidential and meant for its addressees only."
+
+
+@pytest.fixture
+def mixed(tmp_path: Path) -> Path:
+    root = tmp_path / "mixed"
+    root.mkdir()
+    (root / "a.md").write_text(f"# Lists\n\nA list holds items in order.\n\n{FOOTER}\n")
+    (root / "b.rst.txt").write_text(f"Loops\n=====\n\nA for loop walks a list.\n\n{FOOTER}\n")
+    (root / "c.html").write_text("<title>Sets</title><h1>Sets</h1><p>A set has no order.</p>")
+    (root / "d.csv").write_text("name,age\nAda,36\n")
+    make_pdf(root / "e.pdf", [["Page one text."], ["Page two text."]])
+    make_docx(root / "f.docx")
+    make_xlsx(root / "g.xlsx")
+    make_eml(root / "h.eml")
+    make_scanned_pdf(root / "scan.pdf")
+    (root / "photo.jpg").write_bytes(b"\xff\xd8\xff\xe0 not really a jpeg")
+    make_broken(root / "broken.docx")
+    (root / "archive.bin").write_bytes(b"\x00\x01")
+    return root
+
+
+def _recording(store: DocumentStore, monkeypatch: pytest.MonkeyPatch) -> dict[str, list[Chunk]]:
+    """What ``replace_source`` is given, per source (the store keeps no page or kind yet)."""
+    given: dict[str, list[Chunk]] = {}
+    replace = store.replace_source
+
+    def record(collection: str, source: str, chunks: Sequence[Chunk], vectors: Any) -> int:
+        given[source] = list(chunks)
+        return replace(collection, source, chunks, vectors)
+
+    monkeypatch.setattr(store, "replace_source", record)
+    return given
+
+
+def test_every_format_is_ingested_and_failures_are_named(
+    mixed: Path, store: DocumentStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    given = _recording(store, monkeypatch)
+    report = ingest_path(mixed, collection="mix", embedder=HashEmbedder(), store=store)
+    ingested = ["a.md", "b.rst.txt", "c.html", "d.csv", "e.pdf", "f.docx", "g.xlsx", "h.eml"]
+    assert store.sources("mix") == ingested
+    assert report.files == len(ingested)
+    failures = dict(report.failures)
+    assert set(failures) == {"scan.pdf", "photo.jpg", "broken.docx"}
+    assert failures["scan.pdf"].startswith("no text layer: needs OCR")
+    assert failures["photo.jpg"].startswith("no text layer: needs OCR")
+    assert failures["broken.docx"].startswith("cannot parse as docx: ")
+    assert report.skipped == ["archive.bin"]
+    kinds = {source: {c.kind for c in chunks} for source, chunks in given.items()}
+    assert kinds == {
+        "a.md": {"md"},
+        "b.rst.txt": {"rst"},
+        "c.html": {"html"},
+        "d.csv": {"csv"},
+        "e.pdf": {"pdf"},
+        "f.docx": {"docx"},
+        "g.xlsx": {"xlsx"},
+        "h.eml": {"eml"},
+    }
+    assert [c.page for c in given["e.pdf"]] == [1, 2]
+    assert "Booking > Hotels" in {c.section for c in given["f.docx"]}
+    assert given["d.csv"][0].text == "name: Ada; age: 36"
+
+
+def test_duplicate_chunks_are_stored_once(
+    mixed: Path, store: DocumentStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    given = _recording(store, monkeypatch)
+    (mixed / "z.md").write_text(f"# Again\n\n{FOOTER.upper()}\n")  # same text once normalised
+    # A footer is one chunk only when chunks are small: 12 tokens holds one paragraph each.
+    report = ingest_path(
+        mixed,
+        collection="mix",
+        embedder=HashEmbedder(),
+        store=store,
+        chunk_tokens=16,
+        overlap_tokens=0,
+    )
+    texts = [c.text for chunks in given.values() for c in chunks]
+    assert texts.count(FOOTER) == 1
+    assert FOOTER in [c.text for c in given["a.md"]]
+    assert FOOTER not in [c.text for c in given["b.rst.txt"]]
+    assert report.duplicates == 2  # b.rst.txt's footer and z.md's
+    assert ("z.md", "no text to index: every chunk is a duplicate") in report.failures
+    assert [c.ordinal for c in given["b.rst.txt"]] == list(range(len(given["b.rst.txt"])))
+
+
+def test_progress_counts_files_chunks_and_time_left(mixed: Path, store: DocumentStore) -> None:
+    seen: list[IngestProgress] = []
+    report = ingest_path(
+        mixed, collection="mix", embedder=HashEmbedder(), store=store, on_progress=seen.append
+    )
+    total = len(list(mixed.iterdir()))
+    assert [p.files_done for p in seen] == sorted(p.files_done for p in seen)
+    assert {p.files_total for p in seen} == {total}
+    # One call per file (ingested, failed or skipped) and one per embedded batch.
+    assert sorted({p.files_done for p in seen}) == list(range(1, total + 1))
+    assert seen[-1].files_done == total and seen[-1].chunks == report.chunks
+    assert (
+        seen[-1].bytes_done
+        == seen[-1].bytes_total
+        == sum(f.stat().st_size for f in mixed.iterdir())
+    )
+    assert seen[-1].eta_s == 0.0
+    assert seen[-1].chunks_per_s > 0
+    chunks = [p.chunks for p in seen]
+    assert chunks == sorted(chunks)
+
+
+def test_eta_is_unknown_before_any_byte() -> None:
+    start = IngestProgress(0, 3, 0, 0.0, 0, 300)
+    assert start.eta_s is None and start.chunks_per_s == 0.0
+    half = IngestProgress(1, 3, 20, 2.0, 100, 300)
+    assert half.eta_s == pytest.approx(4.0) and half.chunks_per_s == pytest.approx(10.0)
+
+
+class _CountingEmbedder(HashEmbedder):
+    def __init__(self) -> None:
+        super().__init__()
+        self.batches: list[list[str]] = []
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.batches.append(list(texts))
+        return super().embed(texts)
+
+
+def test_embedding_in_length_batches_keeps_the_order() -> None:
+    texts = [f"{'word ' * (i * 7 % 23)} item{i}" for i in range(70)]
+    embedder = _CountingEmbedder()
+    embedder.batch_size = 16
+    vectors = embed_by_length(embedder, texts)
+    assert np.allclose(vectors, HashEmbedder().embed(texts))
+    assert [len(b) for b in embedder.batches] == [16, 16, 16, 16, 6]
+    lengths = [[len(t) for t in batch] for batch in embedder.batches]
+    assert all(max(a) <= min(b) for a, b in itertools.pairwise(lengths))
+    assert embed_by_length(embedder, []).shape == (0, 256)
+
+
+def test_chunks_of_several_files_are_embedded_together(
+    tmp_path: Path, store: DocumentStore
+) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i in range(6):
+        (docs / f"doc{i}.md").write_text(f"# Doc {i}\n\nShort text number {i}.\n")
+    embedder = _CountingEmbedder()
+    report = ingest_path(docs, collection="c", embedder=embedder, store=store)
+    assert report.files == 6
+    assert len(embedder.batches) == 1 and len(embedder.batches[0]) == 6
+
+
+def test_bad_chunk_sizes_are_refused_before_anything_is_stored(
+    mixed: Path, store: DocumentStore
+) -> None:
+    with pytest.raises(ValueError, match="overlap_tokens"):
+        ingest_path(
+            mixed,
+            collection="c",
+            embedder=HashEmbedder(),
+            store=store,
+            chunk_tokens=32,
+            overlap_tokens=32,
+        )
+    assert store.collections() == {}
+
+
+def test_a_long_file_shows_progress_per_embedded_batch(
+    tmp_path: Path, store: DocumentStore
+) -> None:
+    paragraphs = [f"Paragraph {i} talks about topic number {i} at length." for i in range(90)]
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "long.md").write_text("# Long\n\n" + "\n\n".join(paragraphs))
+    embedder = HashEmbedder()
+    embedder.batch_size = 4
+    seen: list[IngestProgress] = []
+    report = ingest_path(
+        docs,
+        collection="c",
+        embedder=embedder,
+        store=store,
+        chunk_tokens=16,
+        overlap_tokens=0,
+        on_progress=seen.append,
+    )
+    before_the_file = [p.chunks for p in seen if p.files_done == 0]
+    assert before_the_file == [*range(4, report.chunks, 4), report.chunks]
+    assert seen[-1].files_done == 1 and seen[-1].chunks == report.chunks
