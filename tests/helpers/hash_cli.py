@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from app import cli, services
-from retrieval import snapshot_writer
+from retrieval import ingest, snapshot_writer
 from tests.fakes.hash_embedder import HashEmbedder
 
 STEPS = ("write_snapshot_files", "rename_into_place", "point_current", "prune")
@@ -64,6 +64,9 @@ def install(crash_at: str) -> HashEmbedder:
         return HashEmbedder()
     kind, _, arg = crash_at.partition(":")
     if kind == "embed":
+        # Each file embedded on its own (ingest gathers 256 chunks across files by default),
+        # so that the Nth embedding comes after N-1 files were staged.
+        ingest.EMBED_GATHER = 1
         return _CrashingEmbedder(int(arg))
     if kind in ("before", "after") and arg in STEPS:
         _wrap(arg, kind)

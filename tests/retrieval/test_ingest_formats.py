@@ -13,6 +13,7 @@ import pytest
 
 from retrieval import Chunk, DocumentStore, IngestProgress, ingest_path
 from retrieval.ingest import embed_by_length
+from retrieval.snapshot_writer import SnapshotWriter
 from tests.fakes.hash_embedder import HashEmbedder
 from tests.helpers.documents import (
     make_broken,
@@ -46,15 +47,17 @@ def mixed(tmp_path: Path) -> Path:
 
 
 def _recording(store: DocumentStore, monkeypatch: pytest.MonkeyPatch) -> dict[str, list[Chunk]]:
-    """What ``replace_source`` is given, per source (the store keeps no page or kind yet)."""
+    """What the snapshot writer is given to store, per source (chunks with their ordinals)."""
     given: dict[str, list[Chunk]] = {}
-    replace = store.replace_source
+    replace = SnapshotWriter.replace_source
 
-    def record(collection: str, source: str, chunks: Sequence[Chunk], vectors: Any) -> int:
+    def record(
+        writer: SnapshotWriter, source: str, chunks: Sequence[Chunk], vectors: Any, **kw: Any
+    ) -> int:
         given[source] = list(chunks)
-        return replace(collection, source, chunks, vectors)
+        return replace(writer, source, chunks, vectors, **kw)
 
-    monkeypatch.setattr(store, "replace_source", record)
+    monkeypatch.setattr(SnapshotWriter, "replace_source", record)
     return given
 
 
