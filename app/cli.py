@@ -279,6 +279,7 @@ def cmd_reranker_train(args: argparse.Namespace) -> int:
             batch_queries=args.batch_queries,
             max_length=args.max_length,
             holdout=args.holdout,
+            max_holdout_queries=args.heldout_queries,
             max_minutes=args.max_minutes,
             seed=args.seed,
         )
@@ -344,6 +345,9 @@ def _register_reranker(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     train.add_argument("--batch-queries", type=int, default=4, help="queries per step")
     train.add_argument("--max-length", type=int, default=160, help="tokens per pair at most")
     train.add_argument("--holdout", type=float, default=0.15, help="share of queries held out")
+    train.add_argument(
+        "--heldout-queries", type=int, default=60, help="held-out queries scored at most"
+    )
     train.add_argument("--max-minutes", type=float, default=10.0, help="training time at most")
     train.add_argument("--seed", type=int, default=0)
     train.add_argument("--base-model", help="model to start from (default: the shipped MiniLM)")

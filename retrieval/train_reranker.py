@@ -105,7 +105,14 @@ class TrainOptions:
     threads: int = 2
 
     def __post_init__(self) -> None:
-        for name in ("max_queries", "epochs", "max_steps", "batch_queries", "candidates"):
+        for name in (
+            "max_queries",
+            "epochs",
+            "max_steps",
+            "batch_queries",
+            "candidates",
+            "max_holdout_queries",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
         if self.negatives < 1:
