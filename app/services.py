@@ -29,6 +29,7 @@ from inference import (
     SGLangBackend,
 )
 from retrieval import DocumentStore, Embedder, Reranker
+from retrieval.trained_reranker import choose_reranker
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +111,19 @@ def default_store(settings: Settings, embedder: Embedder) -> DocumentStore:
     )
 
 
+def default_reranker(settings: Settings) -> Reranker:
+    """The configured cross-encoder (not loaded); with none configured, the default
+    collection's trained one (``ragtime reranker train``) when its nDCG@10 gain meets the bar."""
+    choice = choose_reranker(
+        settings.reranker_model, settings.data_dir / "models", settings.default_collection
+    )
+    if choice.model is None:
+        log.info("rerank off: %s", choice.reason)
+    elif not settings.reranker_model:
+        log.info("rerank with the %s", choice.reason)
+    return Reranker(choice.model)
+
+
 @dataclass
 class Services:
     """The components, and the stages over them (``stages``, built with the object)."""
@@ -153,9 +167,7 @@ class Services:
             keys=open_key_store(settings),
             store=default_store(settings, embedder),
             embedder=embedder,
-            reranker=reranker
-            if reranker is not None
-            else Reranker(settings.reranker_model or None),
+            reranker=reranker if reranker is not None else default_reranker(settings),
             backend=backend if backend is not None else default_backend(settings),
             moderator=Moderator(settings.moderation_threshold),
         )

@@ -164,3 +164,29 @@ def test_setup_demo_over_the_old_store_layout_migrates_it(
     assert (data_dir / "store" / "legacy-backup" / "chunks.sqlite3").is_file()
     assert cli.main(["ingest", str(one_file_demo), "--collection", "demo"]) == 0
     assert "0 added, 1 changed" in capsys.readouterr().out  # no hash was known: embedded once
+
+
+def test_reranker_train_on_a_missing_collection_says_so(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# Lists\n\nA list holds items in order.\n")
+    assert cli.main(["ingest", str(docs), "--collection", "notes"]) == 0
+    capsys.readouterr()
+    assert cli.main(["reranker", "train", "--collection", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert "collection 'nope' holds no chunks" in err and "known: notes" in err
+    assert "ragtime ingest PATH --collection nope" in err
+    assert not (data_dir / "models" / "reranker-nope").exists()
+
+
+def test_reranker_train_rejects_bad_options_and_missing_question_files(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "questions.txt"
+    argv = ["reranker", "train", "--collection", "notes", "--exclude-questions", str(missing)]
+    assert cli.main(argv) == 2
+    assert f"--exclude-questions {missing}: No such file" in capsys.readouterr().err
+    assert cli.main(["reranker", "train", "--collection", "notes", "--holdout", "1.5"]) == 2
+    assert "holdout must be a share between 0 and 1" in capsys.readouterr().err

@@ -1,0 +1,533 @@
+"""Fine-tune a cross-encoder on pairs mined from a collection's own chunks, offline.
+
+No cross-encoder ships its weights offline, so ``train_reranker`` starts from the shipped
+MiniLM (a BERT: ``CrossEncoder(path, num_labels=1)`` puts a fresh scoring head on it) and
+teaches it on the collection:
+
+- queries: section headings (numbering stripped), and each chunk's first sentence; a heading
+  that is a question (ends with "?", as the FAQ's are: they are the evaluation's questions) is
+  never a query, nor is any query whose embedding lies within ``exclude_similarity`` of a
+  question passed in ``exclude_questions`` (e.g. ``demo/questions.txt``);
+- positive: the query's own chunk (the first chunk of a heading's section; for a first
+  sentence, its chunk with that sentence removed, so the pair is not a verbatim match);
+- hard negatives: the query's FAISS neighbours from other sources or sections: the candidates
+  the reranker sees at serving time.
+
+Sections (not single queries) are held out, so that no held-out query's section is trained on;
+on them the trainer reports nDCG@10 and MRR of vector order against reranked order over the
+top ``candidates`` FAISS hits (relevant: a chunk of the query's section), and the median ms per
+candidate scoring ``candidates`` pairs in one batch. The loss is softmax cross-entropy over
+(positive, negatives) of each query. Everything is bounded (queries, steps, epochs, sequence
+length, minutes) so that it runs in minutes on 2 cores.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import random
+import re
+import shutil
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from retrieval.embeddings import Embedder
+from retrieval.errors import UnknownCollection
+from retrieval.store import DocumentStore, Passage
+from retrieval.trained_reranker import RECORD_NAME, trained_model_dir
+
+log = logging.getLogger(__name__)
+
+_NUMBERING = re.compile(r"^\s*(?:\d+(?:\.\d+)*\.?|[A-Z]\.)\s+")
+_SENTENCE = re.compile(r"^(.{10,}?[.!?])\s+(?=[A-Z(\"'`])", re.S)
+_WORD = re.compile(r"\w+")
+_CODE_START = (">>>", "...", "$", "def ", "class ", "import ", "from ", "#", "{", "[", "(")
+
+
+@dataclass(frozen=True)
+class MinedQuery:
+    """A training or held-out query and the chunk it was mined from."""
+
+    text: str
+    kind: str  # "heading" or "sentence"
+    source: str
+    section: str
+    positive_id: int
+    positive_text: str  # the chunk's text as the reranker sees it (a first sentence removed)
+    removed: str = ""  # the sentence taken out of the positive's stored text ("" for headings)
+
+    @property
+    def group(self) -> tuple[str, str]:
+        return (self.source, self.section)
+
+
+@dataclass
+class MinedSet:
+    """Queries with their FAISS candidates, and what was left out and why."""
+
+    queries: list[MinedQuery]
+    candidates: dict[str, list[Passage]]  # query text -> its top FAISS hits, best first
+    excluded_questions: int = 0  # queries left out as (close to) evaluation questions
+    question_headings: int = 0  # headings left out for ending with "?"
+
+    def negatives(self, query: MinedQuery, n: int) -> list[Passage]:
+        """The query's first ``n`` FAISS neighbours from another source or section."""
+        hits = self.candidates.get(query.text, [])
+        return [p for p in hits if (p.source, p.section) != query.group][:n]
+
+
+@dataclass(frozen=True)
+class TrainOptions:
+    """How far the trainer goes; the defaults train in a few minutes on 2 free cores."""
+
+    max_queries: int = 400
+    negatives: int = 3
+    epochs: int = 1
+    max_steps: int = 60
+    batch_queries: int = 4  # queries per step, each with 1 + ``negatives`` pairs
+    max_length: int = 160
+    learning_rate: float = 8e-5
+    head_learning_rate: float = 1e-3
+    holdout: float = 0.15
+    max_holdout_queries: int = 60
+    candidates: int = 20
+    max_minutes: float = 10.0
+    seed: int = 0
+    exclude_similarity: float = 0.8
+    threads: int = 2
+
+    def __post_init__(self) -> None:
+        for name in (
+            "max_queries",
+            "epochs",
+            "max_steps",
+            "batch_queries",
+            "candidates",
+            "max_holdout_queries",
+        ):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.negatives < 1:
+            raise ValueError(f"negatives must be at least 1, got {self.negatives}")
+        if not 16 <= self.max_length <= 512:
+            raise ValueError(f"max_length must be 16-512 tokens, got {self.max_length}")
+        if not 0.0 < self.holdout < 1.0:
+            raise ValueError(f"holdout must be a share between 0 and 1, got {self.holdout}")
+        if self.max_minutes <= 0:
+            raise ValueError(f"max_minutes must be positive, got {self.max_minutes}")
+
+
+@dataclass
+class RankFigures:
+    ndcg10: float
+    mrr: float
+
+
+@dataclass
+class TrainReport:
+    """What ``ragtime-training.json`` holds (without the paths)."""
+
+    collection: str
+    base_model: str
+    options: dict[str, Any]
+    mined: dict[str, int]
+    steps: int
+    train_seconds: float
+    loss_first: float | None
+    loss_last: float | None
+    heldout: dict[str, Any] = field(default_factory=dict)
+
+
+# -- the store, in one place -------------------------------------------------------------------
+
+
+def collection_passages(store: DocumentStore, embedder: Embedder, collection: str) -> list[Passage]:
+    """Every chunk of ``collection``, in id order (the one place this module reads the store).
+
+    Uses only public ``DocumentStore`` methods: a search for as many hits as the collection
+    holds, which the exact (flat) index answers with every chunk.
+    """
+    count = store.collections().get(collection, 0)
+    if not count:
+        raise UnknownCollection.named(collection, list(store.collections()))
+    probe = embedder.embed(["a"])[0]
+    passages = store.search(collection, probe, count)
+    return sorted(passages, key=lambda p: p.id)
+
+
+# -- mining ------------------------------------------------------------------------------------
+
+
+def _heading_query(section: str) -> str | None:
+    text = _NUMBERING.sub("", section).strip().strip(":").strip()
+    if len(_WORD.findall(text)) < 2:
+        return None
+    return text
+
+
+def _first_sentence(text: str) -> tuple[str, str] | None:
+    """(first sentence, the rest) of a prose chunk, or ``None`` when it has no usable one."""
+    stripped = text.strip()
+    if stripped.startswith(_CODE_START):
+        return None
+    match = _SENTENCE.match(stripped)
+    if match is None:
+        return None
+    sentence = " ".join(match.group(1).split())
+    rest = stripped[match.end() :].strip()
+    if not 5 <= len(_WORD.findall(sentence)) <= 40 or len(_WORD.findall(rest)) < 20:
+        return None
+    return sentence, rest
+
+
+def _normalise(text: str) -> str:
+    return " ".join(_WORD.findall(text.lower()))
+
+
+def mine_queries(
+    passages: Sequence[Passage],
+    *,
+    embedder: Embedder,
+    search: Callable[[np.ndarray, int], list[Passage]],
+    exclude_questions: Sequence[str] = (),
+    options: TrainOptions = TrainOptions(),
+) -> MinedSet:
+    """Mine queries, positives and FAISS candidates from ``passages`` (one collection's chunks).
+
+    ``search(vector, k)`` is the collection's nearest-neighbour search.
+    """
+    sections: dict[tuple[str, str], list[Passage]] = {}
+    for p in passages:
+        sections.setdefault((p.source, p.section), []).append(p)
+    queries: list[MinedQuery] = []
+    seen: set[str] = set()
+    question_headings = 0
+
+    def add(query: MinedQuery) -> None:
+        key = _normalise(query.text)
+        if key and key not in seen:
+            seen.add(key)
+            queries.append(query)
+
+    for (source, section), chunks in sections.items():
+        if section.strip().endswith("?"):
+            question_headings += 1
+        else:
+            heading = _heading_query(section)
+            if heading is not None:
+                first = chunks[0]
+                add(MinedQuery(heading, "heading", source, section, first.id, first.text))
+        for chunk in chunks:
+            split = _first_sentence(chunk.text)
+            if split is not None:
+                sentence, rest = split
+                add(MinedQuery(sentence, "sentence", source, section, chunk.id, rest, sentence))
+
+    excluded = 0
+    if exclude_questions and queries:
+        asked = {_normalise(q) for q in exclude_questions}
+        q_vecs = embedder.embed([q.text for q in queries])
+        e_vecs = embedder.embed(list(exclude_questions))
+        closest = (q_vecs @ e_vecs.T).max(axis=1)
+        kept = []
+        for query, similarity in zip(queries, closest, strict=True):
+            if similarity >= options.exclude_similarity or _normalise(query.text) in asked:
+                excluded += 1
+            else:
+                kept.append(query)
+        queries = kept
+
+    rng = random.Random(options.seed)
+    rng.shuffle(queries)
+    queries = queries[: options.max_queries]
+    candidates: dict[str, list[Passage]] = {}
+    if queries:
+        vectors = embedder.embed([q.text for q in queries])
+        for query, vector in zip(queries, vectors, strict=True):
+            candidates[query.text] = search(vector, options.candidates)
+    return MinedSet(queries, candidates, excluded, question_headings)
+
+
+def split_holdout(
+    queries: Sequence[MinedQuery], fraction: float, seed: int
+) -> tuple[list[MinedQuery], list[MinedQuery]]:
+    """(train, held out): whole sections held out, about ``fraction`` of the queries."""
+    groups = sorted({q.group for q in queries})
+    random.Random(seed).shuffle(groups)
+    target = math.ceil(len(queries) * fraction) if fraction > 0 else 0
+    held: set[tuple[str, str]] = set()
+    count = 0
+    by_group: dict[tuple[str, str], int] = {}
+    for q in queries:
+        by_group[q.group] = by_group.get(q.group, 0) + 1
+    for g in groups:
+        if count >= target:
+            break
+        held.add(g)
+        count += by_group[g]
+    train = [q for q in queries if q.group not in held]
+    return train, [q for q in queries if q.group in held]
+
+
+# -- figures -----------------------------------------------------------------------------------
+
+
+def candidate_text(query: MinedQuery, passage: Passage) -> str:
+    """A candidate's text as the reranker sees it: the query's own sentence taken out."""
+    if passage.id == query.positive_id:
+        return query.positive_text
+    return passage.text
+
+
+def _ndcg10(relevant: Sequence[bool], total_relevant: int) -> float:
+    dcg = sum(1.0 / math.log2(i + 2) for i, r in enumerate(relevant[:10]) if r)
+    ideal = sum(1.0 / math.log2(i + 2) for i in range(min(total_relevant, 10)))
+    return dcg / ideal if ideal else 0.0
+
+
+def _mrr(relevant: Sequence[bool]) -> float:
+    return next((1.0 / (i + 1) for i, r in enumerate(relevant) if r), 0.0)
+
+
+def rank_figures(orders: Sequence[Sequence[bool]], totals: Sequence[int]) -> RankFigures:
+    """Mean nDCG@10 and MRR of ranked lists (True: relevant) with their relevant totals."""
+    if not orders:
+        return RankFigures(0.0, 0.0)
+    n = len(orders)
+    ndcg = sum(_ndcg10(o, t) for o, t in zip(orders, totals, strict=True)) / n
+    return RankFigures(round(ndcg, 4), round(sum(_mrr(o) for o in orders) / n, 4))
+
+
+def evaluate_heldout(
+    model: Any, heldout: Sequence[MinedQuery], mined: MinedSet, section_sizes: dict[Any, int]
+) -> dict[str, Any]:
+    """Vector order against reranked order on the held-out queries, and ms per candidate."""
+    vector_orders, reranked_orders, totals, ms_per_candidate = [], [], [], []
+    for query in heldout:
+        hits = mined.candidates.get(query.text, [])
+        if not hits:
+            continue
+        relevant = [(p.source, p.section) == query.group for p in hits]
+        started = time.perf_counter()
+        scores = model.predict(
+            [(query.text, candidate_text(query, p)) for p in hits],
+            batch_size=len(hits),
+            show_progress_bar=False,
+            convert_to_numpy=True,
+        )
+        ms_per_candidate.append((time.perf_counter() - started) * 1000 / len(hits))
+        order = sorted(range(len(hits)), key=lambda i: -float(scores[i]))
+        vector_orders.append(relevant)
+        reranked_orders.append([relevant[i] for i in order])
+        totals.append(section_sizes[query.group])
+    vector = rank_figures(vector_orders, totals)
+    reranked = rank_figures(reranked_orders, totals)
+    return {
+        "queries": len(vector_orders),
+        "candidates": max((len(mined.candidates.get(q.text, [])) for q in heldout), default=0),
+        "vector": asdict(vector),
+        "reranked": asdict(reranked),
+        "gain_ndcg10": round(reranked.ndcg10 - vector.ndcg10, 4),
+        "gain_mrr": round(reranked.mrr - vector.mrr, 4),
+        "ms_per_candidate_median": round(statistics.median(ms_per_candidate), 2)
+        if ms_per_candidate
+        else None,
+    }
+
+
+# -- training ----------------------------------------------------------------------------------
+
+
+def _pass_cls_through_pooler(model: Any) -> bool:
+    """Make a fresh head's BERT pooler ``tanh([CLS])``; whether there was one to change.
+
+    The shipped MiniLM was trained with mean pooling: its pooler's output barely varies (mean
+    |value| 0.05, spread 0.035 over unrelated pairs, against 0.2 for the [CLS] state itself),
+    so a head on it cannot tell pairs apart and the loss stays at ln(1 + negatives).
+    """
+    import torch
+
+    pooler = getattr(getattr(model.model, "base_model", None), "pooler", None)
+    dense = getattr(pooler, "dense", None)
+    if not isinstance(dense, torch.nn.Linear) or dense.in_features != dense.out_features:
+        return False
+    with torch.no_grad():
+        dense.weight.copy_(torch.eye(dense.in_features))
+        dense.bias.zero_()
+    return True
+
+
+def _fit(
+    model: Any,
+    train: Sequence[MinedQuery],
+    mined: MinedSet,
+    options: TrainOptions,
+    progress: Callable[[str], None],
+) -> tuple[int, float, float | None, float | None]:
+    """Softmax cross-entropy over (positive, negatives) per query: (steps, s, first, last loss)."""
+    import torch
+
+    groups = [(q, mined.negatives(q, options.negatives)) for q in train]
+    groups = [(q, negs) for q, negs in groups if negs]
+    if not groups:
+        return 0, 0.0, None, None
+    per_epoch = math.ceil(len(groups) / options.batch_queries)
+    total = min(options.max_steps, per_epoch * options.epochs)
+    head = [p for n, p in model.named_parameters() if "classifier" in n]
+    body = [p for n, p in model.named_parameters() if "classifier" not in n]
+    optimiser = torch.optim.AdamW(
+        [
+            {"params": body, "lr": options.learning_rate},
+            {"params": head, "lr": options.head_learning_rate},
+        ],
+        weight_decay=0.01,
+    )
+    warmup = max(1, total // 10)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimiser,
+        lambda s: min((s + 1) / warmup, max(0.0, (total - s) / max(1, total - warmup))),
+    )
+    rng = random.Random(options.seed)
+    started = time.monotonic()
+    deadline = started + options.max_minutes * 60
+    first = last = None
+    step = 0
+    model.train()
+    while step < total:
+        rng.shuffle(groups)
+        for at in range(0, len(groups), options.batch_queries):
+            if step >= total or time.monotonic() > deadline:
+                break
+            batch = groups[at : at + options.batch_queries]
+            width = 1 + min(len(negs) for _, negs in batch)
+            pairs = [
+                [q.text, text]
+                for q, negs in batch
+                for text in [q.positive_text, *(n.text for n in negs[: width - 1])]
+            ]
+            features = model.preprocess(pairs)
+            logits = model(features)["scores"].reshape(len(batch), width).float()
+            loss = torch.nn.functional.cross_entropy(
+                logits, torch.zeros(len(batch), dtype=torch.long)
+            )
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimiser.step()
+            scheduler.step()
+            optimiser.zero_grad()
+            step += 1
+            last = float(loss.item())
+            first = last if first is None else first
+            if step == 1 or step % 10 == 0 or step == total:
+                progress(f"step {step}/{total} loss {last:.3f}")
+        if time.monotonic() > deadline:
+            progress(f"stopped at step {step}: --max-minutes {options.max_minutes} reached")
+            break
+    model.eval()
+    return step, time.monotonic() - started, first, last
+
+
+def train_reranker(
+    store: DocumentStore,
+    embedder: Embedder,
+    collection: str,
+    *,
+    base_model: str,
+    models_dir: Path,
+    exclude_questions: Sequence[str] = (),
+    options: TrainOptions = TrainOptions(),
+    progress: Callable[[str], None] = lambda line: None,
+) -> tuple[Path, TrainReport]:
+    """Mine, train, evaluate on held-out sections, and save to ``models_dir/reranker-NAME``.
+
+    Raises ``UnknownCollection`` for a collection with no chunks and ``ValueError`` when too
+    little could be mined to train on.
+    """
+    passages = collection_passages(store, embedder, collection)
+    mined = mine_queries(
+        passages,
+        embedder=embedder,
+        search=lambda vector, k: store.search(collection, vector, k),
+        exclude_questions=exclude_questions,
+        options=options,
+    )
+    train, heldout = split_holdout(mined.queries, options.holdout, options.seed)
+    heldout = heldout[: options.max_holdout_queries]
+    trainable = [q for q in train if mined.negatives(q, 1)]
+    if not trainable:
+        raise ValueError(
+            f"collection {collection!r} gave no training pairs ({len(mined.queries)} queries "
+            "mined, none with a neighbour from another section): ingest more documents"
+        )
+    progress(
+        f"mined {len(mined.queries)} queries from {len(passages)} chunks: {len(train)} to train, "
+        f"{len(heldout)} held out; left out {mined.question_headings} question headings and "
+        f"{mined.excluded_questions} queries close to evaluation questions"
+    )
+
+    import torch
+    from sentence_transformers import CrossEncoder
+
+    torch.manual_seed(options.seed)
+    if options.threads:
+        torch.set_num_threads(options.threads)
+    model = CrossEncoder(
+        base_model, num_labels=1, max_length=options.max_length, device="cpu", local_files_only=True
+    )
+    if _pass_cls_through_pooler(model):
+        progress("reset the BERT pooler to pass the [CLS] state through (tanh of identity)")
+    steps, seconds, first, last = _fit(model, trainable, mined, options, progress)
+    section_sizes: dict[Any, int] = {}
+    for p in passages:
+        section_sizes[(p.source, p.section)] = section_sizes.get((p.source, p.section), 0) + 1
+    progress(f"trained {steps} steps in {seconds:.0f} s; scoring {len(heldout)} held-out queries")
+    with torch.inference_mode():
+        figures = evaluate_heldout(model, heldout, mined, section_sizes)
+
+    report = TrainReport(
+        collection=collection,
+        base_model=str(base_model),
+        options=asdict(options),
+        mined={
+            "chunks": len(passages),
+            "queries": len(mined.queries),
+            "heading_queries": sum(q.kind == "heading" for q in mined.queries),
+            "sentence_queries": sum(q.kind == "sentence" for q in mined.queries),
+            "train_queries": len(trainable),
+            "heldout_queries": len(heldout),
+            "question_headings_left_out": mined.question_headings,
+            "excluded_close_to_questions": mined.excluded_questions,
+            "exclude_questions_given": len(exclude_questions),
+        },
+        steps=steps,
+        train_seconds=round(seconds, 1),
+        loss_first=first,
+        loss_last=last,
+        heldout=figures,
+    )
+    target = trained_model_dir(models_dir, collection)
+    _save(model, report, target)
+    return target, report
+
+
+def _save(model: Any, report: TrainReport, target: Path) -> None:
+    """Write the model and its record beside ``target``, then swap it into place."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(str(tmp))
+    record = asdict(report) | {"created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    (tmp / RECORD_NAME).write_text(json.dumps(record, indent=2) + "\n")
+    old = target.with_name(f".{target.name}.{os.getpid()}.old")
+    if target.exists():
+        target.rename(old)
+    tmp.rename(target)
+    shutil.rmtree(old, ignore_errors=True)
