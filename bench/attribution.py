@@ -149,13 +149,16 @@ def _content(text: str) -> set[str]:
 
 
 def reword(sentence: str, rng: random.Random) -> str:
-    """Synonyms in, filler out, the clauses around the first comma swapped."""
+    """Synonyms in, filler out, the clauses around the first comma swapped; a sentence none
+    of that changes gets "Note that" before it."""
     words = [SYNONYMS.get(w.lower(), w) for w in sentence.split() if w.lower() not in FILLER]
     text = " ".join(words)
     head, comma, tail = text.partition(", ")
     if comma and len(head.split()) >= 3 and len(tail.split()) >= 3:
         tail = tail.rstrip(".")
         text = f"{tail[0].upper()}{tail[1:]}, {head[0].lower()}{head[1:]}."
+    if text == sentence:  # nothing to swap or replace: say it as an answer would
+        text = f"Note that {sentence[0].lower()}{sentence[1:]}"
     return text
 
 
@@ -296,3 +299,59 @@ def run(threshold: float | None, seeds: Sequence[int] = (0, 1)) -> str:
             lines.append(f"- {how} at {shipped}: recall {s.recall:.3f}")
         lines.append("")
     return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Share:
+    """Answers of a running server: how many cite a passage by the model's own labels
+    (``by: model``, all that ``cited`` meant before attribution) and how many cite one at all."""
+
+    answers: int
+    by_model: int
+    cited: int
+    grounded_false: int
+    skipped: int
+    attribute_ms: list[float]
+
+
+def questions_of(path: Path, limit: int) -> list[str]:
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return [q.strip() for q in lines if q.strip() and not q.startswith("#")][:limit]
+
+
+def citation_share(url: str, key: str, questions: Sequence[str], timeout_s: float = 120.0) -> Share:
+    """Ask each question in turn (``POST /v1/ask``, whole answers) and count."""
+    import httpx
+
+    by_model = cited = ungrounded = skipped = 0
+    attribute_ms = []
+    with httpx.Client(base_url=url, timeout=timeout_s) as client:
+        for question in questions:
+            response = client.post(
+                "/v1/ask",
+                json={"question": question},
+                headers={"Authorization": f"Bearer {key}"},
+            )
+            response.raise_for_status()
+            body = response.json()
+            marks = [c["by"] for c in body["citations"] if c["cited"]]
+            by_model += "model" in marks
+            cited += bool(marks)
+            ungrounded += body["grounded"] is False
+            skipped += body["attribution"] == "skipped"
+            if "attribute" in body["timings_ms"] and body["attribution"] == "attributed":
+                attribute_ms.append(body["timings_ms"]["attribute"])
+    return Share(len(questions), by_model, cited, ungrounded, skipped, attribute_ms)
+
+
+def share_report(share: Share) -> str:
+    ms = sorted(share.attribute_ms)
+    median = ms[len(ms) // 2] if ms else float("nan")
+    n = share.answers
+    return (
+        f"| answers | cite a passage by the model's labels (before) | cite a passage (after) | "
+        f"grounded: false | attribution skipped | attribute stage, median ms |\n"
+        f"| --- | --- | --- | --- | --- | --- |\n"
+        f"| {n} | {share.by_model} ({share.by_model / n:.0%}) | {share.cited} "
+        f"({share.cited / n:.0%}) | {share.grounded_false} | {share.skipped} | {median:.0f} |"
+    )
