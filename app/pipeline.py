@@ -456,11 +456,10 @@ class Pipeline:
                 max_tokens=plan.max_output_tokens,
                 target=plan.target,
                 deadline=ledger.deadline,
-                # Room to flush the answer filter, attribute its citations and send the last
-                # event before the deadline.
-                reserve_ms=self.cost.rate("moderate.answer")
-                + self.cost.rate("attribute")
-                + _FINISH_RESERVE_MS,
+                # Room to flush the answer filter and send the last event before the deadline.
+                # None is held for attribution: an answer decoded up to the deadline keeps its
+                # tokens, and its citations go unattributed (``attribute``), saying so.
+                reserve_ms=self.cost.rate("moderate.answer") + _FINISH_RESERVE_MS,
                 stop_at=(lambda: reservation.stop_at) if reservation is not None else _no_stop,
                 span=span,
             )

@@ -42,7 +42,7 @@ class Attributed:
     @property
     def by(self) -> Literal["model", "attributed"] | None:
         if self.method in ("model", "attributed"):
-            return self.method  # type: ignore[return-value]
+            return self.method
         return None
 
     @property
