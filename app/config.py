@@ -30,7 +30,7 @@ DEFAULT_BUDGET_SHARES: dict[str, float] = {
 
 #: Similarity at which an answer sentence is attributed to a passage; how it was chosen, on a
 #: labelled set from the demo corpus: ``app/citations.py``.
-DEFAULT_ATTRIBUTION_THRESHOLD = 0.6
+DEFAULT_ATTRIBUTION_THRESHOLD = 0.725
 
 
 def _check_url(url: str) -> str:

@@ -319,28 +319,32 @@ def questions_of(path: Path, limit: int) -> list[str]:
     return [q.strip() for q in lines if q.strip() and not q.startswith("#")][:limit]
 
 
-def citation_share(url: str, key: str, questions: Sequence[str], timeout_s: float = 120.0) -> Share:
-    """Ask each question in turn (``POST /v1/ask``, whole answers) and count."""
+def citation_share(
+    url: str, key: str, questions: Sequence[str], budget_ms: int | None = None
+) -> Share:
+    """Ask each question in turn (``POST /v1/ask``, whole answers, with ``budget_ms`` when
+    given) and count."""
     import httpx
 
     by_model = cited = ungrounded = skipped = 0
     attribute_ms = []
-    with httpx.Client(base_url=url, timeout=timeout_s) as client:
+    body: dict[str, object] = {} if budget_ms is None else {"budget_ms": budget_ms}
+    with httpx.Client(base_url=url, timeout=(budget_ms or 120_000) / 1000 + 30) as client:
         for question in questions:
             response = client.post(
                 "/v1/ask",
-                json={"question": question},
+                json={"question": question, **body},
                 headers={"Authorization": f"Bearer {key}"},
             )
             response.raise_for_status()
-            body = response.json()
-            marks = [c["by"] for c in body["citations"] if c["cited"]]
+            answer = response.json()
+            marks = [c["by"] for c in answer["citations"] if c["cited"]]
             by_model += "model" in marks
             cited += bool(marks)
-            ungrounded += body["grounded"] is False
-            skipped += body["attribution"] == "skipped"
-            if "attribute" in body["timings_ms"] and body["attribution"] == "attributed":
-                attribute_ms.append(body["timings_ms"]["attribute"])
+            ungrounded += answer["grounded"] is False
+            skipped += answer["attribution"] == "skipped"
+            if answer["attribution"] == "attributed":
+                attribute_ms.append(answer["timings_ms"]["attribute"])
     return Share(len(questions), by_model, cited, ungrounded, skipped, attribute_ms)
 
 

@@ -273,6 +273,7 @@ def _register_attribution(bench_sub: Any) -> None:
     attribution.add_argument("--key", help="its API key (default: .ragtime/demo-api-key)")
     attribution.add_argument("--questions", type=Path, default=Path("demo/questions.txt"))
     attribution.add_argument("--limit", type=int, default=12, help="questions asked")
+    attribution.add_argument("--budget-ms", type=int, help="each question's budget")
     attribution.set_defaults(func=cmd_attribution)
 
 
@@ -283,7 +284,9 @@ def cmd_attribution(args: argparse.Namespace) -> int:
         print(run(args.threshold, args.seeds))
         return 0
     key = args.key or Path(".ragtime/demo-api-key").read_text().strip()
-    share = citation_share(args.url, key, questions_of(args.questions, args.limit))
+    share = citation_share(
+        args.url, key, questions_of(args.questions, args.limit), budget_ms=args.budget_ms
+    )
     print(share_report(share))
     return 0
 

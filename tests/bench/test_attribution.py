@@ -107,15 +107,15 @@ async def test_minilm_attributes_the_supporting_passage_and_leaves_the_rest(
 
 @pytest.mark.slow
 def test_precision_on_the_labelled_set_holds_its_floor(minilm: Embedder) -> None:
-    """Needs the real MiniLM. The threshold was chosen on seed 0 as the lowest with precision
-    >= 0.9; on this held-out seed the floor is 0.85: the seeds share a corpus, so a threshold
-    chosen on one should hold to within a few points on the other, and about one in ten of the
-    "unsupported" sentences is in fact said by another document (the FAQ and the tutorial
-    overlap), which costs precision that is not the attribution's fault. Recall's floor is 0.7:
-    verbatim sentences and spans are nearly all found, rewordings less often."""
+    """Needs the real MiniLM. The threshold (0.725) was chosen on seed 0 as the lowest with
+    precision >= 0.9; this seed's set was not looked at to choose it. Measured here: precision
+    0.938 (75 of 80 attributions right), recall 0.938. The floor is the target the threshold was
+    chosen for, 0.9: three more wrong attributions out of 80 would break it, so a change to the
+    sentence splitting, the embedder or the threshold that costs precision shows here. Recall's
+    floor, 0.85, is the same margin under today's figure."""
     decisions = decide(labelled_set(TEST_SEED), minilm.embed)
     at = score(decisions, DEFAULT_THRESHOLD)
-    assert at.precision >= 0.85, at
-    assert at.recall >= 0.7, at
+    assert at.precision >= 0.9, at
+    assert at.recall >= 0.85, at
     verbatim = [d for d in decisions if d.case.how == "verbatim"]
     assert score(verbatim, DEFAULT_THRESHOLD).recall >= 0.95
