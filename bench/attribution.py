@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import random
 import re
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -345,6 +346,13 @@ def citation_share(
             skipped += answer["attribution"] == "skipped"
             if answer["attribution"] == "attributed":
                 attribute_ms.append(answer["timings_ms"]["attribute"])
+            print(  # one line per answer as it comes: a long run's partial figures
+                f"{question[:50]!r}: {answer['finish_reason']}, citations "
+                f"{answer['attribution']}, cited by {marks}, grounded {answer['grounded']}, "
+                f"{answer['budget']['spent_ms']:.0f} ms",
+                file=sys.stderr,
+                flush=True,
+            )
     return Share(len(questions), by_model, cited, ungrounded, skipped, attribute_ms)
 
 
