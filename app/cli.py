@@ -272,8 +272,9 @@ def cmd_ask(args: argparse.Namespace) -> int:
 def _print_report(report: dict[str, object]) -> None:
     print("\n")
     for c in report["citations"]:  # type: ignore[attr-defined]
-        mark = "*" if c["cited"] else " "
+        mark = {"model": "*", "attributed": "~"}.get(c.get("by") or "", " ")
         print(f"{mark}[{c['label']}] {c['source']} — {c['section'] or c['title']}")
+    print(f"citations: {report.get('attribution')}  grounded: {report.get('grounded')}")
     budget = report["budget"]
     print(
         f"trace {report['trace_id']}  spent {budget['spent_ms']:.0f} of "  # type: ignore[index]

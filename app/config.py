@@ -23,12 +23,17 @@ DEFAULT_BUDGET_SHARES: dict[str, float] = {
     "moderate.question": 0.01,
     "embed": 0.04,
     "search": 0.02,
-    "rerank": 0.14,
+    "rerank": 0.12,
     "moderate.passages": 0.01,
     "assemble": 0.02,
     "generate": 0.72,
     "moderate.answer": 0.03,
+    "attribute": 0.02,
 }
+
+#: Similarity at which an answer sentence is attributed to a passage; how it was chosen, on a
+#: labelled set from the demo corpus: ``app/citations.py``.
+DEFAULT_ATTRIBUTION_THRESHOLD = 0.725
 
 
 def _check_url(url: str) -> str:
@@ -182,6 +187,13 @@ class Settings(BaseSettings):
         description="Largest request body of a question route; larger ones are refused (413).",
     )
     moderation_threshold: float = Field(0.9, gt=0.0, le=1.0)
+    attribution_threshold: float = Field(
+        DEFAULT_ATTRIBUTION_THRESHOLD,
+        ge=-1.0,
+        le=1.0,
+        description="Cosine similarity at which an answer sentence is attributed to a passage "
+        "(chosen on a labelled set: app/citations.py).",
+    )
     record_content: bool = Field(False, description="Put the question text on spans.")
     retry_after_s: int = Field(5, ge=1, description="Retry-After sent with 503 answers.")
     max_in_flight: int = Field(

@@ -3,7 +3,9 @@ and charged to the request's budget.
 
 moderate.question -> embed -> search -> (plan) -> rerank -> moderate.passages (passages that
 carry instructions for the model are quarantined) -> assemble -> generate (the answer filtered as
-it streams) -> moderate.answer. Retrieval-only requests stop after rerank.
+it streams) -> moderate.answer -> attribute (which passages the final answer cites: its own
+``[n]`` labels, else its sentences attributed by similarity; skipped, and said so, when the
+budget has no time left for it). Retrieval-only requests stop after rerank.
 
 After search, the budget engine (``tracing.budget``) sizes the rest of the request to what is
 left of its budget, for the target that will serve it and its place in that target's queue
@@ -16,7 +18,6 @@ state is its ``BudgetLedger``, its ``Prepared`` and the ``AnswerOutcome`` it is 
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import AsyncGenerator, Awaitable
 from contextlib import aclosing
@@ -29,7 +30,7 @@ from app.config import Settings
 from app.errors import BudgetExhausted, Overloaded
 from app.moderation import AnswerFilter
 from app.services import Services
-from app.stages import Generated, ModeratedTail, Quarantined
+from app.stages import Attributed, Generated, ModeratedTail, Quarantined
 from inference import (
     AssembledPrompt,
     BackendUnavailable,
@@ -54,7 +55,6 @@ from tracing.budget import (
     TargetSaturated,
 )
 
-_LABEL = re.compile(r"\[(\d{1,3})\]")
 _FINISH_RESERVE_MS = 50.0
 T = TypeVar("T")
 
@@ -84,9 +84,8 @@ class AnswerOutcome:
     finish_reason: str = "unknown"
     ttft_ms: float | None = None
     redactions: dict[str, int] = field(default_factory=dict)
-
-    def cited_labels(self) -> set[int]:
-        return {int(m) for m in _LABEL.findall(self.text)}
+    attribution: Attributed | None = None
+    """The passages the answer cites and how that was found (the attribute stage)."""
 
 
 @dataclass(frozen=True)
@@ -405,7 +404,40 @@ class Pipeline:
         finally:
             if reservation is not None:
                 reservation.release()
+        outcome.attribution = await self.attribute(prepared, outcome, ledger)
         yield AnswerDone(outcome)
+
+    async def attribute(
+        self, prepared: Prepared, outcome: AnswerOutcome, ledger: BudgetLedger
+    ) -> Attributed:
+        """The attribute stage, on the final (moderated) answer text: the model's labels, or
+        attribution when there is time left for it (else skipped, as a degradation)."""
+        stage = self.stages.attribute
+        passages = {p.label: p.text for p in prepared.prompt.passages}
+        with ledger.stage("attribute") as span:
+            attributed = stage.by_model(outcome.text, set(passages))
+            if attributed is None:
+                left_ms = ledger.remaining_ms - _FINISH_RESERVE_MS
+                needed_ms = self.cost.rate("attribute")
+                if left_ms <= 0 or left_ms < needed_ms:
+                    attributed = Attributed.skipped(
+                        "attribution_skipped",
+                        f"{max(left_ms, 0.0):.0f} ms of the budget left, attribution takes "
+                        f"about {needed_ms:.0f} ms: citations not attributed",
+                    )
+                else:
+                    started = time.perf_counter()
+                    attributed = await stage.run(
+                        outcome.text,
+                        passages,
+                        deadline=ledger.deadline - _FINISH_RESERVE_MS / 1000.0,
+                    )
+                    if attributed.method == "attributed":
+                        self.budget.observe_stage("attribute", _ms_since(started), 1)
+            span.set_attributes(attributed.attributes())
+            if attributed.degradation is not None:
+                ledger.degrade("attribute", *attributed.degradation, span)
+        return attributed
 
     async def _generate(
         self, prepared: Prepared, ledger: BudgetLedger
@@ -443,6 +475,8 @@ class Pipeline:
                 target=plan.target,
                 deadline=ledger.deadline,
                 # Room to flush the answer filter and send the last event before the deadline.
+                # None is held for attribution: an answer decoded up to the deadline keeps its
+                # tokens, and its citations go unattributed (``attribute``), saying so.
                 reserve_ms=self.cost.rate("moderate.answer") + _FINISH_RESERVE_MS,
                 stop_at=(lambda: reservation.stop_at) if reservation is not None else _no_stop,
                 span=span,

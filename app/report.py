@@ -35,12 +35,17 @@ def degradations(ledger: BudgetLedger) -> list[DegradationOut]:
 
 
 def citations(prepared: Prepared, outcome: AnswerOutcome) -> list[Citation]:
-    """Every passage the prompt held, in label order, marked if the answer cites its label."""
-    cited = outcome.cited_labels()
+    """Every passage the prompt held, in label order, marked if the answer cites it, and how
+    that was found: its label in the answer (``by: model``) or attribution (``attributed``)."""
+    found = outcome.attribution
+    cited = found.cited if found is not None else {}
+    by = found.by if found is not None else None
     return [
         Citation(
             label=p.label,
             cited=p.label in cited,
+            by=by if p.label in cited else None,
+            support=cited.get(p.label),
             **Citation.fields_of(prepared.passages[p.label - 1]),
         )
         for p in prepared.prompt.passages
@@ -114,8 +119,11 @@ def answer_report(
     prepared: Prepared, outcome: AnswerOutcome, ledger: BudgetLedger, model: str
 ) -> Report:
     usage = outcome.usage
+    found = outcome.attribution
     return Report(
         citations=citations(prepared, outcome),
+        grounded=found.grounded if found is not None else None,
+        attribution=found.method if found is not None else "skipped",
         trace_id=current_trace_id(),
         timings_ms=ledger.timings_ms,
         budget=budget_report(ledger),

@@ -87,7 +87,36 @@ class PassageOut(BaseModel):
 
 class Citation(PassageOut):
     label: int = Field(description="The [n] this passage carried in the prompt.")
-    cited: bool = Field(description="Whether the answer refers to it by its label.")
+    cited: bool = Field(
+        description="Whether the answer cites it: by its label, or, when the answer carries "
+        "no label, because it supports one of the answer's sentences (attribution)."
+    )
+    by: Literal["model", "attributed"] | None = Field(
+        None,
+        description="How the citation was found: `model` (the answer carries its label) or "
+        "`attributed` (an answer sentence is similar enough to one of its sentences); null "
+        "when it is not cited.",
+    )
+    support: float | None = Field(
+        None,
+        description="For an attributed citation, the cosine similarity of the answer sentence "
+        "it supports best to its most similar sentence.",
+    )
+
+
+#: How an answer's citations were found (``Report.attribution``).
+AttributionMethod = Literal["model", "attributed", "skipped", "empty"]
+GROUNDED_DESCRIPTION = (
+    "Whether any passage supports the answer: true when it cites one (by label or by "
+    "attribution), false when none supports it, null when that was not checked (attribution "
+    "was skipped: see `attribution`)."
+)
+ATTRIBUTION_DESCRIPTION = (
+    "How the citations were found: `model` (the answer's own [n] labels), `attributed` (no "
+    "label: answer sentences attributed to passages by embedding similarity), `skipped` (no "
+    "label, and no time left in the budget to attribute: citations not attributed; a "
+    "degradation says why), `empty` (no answer text)."
+)
 
 
 class QuarantinedOut(PassageOut):
@@ -118,6 +147,8 @@ class Report(BaseModel):
     """What every answer carries besides its text (the streamed ``done`` event holds this)."""
 
     citations: list[Citation]
+    grounded: bool | None = Field(description=GROUNDED_DESCRIPTION)
+    attribution: AttributionMethod = Field(description=ATTRIBUTION_DESCRIPTION)
     trace_id: str
     timings_ms: dict[str, float]
     budget: BudgetReport
@@ -240,6 +271,8 @@ class RagtimeExtensions(BaseModel):
     chat completion (and of the stream's last chunk with a choice)."""
 
     citations: list[Citation]
+    grounded: bool | None = Field(description=GROUNDED_DESCRIPTION)
+    attribution: AttributionMethod = Field(description=ATTRIBUTION_DESCRIPTION)
     degradations: list[DegradationOut]
     budget: BudgetReport
     timings_ms: dict[str, float]

@@ -119,6 +119,7 @@ def register(sub: Any) -> None:
     _register_quality(bench_sub)
     _register_safety(bench_sub)
     _register_retrieval(bench_sub)
+    _register_attribution(bench_sub)
 
     report = bench_sub.add_parser("report", help="write BENCHMARKS.md from bench JSON files")
     report.add_argument("--cpu", type=Path, required=True, help="JSON of the CPU default run")
@@ -348,6 +349,40 @@ def _sizes(text: str) -> list[int]:
 
 def _names(text: str) -> list[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def _register_attribution(bench_sub: Any) -> None:
+    attribution = bench_sub.add_parser(
+        "attribution",
+        help="citation attribution: precision and recall on a labelled set, and the share of "
+        "a running server's answers that cite a passage",
+        description="Without --url: MiniLM in-process on the labelled sets of "
+        "bench/attribution.py (built from the demo corpus), the threshold sweep and the "
+        "threshold it chooses. With --url: ask a running server the questions one by one and "
+        "count the answers that cite a passage by the model's labels, and at all.",
+    )
+    attribution.add_argument("--threshold", type=float, help="mark this one (default: shipped)")
+    attribution.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+    attribution.add_argument("--url", help="a running server, e.g. http://127.0.0.1:8000")
+    attribution.add_argument("--key", help="its API key (default: .ragtime/demo-api-key)")
+    attribution.add_argument("--questions", type=Path, default=Path("demo/questions.txt"))
+    attribution.add_argument("--limit", type=int, default=12, help="questions asked")
+    attribution.add_argument("--budget-ms", type=int, help="each question's budget")
+    attribution.set_defaults(func=cmd_attribution)
+
+
+def cmd_attribution(args: argparse.Namespace) -> int:
+    from bench.attribution import citation_share, questions_of, run, share_report
+
+    if args.url is None:
+        print(run(args.threshold, args.seeds))
+        return 0
+    key = args.key or Path(".ragtime/demo-api-key").read_text().strip()
+    share = citation_share(
+        args.url, key, questions_of(args.questions, args.limit), budget_ms=args.budget_ms
+    )
+    print(share_report(share))
+    return 0
 
 
 def _register_safety(bench_sub: Any) -> None:

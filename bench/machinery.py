@@ -1,6 +1,6 @@
 """What the budget and tracing machinery itself costs per request, measured in-process.
 
-One request's worth of it: a ``BudgetLedger``, a root span, the nine stages each in its span and
+One request's worth of it: a ``BudgetLedger``, a root span, the ten stages each in its span and
 charged to the ledger (``generate`` through ``begin``/``end`` as the pipeline does), the cost
 model's observations, one plan (with the queue of its target), its reservation, a degradation
 recorded, the answer-moderation charge, and the root span's annotation and the budget summary. No
@@ -23,7 +23,7 @@ from bench.stats import Summary, summarize
 from tracing.budget import BudgetEngine, BudgetLedger
 from tracing.setup import configure_tracing
 
-STAGES = tuple(DEFAULT_BUDGET_SHARES)  # the nine stages of an answer
+STAGES = tuple(DEFAULT_BUDGET_SHARES)  # the ten stages of an answer
 
 
 class MachineryCost(BaseModel):

@@ -5,7 +5,8 @@ A chat completion answers the conversation's last user message with the pipeline
 ``POST /v1/ask`` (``app.answers``): the same budget (the ``Request-Timeout-Ms`` header, or the
 ``budget_ms`` extension field, or the default), passages and report. Citations, degradations,
 the budget report, timings and the trace id are extension fields of the ``chat.completion``
-object, and of the stream's last chunk that has a choice. ``model`` must be one that
+object, and of the stream's last chunk that has a choice, with ``grounded`` (whether any passage
+supports the answer) and ``attribution`` (how its citations were found). ``model`` must be one that
 ``GET /v1/models`` lists: ``ragtime`` or the generation backend's model, which answer alike.
 
 Shapes are OpenAI's (sources in ``app.schemas``): a stream is ``data: {chat.completion.chunk}``
@@ -158,6 +159,8 @@ def _finish_reason(report: Report) -> Literal["stop", "length"]:
 def _extensions(report: Report) -> RagtimeExtensions:
     return RagtimeExtensions(
         citations=report.citations,
+        grounded=report.grounded,
+        attribution=report.attribution,
         degradations=report.degradations,
         budget=report.budget,
         timings_ms=report.timings_ms,

@@ -7,7 +7,7 @@ no later than the deadline the caller passes. No stage knows about HTTP or plans
 (``app/pipeline.py``) calls them in order, each in its span, and charges the budget.
 
     screen question -> embed -> search -> rerank -> screen passages -> assemble -> generate
-    -> moderate answer
+    -> moderate answer -> attribute (the passages the answer cites)
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Protocol
 
 from app.config import Settings
 from app.moderation import Moderator
+from app.stages.attribution import Attribute, Attributed
 from app.stages.generation import Assembled, AssemblePrompt, Generate, Generated, GenerateEvent
 from app.stages.moderation import (
     ModerateAnswer,
@@ -47,12 +48,15 @@ STAGE_WORKERS = {
     "rerank": 1,
     "moderate.passages": 1,
     "assemble": 2,
+    "attribute": 1,
 }
 
 __all__ = [
     "STAGE_WORKERS",
     "AssemblePrompt",
     "Assembled",
+    "Attribute",
+    "Attributed",
     "EmbedQuestion",
     "Embedded",
     "Found",
@@ -94,6 +98,7 @@ class Stages:
     assemble: AssemblePrompt
     generate: Generate
     moderate_answer: ModerateAnswer
+    attribute: Attribute
 
     @classmethod
     def build(
@@ -131,6 +136,10 @@ class Stages:
                 token_delay_ms=settings.fault_generate_token_delay_ms,
             ),
             moderate_answer=ModerateAnswer(moderator),
+            # The question embedder, shared: attribution loads no second model.
+            attribute=Attribute(
+                embedder, threads("attribute"), threshold=settings.attribution_threshold
+            ),
         )
 
     async def warm_up(self) -> dict[str, str]:
@@ -169,5 +178,6 @@ class Stages:
             self.rerank,
             self.screen_passages,
             self.assemble,
+            self.attribute,
         ):
             stage.threads.close()

@@ -39,6 +39,7 @@ CPU_STAGE_PRIORS_MS: Mapping[str, float] = {
     "search": 2.0,  # per query
     "rerank": 4.0,  # per candidate pair
     "moderate.answer": 5.0,  # per answer
+    "attribute": 60.0,  # per answer attributed: its sentences and its passages' (MiniLM, ONNX)
 }
 
 

@@ -1,0 +1,117 @@
+"""The attribute stage: which passages the final answer cites, and how that was found.
+
+The model's own ``[n]`` labels win: an answer that carries the label of a passage the prompt
+held cites what it labels (``by = "model"``), and costs nothing more. An answer that carries
+none has its sentences attributed to the passages that support them (``app.citations``, with
+the question embedder, on the stage's own thread, waited for no later than the deadline). An
+attribution that runs past the deadline, or that the pipeline skips for want of time, leaves the
+answer's citations unattributed, and says so (``method = "skipped"``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from app.citations import Attribution, Attributor, labels_in
+from app.stages.threads import StageThreads
+from retrieval import Embedder
+from tracing.budget import DeadlinePassed
+
+#: How an answer's citations were found: its own labels, attribution, neither for want of
+#: time, or none to find (an empty answer).
+Method = Literal["model", "attributed", "skipped", "empty"]
+
+
+@dataclass(frozen=True)
+class Attributed:
+    """The answer's citations: each cited label with its support (the best similarity of an
+    answer sentence to it; None for the model's own labels), and how they were found."""
+
+    method: Method
+    cited: Mapping[int, float | None] = field(default_factory=dict)
+    sentences: int = 0
+    """Answer sentences weighed (attribution only)."""
+    unsupported: int = 0
+    """Of those, the ones no passage supports."""
+    degradation: tuple[str, str] | None = None
+    """``(action, reason)`` when attribution was skipped or cut short."""
+
+    @property
+    def by(self) -> Literal["model", "attributed"] | None:
+        if self.method in ("model", "attributed"):
+            return self.method
+        return None
+
+    @property
+    def grounded(self) -> bool | None:
+        """True when some passage supports the answer; False when none does; None when that
+        was not checked (attribution skipped)."""
+        if self.method == "skipped":
+            return None
+        return bool(self.cited)
+
+    @classmethod
+    def skipped(cls, action: str, reason: str) -> Attributed:
+        return cls("skipped", degradation=(action, reason))
+
+    def attributes(self) -> dict[str, str | int | bool]:
+        attrs: dict[str, str | int | bool] = {
+            "ragtime.attribution.method": self.method,
+            "ragtime.attribution.cited": len(self.cited),
+        }
+        if self.method == "attributed":
+            attrs["ragtime.attribution.sentences"] = self.sentences
+            attrs["ragtime.attribution.unsupported"] = self.unsupported
+        if self.grounded is not None:
+            attrs["ragtime.attribution.grounded"] = self.grounded
+        return attrs
+
+
+class Attribute:
+    """Finds the passages an answer cites: its labels, else attribution by similarity."""
+
+    name = "attribute"
+    component = "embedder"
+
+    def __init__(self, embedder: Embedder, threads: StageThreads, *, threshold: float) -> None:
+        self.embedder = embedder
+        self.threads = threads
+        self.attributor = Attributor(embedder.embed, model=embedder.model_name, threshold=threshold)
+
+    async def warm_up(self) -> None:
+        """The question embedder, which the embed stage loads too (a second call is free)."""
+        await asyncio.to_thread(self.embedder.load)
+
+    @staticmethod
+    def by_model(answer: str, labels: set[int]) -> Attributed | None:
+        """The model's citations, when ``answer`` labels a passage of ``labels``; else None."""
+        if not answer.strip():
+            return Attributed("empty")
+        cited = labels_in(answer) & labels
+        if not cited:
+            return None
+        return Attributed("model", dict.fromkeys(sorted(cited)))
+
+    async def run(self, answer: str, passages: Mapping[int, str], *, deadline: float) -> Attributed:
+        """The citations of ``answer`` among ``passages`` (their prompt texts, by label)."""
+        own = self.by_model(answer, set(passages))
+        if own is not None:
+            return own
+        try:
+            found: Attribution = await self.threads.run(
+                self.attributor, answer, passages, deadline=deadline
+            )
+        except DeadlinePassed as exc:
+            return Attributed.skipped("attribution_timeout", f"ran past the deadline: {exc}")
+        except Exception as exc:  # an embedder that fails leaves the citations unattributed
+            reason = f"attribution failed ({type(exc).__name__}: {exc})"
+            return Attributed.skipped("attribution_failed", reason)
+        return Attributed(
+            "attributed",
+            {label: score for label, score in sorted(found.by_label().items())},
+            sentences=found.sentences,
+            unsupported=found.unsupported,
+        )

@@ -1,0 +1,149 @@
+"""The attribute stage and ``app.citations``, called directly with the hashing embedder double
+(the plumbing; what MiniLM attributes is ``tests/bench/test_attribution.py``'s, ``slow``)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+
+from app.citations import Attributor, attribute, labels_in, sentences
+from app.stages import Attribute, StageThreads
+from tests.fakes.hash_embedder import HashEmbedder
+
+LISTS = (
+    "A list holds items in order. The append method adds an item to the end of a list. "
+    "Lists can be sorted in place with their sort method."
+)
+DICTS = "A dictionary maps keys to values. You look a value up by its key with square brackets."
+LOOPS = "A for loop runs its body once for each item of a sequence. The break statement ends it."
+PASSAGES = {1: LISTS, 2: DICTS, 3: LOOPS}
+THRESHOLD = 0.6
+
+
+def later(seconds: float = 5.0) -> float:
+    return time.perf_counter() + seconds
+
+
+def stage(embedder: HashEmbedder | None = None) -> Attribute:
+    embedder = embedder or HashEmbedder()
+    embedder.load()
+    return Attribute(embedder, StageThreads("attribute", 1), threshold=THRESHOLD)
+
+
+def test_sentences_split_prose_lists_and_drop_labels_and_scraps() -> None:
+    text = "Use append [1] for that. Add one [2]!\n\n- sort orders a list in place\n- Yes.\nOk."
+    assert sentences(text) == ["Use append for that.", "- sort orders a list in place"]
+    assert labels_in("see [2] and [10], not [x]") == {2, 10}
+
+
+def test_attribute_gives_each_sentence_its_best_passage_over_the_threshold() -> None:
+    answer = np.array([[1.0, 0.0], [0.0, 1.0], [0.6, 0.8]], dtype=np.float32)
+    passages = {
+        1: np.array([[1.0, 0.0]], dtype=np.float32),
+        2: np.array([[0.8, 0.6], [0.0, -1.0]], dtype=np.float32),
+        3: np.zeros((0, 2), dtype=np.float32),  # a passage without a sentence
+    }
+    found = attribute(answer, passages, 0.9)
+    # Sentence 0 is passage 1's; sentence 1 reaches 0.9 nowhere; sentence 2 is 0.96 to 2's.
+    assert [(s.sentence, s.label) for s in found.supports] == [(0, 1), (2, 2)]
+    assert found.unsupported == 1
+    assert found.by_label() == {1: 1.0, 2: pytest.approx(0.96, abs=1e-4)}
+
+
+def test_the_attributor_finds_the_supporting_passage_and_leaves_the_rest() -> None:
+    embedder = HashEmbedder()
+    attributor = Attributor(embedder.embed, model="hash", threshold=THRESHOLD)
+    answer = (
+        "The append method adds an item to the end of the list. "
+        "Paris is sunny in the springtime weather."
+    )
+    found = attributor(answer, PASSAGES)
+    assert found.sentences == 2
+    assert [(s.sentence, s.label) for s in found.supports] == [(0, 1)]
+    assert found.unsupported == 1
+
+
+def test_the_attributor_embeds_a_passage_once() -> None:
+    calls: list[int] = []
+    embedder = HashEmbedder()
+
+    def embed(texts: Sequence[str]) -> np.ndarray:
+        calls.append(len(texts))
+        return embedder.embed(texts)
+
+    attributor = Attributor(embed, model="hash", threshold=THRESHOLD, cache_passages=2)
+    attributor("A dictionary maps keys to values.", PASSAGES)
+    attributor("A dictionary maps keys to values.", PASSAGES)
+    # First call: 1 answer sentence + 7 passage sentences; the second: the answer, and the one
+    # passage the 2-passage cache had let go.
+    assert calls[0] == 1 + 3 + 2 + 2
+    assert calls[1] < calls[0] and attributor.cache_hits == 2
+
+
+def test_a_threshold_outside_the_cosine_range_is_refused() -> None:
+    with pytest.raises(ValueError, match="threshold"):
+        Attributor(HashEmbedder().embed, model="hash", threshold=1.5)
+
+
+async def test_the_model_labels_win_and_cost_no_embedding() -> None:
+    embedder = HashEmbedder()
+    attributed = await stage(embedder).run(
+        "Append adds an item [1], see also [3] and [9].", PASSAGES, deadline=later()
+    )
+    assert attributed.method == "model" and attributed.by == "model"
+    assert dict(attributed.cited) == {1: None, 3: None}  # [9] labels no passage of the prompt
+    assert attributed.grounded is True
+    assert attributed.attributes()["ragtime.attribution.method"] == "model"
+
+
+async def test_an_answer_without_labels_is_attributed() -> None:
+    attributed = await stage().run(
+        "Lists can be sorted in place with their sort method.", PASSAGES, deadline=later()
+    )
+    assert attributed.method == "attributed" and attributed.by == "attributed"
+    assert list(attributed.cited) == [1]
+    assert attributed.grounded is True and attributed.unsupported == 0
+    attrs = attributed.attributes()
+    assert attrs["ragtime.attribution.sentences"] == 1
+    assert attrs["ragtime.attribution.grounded"] is True
+
+
+async def test_an_answer_no_passage_supports_is_not_grounded() -> None:
+    attributed = await stage().run(
+        "The capital of France is Paris, a city on the Seine.", PASSAGES, deadline=later()
+    )
+    assert attributed.method == "attributed"
+    assert not attributed.cited and attributed.grounded is False
+    assert attributed.unsupported == 1
+
+
+async def test_an_empty_answer_cites_nothing() -> None:
+    attributed = await stage().run("  ", PASSAGES, deadline=later())
+    assert attributed.method == "empty" and attributed.grounded is False and attributed.by is None
+
+
+async def test_attribution_past_the_deadline_is_skipped_and_says_so() -> None:
+    attributed = await stage(HashEmbedder(delay_s=0.3)).run(
+        "Lists can be sorted in place.", PASSAGES, deadline=later(0.05)
+    )
+    assert attributed.method == "skipped" and attributed.grounded is None
+    assert attributed.degradation is not None
+    assert attributed.degradation[0] == "attribution_timeout"
+    assert "ragtime.attribution.grounded" not in attributed.attributes()
+
+
+class BrokenEmbedder(HashEmbedder):
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        raise RuntimeError("embedder fell over")
+
+
+async def test_an_embedder_that_fails_leaves_the_citations_unattributed() -> None:
+    attributed = await stage(BrokenEmbedder()).run(
+        "Lists can be sorted in place.", PASSAGES, deadline=later()
+    )
+    assert attributed.method == "skipped" and attributed.degradation is not None
+    action, reason = attributed.degradation
+    assert action == "attribution_failed" and "embedder fell over" in reason
