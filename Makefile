@@ -85,7 +85,7 @@ bench: install
 		--warmup 1 --json $(BENCH)/cpu-default.json
 	$(RAGTIME) bench load --serve benchmarks/null.env --floor --concurrency 1 --requests 400 \
 		--rounds 8 --warmup 20 --profile $(BENCH)/profile --json $(BENCH)/overhead.json
-	$(RAGTIME) bench load --serve benchmarks/null.env --rates 2,4,6,8,10,12,16,20,25,30 \
+	$(RAGTIME) bench load --serve benchmarks/null.env --rates 2,4,6,8,10,12,16,20,25,30,40,50,60,80,100 \
 		--duration 5 --min-requests 50 --warmup 5 --stop-at-ceiling --json $(BENCH)/ceiling.json
 	$(RAGTIME) bench load --floor --floor-tokens 16 --rates 10,25,50,100,150,200,300,400 \
 		--duration 4 --min-requests 100 --warmup 10 --json $(BENCH)/ceiling-floor.json
