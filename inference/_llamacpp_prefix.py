@@ -59,9 +59,12 @@ class PrefixStates:
         live = [int(t) for t in llm._input_ids]
         shared_live = common_prefix(live, prompt)
         best, shared_best = self._best(prompt)
+        restore = best is not None and shared_best - shared_live >= self.min_tokens
         if len(live) - shared_live >= self.min_tokens:
-            self._save(llm, live)
-        if best is not None and shared_best - shared_live >= self.min_tokens:
+            # Saving must not evict the state about to be restored (a KeyError once did).
+            self._save(llm, live, protect=best.token_ids if best is not None and restore else None)
+        if restore:
+            assert best is not None
             self._restore(llm, best, min(shared_best, len(prompt) - 1))
 
     def _best(self, prompt: Sequence[int]) -> tuple[_State | None, int]:
@@ -72,12 +75,16 @@ class PrefixStates:
                 best, shared = state, n
         return best, shared
 
-    def _save(self, llm: Any, live: list[int]) -> None:
+    def _save(self, llm: Any, live: list[int], *, protect: tuple[int, ...] | None = None) -> None:
+        """Keep the live state, evicting the least recently used but never ``protect``; not at
+        all when ``protect`` holds the only slot."""
         import llama_cpp
 
         key = tuple(live)
         if key in self._states:
             self._states.move_to_end(key)
+            return
+        if protect is not None and protect in self._states and self.capacity <= 1:
             return
         ctx = llm._ctx.ctx
         size = llama_cpp.llama_state_seq_get_size(ctx, self.SEQUENCE)
@@ -91,7 +98,8 @@ class PrefixStates:
         self._states[key] = _State(key, data, int(written))
         self.saved += 1
         while len(self._states) > self.capacity:
-            self._states.popitem(last=False)
+            victim = next(k for k in self._states if k != protect)
+            del self._states[victim]
 
     def _restore(self, llm: Any, state: _State, keep: int) -> None:
         import llama_cpp

@@ -103,3 +103,37 @@ def test_capacity_zero_keeps_nothing(fake_llama_cpp: dict[str, Any]) -> None:
     assert len(states) == 0 and fake_llama_cpp["get"] == 0
     with pytest.raises(ValueError):
         PrefixStates(-1)
+
+
+def test_saving_the_live_state_may_evict_the_best_kept_one_without_failing(
+    fake_llama_cpp: dict[str, Any],
+) -> None:
+    """The bench found a KeyError: the kept state chosen for a prompt was evicted by saving the
+    live one before it was restored. The state to restore is kept; with one slot, the live state
+    is not saved at all."""
+    states = PrefixStates(1, min_tokens=3)
+    system, stack, queue = [1, 2], [10, 11, 12, 13, 14], [20, 21, 22, 23]
+    llm = FakeLlama(system + stack + [99])
+    states.prepare(llm, system + queue)  # keeps the stack state
+    llm.input_ids[:7], llm.n_tokens = system + queue + [98], 7  # the queue one ran
+    states.prepare(llm, [*system, *stack, 50])  # saving the queue state would evict the stack one
+    assert len(states) == 1 and states.restored == 1
+    assert fake_llama_cpp["get"] == 1  # the queue state was not copied out
+    assert llm._input_ids == system + stack
+
+
+def test_saving_evicts_the_oldest_state_but_not_the_one_to_restore(
+    fake_llama_cpp: dict[str, Any],
+) -> None:
+    states = PrefixStates(2, min_tokens=3)
+    system = [1, 2]
+    a, b, c = [10, 11, 12, 13], [20, 21, 22, 23], [30, 31, 32, 33]
+    llm = FakeLlama(system + a + [99])
+    states.prepare(llm, system + b)  # keeps a
+    llm.input_ids[:7], llm.n_tokens = system + b + [98], 7
+    states.prepare(llm, system + c)  # keeps b; a is the oldest
+    llm.input_ids[:7], llm.n_tokens = system + c + [97], 7
+    states.prepare(llm, [*system, *a, 50])  # keeping c must evict b, not a
+    assert states.restored == 1 and llm._input_ids == system + a
+    kept = [s.token_ids for s in states._states.values()]
+    assert tuple(system + c + [97]) in kept and tuple(system + b + [98]) not in kept
