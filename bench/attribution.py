@@ -171,6 +171,13 @@ def span(sentence: str, rng: random.Random) -> str:
     return " ".join(words[start : start + size])
 
 
+def _phrased(sentence: str, how: str, rng: random.Random) -> str:
+    """``sentence`` as a case says it: ``verbatim``, cut to a ``span``, or ``reworded``."""
+    if how == "verbatim":
+        return sentence
+    return span(sentence, rng) if how == "span" else reword(sentence, rng)
+
+
 def _nearest(
     sentence: str, passages: Sequence[Passage], exclude: str, n: int, rng: random.Random
 ) -> list[Passage]:
@@ -193,13 +200,7 @@ def labelled_set(seed: int, *, cases: int = 80, corpus: Path = DEMO_CORPUS) -> l
     ways = ("verbatim", "span", "reworded")
     for i, (passage, sentence) in enumerate(drawn[:cases]):
         how = ways[i % 3]
-        said = (
-            sentence
-            if how == "verbatim"
-            else span(sentence, rng)
-            if how == "span"
-            else (reword(sentence, rng))
-        )
+        said = _phrased(sentence, how, rng)
         others = _nearest(said, passages, passage.document, PASSAGES_PER_CASE - 1, rng)
         given = [passage, *others]
         rng.shuffle(given)
@@ -207,13 +208,7 @@ def labelled_set(seed: int, *, cases: int = 80, corpus: Path = DEMO_CORPUS) -> l
         out.append(Case(said, tuple(p.text for p in given), label, how))
     for i, (passage, sentence) in enumerate(drawn[cases:]):
         how = ways[i % 3]
-        said = (
-            sentence
-            if how == "verbatim"
-            else span(sentence, rng)
-            if how == "span"
-            else (reword(sentence, rng))
-        )
+        said = _phrased(sentence, how, rng)
         given = _nearest(said, passages, passage.document, PASSAGES_PER_CASE, rng)
         out.append(Case(said, tuple(p.text for p in given), None, "other-document"))
     return out

@@ -14,21 +14,9 @@ import pytest
 
 from tests.fakes.otlp_receiver import OtlpReceiver
 from tests.helpers.ports import free_port
+from tests.helpers.processes import wait_ready
 
 pytestmark = pytest.mark.slow
-
-
-def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, "the server exited while starting"
-        try:
-            if httpx.get(f"{url}/readyz", timeout=1.0).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.3)
-    raise AssertionError("the server did not become ready")
 
 
 def test_served_answers_and_otlp_export(minilm_data_dir: Path, minilm_api_key: str) -> None:
