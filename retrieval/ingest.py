@@ -26,8 +26,8 @@ import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -41,6 +41,7 @@ from retrieval.chunking import (
 from retrieval.embeddings import Embedder
 from retrieval.errors import UnreadableDocument
 from retrieval.formats import parse_bytes, suffix_of
+from retrieval.formats.document import Document
 from retrieval.snapshot_writer import SnapshotWriter, file_sha256
 from retrieval.store import DocumentStore
 from retrieval.tokens import TokenCounter, approximate_tokens, wordpiece_counter
@@ -201,13 +202,9 @@ def ingest_path(
             writer,
             path,
             report,
-            embed=lambda texts, on_batch: embed_by_length(embedder, texts, on_batch),
-            chunk=lambda document, source: chunk_document(
-                document,
-                source,
-                max_tokens=chunk_tokens,
-                overlap_tokens=overlap_tokens,
-                count=count,
+            embedder=embedder,
+            chunk=partial(
+                chunk_document, max_tokens=chunk_tokens, overlap_tokens=overlap_tokens, count=count
             ),
             progress=progress,
             on_progress=on_progress,
@@ -221,8 +218,8 @@ def _ingest_into(
     path: Path,
     report: IngestReport,
     *,
-    embed: Callable[[list[str], Callable[[int], None]], np.ndarray],
-    chunk: Callable[[Any, str], list[Chunk]],
+    embedder: Embedder,
+    chunk: Callable[[Document, str], list[Chunk]],
     progress: Callable[[str], None] | None,
     on_progress: Callable[[IngestProgress], None] | None,
 ) -> None:
@@ -261,7 +258,7 @@ def _ingest_into(
 
     def flush() -> None:
         chunks = [c for item in pending for c in item.chunks]
-        vectors = embed([embedding_input(c) for c in chunks], embedded)
+        vectors = embed_by_length(embedder, [embedding_input(c) for c in chunks], embedded)
         start = 0
         for item in pending:
             end = start + len(item.chunks)
