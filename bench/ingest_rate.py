@@ -34,7 +34,8 @@ def main(argv: list[str]) -> int:
     store.close()
     tokenizer = Tokenizer.from_file(str(default_embedding_model_path() / "tokenizer.json"))
     tokenizer.enable_truncation(256)
-    rows = sqlite3.connect(root / "store" / "chunks.sqlite3").execute(
+    (chunks_db,) = (root / "store").rglob("chunks.sqlite3")  # the one snapshot just published
+    rows = sqlite3.connect(chunks_db).execute(
         "select title, section, text from chunks"
     )
     tokens = sum(

@@ -20,6 +20,7 @@ import logging
 import os
 import threading
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -37,6 +38,9 @@ _TRANSFORMER = "sentence_transformers.models.Transformer"
 _POOLING = "sentence_transformers.models.Pooling"
 _NORMALIZE = "sentence_transformers.models.Normalize"
 _WEIGHTS = ("model.safetensors", "pytorch_model.bin", "config.json", "tokenizer.json")
+#: Padded tokens per ONNX run. Bigger batches run slower per text on a CPU (attention's scores
+#: outgrow the caches): measured here, see BENCHMARKS.md's ingest section.
+MAX_BATCH_TOKENS = 1024
 
 
 def default_cache_dir() -> Path:
@@ -214,36 +218,62 @@ class OnnxSentenceEncoder:
         if not tokenizer_file.exists():
             raise RetrievalError(f"{model_dir} has no tokenizer.json (a fast tokenizer)")
         tokenizer = Tokenizer.from_file(str(tokenizer_file))
-        # As sentence-transformers calls it: truncate to the window, pad to the longest text.
+        # As sentence-transformers calls it: truncate to the window; each batch is padded to its
+        # longest text here (``_run``), once the batches are cut by length.
         tokenizer.enable_truncation(max_length=self.max_seq_length)
-        padding = tokenizer.padding or {}
-        tokenizer.enable_padding(
-            pad_id=int(padding.get("pad_id", 0)), pad_token=str(padding.get("pad_token", "[PAD]"))
-        )
+        tokenizer.no_padding()
+        self._pad_id = int((tokenizer.padding or {}).get("pad_id", 0))
         self._tokenizer = tokenizer
+        self._session = self._new_session(path, threads=0)
+        self._inputs = {i.name for i in self._session.get_inputs()}
+        self.path = path
+        self._bulk_lock = threading.Lock()
+        self._bulk: tuple[Any, ThreadPoolExecutor] | None = None
+        self.dim = int(self.encode(["probe"]).shape[1])
+
+    @staticmethod
+    def _new_session(path: Path, *, threads: int) -> Any:
+        """An ONNX Runtime session of ``path``; ``threads`` 0 is ORT's default (one per core)."""
+        import onnxruntime as ort
+
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.intra_op_num_threads = threads
         # No spinning: by default ORT's pool threads busy-wait after each run, on the cores that
         # generation (llama.cpp, in the same process) and other requests need. Measured on our
         # 2 cores, one question every 10 ms: spinning cost 15.9 ms of CPU per question (fp32)
         # against 5.8 ms without, for 0.5 ms less latency (2.9 vs 3.4 ms); 32 passages: same.
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.add_session_config_entry("session.inter_op.allow_spinning", "0")
-        self._session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-        self._inputs = {i.name for i in self._session.get_inputs()}
-        self.path = path
-        self.dim = int(self.encode(["probe"]).shape[1])
+        return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
-    def _batch(self, texts: Sequence[str]) -> np.ndarray:
-        encodings = self._tokenizer.encode_batch(
-            [t.lower() for t in texts] if self._lowercase else list(texts)
-        )
-        ids = np.asarray([e.ids for e in encodings], dtype=np.int64)
-        mask = np.asarray([e.attention_mask for e in encodings], dtype=np.int64)
+    def _bulk_runner(self) -> tuple[Any, ThreadPoolExecutor] | None:
+        """For calls of several batches: a one-thread session and a worker per core, made on
+        first use, so that batches run side by side. On our 2 cores this embedded the demo
+        chunks faster than one session splitting each batch over both cores (BENCHMARKS.md's
+        ingest section). ``None`` on one core."""
+        workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+        if workers < 2:
+            return None
+        with self._bulk_lock:
+            if self._bulk is None:
+                session = self._new_session(self.path, threads=1)
+                self._bulk = session, ThreadPoolExecutor(workers, thread_name_prefix="onnx-embed")
+            return self._bulk
+
+    def _run(self, encodings: Sequence[Any], session: Any = None) -> np.ndarray:
+        """The normalised mean-pooled vectors of tokenized texts, padded to the longest."""
+        width = max(len(e.ids) for e in encodings)
+        ids = np.full((len(encodings), width), self._pad_id, dtype=np.int64)
+        mask = np.zeros((len(encodings), width), dtype=np.int64)
+        types = np.zeros((len(encodings), width), dtype=np.int64)
+        for row, encoding in enumerate(encodings):
+            n = len(encoding.ids)
+            ids[row, :n], mask[row, :n], types[row, :n] = encoding.ids, 1, encoding.type_ids
         feeds = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in self._inputs:
-            feeds["token_type_ids"] = np.asarray([e.type_ids for e in encodings], dtype=np.int64)
-        (tokens,) = self._session.run(["token_embeddings"], feeds)
+            feeds["token_type_ids"] = types
+        (tokens,) = (session or self._session).run(["token_embeddings"], feeds)
         weights = mask[:, :, None].astype(np.float32)
         summed = (tokens * weights).sum(axis=1)
         counts = np.clip(weights.sum(axis=1), 1e-9, None)
@@ -251,15 +281,39 @@ class OnnxSentenceEncoder:
         norms = np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
         return (pooled / norms).astype(np.float32)
 
-    def encode(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
-        """One normalised float32 row per text; batches of similar lengths, as s-t sorts them."""
-        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
-        out: np.ndarray | None = None
-        for start in range(0, len(order), batch_size):
-            chunk = order[start : start + batch_size]
-            vectors = self._batch([texts[i] for i in chunk])
-            if out is None:
-                out = np.empty((len(texts), vectors.shape[1]), dtype=np.float32)
-            out[chunk] = vectors
-        assert out is not None
+    def encode(
+        self,
+        texts: Sequence[str],
+        batch_size: int = 32,
+        max_batch_tokens: int = MAX_BATCH_TOKENS,
+    ) -> np.ndarray:
+        """One normalised float32 row per text.
+
+        Texts are tokenized, sorted by length, and run in batches of at most ``batch_size``
+        texts and about ``max_batch_tokens`` padded tokens (a text longer than that runs
+        alone)."""
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        encodings = self._tokenizer.encode_batch(
+            [t.lower() for t in texts] if self._lowercase else list(texts)
+        )
+        order = sorted(range(len(texts)), key=lambda i: -len(encodings[i].ids))
+        batches: list[list[int]] = []
+        start = 0
+        while start < len(order):
+            longest = len(encodings[order[start]].ids)
+            size = max(1, min(batch_size, max_batch_tokens // max(longest, 1)))
+            batches.append(order[start : start + size])
+            start += size
+        bulk = self._bulk_runner() if len(batches) > 1 else None
+        if bulk is None:
+            results = [self._run([encodings[i] for i in batch]) for batch in batches]
+        else:
+            session, pool = bulk
+            results = list(
+                pool.map(lambda batch: self._run([encodings[i] for i in batch], session), batches)
+            )
+        out = np.empty((len(texts), results[0].shape[1]), dtype=np.float32)
+        for batch, vectors in zip(batches, results, strict=True):
+            out[batch] = vectors
         return out

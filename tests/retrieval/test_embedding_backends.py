@@ -124,6 +124,30 @@ def test_onnx_vectors_agree_with_torch(
     assert onnx.embed([]).shape == (0, 384)
 
 
+@pytest.mark.slow
+def test_onnx_batches_cut_by_tokens_and_run_side_by_side_give_each_texts_own_vector(
+    onnx_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Texts of mixed lengths are cut into batches of about ``max_batch_tokens`` padded tokens,
+    run on the worker pool (several batches), and each row is the text's vector as if it had
+    been embedded alone; a text over the window is truncated as sentence-transformers does."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    onnx = Embedder(backend="onnx", cache_dir=onnx_cache)
+    onnx.load()
+    encoder = onnx._onnx
+    assert encoder is not None
+    texts = [" ".join(SENTENCES[: 1 + i % 4]) * (1 + i % 9) for i in range(40)]
+    texts.append("word " * 2000)  # over the 256-token window
+    together = encoder.encode(texts, batch_size=32, max_batch_tokens=300)
+    alone = np.concatenate([encoder.encode([t]) for t in texts])
+    np.testing.assert_allclose(together, alone, atol=2e-5)
+    assert encoder._bulk is not None  # more than one batch went to the side-by-side runner
+    reference = Embedder(backend="torch")
+    reference.load()
+    cosines = (together * reference.embed(texts)).sum(axis=1)
+    assert cosines.min() >= 0.9999, cosines
+
+
 def test_a_dropped_collection_can_be_rebuilt_with_another_backend(tmp_path: Path) -> None:
     _ingest(tmp_path, "torch", "a.md")
     _ingest(tmp_path, "torch", "b.md")
