@@ -299,7 +299,14 @@ def _register_retrieval(bench_sub: Any) -> None:
         type=int,
         default=1,
         help="FAISS OpenMP threads for building (default 1: on a shared 2-core machine, 2 "
-        "threads spin-waited IVF-PQ training on 500 vectors from 2 s to 35 s)",
+        "threads spin-waited IVF-PQ training on 500 vectors from 2 s to 35 s); searches run on "
+        "one thread, as the store's",
+    )
+    retrieval.add_argument(
+        "--index-dir",
+        type=Path,
+        help="save each built index here, and load it in a later run of the same size, kind "
+        "and seed instead of building it again (build figures are kept beside it)",
     )
     retrieval.add_argument("--json", type=Path, help="write the figures here")
     retrieval.set_defaults(func=cmd_retrieval)
@@ -319,6 +326,7 @@ def cmd_retrieval(args: argparse.Namespace) -> int:
             queries=args.queries,
             clusters=args.clusters,
             threads=args.threads,
+            index_dir=args.index_dir,
             say=lambda line: print(line, file=sys.stderr, flush=True),
         )
     except ValueError as exc:

@@ -35,9 +35,7 @@ def main(argv: list[str]) -> int:
     tokenizer = Tokenizer.from_file(str(default_embedding_model_path() / "tokenizer.json"))
     tokenizer.enable_truncation(256)
     (chunks_db,) = (root / "store").rglob("chunks.sqlite3")  # the one snapshot just published
-    rows = sqlite3.connect(chunks_db).execute(
-        "select title, section, text from chunks"
-    )
+    rows = sqlite3.connect(chunks_db).execute("select title, section, text from chunks")
     tokens = sum(
         len(tokenizer.encode(f"{t if s in ('', t) else f'{t}: {s}'}\n{x}").ids) for t, s, x in rows
     )

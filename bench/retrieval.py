@@ -3,35 +3,45 @@
 For each size (``--sizes``, default 10k, 100k and 1M) the bench draws random but clustered
 384-d vectors (``--clusters`` unit centres, each point its centre plus Gaussian noise, then
 normalised, so that neighbours share a cluster as passages share a topic) and queries drawn the
-same way. It builds each index type (``build_index``: Flat, HNSW, IVF-PQ), timing the build
-(training, then adding: the add rate is the ingest throughput in vectors/s), and measures:
+same way; each size's vectors come from their own seed, so a size is the same set whatever
+else is run. It builds each index type as the store builds it (``retrieval.index_types``:
+``choose_spec`` with the kind forced, then ``build_index``; the defaults of ``IndexSettings``
+for M, efConstruction, nlist and PQ), timing the build (training, then adding: the add rate is
+the ingest throughput in vectors/s) with ``--threads`` OpenMP threads, and measures, one query
+at a time on one thread (as the store searches):
 
-* search latency one query at a time, p50 and p99 over ``--queries`` queries;
+* search latency, p50 and p99 over ``--queries`` queries;
 * recall@10 against exact search (the Flat index's top 10);
 * memory: the serialised index's size in bytes.
 
-HNSW is measured at each ``--ef-search`` and IVF-PQ at each ``--nprobe``. The target is HNSW p50
-under 1 ms with recall@10 >= 0.95 at the largest size: the report names the smallest efSearch
-that reaches the recall and says whether its p50 is under 1 ms.
+HNSW is measured at each ``--ef-search`` and IVF-PQ at each ``--nprobe``. With
+``--index-dir`` each built index is saved there with its build figures and loaded by a later
+run of the same size, kind and seed, so a long build (HNSW at 1M) can run in the background
+and the timed searches on a quiet machine. The target is HNSW p50 under 1 ms with recall@10
+>= 0.95 at the largest size: the report names the smallest efSearch that reaches the recall
+and says whether its p50 is under 1 ms.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
 import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import faiss
 import numpy as np
 
+from retrieval.index_types import IndexSettings, IndexSpec, build_index, choose_spec
+from retrieval.index_types import search_parameters as _search_parameters
+
 DIM = 384
 INDEX_TYPES = ("flat", "hnsw", "ivfpq")
-HNSW_M = 32
-HNSW_EF_CONSTRUCTION = 64
-PQ_SUBQUANTIZERS = 48  # 8 dimensions each, 8 bits: 48 bytes a vector
 TARGET_P50_MS = 1.0
 TARGET_RECALL = 0.95
 
@@ -85,46 +95,63 @@ def unit_centres(count: int, dim: int, rng: np.random.Generator) -> np.ndarray:
     return np.asarray(centres / np.linalg.norm(centres, axis=1, keepdims=True), dtype=np.float32)
 
 
-def build_index(kind: str, dim: int, size: int) -> Any:
-    """An empty, untrained index of ``kind`` for about ``size`` vectors (inner product).
-
-    The one place the bench makes indexes: point it at ``retrieval.index_types`` once the store
-    chooses its index type there."""
-    if kind == "flat":
-        return faiss.IndexFlatIP(dim)
-    if kind == "hnsw":
-        hnsw = faiss.IndexHNSWFlat(dim, HNSW_M, faiss.METRIC_INNER_PRODUCT)
-        hnsw.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
-        return hnsw
-    if kind == "ivfpq":
-        nlist = max(16, int(4 * math.sqrt(size)))
-        quantizer = faiss.IndexFlatIP(dim)
-        index = faiss.IndexIVFPQ(
-            quantizer, dim, nlist, PQ_SUBQUANTIZERS, 8, faiss.METRIC_INNER_PRODUCT
-        )
-        # Polysemous training (on by default) optimises codes for Hamming filtering, which
-        # plain IVF-PQ search does not use; it took minutes even on 500 vectors.
-        index.do_polysemous_training = False  # type: ignore[attr-defined]  # not in the stubs
-        return index
-    raise ValueError(f"unknown index type {kind!r}; known: {', '.join(INDEX_TYPES)}")
+def index_spec(kind: str, size: int) -> IndexSpec:
+    """The spec the store would build for ``size`` vectors with ``RAGTIME_INDEX_KIND=kind``."""
+    if kind not in INDEX_TYPES:
+        raise ValueError(f"unknown index type {kind!r}; known: {', '.join(INDEX_TYPES)}")
+    return choose_spec(size, IndexSettings(kind=kind))  # type: ignore[arg-type]
 
 
-def _set_search_param(index: Any, kind: str, value: int) -> str:
-    if kind == "hnsw":
-        index.hnsw.efSearch = value
-        return f"efSearch={value}"
-    if kind == "ivfpq":
-        index.nprobe = value
-        return f"nprobe={value}"
-    return ""
+def _with_param(spec: IndexSpec, value: int | None) -> tuple[IndexSpec, str]:
+    """``spec`` searched at efSearch or nprobe ``value``, and the row's label for it."""
+    name = {"hnsw": "efSearch", "ivfpq": "nprobe"}.get(spec.kind)
+    if name is None or value is None:
+        return spec, ""
+    return dataclasses.replace(spec, params={**spec.params, name: value}), f"{name}={value}"
 
 
-def _latencies(index: Any, queries: np.ndarray, k: int) -> tuple[list[float], np.ndarray]:
+def _built(
+    spec: IndexSpec, data: np.ndarray, key: str, index_dir: Path | None
+) -> tuple[Any, float, float]:
+    """The index of ``spec`` over ``data``, its build seconds and its add rate (vectors/s):
+    loaded from ``index_dir`` when an earlier run saved it under ``key``, else built (and
+    saved there)."""
+    saved = index_dir / f"{key}.faiss" if index_dir else None
+    figures = index_dir / f"{key}.json" if index_dir else None
+    if saved and figures and saved.exists() and figures.exists():
+        done = json.loads(figures.read_text())
+        return faiss.read_index(str(saved)), done["build_s"], done["add_vectors_per_s"]
+    ids = np.arange(len(data), dtype=np.int64)
+    started = time.perf_counter()
+    index = build_index(data, ids, spec)
+    build_s = time.perf_counter() - started
+    # build_index trains and adds in one call: for IVF-PQ the add is timed again on a reset
+    # copy of the trained index; for Flat and HNSW the whole build is adding.
+    add_s = build_s
+    if spec.kind == "ivfpq":
+        inner = faiss.downcast_index(index.index)
+        fresh = faiss.clone_index(inner)
+        fresh.reset()
+        started = time.perf_counter()
+        fresh.add(data)
+        add_s = time.perf_counter() - started
+        del fresh
+    rate = len(data) / max(add_s, 1e-9)
+    if saved and figures:
+        saved.parent.mkdir(parents=True, exist_ok=True)
+        faiss.write_index(index, str(saved))
+        figures.write_text(json.dumps({"build_s": build_s, "add_vectors_per_s": rate}) + "\n")
+    return index, build_s, rate
+
+
+def _latencies(
+    index: Any, queries: np.ndarray, k: int, params: Any
+) -> tuple[list[float], np.ndarray]:
     ids = np.empty((len(queries), k), dtype=np.int64)
     times = []
     for row, query in enumerate(queries):
         started = time.perf_counter()
-        _, found = index.search(query.reshape(1, -1), k)
+        _, found = index.search(query.reshape(1, -1), k, params=params)
         times.append((time.perf_counter() - started) * 1000.0)
         ids[row] = found[0]
     return times, ids
@@ -153,55 +180,72 @@ def run_bench(
     clusters: int = 1000,
     threads: int = 1,
     seed: int = 0,
+    index_dir: Path | None = None,
     say: Callable[[str], None] = lambda line: None,
 ) -> RetrievalBench:
-    """Build and measure every index type at every size."""
+    """Build (or load from ``index_dir``) and measure every index type at every size."""
     for kind in kinds:
-        build_index(kind, DIM, 1000)  # an unknown kind fails before anything is built
+        index_spec(kind, 1000)  # an unknown kind fails before anything is built
     if queries < 1 or any(size < 10 for size in sizes):
         raise ValueError("need at least 1 query and sizes of at least 10 vectors")
-    faiss.omp_set_num_threads(threads)
-    rng = np.random.default_rng(seed)
-    centres = unit_centres(clusters, DIM, rng)
-    query_vectors = clustered_vectors(queries, centres, rng)
+    centres = unit_centres(clusters, DIM, np.random.default_rng(seed))
+    query_vectors = clustered_vectors(queries, centres, np.random.default_rng([seed, 0]))
     rows: list[IndexRow] = []
-    for size in sizes:
-        data = clustered_vectors(size, centres, rng)
-        exact_index = faiss.IndexFlatIP(DIM)
-        exact_index.add(data)
-        _, exact = exact_index.search(query_vectors, 10)
-        del exact_index
-        for kind in kinds:
-            index = build_index(kind, DIM, size)
-            started = time.perf_counter()
-            if not index.is_trained:
-                sample = data[rng.choice(size, size=min(size, 100_000), replace=False)]
-                index.train(sample)
-            added = time.perf_counter()
-            index.add(data)
-            done = time.perf_counter()
-            memory = int(faiss.serialize_index(index).nbytes)
-            say(f"{kind} at {size}: built in {done - started:.1f} s, {memory} bytes")
-            params: Sequence[int | None] = {"hnsw": ef_search, "ivfpq": nprobe}.get(kind, [None])
-            for value in params:
-                param = _set_search_param(index, kind, value) if value is not None else ""
-                times, found = _latencies(index, query_vectors, 10)
-                rows.append(
-                    IndexRow(
-                        kind,
-                        size,
-                        param,
-                        round(done - started, 6),
-                        round(size / max(done - added, 1e-9), 1),
-                        memory,
-                        round(statistics.median(times), 4),
-                        round(_p99(times), 4),
-                        round(recall_at_10(found, exact), 4),
+    notes: list[str] = []
+    before = faiss.omp_get_max_threads()
+    try:
+        for size in sizes:
+            data = clustered_vectors(size, centres, np.random.default_rng([seed, size]))
+            faiss.omp_set_num_threads(1)
+            exact_index = faiss.IndexFlatIP(DIM)
+            exact_index.add(data)
+            _, exact = exact_index.search(query_vectors, 10)
+            del exact_index
+            for kind in kinds:
+                spec = index_spec(kind, size)
+                if spec.kind != kind:
+                    notes.append(
+                        f"{kind} at {size}: not built; the store builds {spec.kind} ({spec.reason})"
                     )
+                    say(notes[-1])
+                    continue
+                params = "-".join(
+                    f"{k}{v}"
+                    for k, v in sorted(spec.params.items())
+                    if k not in ("efSearch", "nprobe")
                 )
-                say(f"  {rows[-1]}")
-            del index
-    return RetrievalBench(DIM, clusters, queries, threads, rows, target_verdict(rows))
+                key = f"{kind}-{size}-c{clusters}-s{seed}" + (f"-{params}" if params else "")
+                faiss.omp_set_num_threads(threads)
+                index, build_s, rate = _built(spec, data, key, index_dir)
+                faiss.omp_set_num_threads(1)
+                memory = int(faiss.serialize_index(index).nbytes)
+                say(f"{kind} at {size}: built in {build_s:.1f} s, {memory} bytes")
+                values: Sequence[int | None] = {"hnsw": ef_search, "ivfpq": nprobe}.get(
+                    kind, [None]
+                )
+                for value in values:
+                    searched, label = _with_param(spec, value)
+                    times, found = _latencies(
+                        index, query_vectors, 10, _search_parameters(searched)
+                    )
+                    rows.append(
+                        IndexRow(
+                            kind,
+                            size,
+                            label,
+                            round(build_s, 6),
+                            round(rate, 1),
+                            memory,
+                            round(statistics.median(times), 4),
+                            round(_p99(times), 4),
+                            round(recall_at_10(found, exact), 4),
+                        )
+                    )
+                    say(f"  {rows[-1]}")
+                del index
+    finally:
+        faiss.omp_set_num_threads(before)
+    return RetrievalBench(DIM, clusters, queries, threads, rows, target_verdict(rows), notes)
 
 
 def target_verdict(rows: Sequence[IndexRow]) -> str:
@@ -238,6 +282,7 @@ def table(result: RetrievalBench) -> str:
             f"| {r.bytes:,} | {r.search_p50_ms:.3f} | {r.search_p99_ms:.3f} "
             f"| {r.recall_at_10:.3f} |"
         )
+    lines.extend(f"\n{note}" for note in result.notes)
     lines.append(
         f"\nTarget (HNSW p50 < {TARGET_P50_MS} ms, recall@10 >= {TARGET_RECALL}): {result.target}"
     )
