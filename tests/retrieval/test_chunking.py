@@ -212,6 +212,25 @@ def test_chunk_sizes_count_the_heading_line_embedded_above() -> None:
         assert approximate_tokens(embedding_input(chunk)) <= 40
 
 
+def test_a_file_name_is_shown_as_a_title_but_not_embedded() -> None:
+    """A heading-less file is titled by its stem for people; the stem is not embedded (it is
+    an identifier), and its budget is not spent on it. A real title and sections are."""
+    (bare,) = chunk_text("Default values make arguments optional.", "faq/answer-017.rst")
+    assert bare.title == "answer-017"
+    assert embedding_input(bare) == "Default values make arguments optional."
+    titled = chunk_text("Defaults\n========\n\nThey make arguments optional.", "answer-017.rst")
+    assert embedding_input(titled[0]) == "Defaults\nThey make arguments optional."
+    nested = chunk_text("Why\n---\n\nBecause.", "notes.md.rst")
+    assert nested[0].section == "Why"
+    assert embedding_input(nested[0]).startswith("Why\n") and "notes" not in embedding_input(
+        nested[0]
+    )
+    words = " ".join(f"w{i}" for i in range(100))
+    chunks = chunk_text(words, "a-long-file-name-that-is-only-an-identifier.txt", max_tokens=40)
+    assert max(approximate_tokens(embedding_input(c)) for c in chunks) <= 40
+    assert approximate_tokens(chunks[0].text) > 30  # the budget went to the text, not the name
+
+
 def test_word_piece_counts_are_the_model_tokenizer() -> None:
     count = wordpiece_counter()
     assert count("hello world") == 2
