@@ -20,8 +20,8 @@ import logging
 import os
 import threading
 import warnings
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -208,7 +208,6 @@ class OnnxSentenceEncoder:
     """Tokenize, run the ONNX transformer, mean-pool under the mask, L2-normalise."""
 
     def __init__(self, model_dir: Path, cache_dir: Path, *, int8: bool) -> None:
-        import onnxruntime as ort
         from tokenizers import Tokenizer
 
         model_dir = Path(model_dir)
