@@ -44,6 +44,15 @@ def register_eval(sub: Any) -> None:
         default=1.0,
         help="keep this share (0-1] of the documents other than the answers (default 1: all)",
     )
+    retrieval.add_argument(
+        "--reranker",
+        action="append",
+        default=[],
+        metavar="MODEL",
+        help="also rerank with this cross-encoder (a path or id; repeatable), beside "
+        "RAGTIME_RERANKER_MODEL. A model `ragtime reranker train` saved gets this run's figures "
+        "in its ragtime-training.json (`evaluation`), which decides whether the service uses it",
+    )
     retrieval.add_argument("--json", type=Path, help="write the figures here")
     retrieval.set_defaults(func=cmd_eval_retrieval)
 
@@ -64,11 +73,11 @@ def _packer(settings: Settings) -> Any:
     return PromptAssembler(LlamaCppTokenizer(llm), context_tokens=settings.context_tokens)
 
 
-def _rerankers(settings: Settings, say: Any) -> list[Any]:
+def _rerankers(settings: Settings, extra: list[str], say: Any) -> list[Any]:
     from retrieval import Reranker, RerankerUnavailable
 
     found = []
-    for name in [settings.reranker_model]:
+    for name in dict.fromkeys([settings.reranker_model, *extra]):
         if not name:
             continue
         reranker = Reranker(name)
@@ -89,6 +98,29 @@ def _baseline_embedder(settings: Settings) -> Any:
     if settings.embedding_backend == "torch":
         return Embedder(backend="torch")
     return Embedder(backend="onnx", cache_dir=settings.embedding_cache_path)
+
+
+def _record_gains(report: Any, say: Any) -> None:
+    """Each trained reranker's gain over vector order, into its own record."""
+    from retrieval.trained_reranker import record_evaluation
+
+    vector = next(row for row in report.rows if row.kind == "vector")
+    for row in report.rows:
+        if row.kind != "rerank" or row.level != "full" or not Path(row.model).is_dir():
+            continue
+        gain = round(row.scores.ndcg_at_10 - vector.scores.ndcg_at_10, 4)
+        figures = {
+            "dataset": report.dataset,
+            "sample": report.sample,
+            "questions": report.questions,
+            "candidates": report.settings["rerank_candidates"],
+            "ndcg10": round(row.scores.ndcg_at_10, 4),
+            "vector_ndcg10": round(vector.scores.ndcg_at_10, 4),
+            "gain_ndcg10": gain,
+            "ms_per_candidate_p50": row.ms_per_candidate_p50,
+        }
+        if record_evaluation(Path(row.model), figures):
+            say(f"{row.model}: nDCG@10 {gain:+.3f} over vector order, written to its record")
 
 
 def cmd_eval_retrieval(args: argparse.Namespace) -> int:
@@ -120,7 +152,7 @@ def cmd_eval_retrieval(args: argparse.Namespace) -> int:
         dataset,
         embedder=default_embedder(settings),
         baseline_embedder=_baseline_embedder(settings),
-        rerankers=_rerankers(settings, say),
+        rerankers=_rerankers(settings, args.reranker, say),
         packer=_packer(settings),
         rerank_candidates=settings.rerank_candidates,
         top_k=settings.top_k,
@@ -131,6 +163,7 @@ def cmd_eval_retrieval(args: argparse.Namespace) -> int:
         say=say,
     )
     print(table(report))
+    _record_gains(report, say)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(report.to_json())

@@ -35,6 +35,21 @@ def read_record(model_dir: Path) -> dict[str, Any] | None:
     return record if isinstance(record, dict) else None
 
 
+def record_evaluation(model_dir: Path, figures: dict[str, Any]) -> bool:
+    """Put ``figures`` (with ``gain_ndcg10``) in the model's record as its ``evaluation``;
+    ``False`` when ``model_dir`` holds no record (not a model the trainer saved). The record is
+    replaced whole (written beside it, then renamed)."""
+    record = read_record(model_dir)
+    if record is None:
+        return False
+    record["evaluation"] = figures
+    path = Path(model_dir) / RECORD_NAME
+    tmp = path.with_name(f".{RECORD_NAME}.tmp")
+    tmp.write_text(json.dumps(record, indent=2) + "\n")
+    tmp.replace(path)
+    return True
+
+
 def ndcg_gain(record: dict[str, Any]) -> tuple[float | None, str]:
     """The nDCG@10 gain the record shows over vector order, and which figures it came from."""
     for key in ("evaluation", "heldout"):

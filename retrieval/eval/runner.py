@@ -56,6 +56,8 @@ class EvalRow:
     ms_per_query_p50: float
     ms_per_candidate_p50: float | None = None  # rerank only
     note: str = ""
+    model: str = ""  # rerank only: the cross-encoder's name or path
+    level: str = ""  # rerank only: "full" or "rerank_reduced"
 
 
 @dataclass
@@ -268,7 +270,15 @@ def _rerank_rows(
             level = "full" if n == levels[0] else "rerank_reduced"
             name = f"ragtime + rerank {_model_label(reranker.model_name or '')}, {n} candidates"
             rows.append(
-                EvalRow(f"{name} ({level})", "rerank", scores, _p50(times), _p50(per_candidate))
+                EvalRow(
+                    f"{name} ({level})",
+                    "rerank",
+                    scores,
+                    _p50(times),
+                    _p50(per_candidate),
+                    model=reranker.model_name or "",
+                    level=level,
+                )
             )
             if level == "full" and scores.ndcg_at_10 > best_ndcg:
                 best_order, best_ndcg = ordered, scores.ndcg_at_10

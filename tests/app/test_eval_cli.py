@@ -13,6 +13,7 @@ from app import cli, eval_cli, services
 from app.config import Settings, get_settings
 from inference import PromptAssembler
 from retrieval import Passage
+from retrieval.trained_reranker import RECORD_NAME, choose_reranker, record_evaluation
 from tests.fakes.hash_embedder import HashEmbedder
 from tests.fakes.rerankers import OverlapReranker
 from tests.fakes.word_tokenizer import WordTokenizer
@@ -24,7 +25,11 @@ def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.setenv("RAGTIME_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setattr(services, "default_embedder", lambda settings: HashEmbedder())
     monkeypatch.setattr(eval_cli, "_baseline_embedder", lambda settings: HashEmbedder())
-    monkeypatch.setattr(eval_cli, "_rerankers", lambda settings, say: [OverlapReranker()])
+    monkeypatch.setattr(
+        eval_cli,
+        "_rerankers",
+        lambda settings, extra, say: [OverlapReranker(n) for n in extra or ["overlap-ce"]],
+    )
     monkeypatch.setattr(
         eval_cli, "_packer", lambda settings: PromptAssembler(WordTokenizer(), context_tokens=200)
     )
@@ -72,6 +77,33 @@ def test_eval_runs_on_the_default_data_folder_and_writes_json(
     assert (data_dir / "eval" / "work" / "store.json").exists()  # kept for the next run
 
 
+def test_a_trained_rerankers_gain_is_written_into_its_record(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--reranker DIR`` of a model the trainer saved: the full rerank's nDCG@10 gain over
+    vector order goes into its ``ragtime-training.json``, which ``choose_reranker`` reads
+    before the trainer's own held-out figures."""
+    write_sources(data_dir / "eval")
+    model = data_dir / "models" / "reranker-docs"
+    model.mkdir(parents=True)
+    (model / RECORD_NAME).write_text(json.dumps({"heldout": {"gain_ndcg10": 0.2}}))
+    out = tmp_path / "faq.json"
+    argv = ["eval", "retrieval", "--dataset", "python-faq", "--reranker", str(model)]
+    assert cli.main([*argv, "--depth", "20", "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    vector = next(r for r in rows if r["kind"] == "vector")["scores"]["ndcg_at_10"]
+    full = next(r for r in rows if r["kind"] == "rerank" and r["level"] == "full")
+    assert full["model"] == str(model)
+    record = json.loads((model / RECORD_NAME).read_text())
+    assert record["heldout"] == {"gain_ndcg10": 0.2}  # the rest of the record is kept
+    evaluation = record["evaluation"]
+    assert evaluation["gain_ndcg10"] == round(full["scores"]["ndcg_at_10"] - vector, 4)
+    assert evaluation["dataset"] == "python-faq" and evaluation["questions"] == 4
+    assert "written to its record" in capsys.readouterr().err
+    choice = choose_reranker("", data_dir / "models", "docs")
+    assert ("(evaluation)" in choice.reason) or ("evaluation figures" in choice.reason)
+
+
 def test_limit_and_data_flags(
     data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -114,3 +146,8 @@ def test_prompt_rows_count_with_the_llama_cpp_models_tokenizer() -> None:
     small = packer.assemble("Which word?", passages, context_tokens=64)
     assert len(full.passages) == 4
     assert 1 <= len(small.passages) < 4
+
+
+def test_a_record_is_written_only_for_a_model_the_trainer_saved(tmp_path: Path) -> None:
+    assert record_evaluation(tmp_path, {"gain_ndcg10": 0.1}) is False
+    assert list(tmp_path.iterdir()) == []
