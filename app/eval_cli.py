@@ -1,8 +1,9 @@
 """``ragtime eval retrieval``: the retrieval evaluation on the configured models and settings.
 
 The command builds the dataset from data fetched at set-up (``make eval-data``), runs
-``retrieval.eval.evaluate`` with the configured embedder, the configured cross-encoder (when one
-loads), the configured rerank candidates, ``top_k`` and context tokens, and the llama.cpp
+``retrieval.eval.evaluate`` with the configured embedder and chunking, the configured
+cross-encoder (when one loads), the configured rerank candidates, ``top_k`` and context tokens,
+and the llama.cpp
 model's tokenizer for the prompt rows, and prints a Markdown table (``--json`` writes the
 figures).
 """
@@ -158,6 +159,8 @@ def cmd_eval_retrieval(args: argparse.Namespace) -> int:
         top_k=settings.top_k,
         context_tokens=settings.context_tokens,
         min_context_tokens=settings.min_context_tokens,
+        chunk_tokens=settings.chunk_tokens,
+        overlap_tokens=settings.chunk_overlap_tokens,
         depth=args.depth,
         work_dir=work,
         say=say,

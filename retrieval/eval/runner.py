@@ -32,6 +32,7 @@ from typing import Any, Protocol
 import faiss
 import numpy as np
 
+from retrieval.chunking import DEFAULT_CHUNK_TOKENS, DEFAULT_OVERLAP_TOKENS
 from retrieval.embeddings import Embedder
 from retrieval.eval.metrics import Scores, score_rankings
 from retrieval.eval.python_faq import Dataset
@@ -178,9 +179,16 @@ def baseline_rankings(
 
 
 def ragtime_store(
-    dataset: Dataset, embedder: Embedder, work_dir: Path, say: Callable[[str], None]
+    dataset: Dataset,
+    embedder: Embedder,
+    work_dir: Path,
+    say: Callable[[str], None],
+    *,
+    chunk_tokens: int = DEFAULT_CHUNK_TOKENS,
+    overlap_tokens: int = DEFAULT_OVERLAP_TOKENS,
 ) -> DocumentStore:
-    """An open store holding the dataset as ragtime ingests it (kept in ``work_dir``)."""
+    """An open store holding the dataset as ragtime ingests it with that chunking (kept in
+    ``work_dir``)."""
     root = work_dir / "store"
     marker = work_dir / "store.json"
     expected = {
@@ -188,6 +196,7 @@ def ragtime_store(
         "embedder": embedder.model_name,
         "backend": embedder.backend,
         "code": _code_fingerprint(),
+        "chunking": f"{chunk_tokens}/{overlap_tokens}",
     }
     store = DocumentStore(
         root, embedding_backend=embedder.backend, embedding_model=embedder.model_name
@@ -207,7 +216,13 @@ def ragtime_store(
             say(f"ragtime ingest: {count[0]} files, {time.perf_counter() - started:.0f} s")
 
     report = ingest_path(
-        dataset.corpus_dir, collection=COLLECTION, embedder=embedder, store=store, progress=progress
+        dataset.corpus_dir,
+        collection=COLLECTION,
+        embedder=embedder,
+        store=store,
+        progress=progress,
+        chunk_tokens=chunk_tokens,
+        overlap_tokens=overlap_tokens,
     )
     took = time.perf_counter() - started
     say(
@@ -321,6 +336,8 @@ def evaluate(
     top_k: int = 4,
     context_tokens: int = 768,
     min_context_tokens: int = 64,
+    chunk_tokens: int = DEFAULT_CHUNK_TOKENS,
+    overlap_tokens: int = DEFAULT_OVERLAP_TOKENS,
     depth: int = 100,
     work_dir: Path,
     say: Callable[[str], None] = lambda line: None,
@@ -351,7 +368,14 @@ def evaluate(
     )
 
     embedder.load()
-    store = ragtime_store(dataset, embedder, work_dir, say)
+    store = ragtime_store(
+        dataset,
+        embedder,
+        work_dir,
+        say,
+        chunk_tokens=chunk_tokens,
+        overlap_tokens=overlap_tokens,
+    )
     try:
         ragtime_chunks = store.collections().get(COLLECTION, 0)
         query_vectors = embedder.embed(questions)
@@ -392,6 +416,8 @@ def evaluate(
             "rerank_candidates": rerank_candidates,
             "top_k": top_k,
             "context_tokens": context_tokens,
+            "chunk_tokens": chunk_tokens,
+            "chunk_overlap_tokens": overlap_tokens,
             "depth": depth,
         },
         notes=notes,

@@ -74,6 +74,7 @@ def test_eval_runs_on_the_default_data_folder_and_writes_json(
         "ndcg_at_10",
     }
     assert report["settings"]["top_k"] == get_settings().top_k
+    assert report["settings"]["chunk_tokens"] == get_settings().chunk_tokens
     assert (data_dir / "eval" / "work" / "store.json").exists()  # kept for the next run
 
 
@@ -102,6 +103,26 @@ def test_a_trained_rerankers_gain_is_written_into_its_record(
     assert "written to its record" in capsys.readouterr().err
     choice = choose_reranker("", data_dir / "models", "docs")
     assert ("(evaluation)" in choice.reason) or ("evaluation figures" in choice.reason)
+
+
+def test_the_configured_chunking_is_evaluated(
+    data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """RAGTIME_CHUNK_TOKENS reaches the evaluation's ingest: smaller chunks, more of them, and
+    the kept store is rebuilt for them."""
+    write_sources(data_dir / "eval")
+    counts = {}
+    for tokens in ("256", "16"):
+        monkeypatch.setenv("RAGTIME_CHUNK_TOKENS", tokens)
+        monkeypatch.setenv("RAGTIME_CHUNK_OVERLAP_TOKENS", "0")
+        get_settings.cache_clear()
+        out = tmp_path / f"faq-{tokens}.json"
+        argv = ["eval", "retrieval", "--dataset", "python-faq", "--depth", "20"]
+        assert cli.main([*argv, "--json", str(out)]) == 0
+        report = json.loads(out.read_text())
+        assert report["settings"]["chunk_tokens"] == int(tokens)
+        counts[tokens] = report["ragtime_chunks"]
+    assert counts["16"] > counts["256"]
 
 
 def test_limit_and_data_flags(
