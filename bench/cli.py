@@ -305,8 +305,8 @@ def _register_retrieval(bench_sub: Any) -> None:
     retrieval.add_argument(
         "--index-dir",
         type=Path,
-        help="save each built index here, and load it in a later run of the same size, kind "
-        "and seed instead of building it again (build figures are kept beside it)",
+        help="save each built HNSW or IVF-PQ index here, and load it in a later run of the same "
+        "size, kind and seed instead of building it again (build figures are kept beside it)",
     )
     retrieval.add_argument("--json", type=Path, help="write the figures here")
     retrieval.set_defaults(func=cmd_retrieval)
