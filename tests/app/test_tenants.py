@@ -53,7 +53,14 @@ def tenants_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
             (corpus / f"{collection}-lists.md").write_text(
                 TOPIC.format(marker=marker, secret=SECRETS[collection])
             )
-            report = ingest_path(corpus, collection=collection, embedder=embedder, store=store)
+            report = ingest_path(  # small chunks: a passage per section or so
+                corpus,
+                collection=collection,
+                embedder=embedder,
+                store=store,
+                chunk_tokens=24,
+                overlap_tokens=0,
+            )
             assert report.files == 1 and report.chunks >= 3, report
     finally:
         store.close()

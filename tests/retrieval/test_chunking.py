@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from retrieval import Chunk, chunk_text
-from retrieval.chunking import embedding_input
+from retrieval.chunking import chunk_document, embedding_input
+from retrieval.formats import PATH_SEPARATOR, parse_markup
+from retrieval.formats.document import Block, Document
 from retrieval.tokens import approximate_tokens, wordpiece_counter
 
 CONTROLFLOW = "tutorial/controlflow.rst.txt"
@@ -20,14 +22,16 @@ def _words(chunks: list[Chunk]) -> list[str]:
 
 
 def test_rest_document_titles_sections_and_order(demo_corpus: Path) -> None:
-    chunks = chunk_text((demo_corpus / CONTROLFLOW).read_text(), CONTROLFLOW)
+    text = (demo_corpus / CONTROLFLOW).read_text()
+    chunks = chunk_text(text, CONTROLFLOW)
     assert chunks
     assert {c.title for c in chunks} == {"More Control Flow Tools"}
     assert {c.source for c in chunks} == {CONTROLFLOW}
     assert [c.ordinal for c in chunks] == list(range(len(chunks)))
-    sections = [c.section for c in chunks]
+    sections = [PATH_SEPARATOR.join(b.path) for b in parse_markup(text, "rst").blocks]
+    assert {c.section for c in chunks} <= set(sections)  # a chunk is named where it starts
     # Overlined title first, then underlined ones, with roles in titles made plain.
-    assert sections[0] == "More Control Flow Tools"
+    assert sections[0] == chunks[0].section == "More Control Flow Tools"
     # A section is named by its path below the title: nested headings joined by " > ".
     default_values = "More on Defining Functions > Default Argument Values"
     for expected in ("if Statements", "The range Function", default_values):
@@ -55,10 +59,8 @@ def test_rest_noise_is_dropped_and_code_kept(demo_corpus: Path) -> None:
     assert not re.search(r"^\s*=+\s*$", text, re.MULTILINE)  # no heading underlines
     assert ">>> for w in words:" in text  # code examples answer questions
     assert "def ask_ok(prompt, retries=4, reminder='Please try again!'):" in text
-    first_if = next(c for c in chunks if c.section == "if Statements")
-    assert first_if.text.startswith(
-        "Perhaps the most well-known statement type is the if statement."
-    )
+    # A short section shares its chunk: its heading is a line of the text, above its own.
+    assert "\n\nif Statements\nPerhaps the most well-known statement type is the if" in text
 
 
 def test_directives_roles_and_links_become_plain_text() -> None:
@@ -132,12 +134,17 @@ Setext Heading
 
 Done.
 """
-    chunks = chunk_text(text, "docs/install.md")
-    assert {c.title for c in chunks} == {"Install Guide"}
-    by_section = {c.section: c.text for c in chunks}
+    document = parse_markup(text, "md")
+    assert document.title == "Install Guide"
+    by_section = {PATH_SEPARATOR.join(b.path): b.text for b in document.blocks}
     assert by_section["Install Guide"] == "Read this first."
     assert "# this is a shell comment, not a heading" in by_section["From PyPI"]
     assert by_section["Setext Heading"] == "Done."
+    # Short sections fill one chunk, named by the first, the others' headings inline.
+    (chunk,) = chunk_text(text, "docs/install.md")
+    assert (chunk.title, chunk.section) == ("Install Guide", "Install Guide")
+    assert chunk.text.startswith("Read this first.\n\nFrom PyPI\nRun pip:\n\n```sh\n")
+    assert chunk.text.endswith("```\n\nSetext Heading\nDone.")
 
 
 def test_plain_text_takes_the_file_stem_as_title() -> None:
@@ -202,6 +209,33 @@ def test_overlap_repeats_the_tail_of_the_previous_chunk() -> None:
     # Without overlap, the same text in the same chunk boundaries, nothing repeated.
     plain = chunk_text(paragraph, "o.txt", max_tokens=30)
     assert _words(plain) == paragraph.split()
+
+
+def test_chunks_fill_up_across_sections_but_never_across_pages() -> None:
+    """Paragraphs are cut at sentences to fill a chunk; a chunk that starts at a heading has
+    it on its heading line only; a chunk that starts inside a section is named by it; a new
+    page starts a new chunk."""
+    sentence = "This sentence has exactly eight words in it."
+    blocks = [
+        Block(" ".join([sentence] * 3), ("Alpha",), page=1),
+        Block(" ".join([sentence] * 6), ("Beta",), page=1),
+        Block("Short.", ("Gamma",), page=2),
+    ]
+    chunks = chunk_document(Document("pdf", "Guide", blocks), "g.pdf", max_tokens=60)
+    assert [(c.section, c.page) for c in chunks] == [
+        ("Alpha", 1),
+        ("Beta", 1),
+        ("Gamma", 2),
+    ]
+    first, second, third = chunks
+    # Alpha's 3 sentences, Beta's heading inline, then as many of Beta's sentences as fit.
+    assert first.text.startswith(f"{sentence} {sentence} {sentence}\n\nBeta\n{sentence}")
+    assert approximate_tokens(embedding_input(first)) > 50  # filled, not closed at Beta
+    assert not second.text.startswith("Beta")  # starts inside Beta: named by it
+    assert second.text.startswith(sentence)
+    assert third.text == "Short."  # a new page, though the chunk before had room
+    for chunk in chunks:
+        assert approximate_tokens(embedding_input(chunk)) <= 60
 
 
 def test_chunk_sizes_count_the_heading_line_embedded_above() -> None:
