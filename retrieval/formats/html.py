@@ -14,7 +14,8 @@ from retrieval.formats.document import Block, Document, SectionPath, drop_title
 
 _DROPPED = frozenset(
     {
-        *("script", "style", "noscript", "template", "head", "svg", "canvas", "iframe"),
+        *("script", "style", "noscript", "template", "head", "title", "svg", "canvas"),
+        "iframe",
         *("object", "embed", "form", "button", "select", "nav"),
     }
 )

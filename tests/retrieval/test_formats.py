@@ -110,6 +110,14 @@ cache.clear()</pre>
         assert noise not in joined
 
 
+def test_a_title_outside_head_is_the_title_not_a_paragraph() -> None:
+    """``html.parser`` makes no ``<head>`` for a page without one: the ``<title>`` is still the
+    document's title only, not also text of the page."""
+    document = parse_bytes(b"<title>Sets</title><h1>Sets</h1><p>A set has no order.</p>", "s.htm")
+    assert document.title == "Sets"
+    assert [b.text for b in document.blocks] == ["A set has no order."]
+
+
 def test_html_entities_are_text_and_nothing_is_fetched() -> None:
     html = b'<!DOCTYPE x [<!ENTITY e SYSTEM "file:///etc/passwd">]><p>Fish &amp; chips &e;</p>'
     texts = [block.text for block in parse_bytes(html, "e.html").blocks]
