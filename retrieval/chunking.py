@@ -67,7 +67,7 @@ def embedded_title(title: str, source: str) -> str:
     embedded: names are often identifiers (``answer-001``, ``IMG_2041``, ``notes-v2``), and on
     the Python FAQ evaluation, whose answers are files with no heading, embedding their stems
     put them below pages whose real headings matched the question: nDCG@10 0.788 with the
-    stem, 0.802 without (BENCHMARKS.md, retrieval evaluation)."""
+    stem, 0.801 without, on its 25% sample (BENCHMARKS.md, retrieval evaluation)."""
     return "" if title == stem_of(source) else title
 
 
