@@ -120,7 +120,9 @@ class Settings(BaseSettings):
     index_large_kind: Literal["hnsw", "ivfpq"] = "hnsw"
     index_hnsw_m: int = Field(32, ge=4, le=256)
     index_hnsw_ef_construction: int = Field(80, ge=8, le=4096)
-    index_hnsw_ef_search: int = Field(64, ge=1, le=4096)
+    # 128: the smallest of 16/32/64/128 with recall@10 >= 0.95 at 1M vectors, p50 0.46 ms on one
+    # core (BENCHMARKS.md, FAISS index types); 64 gave 0.93 there.
+    index_hnsw_ef_search: int = Field(128, ge=1, le=4096)
     index_ivf_nlist: int = Field(1024, ge=1, le=1 << 20)
     index_ivf_nprobe: int = Field(16, ge=1, le=1 << 20)
     index_pq_m: int = Field(48, ge=1, le=384)

@@ -41,7 +41,7 @@ def test_auto_is_flat_below_the_threshold_and_approximate_from_it() -> None:
     hnsw = choose_spec(1000, settings)
     assert hnsw == IndexSpec(
         "hnsw",
-        {"M": 32, "efConstruction": 80, "efSearch": 64},
+        {"M": 32, "efConstruction": 80, "efSearch": 128},
         "auto: 1000 vectors >= threshold 1000",
     )
     ivf = choose_spec(100_000, IndexSettings(threshold=1000, large_kind="ivfpq"))

@@ -177,7 +177,7 @@ def test_the_index_follows_the_collection_size(tmp_path: Path) -> None:
     _, small = store.search_with_info("small", _unit(rng, 1)[0], 3)
     hits, large = store.search_with_info("large", _unit(rng, 1)[0], 3)
     assert small.index.kind == "flat" and large.index.kind == "hnsw" and len(hits) == 3
-    assert large.attributes()["ragtime.index.efSearch"] == 64
+    assert large.attributes()["ragtime.index.efSearch"] == 128
     assert large.attributes()["ragtime.index.M"] == 8
     assert str(large.attributes()["ragtime.index.device"]).startswith("cpu: ")
     store.close()
