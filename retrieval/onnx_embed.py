@@ -220,8 +220,8 @@ class OnnxSentenceEncoder:
         # As sentence-transformers calls it: truncate to the window; each batch is padded to its
         # longest text here (``_run``), once the batches are cut by length.
         tokenizer.enable_truncation(max_length=self.max_seq_length)
+        self._pad_id = int((tokenizer.padding or {}).get("pad_id", 0))  # before it is switched off
         tokenizer.no_padding()
-        self._pad_id = int((tokenizer.padding or {}).get("pad_id", 0))
         self._tokenizer = tokenizer
         self._session = self._new_session(path, threads=0)
         self._inputs = {i.name for i in self._session.get_inputs()}
