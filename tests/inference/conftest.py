@@ -1,4 +1,5 @@
-"""Inference fixtures: the real SmolLM2 backend, loaded once."""
+"""Inference fixtures: the real SmolLM2 backend, loaded once, and a tiny tokenizer for the
+remote backends' tests (a module may define its own ``tokenizer`` instead)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from inference import LlamaCppBackend
+from inference import HFTokenizer, LlamaCppBackend
+from tests.fakes.tiny_tokenizer import build_tiny_tokenizer
 
 
 @pytest.fixture(scope="session")
@@ -15,3 +17,10 @@ async def llama_backend() -> AsyncIterator[LlamaCppBackend]:
     await backend.start()
     yield backend
     await backend.close()
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tmp_path_factory: pytest.TempPathFactory) -> HFTokenizer:
+    tok = HFTokenizer(build_tiny_tokenizer(tmp_path_factory.mktemp("tok")), local_files_only=True)
+    tok.load()
+    return tok

@@ -24,7 +24,6 @@ from tests.fakes._model import detokenize, output_ids, text_ids
 from tests.fakes._serve import ServerThread, refused_url
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.passages import Doc
-from tests.fakes.tiny_tokenizer import build_tiny_tokenizer
 
 KEY = "sk-test-123"
 NO_POLL = RemoteOptions(poll_interval_s=None)
@@ -41,13 +40,6 @@ def server() -> Iterator[tuple[FakeOpenAI, str]]:
 def fake(server: tuple[FakeOpenAI, str]) -> FakeOpenAI:
     server[0].reset(api_key=KEY)
     return server[0]
-
-
-@pytest.fixture(scope="module")
-def tokenizer(tmp_path_factory: pytest.TempPathFactory) -> HFTokenizer:
-    tok = HFTokenizer(build_tiny_tokenizer(tmp_path_factory.mktemp("tok")), local_files_only=True)
-    tok.load()
-    return tok
 
 
 @pytest.fixture

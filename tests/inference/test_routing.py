@@ -27,7 +27,6 @@ from inference import (
 from tests.fakes._serve import ServerThread, refused_url
 from tests.fakes.passages import Doc
 from tests.fakes.sglang_server import FakeSGLang
-from tests.fakes.tiny_tokenizer import build_tiny_tokenizer
 
 LOOKUP = "What is a list?"
 REASONING = "Why are tuples not mutable?"
@@ -79,13 +78,6 @@ def fakes(servers: tuple[Fake, Fake, Fake]) -> tuple[Fake, Fake, Fake]:
         fake.server._waiting = 0
         fake.counter.paths.clear()
     return servers
-
-
-@pytest.fixture(scope="module")
-def tokenizer(tmp_path_factory: pytest.TempPathFactory) -> HFTokenizer:
-    tok = HFTokenizer(build_tiny_tokenizer(tmp_path_factory.mktemp("tok")), local_files_only=True)
-    tok.load()
-    return tok
 
 
 @pytest.fixture

@@ -31,7 +31,6 @@ from tests.fakes._model import detokenize, output_ids
 from tests.fakes._serve import ServerThread, refused_url
 from tests.fakes.passages import Doc
 from tests.fakes.sglang_server import FakeSGLang, ReqState
-from tests.fakes.tiny_tokenizer import build_tiny_tokenizer
 
 PASSAGES = [Doc("Lists are mutable sequences."), Doc("Tuples are not mutable.", section="Tuples")]
 
@@ -50,13 +49,6 @@ def fakes(
     servers[0].reset()
     servers[1].reset()
     return servers
-
-
-@pytest.fixture(scope="module")
-def tokenizer(tmp_path_factory: pytest.TempPathFactory) -> HFTokenizer:
-    tok = HFTokenizer(build_tiny_tokenizer(tmp_path_factory.mktemp("tok")), local_files_only=True)
-    tok.load()
-    return tok
 
 
 @pytest.fixture

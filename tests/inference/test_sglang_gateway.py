@@ -21,7 +21,6 @@ from tests.fakes._serve import ServerThread
 from tests.fakes.passages import Doc
 from tests.fakes.sglang_gateway import FakeGateway
 from tests.fakes.sglang_server import FakeSGLang
-from tests.fakes.tiny_tokenizer import build_tiny_tokenizer
 
 PASSAGES = [Doc("Lists are mutable sequences."), Doc("Tuples are not mutable.", section="Tuples")]
 
@@ -40,13 +39,6 @@ def fakes(pool: tuple[FakeSGLang, FakeSGLang, str]) -> tuple[FakeSGLang, FakeSGL
     for worker in pool[:2]:
         worker.reset(health_s=0.0, ttft_s=0.02, itl_s=0.005, natural_tokens=4, max_running=8)
     return pool
-
-
-@pytest.fixture(scope="module")
-def tokenizer(tmp_path_factory: pytest.TempPathFactory) -> HFTokenizer:
-    tok = HFTokenizer(build_tiny_tokenizer(tmp_path_factory.mktemp("tok")), local_files_only=True)
-    tok.load()
-    return tok
 
 
 @pytest.fixture
