@@ -2,10 +2,10 @@
 
 The command builds the dataset from data fetched at set-up (``make eval-data``), runs
 ``retrieval.eval.evaluate`` with the configured embedder and chunking, the configured
-cross-encoder (when one loads), the configured rerank candidates, ``top_k`` and context tokens,
-and the llama.cpp
-model's tokenizer for the prompt rows, and prints a Markdown table (``--json`` writes the
-figures).
+cross-encoder (when one loads) and any ``--reranker``, the configured rerank candidates,
+``top_k`` and context tokens, and the llama.cpp model's tokenizer for the prompt rows, and prints
+a Markdown table (``--json`` writes the figures). A trained reranker's gain goes into its
+record.
 """
 
 from __future__ import annotations
