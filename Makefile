@@ -69,11 +69,12 @@ test: lint typecheck alert-tools k8s-tools test-servers
 # demo corpus): the CPU default at 1 and 2 users, the null backend against the bare FastAPI floor,
 # a Poisson rate sweep for the ceiling, and the budget under injected faults with the degradation
 # policy on and off (plus the budget and tracing machinery's own cost, in-process), and prefix
-# caching with ragtime's prompt layout against question first (llama.cpp, then the fake SGLang
-# server in a pytest test), and llama.cpp's kept prompt states on repeat traffic; the null-backend
-# server is sampled with py-spy during the overhead run, for the targets table; then the budget engine: the quality each saving keeps, and goodput per
-# budget on the CPU default and on the fake SGLang server with GPU-like timings. Servers run as subprocesses on free ports of 127.0.0.1; raw results
-# and server logs go to bench-results/, plots to benchmarks/.
+# caching with ragtime's prompt layout against question first (llama.cpp, then the simulated
+# SGLang server of bench/sglang_sim), and llama.cpp's kept prompt states on repeat traffic; the
+# null-backend server is sampled with py-spy during the overhead run, for the targets table; then
+# the budget engine: the quality each saving keeps, and goodput per budget on the CPU default and
+# on the simulated SGLang server with GPU-like timings. Servers run as subprocesses on free ports
+# of 127.0.0.1; raw results and server logs go to bench-results/, plots to benchmarks/.
 BENCH := bench-results
 # A GPU server as the budget issue describes it: TTFT ~30 ms + 0.05 ms per uncached token,
 # 10 ms per token, a running batch of at most 8; answers of 48 tokens (the cap is 64).
@@ -98,8 +99,10 @@ bench: install
 	$(RAGTIME) bench load --serve benchmarks/prefix-states.env --serve benchmarks/prefix-states-off.env \
 		--questions demo/questions-repeated.txt --concurrency 1 --requests 17 --warmup 1 \
 		--json $(BENCH)/prefix-states.json
-	RAGTIME_BENCH_PREFIX_FAKE_JSON=$(BENCH)/prefix-fake.json $(PY) -m pytest -q \
-		tests/bench/test_prefix_cache_fake_sglang.py
+	$(RAGTIME) bench load --serve benchmarks/prefix-sim-shared.env \
+		--serve benchmarks/prefix-sim-naive.env --fake-sglang natural_tokens=4 \
+		--questions demo/questions-grouped.txt --concurrency 1 --requests 24 --warmup 0 \
+		--json $(BENCH)/prefix-fake.json
 	RAGTIME_DATA_DIR=$(BENCH)/data $(RAGTIME) bench quality --limit 12 \
 		--json $(BENCH)/quality.json --table tracing/budget/quality.json
 	$(RAGTIME) bench budget --serve benchmarks/budget.env --budgets 0.3,0.5,0.75,1,1.5 \

@@ -49,6 +49,12 @@ class ModelPool(BaseModel):
 
     model: str = Field(min_length=1)
     endpoints: list[str] = Field(min_length=1)
+    context_length: int | None = Field(
+        None, ge=1, description="Its served context length where its servers do not say."
+    )
+    max_running: int | None = Field(
+        None, ge=1, description="Requests each of its servers decodes at once, where not said."
+    )
 
     @field_validator("endpoints")
     @classmethod
@@ -162,6 +168,18 @@ class Settings(BaseSettings):
     )
     remote_poll_interval_s: float = Field(
         2.0, gt=0, description="Seconds between background polls of every remote endpoint."
+    )
+    remote_context_length: int | None = Field(
+        None,
+        ge=1,
+        description="The served context length where a remote endpoint does not say (SGLang's "
+        "gateway in front of 0.5.23 workers tells none); what it reports wins.",
+    )
+    remote_max_running: int | None = Field(
+        None,
+        ge=1,
+        description="Requests each remote server (each worker behind a gateway) decodes at "
+        "once, where it does not say; what it reports wins.",
     )
     generation_model_path: str | None = Field(None, description="GGUF path; empty = SmolLM2.")
     generation_threads: int | None = Field(None, ge=1)

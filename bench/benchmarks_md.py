@@ -21,7 +21,7 @@ from bench.budget import (
     machinery_line,
     policy_met,
 )
-from bench.prefix import FAKE_COMMAND, PrefixFakeResult, prefix_section, prefix_summary
+from bench.prefix import prefix_section, prefix_summary
 from bench.report import (
     ceilings_table,
     comparisons_table,
@@ -54,7 +54,7 @@ def write_benchmarks(
     make_command: str = "make bench",
     budget: BudgetResult | None = None,
     prefix: BenchResult | None = None,
-    prefix_fake: PrefixFakeResult | None = None,
+    prefix_fake: BenchResult | None = None,
     prefix_states: BenchResult | None = None,
     profile: Path | None = None,
 ) -> list[Path]:
@@ -102,9 +102,14 @@ def write_benchmarks(
             _commands(
                 make_command,
                 setup_command,
-                (cpu, overhead, *ceilings, *([prefix] if prefix is not None else [])),
+                (
+                    cpu,
+                    overhead,
+                    *ceilings,
+                    *([prefix] if prefix is not None else []),
+                    *([prefix_fake] if prefix_fake is not None else []),
+                ),
                 budget,
-                [FAKE_COMMAND] if prefix_fake is not None else [],
             ),
             _cpu_section(cpu, rel),
             _overhead_section(overhead, rel),

@@ -47,6 +47,13 @@ def register(sub: Any) -> None:
         help="start ragtime with the RAGTIME_* variables of CONFIG (.env or JSON)",
     )
     where.add_argument(
+        "--fake-sglang",
+        metavar="SPEC",
+        help="give each --serve config that generates with SGLang a simulated SGLang server "
+        "of its own (bench.sglang_sim, an empty prefix cache each), e.g. "
+        "'fixed_ms=30,decode_ms_per_token=10,max_running=8,natural_tokens=4'",
+    )
+    where.add_argument(
         "--floor",
         action="store_true",
         help="add the bare FastAPI/uvicorn streaming endpoint as the baseline",
@@ -142,7 +149,7 @@ def register(sub: Any) -> None:
     report.add_argument(
         "--prefix-fake",
         type=Path,
-        help="JSON the fake-SGLang prefix-cache test wrote (RAGTIME_BENCH_PREFIX_FAKE_JSON)",
+        help="JSON of `bench load --fake-sglang` over the prefix-sim configs",
     )
     report.add_argument(
         "--prefix-states",
@@ -207,7 +214,8 @@ def _register_budget(bench_sub: Any) -> None:
     budget.add_argument(
         "--fake-sglang",
         metavar="SPEC",
-        help="goodput: start the fake SGLang server for sglang configs, e.g. "
+        help="goodput: start the simulated SGLang server (bench.sglang_sim) for sglang "
+        "configs, e.g. "
         "'fixed_ms=30,prefill_ms_per_token=0.05,decode_ms_per_token=10,max_running=8'",
     )
     budget.add_argument(
@@ -639,6 +647,7 @@ def _targets(args: argparse.Namespace, stack: ExitStack) -> tuple[list[Any], lis
     from bench.client import Target
     from bench.results import TargetInfo
     from bench.serve import config_key, floor_server, ragtime_server, read_config
+    from bench.sglang_sim.process import with_simulated_sglang
 
     targets: list[Target] = []
     infos: list[TargetInfo] = []
@@ -653,6 +662,8 @@ def _targets(args: argparse.Namespace, stack: ExitStack) -> tuple[list[Any], lis
     for path, config in configs:
         name = path.stem if path.stem not in names else f"{path.stem}-{len(names)}"
         names.add(name)
+        spec = getattr(args, "fake_sglang", None)
+        config = with_simulated_sglang(stack, config, spec, log_dir=args.log_dir, name=name)
         _say(args, f"starting {name} from {path} ...")
         server = stack.enter_context(
             ragtime_server(
@@ -745,7 +756,6 @@ async def _run(
 def cmd_report(args: argparse.Namespace) -> int:
     from bench.benchmarks_md import write_benchmarks
     from bench.budget import read_budget_json
-    from bench.prefix import read_fake_json
     from bench.report import read_json
 
     written = write_benchmarks(
@@ -757,7 +767,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         setup_command=args.setup_command,
         budget=read_budget_json(args.budget) if args.budget else None,
         prefix=read_json(args.prefix) if args.prefix else None,
-        prefix_fake=read_fake_json(args.prefix_fake) if args.prefix_fake else None,
+        prefix_fake=read_json(args.prefix_fake) if args.prefix_fake else None,
         prefix_states=read_json(args.prefix_states) if args.prefix_states else None,
         profile=args.profile,
     )

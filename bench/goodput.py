@@ -258,6 +258,7 @@ def run_goodput(
     from bench.report import machine_info, now_iso, versions
     from bench.runner import LoadSpec, measure
     from bench.serve import config_key, ragtime_server, read_config
+    from bench.sglang_sim.process import with_simulated_sglang
 
     def say(text: str) -> None:
         if show_progress:
@@ -283,12 +284,7 @@ def run_goodput(
     for name, path in servers:
         config = read_config(path)
         with ExitStack() as stack:
-            if fake_sglang is not None and config.get("RAGTIME_GENERATION_BACKEND") == "sglang":
-                from bench.fake_sglang import fake_sglang_server
-
-                fake = stack.enter_context(fake_sglang_server(fake_sglang, log_dir=log_dir))
-                config = {**config, **fake.ragtime_config}
-                say(f"fake SGLang server at {fake.url} ({fake_sglang})")
+            config = with_simulated_sglang(stack, config, fake_sglang, log_dir=log_dir, name=name)
             say(f"starting {name} ...")
             server = stack.enter_context(ragtime_server(name, config, log_dir=log_dir))
             target = Target(name, server.url, config_key(config))

@@ -1,18 +1,18 @@
 """Prefix caching: ragtime's prompt layout against the naive one, for BENCHMARKS.md.
 
-Two sources feed the section. The llama.cpp half is an ordinary ``ragtime bench load`` run of
-two servers that differ only in ``RAGTIME_PROMPT_LAYOUT`` (``benchmarks/prefix-shared.env`` and
-``benchmarks/prefix-naive.env``), alternating round by round over grouped questions with one
-user; the cached-token ratio comes from the ``done`` events' ``usage``. The fake-server half is
-written by ``tests/bench/test_prefix_cache_fake_sglang.py`` (``PrefixFakeResult``, when
-``RAGTIME_BENCH_PREFIX_FAKE_JSON`` names a file): the real app against the fake SGLang server's
-prefix cache, whose timings are synthetic, so only its cached-token ratios are reported.
+Both halves are ordinary ``ragtime bench load`` runs of two servers that differ only in
+``RAGTIME_PROMPT_LAYOUT``, alternating round by round over grouped questions with one user; the
+cached-token ratio comes from the ``done`` events' ``usage``. One pair generates with llama.cpp
+(``benchmarks/prefix-shared.env``, ``benchmarks/prefix-naive.env``); the other with SGLang,
+each server against a simulated SGLang server of its own, started empty (``--fake-sglang``,
+``benchmarks/prefix-sim-shared.env``, ``benchmarks/prefix-sim-naive.env``): its prefix cache is a
+trie of every finished request's tokens, as RadixAttention keeps, and its timings are synthetic,
+so only its cached-token ratios are reported.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 from pydantic import BaseModel, Field
 
@@ -22,9 +22,6 @@ from bench.stats import ratio
 LAYOUT_VARIABLE = "RAGTIME_PROMPT_LAYOUT"
 OURS = "shared_prefix_first"
 NAIVE = "question_first"
-FAKE_ENV = "RAGTIME_BENCH_PREFIX_FAKE_JSON"
-FAKE_TEST = "tests/bench/test_prefix_cache_fake_sglang.py"
-FAKE_COMMAND = f"{FAKE_ENV}=bench-results/prefix-fake.json python -m pytest -q {FAKE_TEST}"
 
 
 class LayoutCache(BaseModel):
@@ -35,16 +32,6 @@ class LayoutCache(BaseModel):
     prompt_tokens: int
     cached_tokens: int
     cached_ratio: float | None
-
-
-class PrefixFakeResult(BaseModel):
-    """The fake-server measurement: each layout's cached-token ratio over the same questions."""
-
-    created: str
-    server: str
-    questions: str
-    layouts: list[LayoutCache]
-    notes: list[str] = Field(default_factory=list)
 
 
 def layout_cache(layout: str, usages: Sequence[tuple[int, int]]) -> LayoutCache:
@@ -60,15 +47,6 @@ def layout_cache(layout: str, usages: Sequence[tuple[int, int]]) -> LayoutCache:
     )
 
 
-def write_fake_json(result: PrefixFakeResult, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(result.model_dump_json(indent=1) + "\n")
-
-
-def read_fake_json(path: Path) -> PrefixFakeResult:
-    return PrefixFakeResult.model_validate_json(path.read_text())
-
-
 def run_layouts(result: BenchResult) -> list[tuple[str, Run]]:
     """Each run of ``result`` with the prompt layout of its server (ragtime's by default)."""
     layouts = {t.name: t.config.get(LAYOUT_VARIABLE, OURS) for t in result.targets}
@@ -82,13 +60,7 @@ def _pair(result: BenchResult) -> tuple[Run | None, Run | None]:
     return ours, naive
 
 
-def _fake_pair(fake: PrefixFakeResult) -> tuple[LayoutCache | None, LayoutCache | None]:
-    ours = next((c for c in fake.layouts if c.layout == OURS), None)
-    naive = next((c for c in fake.layouts if c.layout == NAIVE), None)
-    return ours, naive
-
-
-def prefix_summary(result: BenchResult | None, fake: PrefixFakeResult | None) -> str:
+def prefix_summary(result: BenchResult | None, sim: BenchResult | None) -> str:
     """Summary bullet lines (each starting with a newline), or nothing."""
     lines: list[str] = []
     if result is not None:
@@ -102,18 +74,19 @@ def prefix_summary(result: BenchResult | None, fake: PrefixFakeResult | None) ->
                 f"{a.ttft_ms.fmt('p50', 0)} against {b.ttft_ms.fmt('p50', 0)} ms "
                 f"({_x(ratio(a.ttft_ms.p50, b.ttft_ms.p50))} the naive layout's)."
             )
-    if fake is not None:
-        f_ours, f_naive = _fake_pair(fake)
-        if f_ours is not None and f_naive is not None:
+    if sim is not None:
+        s_ours, s_naive = _pair(sim)
+        if s_ours is not None and s_naive is not None:
+            a, b = s_ours.summary, s_naive.summary
             lines.append(
-                f"- Against the fake SGLang server's prefix cache (synthetic timings): "
-                f"cached-token ratio {_pct(f_ours.cached_ratio)} against "
-                f"{_pct(f_naive.cached_ratio)} (n={f_ours.n} and {f_naive.n})."
+                f"- Against the simulated SGLang server's prefix cache (synthetic timings): "
+                f"cached-token ratio {_pct(a.cached_ratio)} against "
+                f"{_pct(b.cached_ratio)} (n={a.cached_ratio_n} and {b.cached_ratio_n})."
             )
     return "".join("\n" + line for line in lines)
 
 
-def prefix_section(result: BenchResult | None, fake: PrefixFakeResult | None, number: int) -> str:
+def prefix_section(result: BenchResult | None, sim: BenchResult | None, number: int) -> str:
     rows = [
         "| measured against | layout | n | prompt tokens | cached tokens | cached-token ratio "
         "| TTFT p50 ms | TTFT p95 ms |",
@@ -137,18 +110,19 @@ def prefix_section(result: BenchResult | None, fake: PrefixFakeResult | None, nu
                 f"{_x(ratio(a.ttft_ms.p50, b.ttft_ms.p50))}, TTFT p95 "
                 f"{_x(ratio(a.ttft_ms.p95, b.ttft_ms.p95))}."
             )
-    if fake is not None:
-        for cache in sorted(fake.layouts, key=lambda c: c.layout != OURS):
+    if sim is not None:
+        for layout, run in sorted(run_layouts(sim), key=lambda lr: lr[0] != OURS):
+            s = run.summary
             rows.append(
-                f"| fake SGLang (RadixAttention-like trie) | `{cache.layout}` | {cache.n} "
-                f"| {cache.prompt_tokens} | {cache.cached_tokens} | {_pct(cache.cached_ratio)} "
-                "| synthetic | synthetic |"
+                f"| simulated SGLang (RadixAttention-like trie), `{run.target}` | `{layout}` "
+                f"| {s.cached_ratio_n} | {s.prompt_tokens} | {s.cached_tokens} "
+                f"| {_pct(s.cached_ratio)} | synthetic | synthetic |"
             )
-        f_ours, f_naive = _fake_pair(fake)
-        if f_ours is not None and f_naive is not None:
+        s_ours, s_naive = _pair(sim)
+        if s_ours is not None and s_naive is not None:
             ratios.append(
-                "Fake SGLang, ragtime's layout over question first: cached-token ratio "
-                f"{_x(ratio(f_ours.cached_ratio, f_naive.cached_ratio))}."
+                "Simulated SGLang, ragtime's layout over question first: cached-token ratio "
+                f"{_x(ratio(s_ours.summary.cached_ratio, s_naive.summary.cached_ratio))}."
             )
     intro = (
         f"## {number}. Prefix caching: ragtime's layout vs question first\n\n"
@@ -165,14 +139,15 @@ def prefix_section(result: BenchResult | None, fake: PrefixFakeResult | None, nu
         "alternating round by round. llama.cpp reuses the KV cache of the previous prompt of its "
         "own process, up to the first token that differs, so each server keeps its own cache "
         "and the other's requests do not disturb it.\n"
-        "- Fake SGLang (`tests/fakes/sglang_server.py`, a trie of every finished request's "
-        "tokens, as RadixAttention keeps): the real app with `SGLangBackend` and a tiny test "
-        "tokenizer, in-process, both layouts over the same questions from an empty cache, on "
-        f"the app tests' seeded subset of the corpus (`{FAKE_TEST}`). Its TTFT is synthetic, "
-        "so only its cached-token ratio is reported."
+        "- Simulated SGLang (`bench/sglang_sim`, a trie of every finished request's tokens, as "
+        "RadixAttention keeps): two servers generating with `SGLangBackend` and the tiny "
+        "tokenizer the simulated server serves (`benchmarks/prefix-sim-shared.env` and "
+        "`benchmarks/prefix-sim-naive.env`), each against a simulated server of its own, "
+        "started empty, alternating round by round. Its TTFT is synthetic, so only its "
+        "cached-token ratio is reported."
     )
-    if fake is not None:
-        intro += f" Measured {fake.created}."
+    if sim is not None:
+        intro += f" Measured {sim.created}."
     body = intro + "\n\n" + "\n".join(rows)
     if ratios:
         body += "\n\n" + " ".join(ratios)

@@ -1,6 +1,12 @@
 """One model of each remote endpoint: its state (up, busy, draining, down, and why), what it
 told us when it joined (context length, batch size) and its latest load.
 
+An endpoint is a server (one SGLang engine, or an OpenAI-compatible server) or SGLang's gateway
+in front of a pool of them (``sglang-router``, ``smg``): ``EndpointState.kind`` says which, once
+its readiness route has answered. What each tells, and where, is read leniently: unknown keys are
+ignored, and a fact no route gives stays at what the operator configured
+(``RemoteOptions.context_length``, ``.max_running``).
+
 ``EndpointState`` is the only place an endpoint's health lives: a request that fails marks it
 (``mark_down`` for a server's fault, ``mark_busy`` for a full queue; a request's own error
 marks nothing), and the background poll of its backend (``HTTPStreamBackend.poll_once``)
@@ -16,7 +22,7 @@ import re
 import time
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 from inference.backend import TargetLoad
 
@@ -44,6 +50,12 @@ class RemoteOptions:
     """Endpoints tried per request before the first token; None: each once."""
     min_output_tokens: int = 4
     """The fewest output tokens worth sending when the context length caps the output."""
+    context_length: int | None = None
+    """The served context length where the endpoint does not say (SGLang's gateway in front of
+    0.5.23 workers tells none); what an endpoint reports wins."""
+    max_running: int | None = None
+    """Requests one server (or each worker behind a gateway) decodes at once, where it does not
+    say; what an endpoint reports wins."""
     priority: int | None = None
     """SGLang: sent as ``priority`` when set."""
     incremental: bool = False
@@ -61,6 +73,10 @@ class RemoteOptions:
             raise ValueError(f"max_attempts must be >= 1, got {self.max_attempts}")
         if self.min_output_tokens < 1:
             raise ValueError("min_output_tokens must be >= 1")
+        for name in ("context_length", "max_running"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be >= 1 or None, got {value}")
 
 
 class Health(StrEnum):
@@ -73,18 +89,35 @@ class Health(StrEnum):
     """Unreachable, a 5xx, a stall, or not started yet."""
 
 
-class EndpointState:
-    """One endpoint's health, facts and load; see the module docstring."""
+Kind = Literal["server", "gateway"]
 
-    def __init__(self, url: str) -> None:
+#: What SGLang's gateways answer ``/generate`` with when no worker can take the model: smg
+#: (``model_gateway/src/routers/http/router.rs``) 404 ``model_not_found``, sglang-router 0.3.2
+#: 503 ``no_available_workers``. The pool is empty, not misconfigured.
+EMPTY_POOL_CODES = frozenset({"model_not_found", "no_available_workers", "no_workers"})
+
+
+class EndpointState:
+    """One endpoint's health, facts and load; see the module docstring. ``context_length`` and
+    ``max_running`` start at the configured fallbacks (None: unknown)."""
+
+    def __init__(
+        self, url: str, *, context_length: int | None = None, max_running: int | None = None
+    ) -> None:
         self.url = url.rstrip("/")
         self.health = Health.DOWN
         self.reason = "not polled yet"
         self.changed_at = 0.0
         self.joined = False
         """Whether its facts (context length, batch size) were read since it last came up."""
-        self.context_length: int | None = None
-        self.max_running: int | None = None
+        self.readiness: str | None = None
+        """The readiness route it answered (``/ready``, ``/readiness``, ``/health``); None:
+        not found yet."""
+        self.context_length = context_length
+        self.max_running = max_running
+        """Requests it decodes at once; behind a gateway, each worker."""
+        self.workers: int | None = None
+        """Behind a gateway: its healthy workers, at the last poll."""
         self.load = TargetLoad()
         self.ttft_ms: float | None = None
         """The latest known recent TTFT (kept when a poll saw no new request), for routing."""
@@ -96,6 +129,14 @@ class EndpointState:
 
     def __repr__(self) -> str:
         return f"EndpointState({self.url!r}, {self.health.value}: {self.reason!r})"
+
+    @property
+    def kind(self) -> Kind | None:
+        """``gateway`` when it answered SGLang's gateway's ``/readiness``; None until it has
+        answered a readiness route."""
+        if self.readiness is None:
+            return None
+        return "gateway" if self.readiness == "/readiness" else "server"
 
     @property
     def up(self) -> bool:
@@ -147,8 +188,16 @@ class EndpointState:
     # -- what polls tell us ------------------------------------------------------------------
 
     def read_info(self, *bodies: Any) -> None:
-        """The context length and batch size from ``/model_info`` and ``/server_info`` bodies
-        (or an OpenAI ``/models`` list's ``max_model_len``); unknown keys are ignored."""
+        """The context length and batch size from the bodies of the routes that tell them, each
+        fact only where it is given; later bodies win, so pass the most exact last.
+
+        - ``GET /v1/models`` (SGLang, vLLM): each card's ``max_model_len``, the served context.
+        - ``/server_info`` (SGLang 0.5.23, ``entrypoints/http_server.py``): ``context_length``
+          and ``max_running_requests`` as given at launch (``None`` unless set), and
+          ``internal_states[].effective_max_running_requests_per_dp``, one per data-parallel
+          rank: the batch the scheduler really runs.
+        - ``/model_info``: older servers' ``context_length``; 0.5.23 has none there.
+        """
         for body in bodies:
             if not isinstance(body, dict):
                 continue
@@ -157,38 +206,96 @@ class EndpointState:
             for card in cards:
                 if not isinstance(card, dict):
                     continue
-                for key in ("context_length", "max_model_len", "max_context_length"):
+                for key in ("max_model_len", "context_length", "max_context_length"):
                     value = _positive(card.get(key))
                     if value is not None:
                         self.context_length = value
                         break
                 running = _positive(card.get("max_running_requests"))
+                states = card.get("internal_states")
+                if isinstance(states, list):
+                    per_rank = [
+                        _positive(x.get("effective_max_running_requests_per_dp"))
+                        for x in states
+                        if isinstance(x, dict)
+                    ]
+                    if per_rank and all(n is not None for n in per_rank):
+                        running = sum(n for n in per_rank if n is not None)
                 if running is not None:
                     self.max_running = running
         self.joined = True
 
-    def read_load(self, loads: Any, metrics: dict[str, float]) -> None:
-        """One ``/v1/loads`` body (summed over data-parallel ranks) and ``/metrics`` samples.
+    def read_workers(self, body: Any) -> None:
+        """A gateway's ``/workers`` list. smg 1.13.0 labels each worker with what it read from
+        it (``max_model_len`` from its ``/v1/models``; ``context_length`` and
+        ``max_running_requests`` where its ``/server_info`` gave them) and lists its models with
+        their ``context_length``; sglang-router 0.3.2 tells neither. A pool is as long as its
+        shortest worker context; each worker is counted at the smallest batch."""
+        workers = body.get("workers") if isinstance(body, dict) else None
+        if not isinstance(workers, list):
+            return
+        healthy = [w for w in workers if isinstance(w, dict) and w.get("is_healthy", True)]
+        contexts, batches = [], []
+        for worker in healthy:
+            labels = worker.get("labels")
+            labels = labels if isinstance(labels, dict) else {}
+            models = worker.get("models")
+            cards = [m for m in models if isinstance(m, dict)] if isinstance(models, list) else []
+            told = [labels.get("max_model_len"), labels.get("context_length")]
+            told += [card.get("context_length") for card in cards]
+            contexts.append(next((n for n in map(_label, told) if n is not None), None))
+            batches.append(_label(labels.get("max_running_requests")))
+        if contexts and all(c is not None for c in contexts):
+            self.context_length = min(c for c in contexts if c is not None)
+        if batches and all(b is not None for b in batches):
+            self.max_running = min(b for b in batches if b is not None)
 
-        From SGLang's gateway, ``/v1/loads`` lists one ``{"worker", "load"}`` per worker and no
-        request counts (sgl-model-gateway ``src/core/worker_manager.rs``): the running and
-        waiting requests are then the pool's totals of its workers' ``sglang:num_running_reqs``
-        and ``sglang:num_queue_reqs`` (``/engine_metrics``), and the pool runs as many batches
-        as it has workers."""
-        entries = loads.get("loads") if isinstance(loads, dict) else None
-        if not isinstance(entries, list):
-            raise ValueError("/v1/loads answered without a loads list")
-        ttft = self._recent(metrics, "time_to_first_token_seconds", "_ttft_total")
-        itl = self._recent(metrics, "inter_token_latency_seconds", "_itl_total")
-        workers = [x for x in entries if isinstance(x, dict) and "worker" in x]
-        if entries and len(workers) == len(entries):  # a gateway's list of its workers
-            running = int(metrics.get("sglang:num_running_reqs", 0.0))
-            waiting = int(metrics.get("sglang:num_queue_reqs", 0.0))
-            capacity = None if self.max_running is None else self.max_running * len(workers)
-        else:
+    def read_readiness(self, body: Any) -> None:
+        """A gateway's ``/readiness`` body: its ``healthy_workers``."""
+        count = body.get("healthy_workers") if isinstance(body, dict) else None
+        if isinstance(count, int) and not isinstance(count, bool) and count >= 0:
+            self.workers = count
+
+    def read_load(self, loads: Any, metrics: dict[str, float]) -> None:
+        """One server's ``GET /v1/loads`` body (one entry per data-parallel rank, 0.5.23's
+        ``managers/load_snapshot.py``: ``num_running_reqs``, ``num_waiting_reqs``,
+        ``max_running_requests``) and ``/metrics`` samples. Without a loads body (None: the route
+        failed), the counts come from the metrics' gauges."""
+        entries = _entries(loads)
+        if entries:
             running = sum(_count(x, "num_running_reqs") for x in entries)
             waiting = sum(_count(x, "num_waiting_reqs") for x in entries)
-            capacity = self.max_running
+            capacity = _capacity(entries)
+            if capacity is not None:
+                self.max_running = capacity
+        else:
+            running, waiting = _gauges(metrics)
+        self._set_load(running, waiting, self.max_running, metrics)
+
+    def read_gateway_load(self, loads: Any, metrics: dict[str, float]) -> None:
+        """A gateway's ``/get_loads`` and its workers' metrics (``/engine_metrics``).
+
+        sglang-router 0.3.2 lists ``{"workers": [{"worker", "load"}]}``, each load read from the
+        worker's ``/get_load``, which 0.5.23 no longer has: -1, unknown (not down). smg 1.13.0
+        lists its load monitor's ``{"loads": [{"worker", "num_running_reqs", ...,
+        "max_running_requests"}]}`` per worker and rank, up to its monitor interval old. Running
+        and waiting come from the workers' live gauges when the metrics have them; the pool's
+        capacity from the entries' batch sizes, else its healthy workers times each one's."""
+        entries = _entries(loads)
+        running, waiting = _gauges(metrics)
+        if not _has_gauges(metrics) and entries:
+            running = sum(_count(x, "num_running_reqs") for x in entries)
+            waiting = sum(_count(x, "num_waiting_reqs") for x in entries)
+        capacity = _capacity(entries)
+        if capacity is None and self.max_running is not None and self.workers:
+            capacity = self.max_running * self.workers
+        self._set_load(running, waiting, capacity, metrics)
+
+    def _set_load(
+        self, running: int, waiting: int, capacity: int | None, metrics: dict[str, float]
+    ) -> None:
+        ttft = self._recent(metrics, "time_to_first_token_seconds", "_ttft_total")
+        itl = self._recent(metrics, "inter_token_latency_seconds", "_itl_total")
         self.load = TargetLoad(
             running=running, waiting=waiting, max_running=capacity, ttft_ms=ttft, itl_ms=itl
         )
@@ -244,4 +351,38 @@ def _positive(value: Any) -> int | None:
 
 def _count(load: Any, key: str) -> int:
     value = load.get(key) if isinstance(load, dict) else None
-    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
+    if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+        return int(value)
+    return 0  # absent, or -1: unknown
+
+
+def _label(value: Any) -> int | None:
+    """A positive count, given as a number or as a label's string (``"4096"``)."""
+    return _positive(int(value) if isinstance(value, str) and value.isdigit() else value)
+
+
+def _entries(loads: Any) -> list[dict[str, Any]]:
+    """The per-rank (or per-worker) entries of a loads body; empty when it has none."""
+    entries = loads.get("loads") if isinstance(loads, dict) else None
+    return [x for x in entries if isinstance(x, dict)] if isinstance(entries, list) else []
+
+
+def _capacity(entries: list[dict[str, Any]]) -> int | None:
+    """The summed ``max_running_requests`` of the entries when every one gives it (smg reports
+    0 for a worker that did not say)."""
+    batches = [_positive(x.get("max_running_requests")) for x in entries]
+    if batches and all(b is not None for b in batches):
+        return sum(b for b in batches if b is not None)
+    return None
+
+
+def _has_gauges(metrics: dict[str, float]) -> bool:
+    return "sglang:num_running_reqs" in metrics or "sglang:num_queue_reqs" in metrics
+
+
+def _gauges(metrics: dict[str, float]) -> tuple[int, int]:
+    """Running and waiting requests from ``sglang:`` gauges, summed over their label sets."""
+    return (
+        int(metrics.get("sglang:num_running_reqs", 0.0)),
+        int(metrics.get("sglang:num_queue_reqs", 0.0)),
+    )

@@ -17,6 +17,9 @@ the stream), and the translation of failures by whose fault they are::
     the server's (5xx, refused or dropped        endpoint down, next one     GenerationFailed
       connection, error event, stall: no byte
       within stall_timeout_s: aborted first)
+    an empty pool (SGLang's gateway with no      endpoint down, next one     -
+      worker for the model: 404
+      model_not_found, 503 no_available_workers)
     other 4xx (401, 403, 404: configuration)     BackendUnavailable          -
 
 When every attempt failed the caller gets ``BackendUnavailable`` naming each failure. Nothing
@@ -27,7 +30,9 @@ attempts are bounded by ``max_attempts`` and each by the connect and stall timeo
 Before each attempt ``stream()`` yields a ``RouteDecision`` naming the endpoint. If the prompt
 plus ``max_tokens`` would not fit the endpoint's context length (read when it joined), the
 output is capped to fit and the decision says so (``("output_capped", ...)``); a prompt that
-leaves fewer than ``min_output_tokens`` is a ``GenerationRejected`` without being sent.
+leaves fewer than ``min_output_tokens`` is a ``GenerationRejected`` without being sent. SGLang
+refuses a request whose prompt plus ``max_new_tokens`` is over the context length
+(``managers/tokenizer_manager.py``, ``>``): exactly the context length is served.
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ from typing import Any, Literal, Protocol
 import httpx
 from opentelemetry import propagate
 
-from inference._endpoints import EndpointState, Health, RemoteOptions
+from inference._endpoints import EMPTY_POOL_CODES, EndpointState, Health, RemoteOptions
 from inference.backend import (
     GenerationBackend,
     GenerationDone,
@@ -103,11 +108,21 @@ class StreamError(Exception):
 
 
 class Rejected(StreamError):
-    """The server answered the request with an error status instead of a stream."""
+    """The server answered the request with an error status instead of a stream; ``code`` is
+    the error's ``code`` when its body gave one. A gateway without a worker for the model is the
+    server's fault (an empty pool), whatever its status."""
 
-    def __init__(self, status_code: int, detail: str) -> None:
-        super().__init__(f"HTTP {status_code}: {detail}", status=status_code)
+    def __init__(self, status_code: int, detail: str, code: str | None = None) -> None:
+        empty = code in EMPTY_POOL_CODES
+        if empty:
+            detail = f"no worker serves the model behind this gateway ({code}: {detail})"
+        super().__init__(
+            f"HTTP {status_code}: {detail}",
+            status=status_code,
+            fault="server" if empty else None,
+        )
         self.status_code = status_code
+        self.code = code
 
 
 class ChunkDecoder(Protocol):
@@ -200,7 +215,9 @@ class HTTPStreamBackend(GenerationBackend):
         self.options = options = options or RemoteOptions()
         self._states: dict[str, EndpointState] = {}
         for url in endpoints:
-            state = EndpointState(url)
+            state = EndpointState(
+                url, context_length=options.context_length, max_running=options.max_running
+            )
             if state.url in self._states:
                 raise ValueError(f"endpoint {url} is listed twice")
             self._states[state.url] = state
@@ -398,9 +415,9 @@ class HTTPStreamBackend(GenerationBackend):
     ) -> tuple[int, tuple[str, str] | None]:
         """``max_tokens`` capped to the endpoint's context length, and the degradation if so."""
         context = state.context_length
-        if context is None or prompt.prompt_tokens + max_tokens < context:
+        if context is None or prompt.prompt_tokens + max_tokens <= context:
             return max_tokens, None
-        room = context - prompt.prompt_tokens - 1  # SGLang refuses prompt + output >= context
+        room = context - prompt.prompt_tokens  # SGLang refuses prompt + output > context
         least = min(self.options.min_output_tokens, max_tokens)
         if room < least:
             raise GenerationRejected(
@@ -463,7 +480,7 @@ class HTTPStreamBackend(GenerationBackend):
                 pending = None
                 if opened.status_code != 200:
                     live = False
-                    raise Rejected(opened.status_code, await _detail(opened))
+                    raise Rejected(opened.status_code, *await _detail(opened))
                 chunks = iter_sse_json(opened)
                 try:
                     while True:
@@ -605,17 +622,22 @@ async def _settle(pending: asyncio.Future[Any]) -> httpx.Response | None:
     return result if isinstance(result, httpx.Response) else None
 
 
-async def _detail(response: httpx.Response) -> str:
-    """The error message of a non-200 answer, read leniently and briefly."""
+async def _detail(response: httpx.Response) -> tuple[str, str | None]:
+    """The error message of a non-200 answer, read leniently and briefly, and its ``code``
+    (``{"error": {"code": "model_not_found", ...}}``) when it has a string one."""
     try:
         raw = await response.aread()
     except httpx.HTTPError:
-        return response.reason_phrase
+        return response.reason_phrase, None
     try:
         body = json.loads(raw)
     except ValueError:
-        return raw[:200].decode(errors="replace") or response.reason_phrase
-    return error_message(body) if isinstance(body, dict) else str(body)[:200]
+        return raw[:200].decode(errors="replace") or response.reason_phrase, None
+    if not isinstance(body, dict):
+        return str(body)[:200], None
+    error = body.get("error")
+    code = error.get("code") if isinstance(error, Mapping) else None
+    return error_message(body), code if isinstance(code, str) else None
 
 
 def error_message(body: Mapping[str, Any]) -> str:

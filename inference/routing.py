@@ -136,7 +136,8 @@ class RoutedBackend(GenerationBackend):
         budget_pool: str | None = "small",
         options: RemoteOptions | None = None,
     ) -> RoutedBackend:
-        """Pools of SGLang servers: ``{"small": {"model": ..., "endpoints": [url, ...]}}``;
+        """Pools of SGLang servers: ``{"small": {"model": ..., "endpoints": [url, ...]}}``, each
+        optionally with the ``context_length`` and ``max_running`` its servers do not tell;
         ``options`` go to every pool's ``SGLangBackend`` (``max_attempts`` is 1: the router
         moves on to the next endpoint itself)."""
         from dataclasses import replace
@@ -149,7 +150,10 @@ class RoutedBackend(GenerationBackend):
             model, urls = spec.get("model"), spec.get("endpoints")
             if not isinstance(model, str) or not isinstance(urls, list | tuple) or not urls:
                 raise ValueError(f"pool {pool!r} needs a model and a non-empty endpoints list")
-            members[pool] = SGLangBackend(urls, model=model, tokenizer=tokenizer, options=options)
+            told = {k: spec[k] for k in ("context_length", "max_running") if spec.get(k)}
+            members[pool] = SGLangBackend(
+                urls, model=model, tokenizer=tokenizer, options=replace(options, **told)
+            )
         return cls(members, tokenizer=tokenizer, classifier=classifier, budget_pool=budget_pool)
 
     # -- lifecycle and state -----------------------------------------------------------------

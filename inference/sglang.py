@@ -20,19 +20,33 @@ SGLang answers 200 before it validates the request, so a request error comes as 
 event, ``{"error": {"message", "type", "code": 400, "retryable": false}}``
 (``entrypoints/http_server.py``). Failures map as ``inference._http_stream`` describes.
 
-Polling (``_poll_endpoint``, off the request path): ``GET /ready`` (the cheap readiness check;
-a server without it answers 404 and ``/health`` is asked instead, with ``health_timeout_s``:
-it generates a token and takes at least 1 s); when the endpoint joins, ``/model_info`` and
-``/server_info`` for its context length and ``max_running_requests``; while it is up,
-``/v1/loads`` (running and waiting requests) and ``/metrics`` (the TTFT and ITL histograms,
-optional: a server without ``--enable-metrics`` leaves them unknown).
+Polling (``_poll_endpoint``, off the request path), first for readiness: ``GET /ready`` (an
+SGLang server's cheap check); a 404 there and ``/readiness`` is asked (SGLang's gateway, 503
+until one of its workers is healthy; its ``/health`` is liveness, always 200); a 404 there too
+and ``/health`` (an older server: it generates a token and takes at least 1 s, hence
+``health_timeout_s``). The route that answered is kept, so later polls ask it alone.
 
-An endpoint may be SGLang's gateway (sgl-model-gateway) in front of a pool of workers
-(``deploy/k8s``): it has no ``/ready`` but ``/readiness`` (503 until a worker is healthy; its
-``/health`` is liveness, always 200), its ``/v1/loads`` carries no request counts, and its
-workers' metrics are on ``/engine_metrics``; the poll reads those instead
-(``EndpointState.read_load``). It routes no ``/abort_request`` (404): closing the stream is
-what stops the worker's generation there.
+Then, as SGLang 0.5.23 tells them (``entrypoints/http_server.py``, ``managers/load_snapshot.py``):
+
+- a server, when it joins: the served context length from ``GET /v1/models``
+  (``max_model_len``; ``/model_info`` has none and ``/server_info`` only what was given at
+  launch), the running batch from ``/server_info``'s
+  ``internal_states[].effective_max_running_requests_per_dp``; at every poll, ``/v1/loads``
+  (running and waiting requests, and each rank's ``max_running_requests``) and ``/metrics``
+  (the TTFT and ITL histograms; a server without ``--enable-metrics`` leaves them unknown);
+- a gateway (``sglang-router`` 0.3.2, ``smg`` 1.13.0), when it joins: ``/get_model_info`` (its
+  first worker's ``/model_info``), ``/get_server_info`` (0.3.2: the router itself; smg: its
+  first worker's ``/server_info``), ``/v1/models`` and ``/workers`` (smg labels each worker with
+  its context length and batch); at every poll, ``/get_loads`` (a load of -1 is unknown, not
+  down) and the workers' metrics on ``/engine_metrics``. The pool's batch is its healthy
+  workers (``/readiness``) times each one's.
+
+What none of these tells stays at the configured ``RemoteOptions.context_length`` and
+``.max_running``. A gateway routes no ``/abort_request``: closing the stream is what stops the
+worker's generation there (the gateway drops its upstream connection, and 0.5.23 aborts a
+request whose client went away). A gateway with no worker for the model answers ``/generate``
+with 404 ``model_not_found`` (smg) or 503 ``no_available_workers`` (0.3.2): that endpoint is
+down, and the request moves on (``inference._http_stream``).
 """
 
 from __future__ import annotations
@@ -90,6 +104,8 @@ class SGLangBackend(HTTPStreamBackend):
         return _Decoder(prompt.prompt_tokens, incremental=self.incremental)
 
     async def _abort(self, client: httpx.AsyncClient, endpoint: str, rid: str) -> None:
+        if self.states[endpoint].kind == "gateway":
+            return  # no /abort_request there: closing the stream is the abort
         try:
             await client.post(
                 endpoint + "/abort_request", json={"rid": rid}, timeout=self.abort_timeout
@@ -99,27 +115,77 @@ class SGLangBackend(HTTPStreamBackend):
 
     async def _poll_endpoint(self, client: httpx.AsyncClient, state: EndpointState) -> None:
         timeout = self.poll_timeout
-        ready = await client.get(state.url + "/ready", timeout=timeout)
-        if ready.status_code == 404:  # SGLang's gateway: 503 until one of its workers is healthy
-            ready = await client.get(state.url + "/readiness", timeout=timeout)
-        if ready.status_code == 404:  # an older server: /health generates a token (>= 1 s)
-            ready = await client.get(state.url + "/health", timeout=timeout)
+        ready = await _readiness(client, state, timeout)
         if ready.status_code != 200:
             not_ready(state, f"not ready: {ready.request.url.path} answered {ready.status_code}")
             return
+        gateway = state.kind == "gateway"
+        if gateway:
+            state.read_readiness(_json(ready))
         if not state.joined:
-            state.read_info(*await asyncio.gather(*(
-                _get_json(client, state.url + path, timeout)
-                for path in ("/model_info", "/server_info")
-            )))  # fmt: skip
+            paths = _GATEWAY_FACTS if gateway else _SERVER_FACTS
+            bodies = await asyncio.gather(
+                *(_get_json(client, state.url + p, timeout) for p in paths)
+            )
+            state.read_info(*bodies)
+            if gateway:
+                state.read_workers(bodies[-1])
+            _say_what_is_unknown(state)
+        loads_path = "/get_loads" if gateway else "/v1/loads"
         loads, metrics = await asyncio.gather(
-            client.get(state.url + "/v1/loads", timeout=timeout),
-            _get_metrics(client, state.url, timeout),
+            _get_json(client, state.url + loads_path, timeout),
+            _get_metrics(client, state.url, timeout, gateway=gateway),
         )
-        if loads.status_code != 200:
-            raise ValueError(f"/v1/loads answered {loads.status_code}")
-        state.read_load(loads.json(), metrics)
+        if gateway:
+            state.read_gateway_load(loads, metrics)
+        else:
+            state.read_load(loads, metrics)
         state.mark_up()
+
+
+#: Where each fact lives, read in this order (later wins: the most exact last).
+_SERVER_FACTS = ("/model_info", "/server_info", "/v1/models")
+_GATEWAY_FACTS = ("/get_model_info", "/get_server_info", "/v1/models", "/workers")
+#: Readiness routes in the order they are tried while an endpoint's kind is unknown.
+_READINESS = ("/ready", "/readiness", "/health")
+
+
+def _say_what_is_unknown(state: EndpointState) -> None:
+    unknown = [
+        f"its {fact} (set RAGTIME_REMOTE_{name})"
+        for fact, name, value in (
+            ("context length", "CONTEXT_LENGTH", state.context_length),
+            ("running batch", "MAX_RUNNING", state.max_running),
+        )
+        if value is None
+    ]
+    if unknown:
+        log.warning("sglang: %s (%s) does not tell %s", state.url, state.kind, " or ".join(unknown))
+
+
+async def _readiness(
+    client: httpx.AsyncClient, state: EndpointState, timeout: httpx.Timeout
+) -> httpx.Response:
+    """The answer of the endpoint's readiness route, finding it first when it is not known:
+    the first of ``_READINESS`` that is not a 404."""
+    if state.readiness is not None:
+        response = await client.get(state.url + state.readiness, timeout=timeout)
+        if response.status_code != 404:
+            return response
+        state.readiness = None  # another kind of server now answers at this address
+    for path in _READINESS:
+        response = await client.get(state.url + path, timeout=timeout)
+        if response.status_code != 404:
+            state.readiness = path
+            return response
+    return response
+
+
+def _json(response: httpx.Response) -> Any:
+    try:
+        return response.json()
+    except ValueError:
+        return None
 
 
 class _Decoder:
@@ -203,25 +269,26 @@ async def _get_json(client: httpx.AsyncClient, url: str, timeout: httpx.Timeout)
 
 
 async def _get_metrics(
-    client: httpx.AsyncClient, base_url: str, timeout: httpx.Timeout
+    client: httpx.AsyncClient, base_url: str, timeout: httpx.Timeout, *, gateway: bool
 ) -> dict[str, float]:
-    """``sglang:`` samples; empty without ``--enable-metrics``.
+    """``sglang:`` samples, summed over label sets; empty without ``--enable-metrics``.
 
-    A server's ``/metrics``; SGLang's gateway serves its own metrics on another port (404
-    here) and its workers' on ``/engine_metrics``, each sample with a ``worker_addr`` label and
-    every ``:`` turned into ``_`` (sgl-model-gateway ``src/core/metrics_aggregator.rs``)."""
+    A server's are on ``/metrics``; a gateway's workers' on ``/engine_metrics`` (its own are on
+    another port), each sample with a ``worker_addr`` label: sglang-router 0.3.2 turns every
+    ``:`` of a name into ``_`` (``src/core/metrics_aggregator.rs``), smg keeps the names."""
+    path = "/engine_metrics" if gateway else "/metrics"
     try:
-        response = await client.get(base_url + "/metrics", timeout=timeout)
-        if response.status_code == 404:
-            response = await client.get(base_url + "/engine_metrics", timeout=timeout)
-            if response.status_code == 200:
-                return parse_metrics(_GATEWAY_PREFIX.sub("sglang:", response.text))
+        response = await client.get(base_url + path, timeout=timeout)
     except httpx.HTTPError:
         return {}
-    return parse_metrics(response.text) if response.status_code == 200 else {}
+    if response.status_code != 200:
+        return {}
+    return parse_metrics(
+        _GATEWAY_PREFIX.sub("sglang:", response.text) if gateway else response.text
+    )
 
 
-#: The gateway's rename of ``sglang:`` metric names (at the start of each sample line).
+#: sglang-router 0.3.2's rename of ``sglang:`` metric names (at the start of each sample line).
 _GATEWAY_PREFIX = re.compile(r"^sglang_", re.MULTILINE)
 
 

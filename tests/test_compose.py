@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from app.config import Settings
+from bench.sglang_sim.server import UPSTREAM_VERSION
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
@@ -149,6 +150,16 @@ def setting_name(key: str) -> str:
 
 
 # The files and variables it needs.
+
+
+def test_every_image_is_pinned(services: dict[str, dict[str, Any]]) -> None:
+    for name, service in services.items():
+        image = service.get("image")
+        if image is None:
+            assert "build" in service, f"{name} has neither an image nor a build"
+            continue
+        tag = image.rpartition(":")[2] if ":" in image.rpartition("/")[2] else ""
+        assert tag and tag != "latest", f"{name}: {image} is not pinned"
 
 
 def test_the_stack_has_its_services(services: dict[str, dict[str, Any]]) -> None:
@@ -347,7 +358,7 @@ def test_sglang_runs_on_a_gpu_with_metrics_and_traces(
     services: dict[str, dict[str, Any]],
 ) -> None:
     sglang = services["sglang"]
-    assert str(sglang["image"]).startswith("lmsysorg/sglang:")
+    assert sglang["image"] == f"lmsysorg/sglang:v{UPSTREAM_VERSION}"  # what the sim follows
     args = command(sglang)
     assert args[:3] == ["python3", "-m", "sglang.launch_server"]
     for flag in SGLANG_FLAGS:

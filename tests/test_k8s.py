@@ -22,6 +22,7 @@ import re
 import shutil
 import subprocess
 from collections.abc import Iterator
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -29,9 +30,11 @@ from urllib.parse import urlsplit
 import kubernetes_validate  # type: ignore[import-untyped]  # no py.typed marker
 import pytest
 import yaml
+from sglang_router.launch_router import parse_router_args
 
 from app.config import Settings
 from app.main import API_ROUTES, QUESTION_ROUTES
+from bench.sglang_sim.server import UPSTREAM_VERSION
 from tracing.metrics import REGISTRY
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,7 +52,7 @@ CRD_KINDS = {("keda.sh/v1alpha1", "ScaledObject")}
 PENDING_SETTINGS: set[str] = set()
 
 #: SGLang's scheduler gauges, as python/sglang/srt/metrics/collector.py (sgl-project/sglang,
-#: SchedulerMetricsCollector) names them; tests/fakes/sglang_server.py exports the same.
+#: SchedulerMetricsCollector) names them; bench/sglang_sim/server.py exports the same.
 SGLANG_METRICS = {
     "sglang:num_running_reqs",
     "sglang:num_queue_reqs",
@@ -57,25 +60,6 @@ SGLANG_METRICS = {
     "sglang:cache_hit_rate",
     "sglang:gen_throughput",
 }
-
-#: The flags of ``python -m sglang_router.launch_router`` the gateways use, as
-#: sgl-model-gateway/bindings/python/src/sglang_router/router_args.py (sgl-project/sglang,
-#: RouterArgs.add_cli_args) defines them, with the number of values each takes (-1: one or more).
-GATEWAY_FLAGS = {
-    "--host": 1,
-    "--port": 1,
-    "--worker-urls": -1,
-    "--policy": 1,
-    "--service-discovery": 0,
-    "--selector": -1,
-    "--service-discovery-port": 1,
-    "--service-discovery-namespace": 1,
-    "--prometheus-host": 1,
-    "--prometheus-port": 1,
-    "--request-timeout-secs": 1,
-    "--shutdown-grace-period-secs": 1,
-}
-GATEWAY_POLICIES = {"random", "round_robin", "cache_aware", "power_of_two", "manual"}
 
 #: The gateway's probe routes (sgl-model-gateway/src/server.rs: public_routes).
 GATEWAY_ROUTES = {"/liveness", "/readiness", "/health"}
@@ -490,15 +474,16 @@ def test_gateways_use_flags_sglang_defines(by_kind: dict[str, dict[str, dict[str
     assert {"get", "list", "watch"} <= set(role["rules"][0]["verbs"])
     assert role["rules"][0]["resources"] == ["pods"]
     for gateway in gateways:
+        assert command(gateway)[:3] == ["python3", "-m", "sglang_router.launch_router"]
         args = command(gateway)[3:]
-        flags = [a for a in args if a.startswith("--")]
-        assert set(flags) <= set(GATEWAY_FLAGS), set(flags) - set(GATEWAY_FLAGS)
-        for flag in flags:
-            count = GATEWAY_FLAGS[flag]
-            got = len(flag_values(args, flag))
-            assert got == count or (count == -1 and got >= 1), f"{flag} takes {count}, got {got}"
-        assert flag_values(args, "--policy") == ["cache_aware"]
-        assert set(flag_values(args, "--policy")) <= GATEWAY_POLICIES
+        # The pinned gateway's own parser (sglang-router, the image's release): an unknown flag
+        # or a wrong number of values exits.
+        parsed = parse_router_args(args)
+        assert parsed.policy == "cache_aware" and parsed.service_discovery
+        assert parsed.selector == {
+            "app.kubernetes.io/name": "sglang",
+            "ragtime.dev/pool": gateway["metadata"]["labels"]["ragtime.dev/pool"],
+        }
         main = container(gateway)
         for probe in ("readinessProbe", "livenessProbe"):
             assert main[probe]["httpGet"]["path"] in GATEWAY_ROUTES
@@ -514,6 +499,22 @@ def test_gateways_use_flags_sglang_defines(by_kind: dict[str, dict[str, dict[str
         env = {e["name"]: e for e in main.get("env", [])}
         assert namespace == "$(POD_NAMESPACE)"
         assert env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
+
+
+def test_every_image_is_pinned_to_what_was_tested(docs: list[dict[str, Any]]) -> None:
+    """No ``:latest`` and no untagged image; SGLang is the release its simulated server follows,
+    the gateway the sglang-router release the tests run behind."""
+    images = {
+        c["image"]
+        for doc in docs
+        if doc["kind"] in ("Deployment", "Job")
+        for c in pod_spec(doc)["containers"]
+    }
+    for image in images:
+        tag = image.rpartition(":")[2] if ":" in image.rpartition("/")[2] else ""
+        assert tag and tag != "latest", f"{image} is not pinned"
+    assert f"lmsysorg/sglang:v{UPSTREAM_VERSION}" in images
+    assert f"lmsysorg/sgl-model-gateway:v{version('sglang-router')}" in images
 
 
 def test_workers_get_gpus_a_model_cache_and_metrics(

@@ -8,9 +8,9 @@ import pytest
 from fastapi.testclient import TestClient
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from bench.tiny_cross_encoder import build_tiny_cross_encoder
 from tests.fakes.backends import ScriptedBackend
 from tests.fakes.rerankers import OverlapReranker
-from tests.fakes.tiny_models import build_tiny_cross_encoder
 from tests.helpers.app import running_app
 from tests.helpers.spans import attributes
 

@@ -10,10 +10,10 @@ import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from app.services import default_backend
+from bench.sglang_sim.server import SimulatedSGLang
+from bench.sglang_sim.tokenizer import build_tiny_tokenizer
 from inference import HFTokenizer, RemoteOptions, RoutedBackend
 from tests.fakes._serve import ServerThread
-from tests.fakes.sglang_server import FakeSGLang
-from tests.fakes.tiny_tokenizer import build_tiny_tokenizer
 from tests.helpers.app import make_settings, running_app
 
 POOLS = {
@@ -23,8 +23,8 @@ POOLS = {
 
 
 @pytest.fixture(scope="module")
-def two_fakes() -> Iterator[tuple[FakeSGLang, str, FakeSGLang, str]]:
-    small, large = FakeSGLang(), FakeSGLang()
+def two_fakes() -> Iterator[tuple[SimulatedSGLang, str, SimulatedSGLang, str]]:
+    small, large = SimulatedSGLang(), SimulatedSGLang()
     with ServerThread(small.app) as s, ServerThread(large.app) as big:
         yield small, s.url, large, big.url
 
@@ -84,7 +84,7 @@ def test_routed_settings_fail_fast(tmp_path: Path, overrides: dict[str, object])
 def test_each_question_is_routed_and_the_span_says_why(
     seeded_data_dir: Path,
     auth: dict[str, str],
-    two_fakes: tuple[FakeSGLang, str, FakeSGLang, str],
+    two_fakes: tuple[SimulatedSGLang, str, SimulatedSGLang, str],
     span_exporter: InMemorySpanExporter,
     tmp_path: Path,
 ) -> None:
@@ -122,7 +122,7 @@ def test_each_question_is_routed_and_the_span_says_why(
 def test_a_tight_budget_answers_with_the_smaller_model_and_says_so(
     seeded_data_dir: Path,
     auth: dict[str, str],
-    two_fakes: tuple[FakeSGLang, str, FakeSGLang, str],
+    two_fakes: tuple[SimulatedSGLang, str, SimulatedSGLang, str],
     tmp_path: Path,
 ) -> None:
     small, small_url, large, large_url = two_fakes

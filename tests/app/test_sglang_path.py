@@ -14,6 +14,9 @@ from pydantic import ValidationError
 
 from app.errors import install_error_handlers
 from app.services import default_backend
+from bench.sglang_sim.model import detokenize, output_ids
+from bench.sglang_sim.server import SimulatedSGLang
+from bench.sglang_sim.tokenizer import build_tiny_tokenizer
 from inference import (
     BackendBusy,
     GenerationRejected,
@@ -21,18 +24,15 @@ from inference import (
     OpenAICompatBackend,
     SGLangBackend,
 )
-from tests.fakes._model import detokenize, output_ids
 from tests.fakes._serve import ServerThread
-from tests.fakes.sglang_server import FakeSGLang
-from tests.fakes.tiny_tokenizer import build_tiny_tokenizer
 from tests.helpers.app import make_settings, running_app
 from tests.helpers.spans import attributes
 from tests.helpers.sse import parse_sse
 
 
 @pytest.fixture(scope="module")
-def fake_sglang() -> Iterator[tuple[FakeSGLang, str]]:
-    fake = FakeSGLang()
+def fake_sglang() -> Iterator[tuple[SimulatedSGLang, str]]:
+    fake = SimulatedSGLang()
     with ServerThread(fake.app) as server:
         yield fake, server.url
 
@@ -46,7 +46,7 @@ def sglang_backend(url: str, tmp_path: Path) -> SGLangBackend:
 def test_ask_is_answered_through_sglang(
     seeded_data_dir: Path,
     auth: dict[str, str],
-    fake_sglang: tuple[FakeSGLang, str],
+    fake_sglang: tuple[SimulatedSGLang, str],
     span_exporter: InMemorySpanExporter,
     tmp_path: Path,
 ) -> None:
@@ -160,7 +160,7 @@ def test_remote_backends_need_their_settings(tmp_path: Path, overrides: dict[str
 def test_a_request_the_server_refuses_does_not_take_the_backend_out(
     seeded_data_dir: Path,
     auth: dict[str, str],
-    fake_sglang: tuple[FakeSGLang, str],
+    fake_sglang: tuple[SimulatedSGLang, str],
     tmp_path: Path,
 ) -> None:
     fake, url = fake_sglang
@@ -183,7 +183,7 @@ def test_a_request_the_server_refuses_does_not_take_the_backend_out(
 def test_a_fast_server_is_calibrated_and_a_tight_budget_gets_a_full_answer(
     seeded_data_dir: Path,
     auth: dict[str, str],
-    fake_sglang: tuple[FakeSGLang, str],
+    fake_sglang: tuple[SimulatedSGLang, str],
     tmp_path: Path,
 ) -> None:
     """A server answering in about 250 ms (TTFT ~40 ms, 8 ms per token): a 900 ms budget must
@@ -218,7 +218,7 @@ def test_a_fast_server_is_calibrated_and_a_tight_budget_gets_a_full_answer(
 def test_the_context_shrinks_to_fit_the_servers_context_length(
     seeded_data_dir: Path,
     auth: dict[str, str],
-    fake_sglang: tuple[FakeSGLang, str],
+    fake_sglang: tuple[SimulatedSGLang, str],
     tmp_path: Path,
 ) -> None:
     fake, url = fake_sglang

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from app.cli import main
 from bench.benchmarks_md import KEPT_MARK, write_benchmarks
-from bench.prefix import NAIVE, OURS, PrefixFakeResult, layout_cache, write_fake_json
+from bench.prefix import NAIVE, OURS
 from bench.report import write_json
 from bench.results import (
     Run,
@@ -116,14 +116,24 @@ def test_the_prefix_section(tmp_path: Path) -> None:
         ],
         targets,
     )
-    fake = PrefixFakeResult(
-        created="2026-12-02T00:00:00+00:00", server="fake", questions="q",
-        layouts=[layout_cache(OURS, [(100, 0), (100, 90)]), layout_cache(NAIVE, [(100, 0)] * 2)],
-    )  # fmt: skip
+    sim_targets = [
+        TargetInfo(name=name, url="u", kind="ragtime", config_path=f"benchmarks/{name}.env",
+                   config={"RAGTIME_PROMPT_LAYOUT": layout})
+        for name, layout in (("prefix-sim-shared", OURS), ("prefix-sim-naive", NAIVE))
+    ]  # fmt: skip
+    sim = make_result(
+        "ragtime bench load --serve benchmarks/prefix-sim-shared.env "
+        "--serve benchmarks/prefix-sim-naive.env --fake-sglang natural_tokens=4",
+        [
+            with_cache(make_run("prefix-sim-shared", [10.0] * 2), 100, 45),
+            with_cache(make_run("prefix-sim-naive", [10.0] * 2), 100, 0),
+        ],
+        sim_targets,
+    )
     paths = {"base": tmp_path / "base.json", "prefix": tmp_path / "prefix.json"}
     write_json(base, paths["base"])
     write_json(prefix, paths["prefix"])
-    write_fake_json(fake, tmp_path / "fake.json")
+    write_json(sim, tmp_path / "fake.json")
     out = tmp_path / "BENCHMARKS.md"
     argv = [
         "bench", "report", "--cpu", str(paths["base"]), "--overhead", str(paths["base"]),
@@ -140,11 +150,12 @@ def test_the_prefix_section(tmp_path: Path) -> None:
     assert "| `question_first` | 8 | 4000 | 800 | 20.0% | 1000 (n=8) |" in text
     assert "cached-token ratio 4.00x, TTFT p50 0.40x" in text
     assert (
-        "| fake SGLang (RadixAttention-like trie) | `shared_prefix_first` | 2 | 200 | 90 " in text
+        "| simulated SGLang (RadixAttention-like trie), `prefix-sim-shared` "
+        "| `shared_prefix_first` | 2 | 200 | 90 " in text
     )
     assert "cached-token ratio 45.0% against 0.0% (n=2 and 2)" in text
     assert "--questions demo/questions-grouped.txt" in text  # the command is listed
-    assert "RAGTIME_BENCH_PREFIX_FAKE_JSON=bench-results/prefix-fake.json" in text
+    assert "--fake-sglang natural_tokens=4" in text  # and so is the simulated half's
     assert text.index("## 4. Prefix") < text.index("## Reading these numbers")
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from bench.client import RequestRecord
-from bench.fake_sglang import spec_args
 from bench.goodput import (
     GoodputResult,
     is_useful,
@@ -13,6 +12,7 @@ from bench.goodput import (
     table,
     verdicts,
 )
+from bench.sglang_sim.process import spec_args
 
 
 def record(status: int = 200, words: int = 10, e2e: float = 500.0, **kw: object) -> RequestRecord:

@@ -1,36 +1,26 @@
-"""Prefix caching against the fake SGLang server: ragtime's layout against question first.
+"""Prefix caching against the simulated SGLang server: ragtime's layout against question first.
 
 The real app answers the grouped questions through ``SGLangBackend``, once per prompt layout,
-each time from an empty cache of the fake server (a trie of every finished request's tokens, as
-RadixAttention keeps). ragtime's layout must get a strictly higher cached-token ratio. When
-``RAGTIME_BENCH_PREFIX_FAKE_JSON`` names a file, the ratios are written there for BENCHMARKS.md
-(``make bench``); the fake's timings are synthetic, so no latency is recorded.
+each time from an empty cache of the simulated server (a trie of every finished request's
+tokens, as RadixAttention keeps). ragtime's layout must get a strictly higher cached-token
+ratio. ``make bench`` measures the same with real processes (``ragtime bench load
+--fake-sglang``, ``bench/prefix.py``).
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from bench.cli import read_questions
-from bench.prefix import (
-    FAKE_ENV,
-    NAIVE,
-    OURS,
-    LayoutCache,
-    PrefixFakeResult,
-    layout_cache,
-    write_fake_json,
-)
-from bench.report import now_iso
+from bench.prefix import NAIVE, OURS, LayoutCache, layout_cache
+from bench.sglang_sim.server import SimulatedSGLang
+from bench.sglang_sim.tokenizer import build_tiny_tokenizer
 from inference import HFTokenizer, SGLangBackend
 from retrieval import Embedder
 from tests.fakes._serve import ServerThread
-from tests.fakes.sglang_server import FakeSGLang
-from tests.fakes.tiny_tokenizer import build_tiny_tokenizer
 from tests.helpers.app import running_app
 from tests.helpers.sse import parse_sse
 
@@ -40,8 +30,8 @@ QUESTIONS = Path(__file__).resolve().parents[2] / "demo" / "questions-grouped.tx
 
 
 @pytest.fixture(scope="module")
-def fake_sglang() -> Iterator[tuple[FakeSGLang, str]]:
-    fake = FakeSGLang()
+def fake_sglang() -> Iterator[tuple[SimulatedSGLang, str]]:
+    fake = SimulatedSGLang()
     with ServerThread(fake.app) as server:
         yield fake, server.url
 
@@ -79,7 +69,7 @@ def measure_layout(
 def test_ragtimes_layout_is_cached_more_than_question_first(
     minilm_data_dir: Path,
     minilm_api_key: str,
-    fake_sglang: tuple[FakeSGLang, str],
+    fake_sglang: tuple[SimulatedSGLang, str],
     tmp_path: Path,
 ) -> None:
     fake, url = fake_sglang
@@ -97,15 +87,3 @@ def test_ragtimes_layout_is_cached_more_than_question_first(
     assert ours.n == naive.n == len(questions)
     assert ours.cached_ratio is not None and naive.cached_ratio is not None
     assert ours.cached_ratio > naive.cached_ratio, measured
-    target = os.environ.get(FAKE_ENV)
-    if target:
-        write_fake_json(
-            PrefixFakeResult(
-                created=now_iso(),
-                server="fake SGLang (tests/fakes/sglang_server.py), SGLangBackend, tiny tokenizer",
-                questions="demo/questions-grouped.txt",
-                layouts=measured,
-                notes=["timings of the fake server are synthetic: cached-token ratios only"],
-            ),
-            Path(target),
-        )

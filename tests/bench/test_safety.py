@@ -28,7 +28,7 @@ def test_the_injection_screen_meets_its_minimums(result: SafetyResult) -> None:
     assert result.injection.recall >= 0.9, result.injection
     assert result.injection.precision >= 0.97, result.injection
     assert len(result.corpus_flagged) <= 2, result.corpus_flagged  # of ~800 clean passages
-    assert result.screen_ms_per_passage < 2.0
+    # Its speed (screen_ms_per_passage) is a figure of `ragtime bench safety`, not a test's.
 
 
 def test_the_held_out_figures_do_not_regress(result: SafetyResult) -> None:

@@ -29,8 +29,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from tests.fakes._model import PrefixCache, detokenize, output_ids, text_ids
-from tests.fakes.sglang_server import Recorded
+from bench.sglang_sim.model import PrefixCache, detokenize, output_ids, text_ids
+from bench.sglang_sim.server import Recorded
 
 
 @dataclass

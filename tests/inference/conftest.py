@@ -7,8 +7,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from bench.sglang_sim.tokenizer import build_tiny_tokenizer
 from inference import HFTokenizer, LlamaCppBackend
-from tests.fakes.tiny_tokenizer import build_tiny_tokenizer
 
 
 @pytest.fixture(scope="session")

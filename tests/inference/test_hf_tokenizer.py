@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from bench.sglang_sim.tokenizer import build_tiny_tokenizer
 from inference import BackendUnavailable, HFTokenizer, PromptAssembler, PromptTokenizer
-from tests.fakes.tiny_tokenizer import build_tiny_tokenizer
 
 
 def test_renders_the_chat_template_and_encodes_special_markers(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
+from bench.sglang_sim.model import detokenize, output_ids, text_ids
 from inference import (
     AssembledPrompt,
     BackendUnavailable,
@@ -20,7 +21,6 @@ from inference import (
     RouteDecision,
     TextDelta,
 )
-from tests.fakes._model import detokenize, output_ids, text_ids
 from tests.fakes._serve import ServerThread, refused_url
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.passages import Doc

@@ -11,6 +11,7 @@ import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from bench.sglang_sim.server import SimulatedSGLang
 from inference import (
     AssembledPrompt,
     BackendUnavailable,
@@ -26,7 +27,6 @@ from inference import (
 )
 from tests.fakes._serve import ServerThread, refused_url
 from tests.fakes.passages import Doc
-from tests.fakes.sglang_server import FakeSGLang
 
 LOOKUP = "What is a list?"
 REASONING = "Why are tuples not mutable?"
@@ -53,7 +53,7 @@ class PathCounter:
 
 class Fake:
     def __init__(self) -> None:
-        self.server = FakeSGLang()
+        self.server = SimulatedSGLang()
         self.counter = PathCounter(self.server.app)
         self.url = ""
 
@@ -404,7 +404,7 @@ async def test_a_burst_with_invalid_requests_answers_every_valid_one(
     """2 pools x 2 endpoints, 50 requests at once, one in five over-long for the servers'
     context (each one a 200 then an error event, as SGLang sends it): every valid request is
     answered, every invalid one rejected with the server's message, no endpoint taken out."""
-    fakes = [FakeSGLang() for _ in range(4)]
+    fakes = [SimulatedSGLang() for _ in range(4)]
     with (
         ServerThread(fakes[0].app) as s1,
         ServerThread(fakes[1].app) as s2,

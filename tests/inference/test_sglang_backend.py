@@ -1,4 +1,5 @@
-"""The SGLang backend against the protocol-faithful fake server (no real SGLang runs here)."""
+"""The SGLang backend against the simulated SGLang server (bench/sglang_sim), which follows
+upstream 0.5.23's source: no real SGLang engine runs here."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import httpx
 import pytest
 from opentelemetry import trace
 
+from bench.sglang_sim.model import detokenize, output_ids
+from bench.sglang_sim.server import ReqState, SimulatedSGLang
 from inference import (
     AssembledPrompt,
     BackendBusy,
@@ -27,25 +30,23 @@ from inference import (
     SGLangBackend,
     TextDelta,
 )
-from tests.fakes._model import detokenize, output_ids
 from tests.fakes._serve import ServerThread, refused_url
 from tests.fakes.passages import Doc
-from tests.fakes.sglang_server import FakeSGLang, ReqState
 
 PASSAGES = [Doc("Lists are mutable sequences."), Doc("Tuples are not mutable.", section="Tuples")]
 
 
 @pytest.fixture(scope="module")
-def servers() -> Iterator[tuple[FakeSGLang, FakeSGLang, str, str]]:
-    a, b = FakeSGLang(), FakeSGLang()
+def servers() -> Iterator[tuple[SimulatedSGLang, SimulatedSGLang, str, str]]:
+    a, b = SimulatedSGLang(), SimulatedSGLang()
     with ServerThread(a.app) as sa, ServerThread(b.app) as sb:
         yield a, b, sa.url, sb.url
 
 
 @pytest.fixture
 def fakes(
-    servers: tuple[FakeSGLang, FakeSGLang, str, str],
-) -> tuple[FakeSGLang, FakeSGLang, str, str]:
+    servers: tuple[SimulatedSGLang, SimulatedSGLang, str, str],
+) -> tuple[SimulatedSGLang, SimulatedSGLang, str, str]:
     servers[0].reset()
     servers[1].reset()
     return servers
@@ -72,7 +73,8 @@ async def make_backend(tokenizer: HFTokenizer) -> AsyncIterator[Callable[..., SG
 
 @pytest.fixture
 async def backend(
-    make_backend: Callable[..., SGLangBackend], fakes: tuple[FakeSGLang, FakeSGLang, str, str]
+    make_backend: Callable[..., SGLangBackend],
+    fakes: tuple[SimulatedSGLang, SimulatedSGLang, str, str],
 ) -> AsyncIterator[SGLangBackend]:
     b = make_backend([fakes[2]])
     await b.start()
@@ -109,7 +111,7 @@ async def wait_until(predicate: Callable[[], bool], timeout_s: float = 5.0) -> N
         await asyncio.sleep(0.01)
 
 
-def only_state(fake: FakeSGLang) -> ReqState:
+def only_state(fake: SimulatedSGLang) -> ReqState:
     (state,) = fake.states.values()
     return state
 
@@ -395,21 +397,22 @@ async def test_a_client_error_is_not_retried(
     await backend.close()
 
 
-async def test_an_error_event_after_text_is_generation_failed(
+async def test_a_stream_that_breaks_after_text_is_generation_failed(
     backend: SGLangBackend, fakes: Any, tokenizer: HFTokenizer
 ) -> None:
+    """Upstream sends no in-stream 500: a server failure ends the connection mid-body."""
     fakes[0].reset(error_after=3)
     events = backend.stream(prompt_for(tokenizer), max_tokens=32)
     got: list[Any] = []
-    with pytest.raises(GenerationFailed, match="CUDA out of memory"):
+    with pytest.raises(GenerationFailed, match=r"failed mid-stream.*incomplete"):
         async for event in events:
             got.append(event)
     assert isinstance(got[0], RouteDecision) and got[1:]
     assert all(isinstance(e, TextDelta) for e in got[1:])
-    assert not fakes[0].aborts  # the server had ended it
+    assert only_state(fakes[0]).stream_end == "broken"
 
 
-async def test_an_error_event_before_text_is_retried(
+async def test_a_stream_that_breaks_before_text_is_retried(
     make_backend: Callable[..., SGLangBackend], fakes: Any, tokenizer: HFTokenizer
 ) -> None:
     a, b, url_a, url_b = fakes
@@ -522,7 +525,7 @@ async def test_the_context_length_is_read_and_the_output_capped_to_fit(
     assert decision.degradation is not None and decision.degradation[0] == "output_capped"
     assert "context length" in decision.degradation[1]
     sent = fakes[0].generate_requests[0].body["sampling_params"]["max_new_tokens"]
-    assert len(prompt.token_ids) + sent < len(prompt.token_ids) + 20
+    assert len(prompt.token_ids) + sent == len(prompt.token_ids) + 20  # exactly fits: served
     assert isinstance(events[-1], GenerationDone) and events[-1].finish_reason == "length"
     # A prompt that leaves no room is refused here, without being sent.
     fakes[0].config.context_length = len(prompt.token_ids) + 2
@@ -609,3 +612,99 @@ async def test_the_fake_reports_load_and_sglang_metrics(
                  "cached_tokens_total", "time_to_first_token_seconds_bucket"):  # fmt: skip
         assert f"sglang:{name}{{" in metrics
     assert re.search(r"sglang:generation_tokens_total\{[^}]*\} 6\.0", metrics)
+
+
+# -- what 0.5.23 tells, and where ----------------------------------------------------------
+
+
+async def test_the_simulated_server_tells_each_fact_only_where_upstream_does(
+    fakes: Any,
+) -> None:
+    fakes[0].reset(max_running=64, context_length=4096)
+    async with httpx.AsyncClient(base_url=fakes[2]) as client:
+        model_info = (await client.get("/model_info")).json()
+        server_info = (await client.get("/server_info")).json()
+        models = (await client.get("/v1/models")).json()
+        (load,) = (await client.get("/v1/loads")).json()["loads"]
+        assert (await client.get("/get_load")).status_code == 404  # gone in 0.5.23
+    assert "context_length" not in model_info and model_info["is_generation"] is True
+    assert server_info["context_length"] is None and server_info["max_running_requests"] is None
+    assert server_info["internal_states"][0]["effective_max_running_requests_per_dp"] == 64
+    assert models["data"][0]["max_model_len"] == 4096
+    assert load["max_running_requests"] == 64
+
+
+async def test_a_64_slot_server_with_a_4096_context_is_read_as_such(
+    make_backend: Callable[..., SGLangBackend], fakes: Any
+) -> None:
+    fakes[0].reset(max_running=64, context_length=4096, health_s=0.0)
+    backend = make_backend([fakes[2]])
+    await backend.start()
+    state = backend.states[fakes[2]]
+    assert state.kind == "server" and state.context_length == 4096
+    load = backend.target_load(fakes[2])
+    assert load is not None and load.max_running == 64
+
+
+async def test_what_a_server_does_not_tell_is_what_the_operator_configured(
+    make_backend: Callable[..., SGLangBackend], fakes: Any
+) -> None:
+    """An older server (no /v1/loads, no max_model_len): the configured fallbacks stand."""
+    fakes[0].reset(max_running=16, missing_routes=("/v1/models", "/v1/loads", "/server_info"))
+    backend = make_backend([fakes[2]], context_length=2048, max_running=12)
+    await backend.start()
+    state = backend.states[fakes[2]]
+    assert state.up and state.context_length == 2048
+    load = backend.target_load(fakes[2])
+    assert load is not None and load.max_running == 12
+
+
+async def test_a_contract_error_is_http_400_before_any_streaming(fakes: Any) -> None:
+    """generate_contract_error: an unknown sampling key or a priority of the wrong type."""
+    bodies = [
+        {"input_ids": [1, 2], "sampling_params": {"max_new_tokens": 2, "typo": 1}, "stream": True},
+        {"input_ids": [1, 2], "sampling_params": {"max_new_tokens": 2}, "priority": "high",
+         "stream": True},
+    ]  # fmt: skip
+    async with httpx.AsyncClient(base_url=fakes[2]) as client:
+        for body in bodies:
+            response = await client.post("/generate", json=body)
+            assert response.status_code == 400
+            assert isinstance(response.json()["error"], str)
+    assert not fakes[0].states  # nothing was run
+
+
+async def test_prompt_plus_output_over_the_context_is_an_error_in_the_stream(
+    fakes: Any,
+) -> None:
+    """Exactly the context length is served; one token more is a ValueError, in the stream."""
+    fakes[0].reset(context_length=10, natural_tokens=100)
+    body: dict[str, Any] = {"input_ids": [5] * 6, "stream": True}
+    async with httpx.AsyncClient(base_url=fakes[2]) as client:
+        body["sampling_params"] = {"max_new_tokens": 4}
+        fits = await client.post("/generate", json=body)
+        body["sampling_params"] = {"max_new_tokens": 5}
+        over = await client.post("/generate", json=body)
+    assert fits.status_code == over.status_code == 200
+    assert '"length"' in fits.text and "error" not in fits.text
+    assert '"retryable": false' in over.text and '"code": 400' in over.text
+
+
+async def test_a_client_that_closes_its_stream_stops_the_decoding(
+    fakes: Any,
+) -> None:
+    """0.5.23 releases a request whose client went away, /abort_request or not."""
+    fake = fakes[0]
+    fake.reset(itl_s=0.02, natural_tokens=1000)
+    body = {"input_ids": [1, 2, 3], "sampling_params": {"max_new_tokens": 1000}, "stream": True}
+    async with (
+        httpx.AsyncClient(base_url=fakes[2]) as client,
+        client.stream("POST", "/generate", json=body) as response,
+    ):
+        async for line in response.aiter_lines():
+            if line.startswith("data:"):
+                break
+    await wait_until(lambda: only_state(fake).finish_reason is not None)
+    state = only_state(fake)
+    assert state.finish_reason is not None and state.finish_reason["type"] == "abort"
+    assert not fake.aborts and len(state.output) < 200

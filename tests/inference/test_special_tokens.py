@@ -7,10 +7,10 @@ from collections import Counter
 
 import pytest
 
+from bench.sglang_sim.tokenizer import build_tiny_tokenizer
 from inference import HFTokenizer, PromptAssembler
 from inference.null_backend import NullTokenizer
 from tests.fakes.passages import Doc
-from tests.fakes.tiny_tokenizer import build_tiny_tokenizer
 from tests.fakes.word_tokenizer import WordTokenizer
 
 HOSTILE = (

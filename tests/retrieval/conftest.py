@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from bench.tiny_cross_encoder import build_tiny_cross_encoder
 from retrieval import DocumentStore, Embedder
-from tests.fakes.tiny_models import build_tiny_cross_encoder
 
 DEMO_CORPUS = Path(__file__).resolve().parents[2] / "demo" / "corpus"
 

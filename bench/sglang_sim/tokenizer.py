@@ -1,4 +1,10 @@
-"""A tiny Hugging Face tokenizer with a ChatML chat template, built locally (no hub)."""
+"""A tiny Hugging Face tokenizer with a ChatML chat template, built locally (no hub).
+
+The simulated SGLang server "serves" it: ragtime counts and sends real token ids of it, so its
+prompts, prefix-cache hits and context-length fits are computed as against a real server. The
+tests build it with a few words; a bench builds it with every word of the demo corpus
+(``build_corpus_tokenizer``), so that passages do not tokenize to ``[UNK]``.
+"""
 
 from __future__ import annotations
 
@@ -49,3 +55,14 @@ def build_tiny_tokenizer(dir: Path, words: str = "") -> Path:
     dir.mkdir(parents=True, exist_ok=True)
     fast.save_pretrained(dir)
     return dir
+
+
+DEMO_CORPUS = Path(__file__).resolve().parents[2] / "demo" / "corpus"
+
+
+def build_corpus_tokenizer(dir: Path, corpus: Path = DEMO_CORPUS) -> Path:
+    """``build_tiny_tokenizer`` with every word of ``corpus``'s ``.txt`` files; returns ``dir``."""
+    words = sorted(
+        {w.lower() for f in corpus.rglob("*.txt") for w in re.findall(r"\w+", f.read_text())}
+    )
+    return build_tiny_tokenizer(dir, " ".join(words))

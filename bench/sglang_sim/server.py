@@ -1,40 +1,66 @@
-"""A fake SGLang server that speaks the native protocol of upstream 0.5.23, for tests and benches.
+r"""A server that speaks SGLang 0.5.23's native HTTP API, with GPU-like timings and no GPU.
 
-Each behaviour names the upstream file (under ``python/sglang/srt/``) it follows; the facts are
-those of ``shared/reference/sglang-protocol.md``, read from that source.
+It stands in for an SGLang engine where none can run: ragtime's tests talk to it (directly and
+through SGLang's real gateway), and a bench plans capacity against it (``python -m
+bench.sglang_sim``, ``ragtime bench budget --fake-sglang SPEC``). It is a claim about another
+system, so each behaviour names the upstream file (under ``python/sglang/srt/`` of
+sgl-project/sglang 0.5.23) it follows; the facts are those of ``shared/reference/
+sglang-protocol.md``, read from that source.
 
-``POST /generate`` streams ``data: <json>`` chunks whose ``text`` and ``output_ids`` are
-cumulative (incremental with ``incremental=True``), every one with ``meta_info``, then
-``data: [DONE]``. The finish reason is ``{"type": "stop", "matched": EOS}`` after
-``natural_tokens``, ``{"type": "length", "length": N}`` at ``max_new_tokens``, or
-``{"type": "abort", ...}``. A streamed request is answered 200 **before** it is validated, so
-its errors come in the stream (``entrypoints/http_server.py``). Decoding runs in a task of its
-own, as in SGLang's scheduler: closing the stream does not stop it here (older releases and
-proxies; upstream issue 36333); ``/abort_request`` does, matching rids by prefix.
-``cached_tokens`` comes from a trie of the token ids of finished requests (at most
-``prompt_tokens - 1``: the last prompt token is always computed).
+``POST /generate`` (``entrypoints/http_server.py``):
+
+- A body that breaks the request contract (an unknown ``sampling_params`` key, a value of the
+  wrong type such as a string ``priority``) is an HTTP 400 ``{"error": "<string>"}`` **before**
+  any streaming (``generate_contract_error``, ``api/v1/api_types.py``).
+- Otherwise a streamed request is answered 200 before it is validated, so the ``ValueError``\s of
+  ``managers/tokenizer_manager.py::_validate_one_request`` (no input, prompt plus
+  ``max_new_tokens`` over the context length (``>``: exactly the context length is served), a
+  duplicate rid, ``max_new_tokens`` below 0) come in the stream as ``{"error": {"message",
+  "type", "code": 400, "retryable": false}}``, then ``data: [DONE]``
+  (``serve_generate_request``). Without ``stream`` they are an HTTP 400.
+- Upstream sends no in-stream 500: any other exception breaks the stream (the connection ends
+  without its last chunk). ``error_after`` does that.
+- Chunks carry cumulative ``text`` and ``output_ids`` (incremental with ``incremental=True``,
+  ``--incremental-streaming-output``), every one with ``meta_info``. The finish reason is
+  ``{"type": "stop", "matched": EOS}`` after ``natural_tokens``, ``{"type": "length",
+  "length": N}`` at ``max_new_tokens``, or ``{"type": "abort", ...}``.
+- Decoding runs in a task of its own, as in SGLang's scheduler. ``/abort_request`` stops it,
+  matching rids by prefix. So does a client that closes its stream: on 0.5.23 the request's
+  state is released when its response fails (``tokenizer_manager.py::generate_request``);
+  ``abort_on_disconnect=False`` models older releases, which decode on (upstream issue 36333).
+- ``cached_tokens`` comes from a trie of the token ids of finished requests (at most
+  ``prompt_tokens - 1``: the last prompt token is always computed).
+
+What the server tells about itself, each fact only where upstream gives it:
+
+- ``/model_info``: the model path and ``is_generation``; **no context length**.
+- ``/server_info``: the launch arguments as given (``context_length`` and
+  ``max_running_requests`` are ``None`` unless set at launch: ``launch_args=True``), and
+  ``internal_states[]`` with ``effective_max_running_requests_per_dp``.
+- ``GET /v1/models``: the served context length, ``max_model_len``.
+- ``GET /v1/loads``: per data-parallel rank, ``num_running_reqs``, ``num_waiting_reqs`` and
+  ``max_running_requests`` (``managers/load_snapshot.py``). ``/get_load`` is gone.
+- ``/metrics``: the ``sglang:`` gauges, counters and histograms of ``metrics/collector.py``.
 
 GPU-like timing: at most ``max_running`` requests decode at once, the rest wait (the wait counts
 in their TTFT, as SGLang's does); a request's first token comes ``ttft_s`` plus
 ``prefill_s_per_token`` per uncached prompt token after it starts, each next one ``itl_s``
-later. ``python -m tests.fakes.sglang_server --port 0 ...`` runs it as a process of its own.
+later.
 
 Fail modes, each off by default: ``reject_status`` (an HTTP status before streaming, as a proxy
-in front would), ``error_after`` (an error event after N tokens), ``stall_after`` (silence after
-N tokens until aborted), ``server_abort_after`` (the server aborts the request, with a
+in front would), ``error_after`` (the stream breaks after N tokens), ``stall_after`` (silence
+after N tokens until aborted), ``server_abort_after`` (the server aborts the request, with a
 ``status_code``). Everything a client sent is kept in ``requests``; ``states`` holds each
 rid's fate.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
-import socket
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,8 +68,12 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
-from tests.fakes._model import EOS_ID, PrefixCache, detokenize, output_ids, text_ids
+from bench.sglang_sim.model import EOS_ID, PrefixCache, detokenize, output_ids, text_ids
+
+#: The SGLang release whose source this server follows (and deploy/ pins).
+UPSTREAM_VERSION = "0.5.23"
 
 _HIST_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, float("inf"))
 
@@ -83,7 +113,7 @@ class ReqState:
 
 
 @dataclass
-class FakeConfig:
+class SimConfig:
     model: str = "fake/tiny-chat"
     ttft_s: float = 0.0
     """The fixed part of the time to first token, once a request runs."""
@@ -95,27 +125,36 @@ class FakeConfig:
     tokens_per_chunk: int = 1
     incremental: bool = False
     max_running: int = 64
-    """``--max-running-requests``: the running batch; more requests wait."""
+    """The running batch (``--max-running-requests``, or what the memory allows); more wait."""
     queue_capacity: int | None = None
     """``--max-queued-requests``: waiting requests beyond it are aborted with 503."""
     context_length: int = 8192
+    """The served context length (``--context-length``, or the model's)."""
+    launch_args: bool = False
+    """Whether ``--context-length`` and ``--max-running-requests`` were given at launch: only
+    then does ``/server_info`` report them (else ``None``)."""
+    abort_on_disconnect: bool = True
+    """0.5.23: a client that closes its stream aborts its request. False: older releases."""
     healthy: bool = True
     has_ready: bool = True
     """Whether ``/ready`` exists (older servers: 404, only the slow ``/health``)."""
     health_s: float = 1.0
     """How long ``/health`` takes: it generates a token and waits at least 1 s."""
+    missing_routes: tuple[str, ...] = ()
+    """Paths answered 404, as by a release without them (``/v1/loads`` before 0.5)."""
     reject_status: int | None = None
     error_after: int | None = None
+    """The stream breaks (the connection ends mid-body) after this many tokens."""
     stall_after: int | None = None
     server_abort_after: int | None = None
     server_abort_status: int = 503
 
 
-class FakeSGLang:
+class SimulatedSGLang:
     """The fake's state and its Starlette app; configure ``config``, read the rest."""
 
     def __init__(self) -> None:
-        self.config = FakeConfig()
+        self.config = SimConfig()
         self.cache = PrefixCache()
         self.requests: list[Recorded] = []
         self.aborts: list[Recorded] = []
@@ -136,7 +175,7 @@ class FakeSGLang:
             "e2e_request_latency_seconds": [],
             "queue_time_seconds": [],
         }
-        self.app = Starlette(
+        self.routes = Starlette(
             routes=[
                 Route("/generate", self.generate, methods=["POST", "PUT"]),
                 Route("/abort_request", self.abort_request, methods=["POST"]),
@@ -149,13 +188,16 @@ class FakeSGLang:
                 Route("/get_model_info", self.model_info, methods=["GET"]),
                 Route("/server_info", self.server_info, methods=["GET"]),
                 Route("/get_server_info", self.server_info, methods=["GET"]),
+                Route("/v1/models", self.models, methods=["GET"]),
                 Route("/flush_cache", self.flush_cache, methods=["POST", "GET"]),
             ]
         )
+        self.app = _WithoutMissingRoutes(self)
+        """The ASGI app: the routes, less ``config.missing_routes``."""
 
     def reset(self, **config: Any) -> None:
         """Forget every request and cache entry; apply ``config`` over the defaults."""
-        self.config = FakeConfig(**config)
+        self.config = SimConfig(**config)
         self._sem = None
         self.cache.clear()
         self.counters = dict.fromkeys(self.counters, 0)
@@ -181,7 +223,12 @@ class FakeSGLang:
         cfg = self.config
         if cfg.reject_status is not None:  # a proxy's (or an older server's) HTTP status
             return _error(cfg.reject_status, _REASONS.get(cfg.reject_status, "rejected"))
-        stream = isinstance(body, dict) and bool(body.get("stream"))
+        contract = _contract_error(body)
+        if contract is not None:
+            # entrypoints/http_server.py: generate_contract_error, before any streaming.
+            return JSONResponse({"error": contract}, status_code=400)
+        assert isinstance(body, dict)
+        stream = bool(body.get("stream"))
         problem = self._validate(body)
         if problem is not None:
             # entrypoints/http_server.py: a streamed request is answered 200 before any check
@@ -196,7 +243,6 @@ class FakeSGLang:
             if not stream:
                 return JSONResponse({"error": error}, status_code=400)
             return StreamingResponse(_chunks({"error": error}), media_type="text/event-stream")
-        assert isinstance(body, dict)
         ids = _input_ids(body)
         rid = body.get("rid") or uuid.uuid4().hex
         max_new = (body.get("sampling_params") or {}).get("max_new_tokens", 128)
@@ -223,35 +269,29 @@ class FakeSGLang:
             last = b""
             while not state.chunks.empty():
                 item = state.chunks.get_nowait()
+                if item is _BREAK:
+                    return PlainTextResponse("Internal Server Error", status_code=500)
                 if item and not item.startswith(b"data: [DONE]"):
                     last = item
             return Response(last.removeprefix(b"data: ").strip(), media_type="application/json")
         return StreamingResponse(self._body(state), media_type="text/event-stream")
 
-    def _validate(self, body: Any) -> str | None:
-        """The request errors of ``managers/tokenizer_manager.py::_validate_one_request`` and
-        ``sampling_params.py`` (unknown keys: ``api/v1/api_types.py``), or None."""
-        if not isinstance(body, dict):
-            return "the body must be an object"
+    def _validate(self, body: dict[str, Any]) -> str | None:
+        """The ``ValueError`` of ``managers/tokenizer_manager.py::_validate_one_request`` for a
+        body that passed the contract, or None."""
         ids = _input_ids(body)
         if not ids:
             return "Either text or input_ids should be provided."
-        params = body.get("sampling_params") or {}
-        if not isinstance(params, dict):
-            return "sampling_params must be an object"
-        unknown = sorted(set(params) - SAMPLING_KEYS)
-        if unknown:
-            return f"Unknown sampling parameters: {unknown}"
-        max_new = params.get("max_new_tokens", 128)
-        if not isinstance(max_new, int) or isinstance(max_new, bool) or max_new < 0:
-            return f"max_new_tokens must be at least 0, got {max_new!r}."
+        max_new = (body.get("sampling_params") or {}).get("max_new_tokens", 128)
+        if max_new < 0:
+            return f"max_new_tokens must be at least 0, got {max_new}."
         context = self.config.context_length
-        if len(ids) >= context:
+        if len(ids) > context:
             return (
                 f"The input ({len(ids)} tokens) is longer than the model's context length "
                 f"({context} tokens)."
             )
-        if len(ids) + max_new >= context:
+        if len(ids) + max_new > context:
             return (
                 f"Requested token count exceeds the model's maximum context length of "
                 f"{context} tokens. You requested a total of {len(ids) + max_new} tokens: "
@@ -260,13 +300,8 @@ class FakeSGLang:
                 "completion to fit within the limit."
             )
         rid = body.get("rid")
-        if rid is not None and not isinstance(rid, str):
-            return "rid must be a string"
         if isinstance(rid, str) and rid in self._active:
             return f"Duplicate request ID: {rid}"
-        priority = body.get("priority")
-        if priority is not None and (not isinstance(priority, int) or isinstance(priority, bool)):
-            return f"priority must be an integer, got {priority!r}"
         return None
 
     async def _body(self, state: ReqState) -> AsyncIterator[bytes]:
@@ -278,11 +313,18 @@ class FakeSGLang:
                 if item is None:
                     end = "complete"
                     return
+                if item is _BREAK:
+                    end = "broken"
+                    raise ConnectionAbortedError(f"{state.rid}: the server failed mid-stream")
                 yield item
         finally:
             self._open_streams.discard(state.rid)
             state.stream_end = end
             self.events.append((f"stream_{end}", state.rid))
+            if end == "disconnected" and self.config.abort_on_disconnect:
+                # tokenizer_manager.py::generate_request: the response failed, the request's
+                # state is released and the scheduler told to abort it.
+                self._abort(state)
 
     async def _decode(self, state: ReqState) -> None:
         """The scheduler's part: queue, prefill, decode token by token, until done or aborted."""
@@ -303,7 +345,7 @@ class FakeSGLang:
             self.events.append(("finished", state.rid))
             await state.chunks.put(None)
 
-    async def _run(self, state: ReqState, cfg: FakeConfig) -> None:
+    async def _run(self, state: ReqState, cfg: SimConfig) -> None:
         state.started = time.monotonic()
         state.queue_s = state.started - state.arrived
         self.histograms["queue_time_seconds"].append(state.queue_s)
@@ -319,7 +361,7 @@ class FakeSGLang:
         last_token_at = time.monotonic()
         for i, token in enumerate(planned):
             if i == cfg.error_after:
-                return await self._emit_error(state, "CUDA out of memory.")
+                return await self._break(state, "CUDA out of memory.")
             if i == cfg.stall_after:
                 await _wait(state.aborted, 30.0)  # silence, until aborted (or 30 s)
                 return await self._finish(state, _abort("Unknown error"))
@@ -380,14 +422,11 @@ class FakeSGLang:
         state.text_sent, state.ids_sent = text, len(state.output)
         return chunk
 
-    async def _emit_error(self, state: ReqState, message: str) -> None:
-        # entrypoints/http_server.py: an exception other than a request's ValueError while
-        # streaming is an error event with a 5xx code, retryable.
+    async def _break(self, state: ReqState, message: str) -> None:
+        """An exception other than a request's ``ValueError``: upstream sends no error event
+        for it; the response fails and its connection ends without the last chunk."""
         state.finish_reason = {"type": "error", "message": message}
-        body = {"message": message, "type": "internal_error", "code": 500, "retryable": True}
-        error = json.dumps({"error": body}).encode()
-        await state.chunks.put(b"data: " + error + b"\n\n")
-        await state.chunks.put(b"data: [DONE]\n\n")
+        await state.chunks.put(_BREAK)
 
     # -- control and observability ----------------------------------------------------------
 
@@ -401,11 +440,16 @@ class FakeSGLang:
         abort_all = isinstance(body, dict) and bool(body.get("abort_all"))
         for state in list(self._active.values()):
             if abort_all or (isinstance(rid, str) and state.rid.startswith(rid)):
-                state.abort_requested_at = time.monotonic()
-                state.stream_open_at_abort = state.rid in self._open_streams
-                self.events.append(("abort", state.rid))
-                state.aborted.set()
+                self._abort(state)
         return Response(status_code=200)
+
+    def _abort(self, state: ReqState) -> None:
+        if state.aborted.is_set() or state.rid not in self._active:
+            return
+        state.abort_requested_at = time.monotonic()
+        state.stream_open_at_abort = state.rid in self._open_streams
+        self.events.append(("abort", state.rid))
+        state.aborted.set()
 
     async def health(self, request: Request) -> Response:
         """``entrypoints/http_server.py::health_generate``: 503 while starting or stopping;
@@ -435,6 +479,7 @@ class FakeSGLang:
             "num_total_reqs": len(self._active),
             "num_used_tokens": sum(len(s.input_ids) + len(s.output) for s in self._active.values()),
             "max_total_num_tokens": self.config.context_length * self.config.max_running,
+            "max_running_requests": self.config.max_running,
             "token_usage": 0.0,
             "cache_hit_rate": self.counters["cached_tokens"] / prompt if prompt else 0.0,
         }
@@ -473,27 +518,56 @@ class FakeSGLang:
         return PlainTextResponse("\n".join(lines) + "\n", media_type="text/plain; version=0.0.4")
 
     async def model_info(self, request: Request) -> Response:
+        """``/model_info`` (``entrypoints/http_server.py::get_model_info``): no context length."""
         return JSONResponse(
             {
                 "model_path": self.config.model,
                 "tokenizer_path": self.config.model,
                 "is_generation": True,
-                "context_length": self.config.context_length,
+                "preferred_sampling_params": None,
+                "weight_version": "default",
+                "has_image_understanding": False,
+                "has_audio_understanding": False,
+                "model_type": "llama",
+                "architectures": ["LlamaForCausalLM"],
             }
         )
 
     async def server_info(self, request: Request) -> Response:
-        """A few of ``/server_info``'s many keys (server args and scheduler info)."""
+        """``/server_info``: a few of the launch arguments (as given: ``None`` unless set) and
+        the scheduler's ``internal_states``, one per data-parallel rank."""
+        cfg = self.config
         return JSONResponse(
             {
-                "model_path": self.config.model,
-                "context_length": self.config.context_length,
-                "max_running_requests": self.config.max_running,
-                "max_queued_requests": self.config.queue_capacity,
-                "incremental_streaming_output": self.config.incremental,
-                "version": "0.5.23-fake",
+                "model_path": cfg.model,
+                "context_length": cfg.context_length if cfg.launch_args else None,
+                "max_running_requests": cfg.max_running if cfg.launch_args else None,
+                "max_queued_requests": cfg.queue_capacity,
+                "incremental_streaming_output": cfg.incremental,
+                "dp_size": 1,
+                "internal_states": [
+                    {
+                        "effective_max_running_requests_per_dp": cfg.max_running,
+                        "last_gen_throughput": 0.0,
+                        "memory_usage": {},
+                    }
+                ],
+                "version": UPSTREAM_VERSION,
             }
         )
+
+    async def models(self, request: Request) -> Response:
+        """``GET /v1/models``: the served model and its context length, ``max_model_len``."""
+        card = {
+            "id": self.config.model,
+            "object": "model",
+            "created": int(time.time()),
+            "owned_by": "sglang",
+            "root": self.config.model,
+            "parent": None,
+            "max_model_len": self.config.context_length,
+        }
+        return JSONResponse({"object": "list", "data": [card]})
 
     async def flush_cache(self, request: Request) -> Response:
         if self._active:
@@ -514,6 +588,51 @@ SAMPLING_KEYS = frozenset(
         "sampling_seed",
     }
 )  # fmt: skip
+
+
+class _WithoutMissingRoutes:
+    def __init__(self, server: SimulatedSGLang) -> None:
+        self.server = server
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"] in self.server.config.missing_routes:
+            response = JSONResponse({"detail": "Not Found"}, status_code=404)
+            await response(scope, receive, send)
+            return
+        await self.server.routes(scope, receive, send)
+
+
+#: A marker in a request's chunk queue: break the stream here.
+_BREAK = b"<break>"
+
+
+def _contract_error(body: Any) -> str | None:
+    """What ``generate_contract_error`` (the ``GenerateRequest`` schema of
+    ``api/v1/api_types.py``) refuses, for the fields a client of ours could get wrong."""
+    if not isinstance(body, dict):
+        return "invalid type: expected an object"
+    params = body.get("sampling_params")
+    if params is not None and not isinstance(params, dict):
+        return "sampling_params: invalid type: expected an object"
+    unknown = sorted(set(params or {}) - SAMPLING_KEYS)
+    if unknown:
+        return f"sampling_params: unknown field `{unknown[0]}`"
+    max_new = (params or {}).get("max_new_tokens")
+    if max_new is not None and not _is_int(max_new):
+        return f"sampling_params.max_new_tokens: invalid type: expected an integer, got {max_new!r}"
+    for key in ("priority",):
+        if body.get(key) is not None and not _is_int(body[key]):
+            return f"{key}: invalid type: expected an integer, got {body[key]!r}"
+    if body.get("rid") is not None and not isinstance(body["rid"], str):
+        return f"rid: invalid type: expected a string, got {body['rid']!r}"
+    ids = body.get("input_ids")
+    if ids is not None and not (isinstance(ids, list) and all(_is_int(t) for t in ids)):
+        return "input_ids: invalid type: expected a list of integers"
+    return None
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _input_ids(body: dict[str, Any]) -> list[int]:
@@ -551,44 +670,3 @@ async def _wait(event: asyncio.Event, timeout_s: float) -> bool:
     except TimeoutError:
         return False
     return True
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    """Run the fake as a server process: ``python -m tests.fakes.sglang_server --port 0``."""
-    import uvicorn
-
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=30000, help="0: pick a free one")
-    parser.add_argument("--model", default=FakeConfig.model)
-    parser.add_argument("--fixed-ms", type=float, default=0.0, help="TTFT once running")
-    parser.add_argument("--prefill-ms-per-token", type=float, default=0.0)
-    parser.add_argument("--decode-ms-per-token", type=float, default=0.0)
-    parser.add_argument("--max-running", type=int, default=FakeConfig.max_running)
-    parser.add_argument("--max-queued", type=int, default=None)
-    parser.add_argument("--context-length", type=int, default=FakeConfig.context_length)
-    parser.add_argument("--natural-tokens", type=int, default=FakeConfig.natural_tokens)
-    parser.add_argument("--incremental-streaming-output", action="store_true")
-    args = parser.parse_args(argv)
-    fake = FakeSGLang()
-    fake.reset(
-        model=args.model,
-        ttft_s=args.fixed_ms / 1000.0,
-        prefill_s_per_token=args.prefill_ms_per_token / 1000.0,
-        itl_s=args.decode_ms_per_token / 1000.0,
-        max_running=args.max_running,
-        queue_capacity=args.max_queued,
-        context_length=args.context_length,
-        natural_tokens=args.natural_tokens,
-        incremental=args.incremental_streaming_output,
-    )
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((args.host, args.port))
-    print(f"listening on http://{args.host}:{sock.getsockname()[1]}", flush=True)
-    config = uvicorn.Config(fake.app, log_level="warning", lifespan="off")
-    uvicorn.Server(config).run(sockets=[sock])
-
-
-if __name__ == "__main__":
-    main()

@@ -1,4 +1,4 @@
-"""What the fake servers "run": deterministic output tokens, a detokenizer, a prefix cache.
+"""What the simulated servers "run": deterministic output tokens, a detokenizer, a prefix cache.
 
 Output token ``i`` depends on the prompt's ids and ``i`` only, so a test can predict the text.
 The detokenizer holds back a token whose text is incomplete (ids divisible by 7 stand for the

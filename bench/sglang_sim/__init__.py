@@ -1,0 +1,12 @@
+"""A simulated SGLang server: SGLang 0.5.23's native HTTP API with GPU-like timings, no GPU.
+
+Capacity planning without a GPU (``python -m bench.sglang_sim``, ``ragtime bench budget
+--fake-sglang SPEC``) and the engine that ragtime's tests talk to, directly and through
+SGLang's real gateway. ``server`` holds the protocol and the timing model, ``model`` what it
+"runs" (deterministic tokens, a prefix cache), ``tokenizer`` the tiny tokenizer it serves, and
+``process`` starts it as a process of its own.
+"""
+
+from bench.sglang_sim.server import SimConfig, SimulatedSGLang
+
+__all__ = ["SimConfig", "SimulatedSGLang"]
