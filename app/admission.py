@@ -3,7 +3,10 @@
 A process that accepts every request collapses under overload: each admitted request slows every
 other, until none finishes within its budget (issue 13, finding 2). ``AdmissionMiddleware`` (pure
 ASGI, in front of routing, auth and the body) bounds the question routes' requests in flight to
-``max_in_flight``. One past the bound is refused at once, before any of its work is done: 503
+``max_in_flight``, the work this process's own CPUs can carry, plus the decoding slots of the
+remote generation servers that are serving now (``GenerationBackend.remote_slots``: a GPU server
+that decodes 64 at once takes 64 more; a request waiting on it costs this process only a
+connection). One past the bound is refused at once, before any of its work is done: 503
 ``overloaded`` with ``Retry-After``. From the moment the server is told to stop
 (``drain_when_stopping``), every new question request is refused so (``shutting_down``), and the
 live ones are let finish: a stream may run for ``shutdown_grace_s``, then it ends with an
@@ -19,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from sse_starlette.sse import AppStatus
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -33,11 +36,19 @@ SHUTTING_DOWN = "shutting_down"
 class Admission:
     """The process's count of question requests in flight, its bound, and whether it drains."""
 
-    def __init__(self, max_in_flight: int, *, retry_after_s: int) -> None:
+    def __init__(
+        self,
+        max_in_flight: int,
+        *,
+        retry_after_s: int,
+        remote_slots: Callable[[], int] = lambda: 0,
+    ) -> None:
         if max_in_flight < 1:
             raise ValueError(f"max_in_flight must be >= 1, got {max_in_flight}")
         self.max_in_flight = max_in_flight
         self.retry_after_s = retry_after_s
+        self.remote_slots = remote_slots
+        """The remote generation servers' slots now (set once the backend is built)."""
         self.in_flight = 0
         self.draining = False
         self._idle = asyncio.Event()
@@ -47,11 +58,16 @@ class Admission:
         """Take a place, or say why not (``overloaded``, ``shutting_down``)."""
         if self.draining:
             return SHUTTING_DOWN
-        if self.in_flight >= self.max_in_flight:
+        if self.in_flight >= self.bound:
             return OVERLOADED
         self.in_flight += 1
         self._idle.clear()
         return None
+
+    @property
+    def bound(self) -> int:
+        """Requests admitted at most now: ``max_in_flight`` plus the remote slots."""
+        return self.max_in_flight + max(self.remote_slots(), 0)
 
     def leave(self) -> None:
         self.in_flight -= 1

@@ -219,8 +219,9 @@ class Settings(BaseSettings):
     max_in_flight: int = Field(
         8,
         ge=1,
-        description="Question requests (/v1/ask, /v1/search) a process serves at once; more are "
-        "refused at once (503 overloaded).",
+        description="Question requests (/v1/ask, /v1/search) a process serves at once, plus "
+        "the decoding slots of the remote generation servers serving now; more are refused at "
+        "once (503 overloaded).",
     )
     max_queued_per_slot: int = Field(
         8,
@@ -380,7 +381,12 @@ class Settings(BaseSettings):
             raise ValueError("budget_shares must be non-negative and sum to at most 1")
         if self.alert_window_s < self.alert_interval_s:
             raise ValueError("alert_window_s must be at least alert_interval_s")
-        if self.context_tokens + self.max_output_tokens > self.generation_context_window:
+        # llama.cpp's window is ours to set; a remote server's context length is read from it
+        # and the prompt fitted to it per request.
+        if (
+            self.generation_backend == "llama.cpp"
+            and self.context_tokens + self.max_output_tokens > self.generation_context_window
+        ):
             raise ValueError(
                 "context_tokens + max_output_tokens must fit generation_context_window "
                 "(with room for the system prompt and question)"

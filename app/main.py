@@ -76,6 +76,7 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         live = services if services is not None else Services.build(settings, backend=backend)
         await live.start()
+        admission.remote_slots = lambda: live.backend.remote_slots
         app.state.services = live
         app.state.pipeline = pipeline = Pipeline(live)
         app.state.rate_limiter = limiter = build_limiter(settings)

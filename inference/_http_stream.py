@@ -263,9 +263,13 @@ class HTTPStreamBackend(GenerationBackend):
         return sum(s.in_flight for s in self._states.values())
 
     @property
+    def remote_slots(self) -> int:
+        return sum(s.load.max_running or 0 for s in self._states.values() if s.serving)
+
+    @property
     def context_length(self) -> int | None:
         """The smallest context length the endpoints reported (None: none reported yet):
-        prompt plus output tokens must stay under it."""
+        prompt plus output tokens must stay within it."""
         known = [s.context_length for s in self._states.values() if s.context_length]
         return min(known) if known else None
 

@@ -115,6 +115,13 @@ class GenerationBackend(ABC):
         """Requests this backend is decoding or holding in its queue (0 when it cannot tell)."""
         return 0
 
+    @property
+    def remote_slots(self) -> int:
+        """Requests this backend's remote servers decode at once, summed over those serving (0
+        for an in-process backend, or while no server has told): generation capacity outside
+        this process, whose waiting requests cost it nothing but a connection."""
+        return 0
+
     def cost_target(self, question: str = "") -> str:
         """The target a request for ``question`` would most likely be served by now: the key of
         the costs the budget engine plans it with."""

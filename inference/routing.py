@@ -171,6 +171,10 @@ class RoutedBackend(GenerationBackend):
         return sum(b.pending for b in self._pools.values())
 
     @property
+    def remote_slots(self) -> int:
+        return sum(b.remote_slots for b in self._pools.values())
+
+    @property
     def pools(self) -> dict[str, HTTPStreamBackend]:
         return dict(self._pools)
 

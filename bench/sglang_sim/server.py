@@ -57,6 +57,7 @@ rid's fate.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 import uuid
@@ -140,6 +141,10 @@ class SimConfig:
     """Whether ``/ready`` exists (older servers: 404, only the slow ``/health``)."""
     health_s: float = 1.0
     """How long ``/health`` takes: it generates a token and waits at least 1 s."""
+    start_together: int | None = None
+    """Hold each running request before its prefill until this many run at once (or 30 s
+    passed): a test's proof that a client sends that many at once, whatever the machine's
+    speed."""
     missing_routes: tuple[str, ...] = ()
     """Paths answered 404, as by a release without them (``/v1/loads`` before 0.5)."""
     reject_status: int | None = None
@@ -166,6 +171,10 @@ class SimulatedSGLang:
         self._tasks: set[asyncio.Task[None]] = set()
         self._sem: asyncio.Semaphore | None = None
         self._waiting = 0
+        self._running = 0
+        self.peak_running = 0
+        """The most requests that ran at once since the last ``reset``."""
+        self._together: asyncio.Event | None = None
         self.counters = dict.fromkeys(
             ("prompt_tokens", "generation_tokens", "cached_tokens", "num_aborted_requests"), 0
         )
@@ -207,6 +216,8 @@ class SimulatedSGLang:
         self.states.clear()
         self.events.clear()
         self.health_calls = 0
+        self.peak_running = 0
+        self._together = None
 
     @property
     def generate_requests(self) -> list[Recorded]:
@@ -346,9 +357,24 @@ class SimulatedSGLang:
             await state.chunks.put(None)
 
     async def _run(self, state: ReqState, cfg: SimConfig) -> None:
+        self._running += 1
+        self.peak_running = max(self.peak_running, self._running)
+        if self._together is None:
+            self._together = asyncio.Event()
+        if cfg.start_together and self._running >= cfg.start_together:
+            self._together.set()
+        try:
+            await self._run_one(state, cfg)
+        finally:
+            self._running -= 1
+
+    async def _run_one(self, state: ReqState, cfg: SimConfig) -> None:
         state.started = time.monotonic()
         state.queue_s = state.started - state.arrived
         self.histograms["queue_time_seconds"].append(state.queue_s)
+        if cfg.start_together and self._together is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._together.wait(), 30.0)
         if state.aborted.is_set():
             return await self._finish(state, _abort("Abort in waiting queue"))
         state.cached_tokens = min(self.cache.match(state.input_ids), len(state.input_ids) - 1)

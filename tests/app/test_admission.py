@@ -160,3 +160,19 @@ def test_a_pool_holds_at_most_its_slots_and_their_queue(
         served = client.post("/v1/ask", json={"question": "What is a list?"}, headers=auth)
     assert refused_ask.status_code == 503 and "at most 2" in refused_ask.text
     assert served.status_code == 200
+
+
+def test_remote_decoding_slots_widen_the_bound() -> None:
+    """A GPU server that decodes 64 at once takes 64 more than the process's own bound; the
+    slots count only while its servers serve (none told yet, or all down: the bound alone)."""
+    slots = [0]
+    admission = Admission(2, retry_after_s=1, remote_slots=lambda: slots[0])
+    assert [admission.try_enter() for _ in range(3)] == [None, None, "overloaded"]
+    slots[0] = 64
+    assert admission.bound == 66
+    assert all(admission.try_enter() is None for _ in range(64))
+    assert admission.try_enter() == "overloaded"
+    slots[0] = 0  # the servers went down: no new admissions until the 66 leave
+    for _ in range(64):
+        admission.leave()
+    assert admission.try_enter() == "overloaded" and admission.in_flight == 2

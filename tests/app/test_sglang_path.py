@@ -1,8 +1,10 @@
-"""The whole service answering through the SGLang backend, against the fake SGLang server."""
+"""The whole service answering through the SGLang backend, against the simulated SGLang server."""
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,7 +27,7 @@ from inference import (
     SGLangBackend,
 )
 from tests.fakes._serve import ServerThread
-from tests.helpers.app import make_settings, running_app
+from tests.helpers.app import asgi_client, build_app, make_settings, running_app
 from tests.helpers.spans import attributes
 from tests.helpers.sse import parse_sse
 
@@ -234,3 +236,44 @@ def test_the_context_shrinks_to_fit_the_servers_context_length(
     assert reduced and "context length is 420" in reduced[0]["reason"]
     sent = fake.generate_requests[-1].body
     assert len(sent["input_ids"]) + sent["sampling_params"]["max_new_tokens"] <= 420
+
+
+async def test_a_64_slot_server_is_sent_64_answers_at_once_within_its_context(
+    seeded_data_dir: Path,
+    auth: dict[str, str],
+    fake_sglang: tuple[SimulatedSGLang, str],
+    tmp_path: Path,
+) -> None:
+    """SGLang 0.5.23 tells its batch only in /server_info's internal_states and /v1/loads, and
+    its context only in /v1/models. Read there, a 64-slot server takes 64 answers at once: the
+    server holds each until 64 run together, so nothing here depends on the machine's speed.
+    Each prompt plus its output stays within the 4,096 tokens."""
+    fake, url = fake_sglang
+    fake.reset(max_running=64, context_length=4096, natural_tokens=6, start_together=64)
+    backend = sglang_backend(url, tmp_path)
+    app = build_app(
+        seeded_data_dir,
+        backend=backend,
+        calibrate=False,
+        max_output_tokens=4096,
+        generation_backend="sglang",  # so that llama.cpp's window does not bound the output
+        sglang_endpoints=[url],
+        served_model="fake/tiny-chat",
+    )
+    async with asgi_client(app) as client:
+        asks = [
+            client.post(
+                "/v1/ask",
+                json={"question": f"What is list number {i}?", "budget_ms": 60000},
+                headers=auth,
+                timeout=90,
+            )
+            for i in range(64)
+        ]
+        answers = await asyncio.gather(*asks)
+    statuses = Counter(a.status_code for a in answers)
+    assert statuses == {200: 64}, [a.text for a in answers if a.status_code != 200][:1]
+    assert fake.peak_running == 64
+    for sent in fake.generate_requests:
+        body = sent.body
+        assert len(body["input_ids"]) + body["sampling_params"]["max_new_tokens"] <= 4096
