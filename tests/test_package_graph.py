@@ -11,6 +11,7 @@ Within ``tests/``, no module imports a test module or a conftest: shared builder
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -52,6 +53,19 @@ def test_imports_follow_the_package_graph(package: str) -> None:
         for name in sorted(imported_packages(path) & ours - ALLOWED[package]):
             if (relative, name) not in EXCEPTIONS:
                 wrong.append(f"{relative} imports {name}")
+    assert not wrong, wrong
+
+
+def test_the_bench_runs_without_tests() -> None:
+    """The bench ships in the wheel and ``tests/`` does not: no bench module may start a test
+    module or a double of ``tests/`` either, in a subprocess or by a pytest run (the imports
+    above would not see a module named in a string)."""
+    named = re.compile(r"\btests\.(fakes|helpers)\b|-m\s+tests\b|\bpytest\b")
+    wrong = [
+        f"{path.relative_to(ROOT)}: {match.group(0)}"
+        for path in sorted((ROOT / "bench").rglob("*.py"))
+        for match in named.finditer(path.read_text())
+    ]
     assert not wrong, wrong
 
 
