@@ -98,6 +98,7 @@ def sglang_gateway(release: str, workers: Sequence[str], *, log_dir: Path) -> It
     argv += ["--prometheus-host", "127.0.0.1", "--prometheus-port", str(metrics_port)]
     argv += ["--health-check-interval-secs", "1", "--health-failure-threshold", "1"]
     argv += ["--health-success-threshold", "1", "--worker-startup-timeout-secs", "30"]
+    argv += ["--shutdown-grace-period-secs", "1", "--worker-startup-check-interval", "1"]
     if release == "smg":
         argv += ["--load-monitor-interval", "1"]
     if workers:
