@@ -277,3 +277,6 @@ async def test_a_64_slot_server_is_sent_64_answers_at_once_within_its_context(
     for sent in fake.generate_requests:
         body = sent.body
         assert len(body["input_ids"]) + body["sampling_params"]["max_new_tokens"] <= 4096
+    for answer in answers:  # 4,096 answer tokens would not fit beside the prompt: made to fit
+        actions = {d["action"] for d in answer.json()["degradations"]}
+        assert actions & {"context_reduced", "output_capped"}, answer.json()["degradations"]
