@@ -31,6 +31,7 @@ from typing import Any
 import httpx
 
 from tests.helpers.ports import free_port
+from tests.helpers.processes import stop
 
 #: Each pinned release, by its PyPI name: how it is launched.
 RELEASES: dict[str, list[str]] = {
@@ -122,9 +123,4 @@ def sglang_gateway(release: str, workers: Sequence[str], *, log_dir: Path) -> It
         gateway.wait_workers(len(workers))
         yield gateway
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process)
