@@ -41,6 +41,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import re
 import secrets
 from abc import abstractmethod
 from collections.abc import AsyncGenerator, Mapping, Sequence
@@ -451,7 +452,9 @@ class HTTPStreamBackend(GenerationBackend):
         attempts = 1 if only is not None else self.max_attempts
         order = self._order(only)[:attempts]
         streamed = False
-        for state in order:
+        relearned = False  # the context length learned from a refusal, and tried again once
+        while order:
+            state = order.pop(0)
             endpoint = state.url
             fitted, degradation = self._fit(state, prompt, max_tokens)
             yield RouteDecision(
@@ -513,6 +516,14 @@ class HTTPStreamBackend(GenerationBackend):
                 message = f"{endpoint}: {_describe(exc, self.timeout)}"
                 if streamed:
                     raise GenerationFailed(f"{self.name} failed mid-stream: {message}") from exc
+                learned = _context_length_in(str(exc)) if fault == "request" else None
+                if learned is not None and not relearned and learned != state.context_length:
+                    # An endpoint that did not tell its context length (a gateway in front of
+                    # 0.5.23) says it when it refuses: fit the output to it and ask again.
+                    log.warning("%s: %s serves %d context tokens", self.name, endpoint, learned)
+                    state.context_length, relearned = learned, True
+                    order.insert(0, state)
+                    continue
                 if fault == "request":
                     status = exc.status if isinstance(exc, StreamError) else None
                     raise GenerationRejected(
@@ -650,6 +661,16 @@ def error_message(body: Mapping[str, Any]) -> str:
     if isinstance(error, Mapping):
         return str(error.get("message") or error)[:500]
     return str(error)[:500]
+
+
+#: The context length in SGLang's refusals (``managers/tokenizer_manager.py``): "... longer than
+#: the model's context length (4096 tokens)", "... maximum context length of 4096 tokens".
+_CONTEXT_IN_REFUSAL = re.compile(r"context length (?:of |\()(\d+) tokens")
+
+
+def _context_length_in(message: str) -> int | None:
+    match = _CONTEXT_IN_REFUSAL.search(message)
+    return int(match.group(1)) if match else None
 
 
 def _describe(exc: BaseException, timeout: httpx.Timeout) -> str:

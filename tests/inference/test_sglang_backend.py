@@ -462,17 +462,37 @@ async def test_a_request_error_in_the_stream_is_rejected_not_retried_and_takes_n
     backend = make_backend([url_a, url_b])
     await backend.start()
     prompt = prompt_for(tokenizer)
-    # The servers shrink their context after the client read it: the request goes out and
-    # SGLang answers 200, then an error event (400, retryable false).
-    a.config.context_length = b.config.context_length = len(prompt.token_ids) + 8
+    # The servers shrink their context below the prompt after the client read it: the request
+    # goes out and SGLang answers 200, then an error event (400, retryable false).
+    a.config.context_length = b.config.context_length = len(prompt.token_ids) - 1
     for _ in range(3):
         with pytest.raises(GenerationRejected, match="context length") as info:
             await collect(backend, prompt, max_tokens=64)
         assert info.value.status_code == 400
-    assert len(a.generate_requests) + len(b.generate_requests) == 3  # never retried
+    # Each endpoint was asked once: its refusal named its context length, and a prompt that
+    # does not fit it is no longer sent there. Never retried elsewhere, nothing taken out.
+    assert len(a.generate_requests) == len(b.generate_requests) == 1
     assert backend.loaded and all(s.up for s in backend.states.values())
-    _, done = await collect(backend, prompt, max_tokens=4)  # a valid one is served at once
-    assert done.finish_reason == "length"
+    assert backend.context_length == len(prompt.token_ids) - 1
+
+
+async def test_a_context_length_named_in_a_refusal_is_learned_and_the_output_fitted(
+    make_backend: Callable[..., SGLangBackend], fakes: Any, tokenizer: HFTokenizer
+) -> None:
+    """A server (or a gateway) that did not tell its context length says it when it refuses:
+    the same request is sent again, once, with its output capped to fit."""
+    a, _, url_a, _ = fakes
+    prompt = prompt_for(tokenizer)
+    a.reset(context_length=len(prompt.token_ids) + 8, missing_routes=("/v1/models",))
+    backend = make_backend([url_a])
+    await backend.start()
+    assert backend.context_length is None
+    events = [e async for e in backend.stream(prompt, max_tokens=64)]
+    decisions = [e for e in events if isinstance(e, RouteDecision)]
+    assert [d.degradation is not None for d in decisions] == [False, True]
+    assert isinstance(events[-1], GenerationDone) and events[-1].finish_reason == "length"
+    sent = [r.body["sampling_params"]["max_new_tokens"] for r in a.generate_requests]
+    assert sent == [64, 8] and backend.context_length == len(prompt.token_ids) + 8
 
 
 async def test_an_abort_with_a_4xx_status_is_the_requests_fault(

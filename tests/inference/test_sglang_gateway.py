@@ -170,6 +170,27 @@ async def test_facts_and_load_come_from_the_gateways_own_routes(
     assert state.ttft_ms is not None and state.itl_ms is not None  # the workers' histograms
 
 
+async def test_an_answer_too_long_for_the_workers_context_is_capped_to_fit(
+    fresh: Pool, make_backend: Callable[..., SGLangBackend], tokenizer: HFTokenizer
+) -> None:
+    """smg tells the workers' context (its labels); sglang-router does not, and then the
+    worker's refusal names it: either way the answer is capped to fit, not refused."""
+    prompt = PromptAssembler(tokenizer, context_tokens=200).assemble("What is a list?", PASSAGES)
+    context = len(prompt.token_ids) + 10
+    for worker in fresh.workers:
+        worker.reset(**{**WORKER, "context_length": context, "natural_tokens": 500})
+    backend = make_backend(fresh.url)
+    await backend.start()
+    events = [e async for e in backend.stream(prompt, max_tokens=64)]
+    done = events[-1]
+    assert isinstance(done, GenerationDone) and done.finish_reason == "length"
+    assert done.usage.prompt_tokens + done.usage.completion_tokens == context
+    capped = [e for e in events if isinstance(e, RouteDecision) and e.degradation]
+    assert capped and capped[-1].degradation is not None
+    assert capped[-1].degradation[0] == "output_capped"
+    assert backend.context_length == context
+
+
 async def test_a_dropped_client_stops_the_workers_decoding(
     fresh: Pool, make_backend: Callable[..., SGLangBackend], tokenizer: HFTokenizer
 ) -> None:
