@@ -6,7 +6,9 @@ endpoint (``_poll_endpoint``). This module does the rest: one long-lived ``httpx
 with explicit timeouts, one ``EndpointState`` per endpoint (``inference._endpoints``), kept by
 a background poll and by what requests see, retries before the first delta, the fit of the
 output to the endpoint's context length, cancellation (abort on the server first, then close
-the stream), and the translation of failures by whose fault they are::
+the stream), and the translation of failures by whose fault they are (decided in
+``inference._faults``; the events are read by ``inference._sse``). ``_stream`` tries endpoint
+after endpoint; ``_attempt`` is one request to one endpoint::
 
     failure                                      before the first delta      after it
     the request's own (HTTP 400/413/422, an      GenerationRejected: not     GenerationFailed
@@ -24,7 +26,7 @@ the stream), and the translation of failures by whose fault they are::
 
 When every attempt failed the caller gets ``BackendUnavailable`` naming each failure. Nothing
 is retried once text was yielded, so output is never duplicated. The caller enforces its
-deadline by cancelling (the pipeline's ``wait_for``), which aborts the running request; here,
+deadline by cancelling (the pipeline's deadline wait), which aborts the running request; here,
 attempts are bounded by ``max_attempts`` and each by the connect and stall timeouts.
 
 Before each attempt ``stream()`` yields a ``RouteDecision`` naming the endpoint. If the prompt
@@ -39,18 +41,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
-import re
 import secrets
 from abc import abstractmethod
 from collections.abc import AsyncGenerator, Mapping, Sequence
-from typing import Any, Literal, Protocol
+from contextlib import aclosing
+from typing import Any, Protocol
 
 import httpx
 from opentelemetry import propagate
 
-from inference._endpoints import EMPTY_POOL_CODES, EndpointState, Health, RemoteOptions
+from inference._endpoints import EndpointState, Health, RemoteOptions
+from inference._faults import (
+    FAILS_THE_REQUEST,
+    Rejected,
+    StreamError,
+    context_length_in,
+    describe,
+    rejection_detail,
+)
+from inference._sse import iter_sse_json
 from inference.backend import (
     GenerationBackend,
     GenerationDone,
@@ -73,59 +83,6 @@ def new_rid() -> str:
     return secrets.token_hex(RID_BYTES)
 
 
-Fault = Literal["request", "busy", "server", "config"]
-"""Whose fault a failure is: the request's, a full server's, a broken server's, or ours."""
-
-_REQUEST_STATUSES = frozenset({400, 413, 422})
-_BUSY_STATUSES = frozenset({429, 503})
-
-
-def fault_of(status: int | None, retryable: bool | None = None) -> Fault:
-    """Classify by an HTTP-like status (and SGLang's ``retryable`` flag, which wins when
-    false); no status and no flag is the server's."""
-    if retryable is False or (status is not None and status in _REQUEST_STATUSES):
-        return "request"
-    if status is None:
-        return "server"
-    if status in _BUSY_STATUSES:
-        return "busy"
-    if 400 <= status < 500 and status != 408:
-        return "config"
-    return "server"
-
-
-class StreamError(Exception):
-    """The request failed: an error event, an abort by the server, bad data, an error status.
-
-    ``status`` is the status the server gave (None: none) and ``fault`` whose fault it is.
-    """
-
-    def __init__(
-        self, message: str, *, status: int | None = None, fault: Fault | None = None
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.fault: Fault = fault or fault_of(status)
-
-
-class Rejected(StreamError):
-    """The server answered the request with an error status instead of a stream; ``code`` is
-    the error's ``code`` when its body gave one. A gateway without a worker for the model is the
-    server's fault (an empty pool), whatever its status."""
-
-    def __init__(self, status_code: int, detail: str, code: str | None = None) -> None:
-        empty = code in EMPTY_POOL_CODES
-        if empty:
-            detail = f"no worker serves the model behind this gateway ({code}: {detail})"
-        super().__init__(
-            f"HTTP {status_code}: {detail}",
-            status=status_code,
-            fault="server" if empty else None,
-        )
-        self.status_code = status_code
-        self.code = code
-
-
 class ChunkDecoder(Protocol):
     """Reads one request's SSE chunks (parsed JSON) into text deltas and the final event."""
 
@@ -138,56 +95,6 @@ class ChunkDecoder(Protocol):
 
     def finish(self) -> GenerationDone:
         """At the end of the stream: the final event, or ``StreamError`` if it never came."""
-
-
-def error_event(chunk: Mapping[str, Any]) -> StreamError:
-    """An in-stream ``{"error": {"message", "type", "code", "retryable"}}`` (SGLang 0.5.23's
-    ``serve_generate_request``, vLLM's ``create_streaming_error_response``; older vLLM sends
-    the error object itself, ``{"object": "error", "message", "type", "code"}``)."""
-    error = chunk if chunk.get("object") == "error" else chunk.get("error")
-    status: int | None = None
-    retryable: bool | None = None
-    if isinstance(error, Mapping):
-        code = error.get("code")
-        if isinstance(code, int) and not isinstance(code, bool):
-            status = code
-        elif isinstance(code, str) and code.isdigit():
-            status = int(code)
-        flag = error.get("retryable")
-        retryable = flag if isinstance(flag, bool) else None
-        if status is None and error.get("type") == "invalid_request_error":
-            status = 400
-    return StreamError(
-        f"error event: {error_message({'error': error})}",
-        status=status,
-        fault=fault_of(status, retryable),
-    )
-
-
-async def iter_sse_json(response: httpx.Response) -> AsyncGenerator[dict[str, Any], None]:
-    """The JSON ``data`` of each server-sent event, until ``[DONE]`` or the end of the body."""
-    data: list[str] = []
-    lines = response.aiter_lines()
-    while True:
-        line = await anext(lines, None)
-        if line is not None and line:
-            if line.startswith("data:"):
-                data.append(line[5:].removeprefix(" "))
-            continue  # comments (":"), "event:", "id:" and "retry:" lines carry nothing here
-        if data:
-            payload = "\n".join(data)
-            data = []
-            if payload.strip() == "[DONE]":
-                return
-            try:
-                chunk = json.loads(payload)
-            except ValueError as exc:
-                raise StreamError(f"not JSON in the stream: {payload[:200]!r}") from exc
-            if not isinstance(chunk, dict):
-                raise StreamError(f"not a JSON object in the stream: {payload[:200]!r}")
-            yield chunk
-        if line is None:
-            return
 
 
 class HTTPStreamBackend(GenerationBackend):
@@ -338,7 +245,7 @@ class HTTPStreamBackend(GenerationBackend):
         try:
             await self._poll_endpoint(client, state)
         except (httpx.HTTPError, ValueError) as exc:
-            state.mark_down(f"poll failed: {_describe(exc, self.poll_timeout)}")
+            state.mark_down(f"poll failed: {describe(exc, self.poll_timeout)}")
 
     async def _poll_endpoint(self, client: httpx.AsyncClient, state: EndpointState) -> None:
         """One poll of ``state``; raises ``httpx.HTTPError`` or ``ValueError`` when it is down.
@@ -443,95 +350,51 @@ class HTTPStreamBackend(GenerationBackend):
         trace_headers: dict[str, str],
         only: str | None,
     ) -> AsyncGenerator[GenerationEvent, None]:
+        """Attempts, endpoint by endpoint, until one serves; each failure by whose fault."""
         client = self._client
         if client is None:
             raise BackendUnavailable(f"the {self.name} backend is not started")
         failures: list[str] = []
         busy = 0
         last: BaseException | None = None
-        attempts = 1 if only is not None else self.max_attempts
-        order = self._order(only)[:attempts]
-        streamed = False
+        order = self._order(only)[: 1 if only is not None else self.max_attempts]
         relearned = False  # the context length learned from a refusal, and tried again once
         while order:
             state = order.pop(0)
-            endpoint = state.url
             fitted, degradation = self._fit(state, prompt, max_tokens)
             yield RouteDecision(
-                target=endpoint,
+                target=state.url,
                 model=self.model,
                 reason="failover" if failures else "endpoint",
                 detail=failures[-1] if failures else "",
                 degradation=degradation,
             )
-            rid = new_rid()
-            path, body, extra = self._request(prompt, fitted, temperature, rid)
-            decoder = self._decoder(prompt)
-            response: httpx.Response | None = None
-            # Held here, and closed only after the abort: dropped, it would be finalized by the
-            # event loop at once, and that closes the connection before the abort is sent.
-            chunks: AsyncGenerator[dict[str, Any], None] | None = None
-            # The network wait under way: shielded, so that a cancellation (the deadline)
-            # reaches httpcore, which drops the connection, only after the abort is sent.
-            pending: asyncio.Future[Any] | None = None
-            live = False  # the server may be running this rid: abort it if we leave early
-            done: GenerationDone | None = None
-            state.in_flight += 1
+            streamed = False
             try:
-                request = client.build_request(
-                    "POST", endpoint + path, json=body, headers={**trace_headers, **extra}
-                )
-                live = True
-                pending = asyncio.ensure_future(client.send(request, stream=True))
-                response = opened = await asyncio.shield(pending)
-                pending = None
-                if opened.status_code != 200:
-                    live = False
-                    raise Rejected(opened.status_code, *await _detail(opened))
-                chunks = iter_sse_json(opened)
-                try:
-                    while True:
-                        pending = asyncio.ensure_future(_next(chunks))
-                        chunk = await asyncio.shield(pending)
-                        pending = None
-                        if chunk is None:
-                            break
-                        text = decoder.feed(chunk)
-                        if decoder.done is not None:
-                            live = False
-                        if text:
-                            streamed = True
-                            yield TextDelta(text)
-                except httpx.TransportError:
-                    if decoder.done is None:
-                        raise  # a broken tail after the finish chunk does not matter
-                live = False
-                done = decoder.finish()
-                if not state.up:
-                    state.mark_up()
+                attempt = self._attempt(client, state, prompt, fitted, temperature, trace_headers)
+                async with aclosing(attempt):
+                    async for event in attempt:
+                        streamed = streamed or isinstance(event, TextDelta)
+                        yield event
+                return
             except (httpx.HTTPError, StreamError) as exc:
-                if isinstance(exc, StreamError | httpx.ConnectError | httpx.ConnectTimeout):
-                    live = False  # the server ended the request, or never saw it
                 fault = exc.fault if isinstance(exc, StreamError) else "server"
-                message = f"{endpoint}: {_describe(exc, self.timeout)}"
+                message = f"{state.url}: {describe(exc, self.timeout)}"
                 if streamed:
                     raise GenerationFailed(f"{self.name} failed mid-stream: {message}") from exc
-                learned = _context_length_in(str(exc)) if fault == "request" else None
+                learned = context_length_in(str(exc)) if fault == "request" else None
                 if learned is not None and not relearned and learned != state.context_length:
                     # An endpoint that did not tell its context length (a gateway in front of
-                    # 0.5.23) says it when it refuses: fit the output to it and ask again.
-                    log.warning("%s: %s serves %d context tokens", self.name, endpoint, learned)
-                    state.context_length, relearned = learned, True
+                    # 0.5.23), or told one that is no longer so, says it when it refuses: fit the
+                    # output to it and ask again. Its next poll reads its facts afresh.
+                    log.warning("%s: %s serves %d context tokens", self.name, state.url, learned)
+                    state.context_length, state.joined, relearned = learned, False, True
                     order.insert(0, state)
                     continue
-                if fault == "request":
+                fails = FAILS_THE_REQUEST.get(fault)
+                if fails is not None:
                     status = exc.status if isinstance(exc, StreamError) else None
-                    raise GenerationRejected(
-                        f"{self.name} rejected the request: {message}",
-                        status_code=422 if status == 422 else 400,
-                    ) from exc
-                if fault == "config":
-                    raise BackendUnavailable(f"{self.name} refused the request: {message}") from exc
+                    raise fails(self.name, message, status) from exc
                 if fault == "busy":
                     busy += 1
                     state.mark_busy(message, self.options.busy_s)
@@ -540,21 +403,6 @@ class HTTPStreamBackend(GenerationBackend):
                 failures.append(message)
                 last = exc
                 log.warning("%s attempt failed, %s", self.name, message)
-                continue
-            finally:
-                state.in_flight -= 1
-                try:
-                    if live:
-                        await self._abort(client, endpoint, rid)
-                finally:
-                    if pending is not None:
-                        response = await _settle(pending) or response
-                    if chunks is not None:
-                        await chunks.aclose()
-                    if response is not None:
-                        await response.aclose()
-            yield done
-            return
         summary = f"({len(failures)} attempt(s)): " + "; ".join(failures)
         if failures and busy == len(failures):
             raise BackendBusy(
@@ -562,6 +410,79 @@ class HTTPStreamBackend(GenerationBackend):
                 retry_after_s=max(self.options.busy_s, 1.0),
             ) from last
         raise BackendUnavailable(f"{self.name}: no endpoint served the request {summary}") from last
+
+    async def _attempt(
+        self,
+        client: httpx.AsyncClient,
+        state: EndpointState,
+        prompt: AssembledPrompt,
+        max_tokens: int,
+        temperature: float,
+        trace_headers: dict[str, str],
+    ) -> AsyncGenerator[TextDelta | GenerationDone, None]:
+        """One request to one endpoint: its deltas, then its ``GenerationDone``; a failure
+        raises (``StreamError`` or an ``httpx`` error). Left early (closed, or cancelled at the
+        deadline), the request is aborted on the server before its stream is closed."""
+        endpoint = state.url
+        rid = new_rid()
+        path, body, extra = self._request(prompt, max_tokens, temperature, rid)
+        decoder = self._decoder(prompt)
+        response: httpx.Response | None = None
+        # Held here, and closed only after the abort: dropped, it would be finalized by the
+        # event loop at once, and that closes the connection before the abort is sent.
+        chunks: AsyncGenerator[dict[str, Any], None] | None = None
+        # The network wait under way: shielded, so that a cancellation (the deadline) reaches
+        # httpcore, which drops the connection, only after the abort is sent.
+        pending: asyncio.Future[Any] | None = None
+        live = False  # the server may be running this rid: abort it if we leave early
+        state.in_flight += 1
+        try:
+            request = client.build_request(
+                "POST", endpoint + path, json=body, headers={**trace_headers, **extra}
+            )
+            live = True
+            pending = asyncio.ensure_future(client.send(request, stream=True))
+            response = opened = await asyncio.shield(pending)
+            pending = None
+            if opened.status_code != 200:
+                live = False
+                raise Rejected(opened.status_code, *await rejection_detail(opened))
+            chunks = iter_sse_json(opened)
+            try:
+                while True:
+                    pending = asyncio.ensure_future(_next(chunks))
+                    chunk = await asyncio.shield(pending)
+                    pending = None
+                    if chunk is None:
+                        break
+                    text = decoder.feed(chunk)
+                    if decoder.done is not None:
+                        live = False
+                    if text:
+                        yield TextDelta(text)
+            except httpx.TransportError:
+                if decoder.done is None:
+                    raise  # a broken tail after the finish chunk does not matter
+            live = False
+            done = decoder.finish()
+            if not state.up:
+                state.mark_up()
+        except (StreamError, httpx.ConnectError, httpx.ConnectTimeout):
+            live = False  # the server ended the request, or never saw it
+            raise
+        finally:
+            state.in_flight -= 1
+            try:
+                if live:
+                    await self._abort(client, endpoint, rid)
+            finally:
+                if pending is not None:
+                    response = await _settle(pending) or response
+                if chunks is not None:
+                    await chunks.aclose()
+                if response is not None:
+                    await response.aclose()
+        yield done
 
 
 class EndpointBackend(GenerationBackend):
@@ -635,51 +556,3 @@ async def _settle(pending: asyncio.Future[Any]) -> httpx.Response | None:
         return None
     result = pending.result()
     return result if isinstance(result, httpx.Response) else None
-
-
-async def _detail(response: httpx.Response) -> tuple[str, str | None]:
-    """The error message of a non-200 answer, read leniently and briefly, and its ``code``
-    (``{"error": {"code": "model_not_found", ...}}``) when it has a string one."""
-    try:
-        raw = await response.aread()
-    except httpx.HTTPError:
-        return response.reason_phrase, None
-    try:
-        body = json.loads(raw)
-    except ValueError:
-        return raw[:200].decode(errors="replace") or response.reason_phrase, None
-    if not isinstance(body, dict):
-        return str(body)[:200], None
-    error = body.get("error")
-    code = error.get("code") if isinstance(error, Mapping) else None
-    return error_message(body), code if isinstance(code, str) else None
-
-
-def error_message(body: Mapping[str, Any]) -> str:
-    """``{"error": {"message": ...}}`` (SGLang, OpenAI), ``{"error": "..."}`` or ``{"detail"}``."""
-    error = body.get("error", body.get("detail", body))
-    if isinstance(error, Mapping):
-        return str(error.get("message") or error)[:500]
-    return str(error)[:500]
-
-
-#: The context length in SGLang's refusals (``managers/tokenizer_manager.py``): "... longer than
-#: the model's context length (4096 tokens)", "... maximum context length of 4096 tokens".
-_CONTEXT_IN_REFUSAL = re.compile(r"context length (?:of |\()(\d+) tokens")
-
-
-def _context_length_in(message: str) -> int | None:
-    match = _CONTEXT_IN_REFUSAL.search(message)
-    return int(match.group(1)) if match else None
-
-
-def _describe(exc: BaseException, timeout: httpx.Timeout) -> str:
-    if isinstance(exc, httpx.ConnectError):
-        return f"connection failed ({exc or type(exc).__name__})"
-    if isinstance(exc, httpx.ConnectTimeout):
-        return f"no connection within {timeout.connect} s"
-    if isinstance(exc, httpx.ReadTimeout):
-        return f"stalled: no data within {timeout.read} s"
-    if isinstance(exc, httpx.HTTPError):
-        return f"{type(exc).__name__}: {exc}"
-    return str(exc)

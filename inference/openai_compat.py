@@ -23,7 +23,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from inference._endpoints import RemoteOptions
-from inference._http_stream import HTTPStreamBackend, StreamError, error_event
+from inference._faults import StreamError, error_event
+from inference._http_stream import HTTPStreamBackend
 from inference.backend import GenerationDone, Usage
 from inference.prompt import AssembledPrompt
 from inference.tokenizer import PromptTokenizer

@@ -47,7 +47,8 @@ from opentelemetry import trace
 from opentelemetry.trace import Span
 
 from inference._endpoints import EndpointState, Health, RemoteOptions
-from inference._http_stream import HTTPStreamBackend, StreamError
+from inference._faults import StreamError
+from inference._http_stream import HTTPStreamBackend
 from inference._route_classifier import Classification, QuestionClassifier
 from inference.backend import (
     GenerationBackend,

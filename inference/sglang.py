@@ -60,7 +60,8 @@ from typing import Any
 import httpx
 
 from inference._endpoints import EndpointState, parse_metrics
-from inference._http_stream import HTTPStreamBackend, StreamError, error_event, not_ready
+from inference._faults import StreamError, error_event
+from inference._http_stream import HTTPStreamBackend, not_ready
 from inference.backend import GenerationDone, Usage
 from inference.prompt import AssembledPrompt
 

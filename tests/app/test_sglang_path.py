@@ -175,8 +175,13 @@ def test_a_request_the_server_refuses_does_not_take_the_backend_out(
         assert refused.status_code == 400, refused.text
         assert refused.json()["error"]["type"] == "generation_rejected"
         assert "context length" in refused.json()["error"]["message"]
-        fake.config.context_length = 8192
         assert client.get("/readyz").status_code == 200  # the endpoint was not taken out
+        assert backend.context_length == 20  # named by the refusal, and no prompt fits it
+        fake.config.context_length = 8192
+        deadline = time.monotonic() + 30
+        while backend.context_length != 8192:  # the next poll reads the server's facts afresh
+            assert time.monotonic() < deadline, backend.states[url]
+            time.sleep(0.05)
         answered = client.post("/v1/ask", json=question, headers=auth)
         assert answered.status_code == 200, answered.text
     assert backend.states[url].up

@@ -401,9 +401,10 @@ async def test_the_route_goes_on_the_current_span(
 async def test_a_burst_with_invalid_requests_answers_every_valid_one(
     tokenizer: HFTokenizer,
 ) -> None:
-    """2 pools x 2 endpoints, 50 requests at once, one in five over-long for the servers'
-    context (each one a 200 then an error event, as SGLang sends it): every valid request is
-    answered, every invalid one rejected with the server's message, no endpoint taken out."""
+    """2 pools x 2 endpoints, 50 requests at once, one in five with a prompt over the servers'
+    context (a 200 then an error event, as SGLang sends it; the refusal names the context, and
+    the prompt is then refused here, unsent): every valid request is answered, every invalid
+    one rejected with the server's message, no endpoint taken out, nothing retried elsewhere."""
     fakes = [SimulatedSGLang() for _ in range(4)]
     with (
         ServerThread(fakes[0].app) as s1,
@@ -429,11 +430,12 @@ async def test_a_burst_with_invalid_requests_answers_every_valid_one(
 
             async def one(i: int) -> str:
                 question = LOOKUP if i % 2 else REASONING
-                prompt = prompt_for(tokenizer, question)
                 invalid = i % 5 == 4
-                max_tokens = context if invalid else 8
+                if invalid:
+                    question += " and" * context  # a prompt over the context on its own
+                prompt = prompt_for(tokenizer, question)
                 try:
-                    await collect(router, prompt, max_tokens=max_tokens)
+                    await collect(router, prompt, max_tokens=8)
                 except GenerationRejected as exc:
                     assert "context length" in str(exc)
                     return "rejected" if invalid else f"valid {i} rejected: {exc}"
@@ -445,5 +447,7 @@ async def test_a_burst_with_invalid_requests_answers_every_valid_one(
     assert outcomes.count("answered") == 40, outcomes
     assert outcomes.count("rejected") == 10, outcomes
     assert all(state.up for state in router.endpoints.values())
-    assert sum(len(f.generate_requests) for f in fakes) == 50  # nothing retried
+    sent = [r.body for f in fakes for r in f.generate_requests]
+    assert len(sent) <= 50  # nothing retried; an invalid one unsent once its server refused one
+    assert sum(len(body["input_ids"]) < context for body in sent) == 40  # every valid one sent
     assert all(f.generate_requests for f in fakes)  # both pools, both endpoints each
