@@ -285,20 +285,6 @@ class KeyStore(BaseKeyStore):
             )
 
 
-def open_key_store(settings: Settings) -> BaseKeyStore:
-    """The configured key store: PostgreSQL when ``database_url`` is set, else SQLite in the
-    data dir."""
-    if settings.database_url is None:
-        return KeyStore.for_settings(settings)
-    from app.keys_postgres import PostgresKeyStore
-
-    assert settings.key_secret is not None  # the settings require it with a database
-    return PostgresKeyStore(
-        settings.database_url.get_secret_value(),
-        secret=settings.key_secret.get_secret_value().encode(),
-    )
-
-
 def _key(row: Sequence[Any]) -> ApiKey:
     key_id, name, hint, created, revoked, scopes, collections = row
     return ApiKey(

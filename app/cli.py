@@ -134,7 +134,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 
 def cmd_keys(args: argparse.Namespace) -> int:
-    from app.auth import KeyStoreUnavailable, open_key_store
+    from app.auth import KeyStoreUnavailable
+    from app.key_stores import open_key_store
 
     settings = get_settings()
     path = settings.keys_path
@@ -185,7 +186,7 @@ def cmd_setup_demo(args: argparse.Namespace) -> int:
     """First run only: ingest the demo corpus and create the demo API key. A demo collection
     embedded by a backend whose vectors differ from the configured one's is rebuilt, when it
     holds the demo corpus alone."""
-    from app.auth import open_key_store
+    from app.key_stores import open_key_store
     from app.services import default_embedder, default_store
     from retrieval import iter_documents
 

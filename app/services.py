@@ -13,8 +13,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.auth import BaseKeyStore, open_key_store
+from app.auth import BaseKeyStore
 from app.config import Settings
+from app.key_stores import open_key_store
 from app.moderation import Moderator
 from app.stages import Stages
 from inference import (

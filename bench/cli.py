@@ -579,7 +579,7 @@ def cmd_machinery(args: argparse.Namespace) -> int:
 
 
 def add_embed_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of ``ragtime bench embed`` (and ``python -m bench.embed``)."""
+    """The options of ``ragtime bench embed``."""
     parser.add_argument("--chunks", type=int, default=0, help="demo chunks compared (0 = all)")
     parser.add_argument("--rounds", type=int, default=5, help="timing rounds")
     parser.add_argument("--batches", type=int, default=6, help="batches of 32 timed per round")

@@ -13,7 +13,6 @@ mean), and for each demo question the top 10 of an index built with that backend
 top 10 of an index built with torch (identical lists, mean overlap, same first passage).
 
     ragtime bench embed [--chunks 0] [--rounds 5] [--batches 6] [--tokens 100] [--cache-dir DIR]
-    python -m bench.embed ...   (the same)
 """
 
 from __future__ import annotations
@@ -173,20 +172,7 @@ def measure(
 
 
 def run(args: argparse.Namespace) -> str:
-    """The report for the options that ``bench.cli.add_embed_arguments`` parses."""
+    """The report for the options of ``ragtime bench embed`` (``bench.cli``)."""
     return measure(
         args.chunks, args.rounds, args.cache_dir, batches=args.batches, tokens=args.tokens
     )
-
-
-def main(argv: list[str] | None = None) -> int:
-    from bench.cli import add_embed_arguments
-
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    add_embed_arguments(parser)
-    print(run(parser.parse_args(argv)))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

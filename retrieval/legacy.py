@@ -15,17 +15,20 @@ from __future__ import annotations
 import contextlib
 import logging
 import sqlite3
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import faiss
 import numpy as np
 
 from retrieval.chunking import Chunk
+from retrieval.snapshot_writer import SnapshotWriter
 from retrieval.snapshots import POINTER, collection_dir
 
-if TYPE_CHECKING:
-    from retrieval.store import DocumentStore
+#: How a collection's next snapshot is written: ``DocumentStore.writer``.
+Writer = Callable[..., AbstractContextManager[SnapshotWriter]]
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +50,8 @@ def _legacy_vectors(path: Path) -> dict[int, np.ndarray]:
     return {int(i): vectors[row] for row, i in enumerate(ids)}
 
 
-def _migrate_collection(store: DocumentStore, db: sqlite3.Connection, name: str) -> bool:
-    index_path = store.root / LEGACY_INDEX_DIR / f"{name}.faiss"
+def _migrate_collection(root: Path, writer: Writer, db: sqlite3.Connection, name: str) -> bool:
+    index_path = root / LEGACY_INDEX_DIR / f"{name}.faiss"
     try:
         vectors = _legacy_vectors(index_path)
     except Exception as exc:  # missing or corrupt: the other collections still migrate
@@ -66,9 +69,7 @@ def _migrate_collection(store: DocumentStore, db: sqlite3.Connection, name: str)
     by_source: dict[str, list[tuple[int, Chunk]]] = {}
     for id_, source, title, section, ordinal, text in rows:
         by_source.setdefault(source, []).append((id_, Chunk(source, title, section, ordinal, text)))
-    with store.writer(
-        name, rebuild=True, embedding_backend=backend, embedding_model=model
-    ) as writer:
+    with writer(name, rebuild=True, embedding_backend=backend, embedding_model=model) as snapshot:
         for source, items in by_source.items():
             present = [(i, c) for i, c in items if i in vectors]
             if len(present) < len(items):
@@ -80,15 +81,15 @@ def _migrate_collection(store: DocumentStore, db: sqlite3.Connection, name: str)
                 )
             if present:
                 matrix = np.stack([vectors[i] for i, _ in present])
-                writer.replace_source(source, [c for _, c in present], matrix)
+                snapshot.replace_source(source, [c for _, c in present], matrix)
     log.warning("migrated collection %r (%d chunks) to a snapshot", name, len(rows))
     return True
 
 
-def migrate_legacy_layout(store: DocumentStore) -> list[str]:
-    """Migrate ``store.root``'s old-layout collections that have no snapshot yet; move the old
-    files to ``legacy-backup/`` when all did. Returns the names migrated."""
-    root = store.root
+def migrate_legacy_layout(root: Path, writer: Writer) -> list[str]:
+    """Migrate the old-layout collections of the store at ``root`` that have no snapshot yet,
+    each through ``writer`` (the store's); move the old files to ``legacy-backup/`` when all
+    did. Returns the names migrated."""
     if not has_legacy_layout(root):
         return []
     migrated: list[str] = []
@@ -103,7 +104,7 @@ def migrate_legacy_layout(store: DocumentStore) -> list[str]:
         for name in names:
             if (collection_dir(root, name) / POINTER).exists():
                 continue  # already a snapshot (another process migrated it, or ingested)
-            if _migrate_collection(store, db, name):
+            if _migrate_collection(root, writer, db, name):
                 migrated.append(name)
             else:
                 failed = True

@@ -38,6 +38,7 @@ from retrieval.errors import (
 )
 from retrieval.filters import SearchFilter
 from retrieval.index_types import IndexSettings, IndexSpec
+from retrieval.legacy import migrate_legacy_layout
 from retrieval.snapshot_writer import SnapshotWriter, collection_lock, vector_family
 from retrieval.snapshots import (
     POINTER,
@@ -139,14 +140,12 @@ class DocumentStore:
     def open(self) -> None:
         """Create the root if needed, migrate an old-layout data dir, load every collection's
         current snapshot; idempotent."""
-        from retrieval.legacy import migrate_legacy_layout
-
         with self._lock:
             if self._open:
                 return
             (self.root / "collections").mkdir(parents=True, exist_ok=True)
             self._open = True
-        migrate_legacy_layout(self)
+        migrate_legacy_layout(self.root, self.writer)
         self.refresh()
 
     def close(self) -> None:

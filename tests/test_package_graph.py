@@ -85,6 +85,71 @@ def imported_modules(source: str, package: str) -> set[str]:
     return names
 
 
+def module_graph() -> dict[str, set[str]]:
+    """Each module of our packages and the modules of ours it imports, at any depth of its code
+    (a lazy import inside a function still makes an edge: it only hides a cycle)."""
+    modules: dict[str, Path] = {}
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            modules[name] = path
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        graph[name] = {m for m in imported_modules(path.read_text(), package) if m in modules}
+        graph[name].discard(name)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for other in sorted(graph[node]):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_module_imports_itself_back() -> None:
+    """No import cycle among our modules, not even one a lazy import would hide. A package's
+    ``__init__`` that re-exports its modules is an edge like any other."""
+    graph = module_graph()
+    for package in PACKAGES:  # a package re-exporting its modules is not a cycle of theirs
+        for module in graph:
+            if module.startswith(package + "."):
+                graph[module].discard(package)
+    assert cycles(graph) == []
+
+
+def test_the_cycle_check_finds_a_hidden_cycle() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert cycles(graph) == [["a", "b", "c"]]
+
+
 def is_test_module(name: str) -> bool:
     """Whether ``name`` is a module that pytest collects or loads itself: ``test_*``, conftest."""
     last = name.rsplit(".", 1)[-1]

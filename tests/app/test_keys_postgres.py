@@ -11,8 +11,9 @@ import pytest
 from pydantic import ValidationError
 
 from app import cli
-from app.auth import KeyStoreUnavailable, open_key_store
+from app.auth import KeyStoreUnavailable
 from app.config import get_settings
+from app.key_stores import open_key_store
 from app.keys_postgres import PostgresKeyStore
 from tests.fakes.backends import ScriptedBackend
 from tests.helpers.app import make_settings, running_app
