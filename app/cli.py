@@ -471,8 +471,15 @@ def _register_bench(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     register(sub)
 
 
+#: Libraries whose INFO lines say nothing to a user of the CLI: faiss's loader tells how it
+#: looked for its AVX builds, a ``ModuleNotFoundError`` among them, at every start.
+QUIET_LOGGERS = ("faiss.loader",)
+
+
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
     parser = build_parser()
     # parse_args, except that without the bench extra ``ragtime bench ...`` takes any arguments.
     args, unknown = parser.parse_known_args(argv)

@@ -14,6 +14,7 @@ from app.config import get_settings
 from retrieval import DocumentStore
 from tests.fakes.hash_embedder import HashEmbedder
 from tests.helpers.legacy_store import write_legacy_collection
+from tests.helpers.processes import run_ingest
 
 
 @pytest.fixture
@@ -190,3 +191,16 @@ def test_reranker_train_rejects_bad_options_and_missing_question_files(
     assert f"--exclude-questions {missing}: No such file" in capsys.readouterr().err
     assert cli.main(["reranker", "train", "--collection", "notes", "--holdout", "1.5"]) == 2
     assert "holdout must be a share between 0 and 1" in capsys.readouterr().err
+
+
+def test_an_ingest_prints_no_library_loader_lines(tmp_path: Path) -> None:
+    """A CLI process, as a user runs it: faiss's loader used to tell, at every start, how it
+    looked for its AVX builds (a ``ModuleNotFoundError`` among them)."""
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "a.md").write_text("# A\n\nLists hold items in order.\n")
+    done = run_ingest(tmp_path / "data", folder)
+    assert done.returncode == 0, done.stderr
+    output = done.stdout + done.stderr
+    assert "ingested 1 file(s)" in output
+    assert "faiss.loader" not in output and "ModuleNotFoundError" not in output, output
