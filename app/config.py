@@ -149,7 +149,9 @@ class Settings(BaseSettings):
     )
     # Remote backends (sglang, openai): the served model and its own tokenizer.
     sglang_endpoints: list[str] = Field(
-        default_factory=list, description="SGLang base URLs (JSON list), tried round-robin."
+        default_factory=list,
+        description="SGLang base URLs (JSON list), servers or SGLang's gateway; tried least "
+        "loaded first.",
     )
     sglang_priority: int | None = Field(None, description="Sent as `priority` when set.")
     sglang_incremental_output: bool = Field(
@@ -219,7 +221,8 @@ class Settings(BaseSettings):
     max_in_flight: int = Field(
         8,
         ge=1,
-        description="Question requests (/v1/ask, /v1/search) a process serves at once, plus "
+        description="Question requests (/v1/ask, /v1/chat/completions, /v1/search) a process "
+        "serves at once, plus "
         "the decoding slots of the remote generation servers serving now; more are refused at "
         "once (503 overloaded).",
     )

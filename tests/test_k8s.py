@@ -36,6 +36,7 @@ from app.config import Settings
 from app.main import API_ROUTES, QUESTION_ROUTES
 from bench.sglang_sim.server import UPSTREAM_VERSION
 from tracing.metrics import REGISTRY
+from tracing.setup import FLUSH_TIMEOUT_S, SHUTDOWN_TIMEOUT_S
 
 ROOT = Path(__file__).resolve().parents[1]
 K8S = ROOT / "deploy" / "k8s"
@@ -64,8 +65,9 @@ SGLANG_METRICS = {
 #: The gateway's probe routes (sgl-model-gateway/src/server.rs: public_routes).
 GATEWAY_ROUTES = {"/liveness", "/readiness", "/health"}
 
-#: What ragtime's shutdown spends after the grace: spans get 1 s to flush and 2 s to shut down.
-SPAN_FLUSH_S = 3
+#: What ragtime's shutdown spends after the grace: queued spans get time to flush, then the
+#: provider time to shut down.
+SPAN_FLUSH_S = FLUSH_TIMEOUT_S + SHUTDOWN_TIMEOUT_S
 
 METRIC_NAME = re.compile(r"\b(ragtime_[a-z0-9_]+|sglang:[a-z0-9_]+)")
 SETTING_KEY = re.compile(r"\bRAGTIME_[A-Z0-9_]+")

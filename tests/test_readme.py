@@ -9,6 +9,7 @@ not ours to check.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -82,3 +83,42 @@ def test_the_table_lists_nothing_but_settings(documented: list[str]) -> None:
 
 def test_each_key_has_one_row(documented: list[str]) -> None:
     assert sorted({k for k in documented if documented.count(k) > 1}) == []
+
+
+def literal(value: object) -> set[str]:
+    """How the table may write a default: ``true`` for True, ``2`` or ``2.0`` for 2.0, ..."""
+    if isinstance(value, bool):
+        return {str(value).lower()}
+    if isinstance(value, float):
+        return {repr(value), f"{value:g}"}
+    if isinstance(value, list | dict):
+        return {json.dumps(value)}
+    return {str(value)}
+
+
+def table_defaults(text: str) -> dict[str, str]:
+    """Each key's default cell (a cell ``a / b`` gives one part per key of its row)."""
+    rows = [line for line in section(text, "Configuration").splitlines() if line.startswith("|")]
+    found: dict[str, str] = {}
+    for row in rows[2:]:
+        cells = [c.strip() for c in row.split("|")[1:-1]]
+        keys = [key for key in row_keys(cells[0]) if key.startswith(PREFIX)]
+        parts = [p.strip() for p in cells[1].split(" / ")]
+        for i, key in enumerate(keys):
+            found[key] = parts[i] if len(parts) == len(keys) else parts[0]
+    return found
+
+
+def test_the_table_gives_each_default_as_the_code_has_it() -> None:
+    """Where a setting has a default value (not None: those the table describes in words), the
+    table's cell starts with it, in backticks. Dicts other than ``{}`` are described."""
+    wrong = []
+    for key, cell in table_defaults(README.read_text()).items():
+        field = Settings.model_fields[key[len(PREFIX) :].lower()]
+        default = field.get_default(call_default_factory=True)
+        if default is None or (isinstance(default, dict) and default):
+            continue
+        written = re.match(r"`([^`]*)`", cell)
+        if written is None or written.group(1) not in literal(default):
+            wrong.append(f"{key}: README {cell!r}, code {default!r}")
+    assert wrong == []
