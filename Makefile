@@ -48,10 +48,12 @@ k8s-tools:
 	command -v kubectl >/dev/null || (apt-get update && $(APT_INSTALL) kubernetes-client)
 
 # redis-server (the Redis rate limits) and PostgreSQL (the PostgreSQL key store), real servers
-# that the tests start on free ports of 127.0.0.1, from Debian's packages when missing.
+# that the tests start on free ports of 127.0.0.1, and a headless Chromium that renders /docs
+# (tests/app/test_docs_page.py), from Debian's packages when missing.
 test-servers:
 	command -v redis-server >/dev/null || test -x /usr/bin/redis-server || (apt-get update && $(APT_INSTALL) redis-server)
 	ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || (apt-get update && $(APT_INSTALL) postgresql)
+	command -v chromium >/dev/null || (apt-get update && $(APT_INSTALL) chromium)
 
 # The fast tests: all but those marked `slow` (they load the real models or torch), on one
 # pytest-xdist worker per CPU (about 30 s on 2 cores). `make test` runs them so, then the slow

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi_offline import FastAPIOffline
 from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 
 from app import access_log, openapi
@@ -108,11 +109,14 @@ def create_app(
             await live.close()
             flush_tracing()  # the provider outlives an app; `ragtime serve` shuts it down
 
-    app = FastAPI(
+    # /docs and /redoc load their scripts from an installed package, not a CDN: the offline
+    # default reaches no network, and FastAPI's own pages would stay blank there.
+    app = FastAPIOffline(
         title="ragtime",
         summary="Retrieval-augmented answers within a latency budget.",
         version="0.1.0",
         lifespan=lifespan,
+        static_url="/docs/assets",
     )
     app.state.admission = admission
     install_error_handlers(app, retry_after_s=settings.retry_after_s)
