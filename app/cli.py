@@ -18,6 +18,8 @@ from pydantic import ValidationError
 
 from app.auth import SCOPES
 from app.config import get_settings
+from app.eval_cli import register_eval
+from app.reranker_cli import register_reranker
 
 if TYPE_CHECKING:
     from app.auth import BaseKeyStore
@@ -336,114 +338,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("setup-demo", help="ingest the demo corpus and make a demo key (once)")
     demo.set_defaults(func=cmd_setup_demo)
 
-    _register_reranker(sub)
+    register_reranker(sub)
     _register_bench(sub)
-    from app.eval_cli import register_eval
-
     register_eval(sub)
     return parser
-
-
-def cmd_reranker_train(args: argparse.Namespace) -> int:
-    """Fine-tune the collection's cross-encoder from the shipped MiniLM (see
-    ``retrieval.train_reranker``) and save it in ``<data_dir>/models/reranker-NAME``."""
-    from app.services import default_embedder
-    from retrieval import DocumentStore, RetrievalError, default_embedding_model_path
-    from retrieval.train_reranker import TrainOptions, train_reranker
-    from retrieval.trained_reranker import choose_reranker
-
-    settings = get_settings()
-    questions: list[str] = []
-    for name in args.exclude_questions or []:
-        path = Path(name)
-        try:
-            lines = path.read_text().splitlines()
-        except OSError as exc:
-            print(f"error: --exclude-questions {path}: {exc.strerror or exc}", file=sys.stderr)
-            return 2
-        questions += [q.strip() for q in lines if q.strip() and not q.lstrip().startswith("#")]
-    try:
-        options = TrainOptions(
-            max_queries=args.max_queries,
-            negatives=args.negatives,
-            epochs=args.epochs,
-            max_steps=args.max_steps,
-            batch_queries=args.batch_queries,
-            max_length=args.max_length,
-            holdout=args.holdout,
-            max_holdout_queries=args.heldout_queries,
-            max_minutes=args.max_minutes,
-            seed=args.seed,
-        )
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    embedder = default_embedder(settings)
-    store = DocumentStore(
-        settings.store_path, embedding_backend=embedder.backend, embedding_model=embedder.model_name
-    )
-    store.open()
-    try:
-        if not store.has_collection(args.collection):
-            known = ", ".join(store.collections()) or "none"
-            print(
-                f"error: collection {args.collection!r} holds no chunks in {settings.store_path} "
-                f"(known: {known}); ingest it first with `ragtime ingest PATH --collection "
-                f"{args.collection}`",
-                file=sys.stderr,
-            )
-            return 2
-        embedder.load()
-        target, report = train_reranker(
-            store,
-            embedder,
-            args.collection,
-            base_model=str(args.base_model or default_embedding_model_path()),
-            models_dir=settings.data_dir / "models",
-            exclude_questions=questions,
-            options=options,
-            progress=lambda line: print(f"  {line}", file=sys.stderr),
-        )
-    except (RetrievalError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    finally:
-        store.close()
-    print(json.dumps(report.heldout, indent=2))
-    choice = choose_reranker(None, settings.data_dir / "models", args.collection)
-    used = "used by default" if choice.model else "NOT used by default"
-    print(f"saved {target}; {used}: {choice.reason}")
-    return 0
-
-
-def _register_reranker(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    reranker = sub.add_parser("reranker", help="train the collection's cross-encoder offline")
-    reranker_sub = reranker.add_subparsers(dest="reranker_command", required=True)
-    train = reranker_sub.add_parser(
-        "train", help="fine-tune a cross-encoder from the shipped MiniLM on the collection"
-    )
-    train.add_argument("--collection", required=True)
-    train.add_argument(
-        "--exclude-questions",
-        action="append",
-        metavar="FILE",
-        help="questions (one a line, # comments) no query may be close to: the evaluation's "
-        "(repeatable); question headings (ending in '?') are always left out",
-    )
-    train.add_argument("--max-queries", type=int, default=400, help="mined queries at most")
-    train.add_argument("--negatives", type=int, default=3, help="hard negatives per query")
-    train.add_argument("--epochs", type=int, default=1)
-    train.add_argument("--max-steps", type=int, default=60, help="optimiser steps at most")
-    train.add_argument("--batch-queries", type=int, default=4, help="queries per step")
-    train.add_argument("--max-length", type=int, default=160, help="tokens per pair at most")
-    train.add_argument("--holdout", type=float, default=0.15, help="share of queries held out")
-    train.add_argument(
-        "--heldout-queries", type=int, default=60, help="held-out queries scored at most"
-    )
-    train.add_argument("--max-minutes", type=float, default=10.0, help="training time at most")
-    train.add_argument("--seed", type=int, default=0)
-    train.add_argument("--base-model", help="model to start from (default: the shipped MiniLM)")
-    train.set_defaults(func=cmd_reranker_train)
 
 
 BENCH_MISSING = (

@@ -13,15 +13,14 @@ from pathlib import Path
 import pytest
 
 from retrieval import Chunk, DocumentStore, Passage, Reranker, UnknownCollection
-from retrieval.train_reranker import (
+from retrieval.reranker_mining import (
     MinedQuery,
     TrainOptions,
     collection_passages,
     mine_queries,
-    rank_figures,
     split_holdout,
-    train_reranker,
 )
+from retrieval.train_reranker import rank_figures, train_reranker
 from retrieval.trained_reranker import RECORD_NAME, choose_reranker
 from tests.fakes.hash_embedder import HashEmbedder
 
@@ -171,8 +170,10 @@ def test_rank_figures() -> None:
     # Relevant first and third of two relevant: nDCG = (1 + 1/2) / (1 + 1/log2(3)).
     figures = rank_figures([[True, False, True], [False, False, False]], [2, 1])
     assert figures.ndcg10 == pytest.approx((1.5 / (1 + 1 / 1.58496)) / 2, abs=1e-3)
-    assert figures.mrr == pytest.approx(0.5)
+    assert figures.mrr10 == pytest.approx(0.5)
     assert rank_figures([], []).ndcg10 == 0.0
+    # MRR is cut at 10, as the evaluation's is: a first hit at place 11 counts nothing.
+    assert rank_figures([[False] * 10 + [True]], [1]).mrr10 == 0.0
 
 
 @pytest.mark.parametrize(
