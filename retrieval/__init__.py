@@ -24,8 +24,9 @@ from retrieval.filters import SearchFilter
 from retrieval.formats import SUPPORTED_SUFFIXES
 from retrieval.index_types import IndexSettings, IndexSpec
 from retrieval.ingest import IngestProgress, IngestReport, ingest_path, iter_documents
+from retrieval.passages import Passage, SearchInfo
 from retrieval.rerank import Reranker, RerankResult
-from retrieval.store import DocumentStore, Passage, SearchInfo
+from retrieval.store import DocumentStore
 
 __all__ = [
     "SUPPORTED_SUFFIXES",

@@ -14,7 +14,7 @@ from typing import Any
 
 from retrieval._offline import hub_kwargs, local_or_id
 from retrieval.errors import RerankerUnavailable
-from retrieval.store import Passage
+from retrieval.passages import Passage
 
 
 @dataclasses.dataclass(frozen=True)

@@ -20,7 +20,8 @@ import numpy as np
 
 from retrieval.embeddings import Embedder
 from retrieval.errors import UnknownCollection
-from retrieval.store import DocumentStore, Passage
+from retrieval.passages import Passage
+from retrieval.store import DocumentStore
 
 _NUMBERING = re.compile(r"^\s*(?:\d+(?:\.\d+)*\.?|[A-Z]\.)\s+")
 _SENTENCE = re.compile(r"^(.{10,}?[.!?])\s+(?=[A-Z(\"'`])", re.S)

@@ -22,9 +22,7 @@ import re
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -37,8 +35,9 @@ from retrieval.errors import (
     UnknownCollection,
 )
 from retrieval.filters import SearchFilter
-from retrieval.index_types import IndexSettings, IndexSpec
+from retrieval.index_types import IndexSettings
 from retrieval.legacy import migrate_legacy_layout
+from retrieval.passages import Passage, SearchInfo, passage_of_row
 from retrieval.snapshot_writer import SnapshotWriter, collection_lock, vector_family
 from retrieval.snapshots import (
     POINTER,
@@ -53,44 +52,6 @@ log = logging.getLogger(__name__)
 _COLLECTION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 #: What a collection without a record (ingested before backends were recorded) was built with.
 LEGACY_BACKEND = "torch"
-
-
-@dataclass(frozen=True)
-class Passage:
-    """A stored chunk as a search returns it."""
-
-    id: int
-    collection: str
-    source: str
-    title: str
-    section: str
-    text: str
-    score: float  # inner product of normalised vectors: cosine similarity
-    rerank_score: float | None = None
-    page: int | None = None  # 1-based page of a paged format, else None
-    kind: str = ""  # the file type it came from ("md", "pdf", ...)
-
-
-def _passage(collection: str, row: Sequence[Any], score: float = 0.0) -> Passage:
-    id_, source, title, section, text, page, kind = row  # snapshots.CHUNK_COLUMNS order
-    return Passage(id_, collection, source, title, section, text, score, page=page, kind=kind)
-
-
-@dataclass(frozen=True)
-class SearchInfo:
-    """How a search ran: the snapshot version, its index, where it ran, how a filter applied."""
-
-    version: str
-    index: IndexSpec
-    device: str
-    method: str
-
-    def attributes(self) -> dict[str, str | int]:
-        return self.index.attributes() | {
-            "ragtime.index.snapshot": self.version,
-            "ragtime.index.device": self.device,
-            "ragtime.search.method": self.method,
-        }
 
 
 def check_collection_name(name: str) -> None:
@@ -340,7 +301,7 @@ class DocumentStore:
         left out), score 0."""
         found: dict[int, Passage] = {}
         for name, snapshot in self._snapshots.items():
-            found |= {i: _passage(name, row) for i, row in snapshot.rows(ids).items()}
+            found |= {i: passage_of_row(name, row) for i, row in snapshot.rows(ids).items()}
         return [found[i] for i in ids if i in found]
 
     def check_filter(self, collection: str, search_filter: SearchFilter) -> None:
@@ -395,7 +356,7 @@ class DocumentStore:
         self._check_backend(collection)
         hits, method = snapshot.search(query, k, search_filter)
         rows = snapshot.rows(i for i, _ in hits)
-        passages = [_passage(collection, rows[i], score) for i, score in hits if i in rows]
+        passages = [passage_of_row(collection, rows[i], score) for i, score in hits if i in rows]
         info = SearchInfo(snapshot.version, snapshot.manifest.index, snapshot.device, method)
         return passages, info
 

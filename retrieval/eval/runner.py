@@ -37,8 +37,9 @@ from retrieval.embeddings import Embedder
 from retrieval.eval.metrics import Scores, score_rankings
 from retrieval.eval.python_faq import Dataset
 from retrieval.ingest import ingest_path, iter_documents
+from retrieval.passages import Passage
 from retrieval.rerank import Reranker
-from retrieval.store import DocumentStore, Passage
+from retrieval.store import DocumentStore
 
 COLLECTION = "eval"
 BASELINE_WORDS = 200

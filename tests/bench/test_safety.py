@@ -45,7 +45,6 @@ def test_the_redaction_meets_its_minimums(result: SafetyResult) -> None:
         assert scores.recall >= 0.9 and scores.precision >= 0.9, (kind, scores)
     # The demo corpus (the Python docs) holds e-mail addresses, and nothing else to redact.
     assert set(result.corpus_redactions) <= {"email"}, result.corpus_redactions
-    assert result.redact_ms_per_passage < 2.0
 
 
 def test_the_bench_command_prints_and_writes_the_figures(
