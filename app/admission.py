@@ -82,7 +82,8 @@ class Admission:
     async def wait_idle(self, timeout_s: float) -> bool:
         """Wait until no admitted request is left, at most ``timeout_s``; whether none is."""
         try:
-            await asyncio.wait_for(self._idle.wait(), timeout_s)
+            async with asyncio.timeout(timeout_s):
+                await self._idle.wait()
         except TimeoutError:
             return False
         return True

@@ -55,6 +55,10 @@ def default_generation_model_path() -> Path:
     return Path(spec.origin).parent / MODEL_FILE
 
 
+#: What a freshly loaded model evaluates once, to warm it up.
+WARM_UP_TEXT = b"Answer the question from the passages."
+
+
 class LlamaCppBackend(GenerationBackend):
     """llama.cpp through llama-cpp-python, on one worker thread. Construction is cheap.
 
@@ -150,6 +154,11 @@ class LlamaCppBackend(GenerationBackend):
         )
         vocab = llama_cpp.llama_model_get_vocab(llm.model)
         self._is_eog = lambda token: bool(llama_cpp.llama_vocab_is_eog(vocab, token))
+        # One short evaluation before the first request: it pages the weights in and starts
+        # the compute threads, which otherwise made the first answer of a fresh process several
+        # times slower than the next, and the budget learn that as the target's cost.
+        llm.eval(llm.tokenize(WARM_UP_TEXT, add_bos=True, special=False))
+        llm.reset()
         return llm
 
     async def close(self) -> None:

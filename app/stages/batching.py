@@ -71,7 +71,8 @@ class MicroBatcher(Generic[ItemT, ResultT]):
         self._dispatch()
         timeout_s = max(deadline - time.perf_counter(), 0.0)
         try:
-            return await asyncio.wait_for(asyncio.shield(waiting.future), timeout_s)
+            async with asyncio.timeout(timeout_s):
+                return await asyncio.shield(waiting.future)
         except TimeoutError:
             if waiting in self._waiting:  # not started yet: it need not be computed at all
                 self._waiting.remove(waiting)

@@ -83,7 +83,8 @@ class StageThreads:
                 self._start()
         work = asyncio.wrap_future(future)  # cancelling it cancels ``future`` if still queued
         try:
-            return await asyncio.wait_for(work, max(deadline - time.perf_counter(), 0.0))
+            async with asyncio.timeout(max(deadline - time.perf_counter(), 0.0)):
+                return await work
         except TimeoutError:
             raise DeadlinePassed(f"the {self.stage} stage ran past the deadline") from None
 

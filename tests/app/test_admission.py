@@ -35,16 +35,17 @@ async def test_requests_past_the_bound_are_refused_at_once(
         slow = [asyncio.create_task(client.post("/v1/ask", json=ask, headers=auth)) for _ in "ab"]
         while backend.started_streams < 2:  # both admitted and generating
             await asyncio.sleep(0.01)
-        started = time.perf_counter()
         third = await client.post("/v1/ask", json=ask, headers=auth)
         search = await client.post("/v1/search", json={"query": "lists"}, headers=auth)
-        elapsed_ms = (time.perf_counter() - started) * 1000.0
+        # Two refusals (no auth, no body read, no model) that waited for no answer: both of
+        # the admitted ones, 0.8 s of tokens each, are still streaming.
+        answered_first = [task.done() for task in slow]
         health = await client.get("/healthz")  # not a question route: never refused
         answers = await asyncio.gather(*slow)
     assert third.status_code == search.status_code == 503
     assert third.headers["retry-after"] == "5"
     assert third.json()["error"]["type"] == "overloaded"
-    assert elapsed_ms < 100  # two refusals, no auth, no body read, no model
+    assert answered_first == [False, False]
     assert backend.started_streams == 2
     assert health.status_code == 200
     assert [a.status_code for a in answers] == [200, 200]

@@ -138,6 +138,33 @@ def test_with_no_requests_the_model_drifts_back_to_its_prior() -> None:
     assert gen.decode_ms_per_token() == pytest.approx(PRIOR.decode_ms_per_token)
 
 
+def test_one_slow_point_among_few_does_not_set_the_tail() -> None:
+    """A fresh process: its first answer is slow (pages fault in), then four repeats come from
+    the prefix cache. That first point alone once set the p90 margin and refused 2.5 s."""
+    gen = model().generation("t")
+    gen.observe_first_token(300, 3000.0)  # cold: the prior says 50 + 2 x 300 = 650 ms
+    gen.observe_decode(20, 20 * 60.0)  # cold: 60 ms a token, the prior 10
+    for _ in range(4):
+        gen.observe_first_token(1, 60.0)
+        gen.observe_decode(20, 20 * 10.0)
+    assert gen.ttft_ms(300) < 1000.0
+    assert gen.decode_ms_per_token() == pytest.approx(PRIOR.decode_ms_per_token)
+    stage = model().stage("rerank")
+    stage.observe(400.0, 1)  # one slow call among the first few
+    assert stage.rate() == pytest.approx(10.0)
+
+
+def test_two_slow_points_that_agree_do_move_the_tail() -> None:
+    gen = model().generation("t")
+    for _ in range(2):  # a slower server than the prior: it shows at once
+        gen.observe_decode(20, 20 * 30.0)
+    assert gen.decode_ms_per_token() == pytest.approx(30.0)
+    stage = model().stage("rerank")
+    for _ in range(2):
+        stage.observe(40.0, 1)
+    assert stage.rate() == pytest.approx(40.0)
+
+
 def test_stage_rates_have_priors_and_learn() -> None:
     cost = model()
     assert cost.rate("rerank") == 10.0

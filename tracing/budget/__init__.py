@@ -34,7 +34,6 @@ from tracing.budget.cost_model import (
 from tracing.budget.deadline import (
     DeadlinePassed,
     next_before_deadline,
-    run_before,
 )
 from tracing.budget.engine import BudgetEngine, TargetQueue, TargetSaturated
 from tracing.budget.ledger import BudgetLedger, Degradation, StageSpan
@@ -69,5 +68,4 @@ __all__ = [
     "TargetSaturated",
     "calibrate",
     "next_before_deadline",
-    "run_before",
 ]

@@ -12,12 +12,13 @@ Two shapes of cost:
   poison the prefill rate, as they did when TTFT was divided by ``max(uncached, 1)``.
 
 Every estimate is anchored to a **prior**: the figures measured on our CPU for llama.cpp, or a
-target's calibration probe (``calibrate``). The prior enters as pseudo-observations of a fixed
-weight, while real observations lose weight with each newer one (``halflife_requests``) and with
-age (``halflife_s``), and with each request refused on predicted cost (a refusal teaches
-nothing, so it ages what was learned). So a burst of cache hits, a stall or a slow period fades
-within a bounded number of requests, refused or served, and with time when none come at all: the
-model cannot lock itself out.
+target's calibration probe (``calibrate``). The prior enters as pseudo-observations, weighing
+at least ``prior_weight`` and enough to outweigh any one of few observations (a cold start, a
+stall) at the quantile read, while real observations lose weight with each newer one
+(``halflife_requests``) and with age (``halflife_s``), and with each request refused on predicted
+cost (a refusal teaches nothing, so it ages what was learned). So a burst of cache hits, a stall
+or a slow period fades within a bounded number of requests, refused or served, and with time
+when none come at all: the model cannot lock itself out.
 
 Predictions are made at a quantile (p90 by default) of what was observed: the line's prediction
 plus the quantile of the observations' distance above it, per-unit rates at their quantile.
@@ -76,7 +77,7 @@ class Learning:
     halflife_s: float = 120.0
     """... and half as much after this many seconds."""
     prior_weight: float = 1.0
-    """The prior counts as this many fresh observations."""
+    """The prior counts as at least this many fresh observations ..."""
 
     def __post_init__(self) -> None:
         if not 0.0 < self.quantile < 1.0:
@@ -85,6 +86,14 @@ class Learning:
             raise ValueError("window >= 2 and positive half-lives are required")
         if self.prior_weight <= 0:
             raise ValueError(f"prior_weight must be positive, got {self.prior_weight}")
+
+    def prior_weight_beside(self, observed: float, quantile: float | None = None) -> float:
+        """... and beside observations weighing ``observed`` in all, as many as make the total
+        ``1 / (1 - quantile) + 1``: among few observations no single one, a cold start or a
+        stall, carries the tail a quantile reads (one in 11 is under the 10% above p90), while
+        two that agree already move it."""
+        q = self.quantile if quantile is None else quantile
+        return max(self.prior_weight, 1.0 / (1.0 - q) + 1.0 - observed)
 
 
 class _Samples:
@@ -169,19 +178,22 @@ class StageCost:
         return self._rate(quantile)
 
     def _rate(self, quantile: float) -> float:
-        values = [(y, w) for _, y, w in self._samples.weighted()]
-        if self.prior_ms is not None:
-            values.append((self.prior_ms, self.learning.prior_weight))
+        values = self._with_prior(quantile)
         if not values:
             return 0.0
         return weighted_quantile(values, quantile)
 
     def mean(self) -> float:
-        values = [(y, w) for _, y, w in self._samples.weighted()]
-        if self.prior_ms is not None:
-            values.append((self.prior_ms, self.learning.prior_weight))
+        values = self._with_prior(None)
         total = sum(w for _, w in values)
         return sum(v * w for v, w in values) / total if total else 0.0
+
+    def _with_prior(self, quantile: float | None) -> list[tuple[float, float]]:
+        values = [(y, w) for _, y, w in self._samples.weighted()]
+        if self.prior_ms is not None:
+            observed = sum(w for _, w in values)
+            values.append((self.prior_ms, self.learning.prior_weight_beside(observed, quantile)))
+        return values
 
     @property
     def observations(self) -> int:
@@ -280,7 +292,9 @@ class GenerationCost:
             return self._fit(self._ttft.weighted())
 
     def _fit(self, points: list[tuple[float, float, float]]) -> tuple[float, float]:
-        p, span, w0 = self.prior, self.PRIOR_SPAN_TOKENS, self.learning.prior_weight
+        p, span = self.prior, self.PRIOR_SPAN_TOKENS
+        lr = self.learning
+        w0 = max(lr.prior_weight, lr.prior_weight_beside(sum(w for _, _, w in points)) / 2.0)
         pts = [
             *points,
             (0.0, p.fixed_ms, w0),
@@ -318,9 +332,13 @@ class GenerationCost:
         residuals = [(y - (fixed + slope * x), w) for x, y, w in points if w > 1e-3]
         margin = 0.0
         if len(residuals) >= 3:
-            residuals.append((0.0, self.learning.prior_weight))
+            observed = sum(w for _, w in residuals)
+            residuals.append((0.0, self.learning.prior_weight_beside(observed, q)))
             margin = max(weighted_quantile(residuals, q), 0.0)
-        decode.append((self.prior.decode_ms_per_token, self.learning.prior_weight))
+        observed = sum(w for _, w in decode)
+        decode.append(
+            (self.prior.decode_ms_per_token, self.learning.prior_weight_beside(observed, q))
+        )
         # Count on the prefix that all but the unluckiest recent requests found cached.
         prefix = weighted_quantile(prefixes, 1.0 - q) if len(prefixes) >= 3 else 0.0
         est = GenerationEstimate(fixed, slope, margin, weighted_quantile(decode, q), prefix)

@@ -1,47 +1,23 @@
-"""Deadline waits: blocking work and streamed events are waited for only while budget remains.
+"""Deadline waits: streamed events are waited for only while budget remains.
 
-A worker thread cannot be killed: on timeout the request stops waiting and the thread's result
-is dropped when it finishes. Give each kind of work its own bounded executor
-(``run_before(..., executor=...)``) so that work abandoned at a deadline holds a slot of its own
-pool only, never the threads that every other stage and request share.
+Waits use ``asyncio.timeout``, never ``asyncio.wait_for``: on Python 3.11 ``wait_for`` drops a
+cancellation that arrives as the awaited result does (CPython gh-86296), so a client that went
+away mid-answer went on being served to the end. Blocking work waits on its stage's own
+threads (``app.stages.threads``), by the same rule.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextvars
-import functools
 import time
-from collections.abc import AsyncIterator, Callable
-from concurrent.futures import Executor
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator
+from typing import TypeVar
 
-T = TypeVar("T")
 E = TypeVar("E")
 
 
 class DeadlinePassed(Exception):
     """A stage's work was still running when the request's budget ran out."""
-
-
-async def run_before(
-    deadline: float,
-    stage: str,
-    fn: Callable[..., T],
-    *args: Any,
-    executor: Executor | None = None,
-    **kwargs: Any,
-) -> T:
-    """Run blocking ``fn`` on ``executor`` (the loop's default when None), waiting no later
-    than ``deadline`` (a ``time.perf_counter()`` value). The call sees the caller's context
-    (its current span), as ``asyncio.to_thread`` would give it."""
-    timeout_s = max(deadline - time.perf_counter(), 0.0)
-    call = functools.partial(contextvars.copy_context().run, fn, *args, **kwargs)
-    work = asyncio.get_running_loop().run_in_executor(executor, call)
-    try:
-        return await asyncio.wait_for(work, timeout_s)
-    except TimeoutError:
-        raise DeadlinePassed(f"the {stage} stage ran past the deadline") from None
 
 
 async def next_before_deadline(
@@ -58,6 +34,7 @@ async def next_before_deadline(
     if timeout_s <= 0:
         return None
     try:
-        return await asyncio.wait_for(anext(events), timeout=timeout_s)
+        async with asyncio.timeout(timeout_s):
+            return await anext(events)
     except TimeoutError:
         return None

