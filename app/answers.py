@@ -23,10 +23,11 @@ from opentelemetry import trace
 from opentelemetry.trace import Span
 from starlette.requests import Request
 
+from app.answer_events import AnswerDone, AnswerEvent, AnswerOutcome, Prepared
 from app.config import Settings
 from app.errors import ClientGone, ShuttingDown
 from app.limits import check_text, resolve_count
-from app.pipeline import AnswerDone, AnswerEvent, AnswerOutcome, Pipeline, Prepared
+from app.pipeline import Pipeline
 from app.report import answer_report, close_request, error_outcome, success_outcome, timing_headers
 from app.schemas import Report
 from inference import InferenceError
@@ -77,12 +78,15 @@ def asked(
     return Asked(question, collection, top_k, max_output_tokens)
 
 
-async def _prepare(pipeline: Pipeline, question: Asked, ledger: BudgetLedger) -> Prepared:
+async def _prepare(
+    pipeline: Pipeline, question: Asked, ledger: BudgetLedger, route: str
+) -> Prepared:
     return await pipeline.prepare(
         question.question,
         question.collection,
         question.top_k,
         ledger,
+        route=route,
         max_output_tokens=question.max_output_tokens,
     )
 
@@ -98,8 +102,8 @@ async def answer(
     disconnects stops its generation (``ClientGone``, 499, closed as cancelled)."""
     root = trace.get_current_span()
     try:
-        prepared = await _prepare(pipeline, question, ledger)
-        async with aclosing(pipeline.generate(prepared, ledger)) as events:
+        prepared = await _prepare(pipeline, question, ledger, route)
+        async with aclosing(pipeline.generate(prepared)) as events:
             collected = await collect_while_connected(request, events)
         if collected is None:
             raise ClientGone("the client went away before its answer was ready")
@@ -218,8 +222,8 @@ class AnswerStream:
         raises, to be answered as a plain HTTP error."""
         root = trace.get_current_span()
         try:
-            prepared = await _prepare(pipeline, question, ledger)
-            events = pipeline.generate(prepared, ledger)
+            prepared = await _prepare(pipeline, question, ledger, route)
+            events = pipeline.generate(prepared)
             first = await anext(events)
         except BaseException as exc:
             close_request(ledger, root, route, error_outcome(exc))

@@ -14,21 +14,23 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from tracing.budget import StageName
+
 if TYPE_CHECKING:
     from retrieval.index_types import IndexSettings
 
 #: Default share of a request's budget per stage; generation gets most of it.
 DEFAULT_BUDGET_SHARES: dict[str, float] = {
-    "auth": 0.01,
-    "moderate.question": 0.01,
-    "embed": 0.04,
-    "search": 0.02,
-    "rerank": 0.12,
-    "moderate.passages": 0.01,
-    "assemble": 0.02,
-    "generate": 0.72,
-    "moderate.answer": 0.03,
-    "attribute": 0.02,
+    StageName.AUTH: 0.01,
+    StageName.MODERATE_QUESTION: 0.01,
+    StageName.EMBED: 0.04,
+    StageName.SEARCH: 0.02,
+    StageName.RERANK: 0.12,
+    StageName.MODERATE_PASSAGES: 0.01,
+    StageName.ASSEMBLE: 0.02,
+    StageName.GENERATE: 0.72,
+    StageName.MODERATE_ANSWER: 0.03,
+    StageName.ATTRIBUTE: 0.02,
 }
 
 #: Similarity at which an answer sentence is attributed to a passage; how it was chosen, on a

@@ -30,6 +30,7 @@ from app.schemas import AskRequest, BudgetedRequest, ChatCompletionRequest, Sear
 from app.services import Services
 from retrieval import UnknownCollection
 from tracing import BudgetLedger
+from tracing.budget import StageName
 
 tracer = trace.get_tracer(__name__)
 
@@ -86,7 +87,7 @@ class AuthStage:
     @contextmanager
     def run(self) -> Iterator[Span]:
         """The check, in the stage's span made current; an exception marks the span failed."""
-        span = self._span = tracer.start_span("auth")
+        span = self._span = tracer.start_span(StageName.AUTH)
         started = time.perf_counter()
         try:
             with trace.use_span(span, end_on_exit=False):
@@ -99,7 +100,7 @@ class AuthStage:
         """Charge the stage to the ledger and end its span; idempotent."""
         span, self._span = self._span, None
         if span is not None:
-            self.ledger.charge("auth", self._elapsed_ms, span)
+            self.ledger.charge(StageName.AUTH, self._elapsed_ms, span)
             span.end(end_time=self._ended_ns)
 
 

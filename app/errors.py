@@ -9,7 +9,8 @@ wrong is a 4xx, never a 5xx: the error-ratio alert counts 5xx only.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -20,6 +21,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from app.moderation import QuestionRejected
 from inference import BackendBusy, GenerationRejected, InferenceError
 from retrieval import BrokenIndex, RetrievalError
+from tracing.budget import BudgetInfeasible, TargetSaturated
 
 
 class ApiError(Exception):
@@ -117,6 +119,17 @@ class Overloaded(ApiError):
 
     def __init__(self, message: str) -> None:
         super().__init__(503, message, type="overloaded")
+
+
+@contextmanager
+def budget_refusals() -> Iterator[None]:
+    """The budget's refusals as the API's: no plan fits (504), the target is full (503)."""
+    try:
+        yield
+    except BudgetInfeasible as exc:
+        raise BudgetExhausted(str(exc)) from exc
+    except TargetSaturated as exc:
+        raise Overloaded(str(exc)) from exc
 
 
 class InvalidField(ApiError):

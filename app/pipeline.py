@@ -7,13 +7,11 @@ it streams) -> moderate.answer -> attribute (which passages the final answer cit
 ``[n]`` labels, else its sentences attributed by similarity; skipped, and said so, when the
 budget has no time left for it). Retrieval-only requests stop after rerank.
 
-After search, the budget engine (``tracing.budget``) sizes the rest of the request to what is
-left of its budget, for the target that will serve it and its place in that target's queue
-(rerank candidates, context tokens, output tokens), or fails fast when nothing fits. A stage
-that fails other than generation (a reranker error) is skipped as a degradation. Each stage is
-waited for no longer than the budget allows; generation stops at the deadline. Every stage's
-cost goes back to the engine's cost model. The pipeline holds no per-request state: a request's
-state is its ``BudgetLedger``, its ``Prepared`` and the ``AnswerOutcome`` it is given back.
+The pipeline runs the stages and plans nothing: each request's budget session
+(``tracing.budget.session``) admits it, plans it after search, holds its generation time at the
+target, says how long each stage may wait, and learns what each cost. A stage that fails other
+than generation (a reranker error) is skipped as a degradation. A request's state is its
+``BudgetLedger``, its ``Prepared`` (with the session) and the ``AnswerOutcome`` given back.
 """
 
 from __future__ import annotations
@@ -21,117 +19,33 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncGenerator, Awaitable
 from contextlib import aclosing
-from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
-from opentelemetry.trace import Span
-
-from app.config import Settings
-from app.errors import BudgetExhausted, Overloaded
-from app.moderation import AnswerFilter
+from app.answer_events import (
+    AnswerDelta,
+    AnswerDone,
+    AnswerEvent,
+    AnswerOutcome,
+    Prepared,
+    finish_reason,
+)
+from app.budget_engine import build_budget_engine
+from app.errors import BudgetExhausted, InvalidField, budget_refusals
 from app.services import Services
-from app.stages import Attributed, Generated, ModeratedTail, Quarantined
-from inference import (
-    AssembledPrompt,
-    BackendUnavailable,
-    RouteDecision,
-    Usage,
-)
-from retrieval import Passage, SearchFilter
-from tracing import metrics as tracing_metrics
+from app.stages import Attributed, Generated
+from app.stages.generation import record_first_token, record_generation_end
+from app.stages.result import StageResult
+from inference import RouteDecision
+from retrieval import InvalidFilter, Passage, SearchFilter
 from tracing.budget import (
-    DEFAULT_QUALITY_PATH,
-    Action,
     BudgetEngine,
-    BudgetInfeasible,
     BudgetLedger,
+    BudgetSession,
     DeadlinePassed,
-    Learning,
-    Plan,
-    PlanLimits,
-    QualityTable,
-    Reservation,
-    TargetQueue,
-    TargetSaturated,
+    StageName,
 )
 
-_FINISH_RESERVE_MS = 50.0
-T = TypeVar("T")
-
-
-@dataclass
-class Prepared:
-    """A question ready for generation: its passages, the plan, and the prompt."""
-
-    question: str
-    passages: list[Passage]
-    prompt: AssembledPrompt
-    plan: Plan
-    with_answer: bool = True
-    """False when the budget allowed only the passages (``on_infeasible = "passages"``)."""
-    reservation: Reservation | None = None
-    """The generation time held at the target; released when generation ends."""
-    quarantined: list[Quarantined] = field(default_factory=list)
-    """Retrieved passages kept out of the prompt: they carried instructions for the model."""
-
-
-@dataclass
-class AnswerOutcome:
-    """How an answer ended: built by ``Pipeline.generate`` and delivered in its ``AnswerDone``."""
-
-    text: str = ""  # the moderated answer, as sent
-    usage: Usage | None = None
-    finish_reason: str = "unknown"
-    ttft_ms: float | None = None
-    redactions: dict[str, int] = field(default_factory=dict)
-    attribution: Attributed | None = None
-    """The passages the answer cites and how that was found (the attribute stage)."""
-
-
-@dataclass(frozen=True)
-class AnswerDelta:
-    """Moderated answer text, as it may be sent."""
-
-    text: str
-
-
-@dataclass(frozen=True)
-class AnswerDone:
-    """The last event of an answer: how it ended, its usage, its text as sent."""
-
-    outcome: AnswerOutcome
-
-
-AnswerEvent = AnswerDelta | AnswerDone
-
-
-def build_budget_engine(settings: Settings) -> BudgetEngine:
-    """The budget engine for these settings: plan limits, learning, the quality table."""
-    s = settings
-    return BudgetEngine(
-        PlanLimits(
-            rerank_candidates=s.rerank_candidates,
-            context_tokens=s.context_tokens,
-            max_output_tokens=s.max_output_tokens,
-            min_context_tokens=min(s.min_context_tokens, s.context_tokens),
-            min_output_tokens=min(s.min_output_tokens, s.max_output_tokens),
-        ),
-        PlanLimits(
-            rerank_candidates=s.rerank_candidates,
-            context_tokens=0,
-            max_output_tokens=0,
-            min_context_tokens=0,
-            min_output_tokens=0,
-            prompt_overhead_tokens=0,
-            reserve_ms=2.0,
-        ),
-        quality=QualityTable.load(s.budget_quality_path or DEFAULT_QUALITY_PATH),
-        learning=Learning(
-            quantile=s.budget_quantile,
-            halflife_requests=s.budget_halflife_requests,
-            halflife_s=s.budget_halflife_s,
-        ),
-    )
+R = TypeVar("R", bound=StageResult)
 
 
 class Pipeline:
@@ -142,7 +56,6 @@ class Pipeline:
         self.stages = services.stages
         self.settings = services.settings
         self.budget = budget or build_budget_engine(self.settings)
-        self.cost = self.budget.cost
 
     # -- retrieval -------------------------------------------------------------------------
 
@@ -153,161 +66,61 @@ class Pipeline:
         k: int,
         ledger: BudgetLedger,
         *,
+        route: str,
         search_filter: SearchFilter | None = None,
     ) -> list[Passage]:
         """Embed, search (within ``search_filter``) and rerank (sized to the budget): the ``k``
         best passages."""
-        passages, _ = await self._retrieve(query, collection, k, ledger, None, search_filter)
-        return passages
+        session = self.budget.open(ledger, route=route)
+        return await self._retrieve(query, collection, k, session, search_filter)
 
     async def _retrieve(
         self,
         query: str,
         collection: str,
         k: int,
-        ledger: BudgetLedger,
-        question: str | None,
+        session: BudgetSession,
         search_filter: SearchFilter | None = None,
-    ) -> tuple[list[Passage], Plan]:
-        """``question`` is set for an answer (plan generation too), None for a search."""
-        stages = self.stages
-        stages.search.check(collection)
-        with ledger.stage("embed") as span:
-            embedded = await self._timed(
-                ledger, "embed", stages.embed.run(query, deadline=ledger.deadline)
-            )
-            span.set_attributes(embedded.attributes())
+    ) -> list[Passage]:
+        stages, ledger = self.stages, session.ledger
+        try:
+            stages.search.check(collection, search_filter)
+        except InvalidFilter as exc:
+            raise InvalidField(exc.field, exc.reason) from exc
+        embedded = await self._stage(
+            session, StageName.EMBED, stages.embed.run(query, deadline=ledger.deadline)
+        )
         candidates = max(k, self.settings.rerank_candidates) if stages.rerank.available else k
-        with ledger.stage("search") as span:
-            found = await self._timed(
-                ledger,
-                "search",
-                stages.search.run(
-                    collection,
-                    embedded.vector,
-                    candidates,
-                    deadline=ledger.deadline,
-                    search_filter=search_filter,
-                ),
-            )
-            span.set_attributes(found.attributes())
-        plan = self._plan(ledger, k, question)
-        if plan.rerank_candidates and found.passages:
-            ledger.expect("rerank", plan.stage_ms.get("rerank", 0.0))
-        with ledger.stage("rerank") as span:
-            self._record_actions(plan, "rerank", ledger, span)
+        found = await self._stage(
+            session,
+            StageName.SEARCH,
+            stages.search.run(
+                collection,
+                embedded.vector,
+                candidates,
+                deadline=ledger.deadline,
+                search_filter=search_filter,
+            ),
+        )
+        with budget_refusals():
+            plan = session.plan(k=k, rerank_available=stages.rerank.available)
+        with ledger.stage(StageName.RERANK) as span:
+            session.begin(StageName.RERANK, span, runs=bool(found.passages))
             started = time.perf_counter()
-            # Wait only as long as the rest of the plan leaves room for.
-            rest_ms = plan.predicted_ms - self.cost.predict("rerank", plan.rerank_candidates)
             reranked = await stages.rerank.run(
                 query,
                 found.passages,
                 k=k,
                 candidates=plan.rerank_candidates,
-                deadline=ledger.deadline - max(rest_ms, 0.0) / 1000.0,
+                deadline=session.deadline_for(StageName.RERANK),
             )
-            span.set_attributes(reranked.attributes())
+            reranked.record(span)
             if reranked.error is not None:
                 span.record_exception(reranked.error)
             if reranked.degradation is not None:
-                ledger.degrade("rerank", *reranked.degradation, span)
-            if reranked.scored:
-                self.budget.observe_stage("rerank", _ms_since(started), reranked.scored)
-        return reranked.passages, plan
-
-    def _plan(self, ledger: BudgetLedger, k: int, question: str | None) -> Plan:
-        available = self.stages.rerank.available
-        engine = self.budget
-        limits = (engine.search_policy if question is None else engine.answer_policy).limits
-        backend = self.services.backend
-        target = backend.cost_target(question) if question is not None else ""
-        if not self.settings.degradation_policy:
-            return Plan(
-                limits.rerank_candidates if available else 0,
-                limits.context_tokens,
-                limits.max_output_tokens,
-                0.0,
-                target=target,
-            )
-        try:
-            if question is None:
-                return engine.plan_search(ledger, k=k, rerank_available=available)
-            plan = engine.plan_answer(
-                ledger,
-                k=k,
-                rerank_available=available,
-                target=target,
-                queue=self._target_queue(target),
-            )
-            return self._fit_context_length(plan, limits)
-        except BudgetInfeasible as exc:
-            if self.settings.on_infeasible == "passages" and limits.max_output_tokens:
-                ledger.degrade("generate", "generation_skipped", str(exc))
-                return Plan(0, limits.context_tokens, 0, 0.0, target=target)
-            raise BudgetExhausted(str(exc)) from exc
-
-    def _check_feasible(self, ledger: BudgetLedger, question: str) -> None:
-        """Refuse at once a budget that not even the smallest plan can meet (a 504 that costs
-        no embedding, search or model time, counted as a refusal), unless the passages alone may
-        answer; and a request the generation pool's queue has no room for (503,
-        ``BudgetEngine.admit``)."""
-        if not self.settings.degradation_policy or self.settings.on_infeasible == "passages":
-            return
-        target = self.services.backend.cost_target(question)
-        try:
-            self.budget.check_feasible(ledger, target)
-            self.budget.admit(
-                ledger,
-                target,
-                self._target_queue(target),
-                max_queued_per_slot=self.settings.max_queued_per_slot,
-            )
-        except BudgetInfeasible as exc:
-            # The caller's budget is below the smallest answer, alone: refused before any work,
-            # deliberately, so it stays out of the error ratio (anyone may send a tiny budget).
-            tracing_metrics.ADMISSION_REFUSED.labels(
-                route="/v1/ask", reason="budget_infeasible"
-            ).inc()
-            raise BudgetExhausted(str(exc)) from exc
-        except TargetSaturated as exc:
-            tracing_metrics.ADMISSION_REFUSED.labels(route="/v1/ask", reason="overloaded").inc()
-            raise Overloaded(str(exc)) from exc
-
-    def _fit_context_length(self, plan: Plan, limits: PlanLimits) -> Plan:
-        """Shrink the context so that prompt + output fits the server's context length (the
-        backend caps the output for whatever is left over)."""
-        length = getattr(self.services.backend, "context_length", None)
-        if not length:
-            return plan
-        room = length - limits.prompt_overhead_tokens - plan.max_output_tokens
-        if plan.context_tokens <= room:
-            return plan
-        context = max(room, min(limits.min_context_tokens, plan.context_tokens))
-        actions = [a for a in plan.actions if a.action != "context_reduced"]
-        actions.append(
-            Action(
-                "assemble",
-                "context_reduced",
-                f"{context} of {limits.context_tokens} tokens: the server's context length is "
-                f"{length} and the answer may have {plan.max_output_tokens}",
-            )
-        )
-        return replace(plan, context_tokens=context, actions=actions)
-
-    def _target_queue(self, target: str) -> TargetQueue:
-        """How ``target`` queues: its slots, whether it is ours alone and EDF, others' load.
-
-        Others' load is the queue the server reports beyond its running batch, less what our
-        own requests can account for: a remote server's load is polled every few seconds, and
-        its running requests then were mostly ours, long finished. Counting them again would
-        refuse requests behind a queue that is gone."""
-        backend = self.services.backend
-        load = backend.target_load(target)
-        slots = max(load.max_running or 1, 1) if load is not None else 1
-        if load is None or backend.earliest_deadline_first:
-            return TargetQueue(slots=slots, edf=backend.earliest_deadline_first)
-        ours = self.budget.reservations.open(target)
-        return TargetQueue(slots=slots, external=max(load.waiting - max(ours - slots, 0), 0))
+                ledger.degrade(StageName.RERANK, *reranked.degradation, span)
+            session.observe(StageName.RERANK, started, reranked.scored)
+        return reranked.passages
 
     # -- answering -------------------------------------------------------------------------
 
@@ -318,152 +131,98 @@ class Pipeline:
         top_k: int,
         ledger: BudgetLedger,
         *,
+        route: str,
         max_output_tokens: int | None = None,
     ) -> Prepared:
-        """Screen the question, retrieve its passages, plan, and assemble the prompt.
-
-        ``max_output_tokens`` is the caller's cap on the answer: the plan keeps the smaller of it
-        and what the budget allows (a caller's choice, not a degradation)."""
+        """Screen the question, retrieve its passages, plan, and assemble the prompt. The plan
+        keeps the caller's ``max_output_tokens`` when smaller than what the budget allows."""
         stages = self.stages
-        if not stages.assemble.ready or not self.services.backend.loaded:
-            raise BackendUnavailable(
-                "the generation backend is not loaded: "
-                + self.services.problems.get("generator", "still starting")
-            )
-        self._check_feasible(ledger, question)
-        with ledger.stage("moderate.question") as span:
-            screened = await self._timed(
-                ledger,
-                "moderate.question",
-                stages.screen_question.run(question, deadline=ledger.deadline),
-            )
-            span.set_attributes(screened.attributes())
-        passages, plan = await self._retrieve(question, collection, top_k, ledger, question)
-        if max_output_tokens is not None and 0 < max_output_tokens <= plan.max_output_tokens:
-            # The caller wants no more than the budget allows: the budget capped nothing.
-            actions = [a for a in plan.actions if a.action != "output_capped"]
-            plan = replace(plan, max_output_tokens=max_output_tokens, actions=actions)
-        with ledger.stage("moderate.passages") as span:
-            passages_screened = await self._timed(
-                ledger,
-                "moderate.passages",
-                stages.screen_passages.run(passages, deadline=ledger.deadline),
-            )
-            passages_screened.record(span)
-        passages = passages_screened.passages
-        # Hold the planned generation time at its target, so later requests plan around it.
-        reservation = self.budget.reserve(plan, ledger) if plan.max_output_tokens > 0 else None
-        try:
-            with ledger.stage("assemble") as span:
-                self._record_actions(plan, "assemble", ledger, span)
-                assembled = await self._timed(
-                    ledger,
-                    "assemble",
-                    stages.assemble.run(
-                        question,
-                        passages,
-                        context_tokens=plan.context_tokens,
-                        deadline=ledger.deadline,
-                    ),
-                )
-                span.set_attributes(assembled.attributes())
-        except BaseException:
-            if reservation is not None:
-                reservation.release()
-            raise
-        return Prepared(
-            question,
-            passages,
-            assembled.prompt,
-            plan,
-            with_answer=plan.max_output_tokens > 0,
-            reservation=reservation,
-            quarantined=passages_screened.quarantined,
+        self.services.require_generator()
+        session = self.budget.open(
+            ledger,
+            route=route,
+            question=question,
+            serving=self.services.backend,
+            output_cap=max_output_tokens,
         )
-
-    async def generate(
-        self, prepared: Prepared, ledger: BudgetLedger
-    ) -> AsyncGenerator[AnswerEvent, None]:
-        """Stream the answer: ``AnswerDelta`` events of moderated text, then one ``AnswerDone``.
-
-        Decoding stops at the deadline (finish reason ``deadline``). Closing this generator
-        early (a client that went away) closes the backend's stream, which stops decoding; no
-        ``AnswerDone`` follows then. Failures raise.
-        """
-        reservation = prepared.reservation
+        with budget_refusals():
+            session.admit()
+        await self._stage(
+            session,
+            StageName.MODERATE_QUESTION,
+            stages.screen_question.run(question, deadline=ledger.deadline),
+        )
+        passages = await self._retrieve(question, collection, top_k, session)
+        kept = await self._stage(
+            session,
+            StageName.MODERATE_PASSAGES,
+            stages.screen_passages.run(passages, deadline=ledger.deadline),
+        )
+        # Hold the planned generation time at its target, so later requests plan around it.
+        session.reserve()
         try:
-            if not prepared.with_answer:
-                outcome = AnswerOutcome(finish_reason="skipped")
-            else:
-                async with aclosing(self._generate(prepared, ledger)) as events:
+            assembled = await self._stage(
+                session,
+                StageName.ASSEMBLE,
+                stages.assemble.run(
+                    question,
+                    kept.passages,
+                    context_tokens=session.planned.context_tokens,
+                    deadline=ledger.deadline,
+                ),
+            )
+        except BaseException:
+            session.release()
+            raise
+        return Prepared(question, kept.passages, assembled.prompt, session, kept.quarantined)
+
+    async def generate(self, prepared: Prepared) -> AsyncGenerator[AnswerEvent, None]:
+        """``AnswerDelta`` events of moderated text, then one ``AnswerDone``; decoding stops at
+        the deadline. Closing this early (a client gone) closes the backend's stream, which
+        stops decoding, and no ``AnswerDone`` follows. Failures raise."""
+        outcome = AnswerOutcome(finish_reason="skipped")
+        with prepared.session.holding():
+            if prepared.with_answer:
+                async with aclosing(self._generate(prepared)) as events:
                     async for event in events:
                         if isinstance(event, AnswerDone):
                             outcome = event.outcome
                             break
                         yield event
-        finally:
-            if reservation is not None:
-                reservation.release()
-        outcome.attribution = await self.attribute(prepared, outcome, ledger)
+        outcome.attribution = await self.attribute(prepared, outcome)
         yield AnswerDone(outcome)
 
-    async def attribute(
-        self, prepared: Prepared, outcome: AnswerOutcome, ledger: BudgetLedger
-    ) -> Attributed:
+    async def attribute(self, prepared: Prepared, outcome: AnswerOutcome) -> Attributed:
         """The attribute stage, on the final (moderated) answer text: the model's labels, or
         attribution when there is time left for it (else skipped, as a degradation)."""
-        stage = self.stages.attribute
+        stage, session = self.stages.attribute, prepared.session
         passages = {p.label: p.text for p in prepared.prompt.passages}
-        with ledger.stage("attribute") as span:
+        with session.ledger.stage(StageName.ATTRIBUTE) as span:
             attributed = stage.by_model(outcome.text, set(passages))
             if attributed is None:
-                left_ms = ledger.remaining_ms - _FINISH_RESERVE_MS
-                needed_ms = self.cost.rate("attribute")
-                if left_ms <= 0 or left_ms < needed_ms:
-                    attributed = Attributed.skipped(
-                        "attribution_skipped",
-                        f"{max(left_ms, 0.0):.0f} ms of the budget left, attribution takes "
-                        f"about {needed_ms:.0f} ms: citations not attributed",
-                    )
+                room = session.attribution()
+                if not room.fits:
+                    attributed = Attributed.skipped("attribution_skipped", room.reason)
                 else:
                     started = time.perf_counter()
-                    attributed = await stage.run(
-                        outcome.text,
-                        passages,
-                        deadline=ledger.deadline - _FINISH_RESERVE_MS / 1000.0,
-                    )
+                    attributed = await stage.run(outcome.text, passages, deadline=room.deadline)
                     if attributed.method == "attributed":
-                        self.budget.observe_stage("attribute", _ms_since(started), 1)
-            span.set_attributes(attributed.attributes())
+                        session.observe(StageName.ATTRIBUTE, started)
+            attributed.record(span)
             if attributed.degradation is not None:
-                ledger.degrade("attribute", *attributed.degradation, span)
+                session.ledger.degrade(StageName.ATTRIBUTE, *attributed.degradation, span)
         return attributed
 
-    async def _generate(
-        self, prepared: Prepared, ledger: BudgetLedger
-    ) -> AsyncGenerator[AnswerEvent, None]:
+    async def _generate(self, prepared: Prepared) -> AsyncGenerator[AnswerEvent, None]:
         """The generate and moderate.answer stages: moderated deltas, then the outcome."""
-        backend = self.services.backend
-        moderate = self.stages.moderate_answer
-        answer_filter = moderate.open()
-        plan = prepared.plan
+        session, plan = prepared.session, prepared.plan
+        ledger = session.ledger
+        answer_filter = self.stages.moderate_answer.open()
         stage = ledger.begin(
-            "generate",
-            **{
-                "gen_ai.operation.name": "text_completion",
-                "gen_ai.system": backend.name,
-                "gen_ai.request.model": backend.model,
-                "gen_ai.request.max_tokens": plan.max_output_tokens,
-                "gen_ai.request.temperature": self.settings.temperature,
-            },
+            StageName.GENERATE, **self.stages.generate.span_attributes(plan.max_output_tokens)
         )
         span = stage.span
-        if plan.stage_ms:
-            ledger.expect("generate", plan.stage_ms.get("queue", 0.0) + plan.stage_ms["generate"])
-        self._record_actions(plan, "generate", ledger, span)
-        reservation = prepared.reservation
-        if reservation is not None:
-            reservation.start()
+        session.begin(StageName.GENERATE, span)
         text: list[str] = []
         ttft_ms: float | None = None
         generated: Generated | None = None
@@ -474,11 +233,8 @@ class Pipeline:
                 max_tokens=plan.max_output_tokens,
                 target=plan.target,
                 deadline=ledger.deadline,
-                # Room to flush the answer filter and send the last event before the deadline.
-                # None is held for attribution: an answer decoded up to the deadline keeps its
-                # tokens, and its citations go unattributed (``attribute``), saying so.
-                reserve_ms=self.cost.rate("moderate.answer") + _FINISH_RESERVE_MS,
-                stop_at=(lambda: reservation.stop_at) if reservation is not None else _no_stop,
+                reserve_ms=session.generation_reserve_ms(),
+                stop_at=session.stop_at,
                 span=span,
             )
             async with aclosing(events):
@@ -487,23 +243,26 @@ class Pipeline:
                         generated = event
                         break
                     if isinstance(event, RouteDecision):
-                        if span.is_recording():
-                            span.set_attribute("ragtime.budget.target", event.target)
-                        if event.degradation is not None:  # e.g. a smaller model, to fit
-                            ledger.degrade("generate", *event.degradation, span)
+                        session.routed(event.target, event.degradation, span)
                         continue
                     if ttft_ms is None:
                         ttft_ms = ledger.spent_ms
-                        self._first_token(span, ttft_ms)
+                        record_first_token(span, ttft_ms, self.settings.ttft_target_ms)
                     released = answer_filter.feed(event.text)
                     if released:
                         text.append(released)
                         yield AnswerDelta(released)
             assert generated is not None, "the generate stage ends with its result"
-            self._finished(generated, ledger, span)
+            session.generation_ended(
+                generated, span, shared_prefix_tokens=self.stages.assemble.shared_prefix_tokens
+            )
             if ttft_ms is None and generated.finish_reason in ("deadline", "yielded"):
                 raise BudgetExhausted("no answer token came before the deadline")
-            tail = await self._moderate_tail(answer_filter, ledger)
+            ledger.charge(StageName.MODERATE_ANSWER, answer_filter.elapsed_ms)
+            with ledger.stage(StageName.MODERATE_ANSWER) as tail_span:
+                tail = await self.stages.moderate_answer.run(answer_filter)
+                tail.record(tail_span)
+            session.observe_ms(StageName.MODERATE_ANSWER, tail.total_ms)
             if tail.text:
                 text.append(tail.text)
                 yield AnswerDelta(tail.text)
@@ -514,124 +273,27 @@ class Pipeline:
             outcome = AnswerOutcome(
                 text="".join(text),
                 usage=generated.usage if generated is not None else None,
-                finish_reason=_finish_reason(generated, error),
+                finish_reason=finish_reason(generated, error),
                 ttft_ms=ttft_ms,
                 redactions=dict(answer_filter.redactions),
             )
-            self._finish_generate_span(span, outcome, answer_filter.elapsed_ms)
+            record_generation_end(
+                span, outcome.finish_reason, ttft_ms, outcome.usage, answer_filter.elapsed_ms
+            )
             stage.end(error if isinstance(error, Exception) else None)
         yield AnswerDone(outcome)
 
-    def _first_token(self, span: Span, ttft_ms: float) -> None:
-        tracing_metrics.TTFT_SECONDS.observe(ttft_ms / 1000.0)
-        span.add_event("first_token", {"ragtime.ttft_ms": ttft_ms})
-        span.set_attribute("ragtime.ttft.over_target", ttft_ms > self.settings.ttft_target_ms)
-
-    def _finished(self, generated: Generated, ledger: BudgetLedger, span: Span) -> None:
-        """Record how generation ended, and teach the engine what it cost."""
-        if generated.finish_reason == "yielded":
-            ledger.degrade(
-                "generate",
-                "output_capped",
-                "stopped early: a request queued behind it needed the time",
-                span,
-            )
-        elif generated.finish_reason == "deadline":
-            ledger.degrade("generate", "deadline_stop", "decoding stopped at the deadline", span)
-        if generated.usage is not None:
-            span.set_attribute("ragtime.generate.queue_ms", round(generated.queue_ms, 3))
-        self._observe_generation(generated)
-
-    def _observe_generation(self, done: Generated) -> None:
-        """Teach the engine what this target's prefill and decode cost (our queue aside)."""
-        usage = done.usage
-        if done.finish_reason not in ("stop", "length") or done.first_at is None or usage is None:
-            return
-        self.budget.observe_generation(
-            done.target,
-            prompt_tokens=usage.prompt_tokens,
-            cached_tokens=usage.cached_tokens,
-            ttft_ms=(done.first_at - done.started) * 1000.0 - done.queue_ms,
-            output_tokens=usage.completion_tokens,
-            decode_ms=_ms_since(done.first_at),
-            shared_prefix_tokens=self.stages.assemble.shared_prefix_tokens,
-        )
-
-    @staticmethod
-    def _record_actions(plan: Plan, stage: str, ledger: BudgetLedger, span: Span) -> None:
-        for action in plan.actions:
-            if action.stage == stage:
-                ledger.degrade(stage, action.action, action.reason, span)
-        if span.is_recording() and stage == "rerank":
-            span.set_attributes(
-                {
-                    "ragtime.plan.rerank_candidates": plan.rerank_candidates,
-                    "ragtime.plan.context_tokens": plan.context_tokens,
-                    "ragtime.plan.max_output_tokens": plan.max_output_tokens,
-                    "ragtime.plan.predicted_ms": round(plan.predicted_ms, 3),
-                }
-            )
-
-    async def _timed(self, ledger: BudgetLedger, stage: str, work: Awaitable[T]) -> T:
-        """Await one stage's run; teach the cost model what it took. A stage still running at
-        the deadline ends the request."""
-        started = time.perf_counter()
-        try:
-            result = await work
-        except DeadlinePassed as exc:
-            raise BudgetExhausted(str(exc)) from None
-        self.budget.observe_stage(stage, _ms_since(started), 1)
+    async def _stage(self, session: BudgetSession, stage: StageName, work: Awaitable[R]) -> R:
+        """One stage's ``work`` in its span, charged to the budget, its result recorded on the
+        span and its cost taught to the session. A stage still running at the deadline ends
+        the request."""
+        with session.ledger.stage(stage) as span:
+            session.begin(stage, span)
+            started = time.perf_counter()
+            try:
+                result = await work
+            except DeadlinePassed as exc:
+                raise BudgetExhausted(str(exc)) from None
+            session.observe(stage, started)
+            result.record(span)
         return result
-
-    async def _moderate_tail(
-        self, answer_filter: AnswerFilter, ledger: BudgetLedger
-    ) -> ModeratedTail:
-        """Release the held tail in the ``moderate.answer`` span, charged with the inline work."""
-        ledger.charge("moderate.answer", answer_filter.elapsed_ms)
-        with ledger.stage("moderate.answer") as span:
-            tail = await self.stages.moderate_answer.run(answer_filter)
-            span.set_attributes(tail.attributes())
-        self.budget.observe_stage("moderate.answer", tail.total_ms, 1)
-        return tail
-
-    @staticmethod
-    def _finish_generate_span(span: Span, outcome: AnswerOutcome, inline_ms: float) -> None:
-        if not span.is_recording():
-            return
-        span.set_attribute("gen_ai.response.finish_reasons", [outcome.finish_reason])
-        span.set_attribute("ragtime.moderation.inline_ms", round(inline_ms, 3))
-        if outcome.ttft_ms is not None:
-            span.set_attribute("ragtime.ttft_ms", round(outcome.ttft_ms, 3))
-        if outcome.usage is not None:
-            usage = outcome.usage
-            span.set_attributes(
-                {
-                    "gen_ai.usage.input_tokens": usage.prompt_tokens,
-                    "gen_ai.usage.output_tokens": usage.completion_tokens,
-                    "ragtime.usage.cached_tokens": usage.cached_tokens,
-                    "ragtime.usage.cached_ratio": (
-                        round(usage.cached_tokens / usage.prompt_tokens, 4)
-                        if usage.prompt_tokens
-                        else 0.0
-                    ),
-                }
-            )
-
-
-def _no_stop() -> float | None:
-    return None
-
-
-def _finish_reason(generated: Generated | None, error: BaseException | None) -> str:
-    """How the answer ended, as the report and the span say it."""
-    if isinstance(error, BudgetExhausted):
-        return "deadline"
-    if error is not None:
-        return "cancelled" if not isinstance(error, Exception) else "error"
-    if generated is None:
-        return "cancelled"
-    return "length" if generated.finish_reason == "yielded" else generated.finish_reason
-
-
-def _ms_since(started: float) -> float:
-    return (time.perf_counter() - started) * 1000.0

@@ -10,7 +10,7 @@ from dataclasses import asdict
 
 from opentelemetry.trace import Span
 
-from app.pipeline import AnswerOutcome, Prepared
+from app.answer_events import AnswerOutcome, Prepared
 from app.redaction import redact, redaction_attributes
 from app.schemas import (
     BudgetReport,

@@ -19,6 +19,7 @@ from app.key_stores import open_key_store
 from app.moderation import Moderator
 from app.stages import Stages
 from inference import (
+    BackendUnavailable,
     GenerationBackend,
     HFTokenizer,
     LlamaCppBackend,
@@ -186,6 +187,15 @@ class Services:
         await self.backend.close()
         self.store.close()
         self.keys.close()
+
+    def require_generator(self) -> None:
+        """``BackendUnavailable`` unless the generation backend is loaded (and its prompts can
+        be assembled): before any of an answer's work."""
+        if not self.stages.assemble.ready or not self.backend.loaded:
+            raise BackendUnavailable(
+                "the generation backend is not loaded: "
+                + self.problems.get("generator", "still starting")
+            )
 
     def readiness(self) -> tuple[bool, dict[str, Any]]:
         """Whether every required part is loaded, and what each part's state is."""

@@ -1,9 +1,10 @@
 """What the budget and tracing machinery itself costs per request, measured in-process.
 
-One request's worth of it: a ``BudgetLedger``, a root span, the ten stages each in its span and
-charged to the ledger (``generate`` through ``begin``/``end`` as the pipeline does), the cost
-model's observations, one plan (with the queue of its target), its reservation, a degradation
-recorded, the answer-moderation charge, and the root span's annotation and the budget summary. No
+One request's worth of it: a ``BudgetLedger``, a root span, the request's budget session (the
+real ``BudgetEngine.open``: admission, one plan with the queue of its target, its reservation,
+stage deadlines, the cost model's observations), the ten stages each in its span and charged to
+the ledger (``generate`` through ``begin``/``end`` as the pipeline does), a degradation recorded,
+the answer-moderation charge, and the root span's annotation and the budget summary. No
 HTTP and no stage work: the stages are empty, so what is timed is the machinery alone, with the
 real tracer provider (``tracing.configure_tracing()``; spans are recorded, and exported only if
 ``OTEL_*`` says so) and the real Prometheus metrics.
@@ -13,17 +14,19 @@ from __future__ import annotations
 
 import gc
 import time
+from dataclasses import dataclass
 
 from opentelemetry import trace
 from pydantic import BaseModel, Field
 
+from app.budget_engine import build_budget_engine
 from app.config import DEFAULT_BUDGET_SHARES, Settings
-from app.pipeline import build_budget_engine
 from bench.stats import Summary, summarize
-from tracing.budget import BudgetEngine, BudgetLedger
+from inference import Usage
+from tracing.budget import BudgetEngine, BudgetLedger, StageName
 from tracing.setup import configure_tracing
 
-STAGES = tuple(DEFAULT_BUDGET_SHARES)  # the ten stages of an answer
+STAGES = tuple(StageName)  # the ten stages of an answer
 
 
 class MachineryCost(BaseModel):
@@ -36,38 +39,72 @@ class MachineryCost(BaseModel):
     met: bool = Field(description="Median under the target.")
 
 
+class BenchTarget:
+    """Where the bench's answers go, as the budget session asks of a backend: one in-process
+    target served earliest deadline first, as llama.cpp is."""
+
+    earliest_deadline_first = True
+    context_length = None
+
+    def cost_targets(self, question: str = "") -> list[str]:
+        return ["bench"]
+
+    def target_load(self, target: str) -> None:
+        return None
+
+
+@dataclass(frozen=True)
+class Ended:
+    """How the bench's empty generation ended (``GenerationResult``)."""
+
+    finish_reason: str
+    target: str
+    started: float
+    first_at: float | None
+    usage: Usage | None
+    queue_ms: float = 0.0
+
+
 def one_request(engine: BudgetEngine) -> None:
-    """The machinery of one answered request, with empty stages."""
+    """The machinery of one answered request, with empty stages: the real budget session, in
+    the order the pipeline asks it."""
     tracer = trace.get_tracer("ragtime.bench.machinery")
     ledger = BudgetLedger(10_000.0, shares=DEFAULT_BUDGET_SHARES)
     with tracer.start_as_current_span("POST /v1/ask") as root:
-        plan = engine.plan_answer(ledger, k=4, rerank_available=True, target="bench")
+        session = engine.open(ledger, route="/v1/ask", question="q", serving=BenchTarget())
+        session.admit()
         for name in STAGES:
-            if name == "generate":
-                reservation = engine.reserve(plan, ledger)
-                reservation.start()
+            if name is StageName.AUTH:
+                ledger.charge(name, 0.01)
+            elif name is StageName.GENERATE:
+                session.reserve()
                 stage = ledger.begin(name, **{"gen_ai.request.max_tokens": 64})
-                engine.observe_generation(
-                    "bench",
-                    prompt_tokens=150,
-                    cached_tokens=50,
-                    ttft_ms=1.0,
-                    output_tokens=10,
-                    decode_ms=1.0,
-                )
+                with session.holding():
+                    session.begin(name, stage.span)
+                    session.routed("bench", None, stage.span)
+                    started = time.perf_counter()
+                    usage = Usage(prompt_tokens=150, cached_tokens=50, completion_tokens=10)
+                    ended = Ended("stop", "bench", started, started, usage)
+                    session.generation_ended(ended, stage.span, shared_prefix_tokens=50)
                 stage.end()
-                reservation.release()
-            elif name == "moderate.answer":
+            elif name is StageName.MODERATE_ANSWER:
                 ledger.charge(name, 0.01)
                 with ledger.stage(name):
                     pass
-                engine.observe_stage(name, 0.01, 1)
+                session.observe_ms(name, 0.01)
+            elif name is StageName.ATTRIBUTE:
+                with ledger.stage(name):
+                    session.attribution()
             else:
+                if name is StageName.RERANK:
+                    session.plan(k=4, rerank_available=True)
                 with ledger.stage(name) as span:
-                    if name == "rerank":
+                    session.begin(name, span)
+                    started = time.perf_counter()
+                    if name is StageName.RERANK:
                         ledger.degrade(name, "rerank_reduced", "bench", span)
-                        span.set_attribute("ragtime.plan.predicted_ms", plan.predicted_ms)
-                engine.observe_stage(name, 0.01, 1)
+                        session.deadline_for(name)
+                session.observe(name, started)
         ledger.annotate(root)
         ledger.summary()
         _ = ledger.timings_ms

@@ -114,7 +114,7 @@ async def measure_quality(
         for question in questions:
             ledger = BudgetLedger(120_000)
             passages = await pipeline.retrieve(
-                question, settings.default_collection, settings.top_k, ledger
+                question, settings.default_collection, settings.top_k, ledger, route="bench"
             )
             if not passages:
                 continue

@@ -317,15 +317,6 @@ class EndpointState:
             return None
         return d_sum / d_count * 1000.0
 
-    # -- what the router predicts --------------------------------------------------------------
-
-    def predicted_ms(self, max_tokens: int) -> float | None:
-        """The recent TTFT (SGLang's, which already includes its queue wait: counted once)
-        plus ``max_tokens - 1`` inter-token gaps; None while either is unknown."""
-        if self.ttft_ms is None or self.itl_ms is None:
-            return None
-        return self.ttft_ms + self.itl_ms * max(max_tokens - 1, 0)
-
 
 def parse_metrics(text: str) -> dict[str, float]:
     """``sglang:`` samples summed over their label sets."""

@@ -270,21 +270,20 @@ class HTTPStreamBackend(GenerationBackend):
 
     # -- streaming -----------------------------------------------------------------------------
 
-    def stream(
+    def _generate(
         self,
         prompt: AssembledPrompt,
         *,
         max_tokens: int,
-        temperature: float = 0.0,
-        deadline: float | None = None,
+        temperature: float,
+        deadline: float | None,
+        target: str | None,
     ) -> AsyncGenerator[GenerationEvent, None]:
         return self._open(prompt, max_tokens, temperature, None)
 
     def _open(
         self, prompt: AssembledPrompt, max_tokens: int, temperature: float, only: str | None
     ) -> AsyncGenerator[GenerationEvent, None]:
-        if max_tokens < 1:
-            raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
         headers: dict[str, str] = {}
         propagate.inject(headers)  # now, in the caller's context, not at the first anext()
         return self._stream(prompt, max_tokens, temperature, headers, only)
@@ -525,13 +524,14 @@ class EndpointBackend(GenerationBackend):
     def target_load(self, target: str) -> TargetLoad | None:
         return self.state.load if target.rstrip("/") == self.url else None
 
-    def stream(
+    def _generate(
         self,
         prompt: AssembledPrompt,
         *,
         max_tokens: int,
-        temperature: float = 0.0,
-        deadline: float | None = None,
+        temperature: float,
+        deadline: float | None,
+        target: str | None,
     ) -> AsyncGenerator[GenerationEvent, None]:
         return self._parent._open(prompt, max_tokens, temperature, self.url)
 

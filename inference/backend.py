@@ -122,10 +122,23 @@ class GenerationBackend(ABC):
         this process, whose waiting requests cost it nothing but a connection."""
         return 0
 
+    @property
+    def context_length(self) -> int | None:
+        """The serving model's context length, prompt and output together, where a server
+        reports it (None: unknown, or an in-process model whose window the service checks)."""
+        return None
+
     def cost_target(self, question: str = "") -> str:
         """The target a request for ``question`` would most likely be served by now: the key of
         the costs the budget engine plans it with."""
         return f"{self.name}:{self.model}"
+
+    def cost_targets(self, question: str = "") -> list[str]:
+        """Where an answer to ``question`` may go, the preferred first: the budget plans with
+        each target's costs in turn, and sends the request to the first whose plan fits
+        (``stream(..., target=...)``). One target here; a routed backend adds its smaller
+        model's."""
+        return [self.cost_target(question)]
 
     def probe_backends(self) -> Mapping[str, GenerationBackend]:
         """Single-target backends to calibrate, by target (only those up now).
@@ -145,7 +158,6 @@ class GenerationBackend(ABC):
     async def close(self) -> None:  # noqa: B027
         """Release the model, threads or connections."""
 
-    @abstractmethod
     def stream(
         self,
         prompt: AssembledPrompt,
@@ -153,5 +165,28 @@ class GenerationBackend(ABC):
         max_tokens: int,
         temperature: float = 0.0,
         deadline: float | None = None,
+        target: str | None = None,
     ) -> AsyncGenerator[GenerationEvent, None]:
-        """Generate at most ``max_tokens`` tokens after ``prompt.token_ids``."""
+        """Generate at most ``max_tokens`` tokens after ``prompt.token_ids``: the events, as an
+        async generator to iterate and close. ``deadline`` (a ``time.perf_counter()`` value)
+        orders a backend's queue where it serves earliest deadline first; ``target``, one of
+        ``cost_targets``, is where the budget planned the answer to go (None: the backend's own
+        choice). ``ValueError`` at once for ``max_tokens < 1``."""
+        if max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
+        return self._generate(
+            prompt, max_tokens=max_tokens, temperature=temperature, deadline=deadline, target=target
+        )
+
+    @abstractmethod
+    def _generate(
+        self,
+        prompt: AssembledPrompt,
+        *,
+        max_tokens: int,
+        temperature: float,
+        deadline: float | None,
+        target: str | None,
+    ) -> AsyncGenerator[GenerationEvent, None]:
+        """``stream``'s events, ``max_tokens`` checked: an async generator function, or a plain
+        one that does its work in the caller's context and returns the events' generator."""

@@ -177,16 +177,15 @@ class LlamaCppBackend(GenerationBackend):
         if llm is not None:
             llm.close()
 
-    async def stream(
+    async def _generate(
         self,
         prompt: AssembledPrompt,
         *,
         max_tokens: int,
-        temperature: float = 0.0,
-        deadline: float | None = None,
+        temperature: float,
+        deadline: float | None,
+        target: str | None,
     ) -> AsyncGenerator[GenerationEvent, None]:
-        if max_tokens < 1:
-            raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
         llm, executor = self._llm, self._executor
         if llm is None or executor is None:
             raise BackendUnavailable("the llama.cpp backend is not loaded")

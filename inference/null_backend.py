@@ -53,16 +53,15 @@ class NullBackend(GenerationBackend):
     def tokenizer(self) -> NullTokenizer:
         return self._tokenizer
 
-    async def stream(
+    async def _generate(
         self,
         prompt: AssembledPrompt,
         *,
         max_tokens: int,
-        temperature: float = 0.0,
-        deadline: float | None = None,
+        temperature: float,
+        deadline: float | None,
+        target: str | None,
     ) -> AsyncGenerator[GenerationEvent, None]:
-        if max_tokens < 1:
-            raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
         count = max_tokens if self.tokens is None else min(self.tokens, max_tokens)
         for _ in range(count):
             yield TextDelta(DELTA)

@@ -6,10 +6,11 @@ any network wait:
 
 1. **kind**: a ``QuestionClassifier`` (ordered regex rules and a length threshold) sends the
    question (``AssembledPrompt.question``) to a pool; reason ``classifier``;
-2. **budget**: if ``stream()`` got a ``deadline`` and the chosen pool's best endpoint is
-   predicted (its recent TTFT, which already includes its queue wait, plus ``max_tokens``
-   times the recent inter-token latency) to need more than is left, the ``budget_pool`` is
-   taken instead; reason ``budget``, reported as the degradation ``smaller_model``;
+2. **budget**: the budget engine plans each answer with the costs of the targets
+   ``cost_targets`` lists (the classifier's pool, then the ``budget_pool``'s best endpoint) and
+   names the first whose plan fits in ``stream(..., target=...)``; a target in another pool
+   than the classifier's moves the request there, reason ``budget`` (the plan reports the
+   degradation ``smaller_model``). One cost model decides: the router predicts nothing;
 3. **endpoint**: among the pool's endpoints that can serve (up, or busy long enough ago), the
    least loaded by (waiting requests, recent TTFT, requests in flight from here), rotating
    among equals;
@@ -36,7 +37,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass
@@ -76,8 +76,6 @@ class Route:
     detail: str
 
     def decision(self, degradation: tuple[str, str] | None = None) -> RouteDecision:
-        if degradation is None and self.reason == "budget":
-            degradation = ("smaller_model", f"{self.model}: {self.detail}")
         return RouteDecision(
             target=self.endpoint,
             model=self.model,
@@ -192,9 +190,19 @@ class RoutedBackend(GenerationBackend):
 
     def cost_target(self, question: str = "") -> str:
         try:
-            return self.choose(question, max_tokens=1, turn=False).endpoint
+            return self.choose(question, turn=False).endpoint
         except BackendUnavailable:
             return next(iter(self._pool_of))
+
+    def cost_targets(self, question: str = "") -> list[str]:
+        """The classifier's choice, then the budget pool's best endpoint (when it is another
+        pool's and one serves)."""
+        first = self.cost_target(question)
+        pool = self.budget_pool
+        if pool is None or self._pool_of.get(first.rstrip("/")) == pool:
+            return [first]
+        smaller = self._best(pool, frozenset())
+        return [first] if smaller is None else [first, smaller.url]
 
     def probe_backends(self) -> Mapping[str, GenerationBackend]:
         return {u: b for pool in self._pools.values() for u, b in pool.probe_backends().items()}
@@ -231,27 +239,24 @@ class RoutedBackend(GenerationBackend):
         self,
         question: str,
         *,
-        max_tokens: int,
-        remaining_ms: float | None = None,
+        pool: str | None = None,
         exclude: frozenset[str] = frozenset(),
         turn: bool = True,
     ) -> Route:
-        """The route for one request, from the endpoints' states only; ``BackendBusy`` when
-        every endpoint left is busy, ``BackendUnavailable`` when none (outside ``exclude``)
-        can serve."""
+        """The route for one request, from the endpoints' states only: to ``pool`` when the
+        budget's plan names one, else the classifier's; ``BackendBusy`` when every endpoint
+        left is busy, ``BackendUnavailable`` when none (outside ``exclude``) can serve."""
         kind = (
             self.classifier.classify(question)
             if question
             else Classification(self.classifier.default_pool, "no question")
         )
-        pool, reason, detail = kind.pool, "classifier", kind.detail
-        budget_pool = self.budget_pool
-        if remaining_ms is not None and budget_pool is not None and pool != budget_pool:
-            need = self._need_ms(pool, max_tokens, exclude)
-            if need is not None and need > remaining_ms:
-                reason = "budget"
-                detail = f"{pool} needs ~{need:.0f} ms, {max(remaining_ms, 0.0):.0f} ms left"
-                pool = budget_pool
+        reason, detail = "classifier", kind.detail
+        if pool is not None and pool != kind.pool:
+            reason = "budget"
+            detail = f"the budget's plan did not fit {kind.pool} ({kind.detail})"
+        else:
+            pool = kind.pool
         chosen = self._best(pool, exclude)
         if chosen is None:
             for other in self._pools:
@@ -289,35 +294,28 @@ class RoutedBackend(GenerationBackend):
 
         return min(enumerate(candidates), key=load)[1]
 
-    def _need_ms(self, pool: str, max_tokens: int, exclude: frozenset[str]) -> float | None:
-        """The best predicted time to the last token in ``pool``; None while unknown."""
-        needs = [s.predicted_ms(max_tokens) for s in self._serving(pool, exclude)]
-        known = [n for n in needs if n is not None]
-        return min(known) if known else None
-
     # -- streaming -------------------------------------------------------------------------
 
-    def stream(
+    def _generate(
         self,
         prompt: AssembledPrompt,
         *,
         max_tokens: int,
-        temperature: float = 0.0,
-        deadline: float | None = None,
+        temperature: float,
+        deadline: float | None,
+        target: str | None,
     ) -> AsyncGenerator[GenerationEvent, None]:
         """Route now, in the caller's context (its span gets the choice); stream lazily."""
-        if max_tokens < 1:
-            raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
-        remaining_ms = None if deadline is None else (deadline - time.perf_counter()) * 1000.0
+        pool = self._pool_of.get(target.rstrip("/")) if target else None
         span = trace.get_current_span()
         route: Route | BackendUnavailable
         try:
-            route = self.choose(prompt.question, max_tokens=max_tokens, remaining_ms=remaining_ms)
+            route = self.choose(prompt.question, pool=pool)
         except BackendUnavailable as exc:
             route = exc  # raised at the first anext(), as the contract says
         else:
             _record(span, route)
-        return self._stream(prompt, max_tokens, temperature, route, span, remaining_ms)
+        return self._stream(prompt, max_tokens, temperature, route, span, pool)
 
     async def _stream(
         self,
@@ -326,7 +324,7 @@ class RoutedBackend(GenerationBackend):
         temperature: float,
         first: Route | BackendUnavailable,
         span: Span,
-        remaining_ms: float | None,
+        pool: str | None,
     ) -> AsyncGenerator[GenerationEvent, None]:
         if isinstance(first, BackendUnavailable):
             raise first
@@ -362,12 +360,7 @@ class RoutedBackend(GenerationBackend):
                 failures.append(f"{route.endpoint}: {exc}")
                 tried.add(route.endpoint)
             try:
-                route = self.choose(
-                    prompt.question,
-                    max_tokens=max_tokens,
-                    remaining_ms=remaining_ms,
-                    exclude=frozenset(tried),
-                )
+                route = self.choose(prompt.question, pool=pool, exclude=frozenset(tried))
             except BackendUnavailable as exc:
                 message = f"routing: no endpoint served the request: {'; '.join(failures)}"
                 if busy == len(failures):

@@ -50,14 +50,13 @@ async def search(
     collection = readable_collection(key, body.collection or settings.default_collection)
     try:
         search_filter = SearchFilter.of(body.source_prefix, body.kind)
-        pipeline.stages.search.check(collection, search_filter)
     except InvalidFilter as exc:
         raise InvalidField(exc.field, exc.reason) from exc
     root = trace.get_current_span()
     root.set_attributes({"ragtime.collection": collection, "ragtime.k": k})
     try:
         passages = await pipeline.retrieve(
-            body.query, collection, k, ledger, search_filter=search_filter
+            body.query, collection, k, ledger, route=ROUTE, search_filter=search_filter
         )
     except BaseException as exc:
         close_request(ledger, root, ROUTE, error_outcome(exc))

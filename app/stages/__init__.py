@@ -33,6 +33,7 @@ from app.stages.retrieval import Embedded, EmbedQuestion, Found, Rerank, Reranke
 from app.stages.threads import StageThreads
 from inference import GenerationBackend
 from retrieval import DocumentStore, Embedder, Reranker, RerankerUnavailable
+from tracing.budget import StageName
 
 log = logging.getLogger(__name__)
 
@@ -42,13 +43,13 @@ log = logging.getLogger(__name__)
 #: searches release the GIL and take several. Work abandoned at a deadline holds a thread of its
 #: own stage only.
 STAGE_WORKERS = {
-    "moderate.question": 1,
-    "embed": 1,
-    "search": 4,
-    "rerank": 1,
-    "moderate.passages": 1,
-    "assemble": 2,
-    "attribute": 1,
+    StageName.MODERATE_QUESTION: 1,
+    StageName.EMBED: 1,
+    StageName.SEARCH: 4,
+    StageName.RERANK: 1,
+    StageName.MODERATE_PASSAGES: 1,
+    StageName.ASSEMBLE: 2,
+    StageName.ATTRIBUTE: 1,
 }
 
 __all__ = [
@@ -79,7 +80,7 @@ __all__ = [
 
 
 class Stage(Protocol):
-    name: str
+    name: StageName
     component: str
     """The part of the service it loads, as ``/readyz`` names it."""
 
@@ -113,20 +114,22 @@ class Stages:
     ) -> Stages:
         """The stages over these components, each with its own threads; nothing loads yet."""
 
-        def threads(stage: str) -> StageThreads:
+        def threads(stage: StageName) -> StageThreads:
             return StageThreads(stage, STAGE_WORKERS[stage])
 
         return cls(
-            screen_question=ScreenQuestion(moderator, threads("moderate.question")),
-            embed=EmbedQuestion(embedder, threads("embed")),
-            search=SearchIndex(store, threads("search")),
+            screen_question=ScreenQuestion(moderator, threads(StageName.MODERATE_QUESTION)),
+            embed=EmbedQuestion(embedder, threads(StageName.EMBED)),
+            search=SearchIndex(store, threads(StageName.SEARCH)),
             rerank=Rerank(
-                reranker, threads("rerank"), delay_ms_per_pair=settings.fault_rerank_delay_ms
+                reranker,
+                threads(StageName.RERANK),
+                delay_ms_per_pair=settings.fault_rerank_delay_ms,
             ),
-            screen_passages=ScreenPassages(threads("moderate.passages")),
+            screen_passages=ScreenPassages(threads(StageName.MODERATE_PASSAGES)),
             assemble=AssemblePrompt(
                 backend,
-                threads("assemble"),
+                threads(StageName.ASSEMBLE),
                 context_tokens=settings.context_tokens,
                 layout=settings.prompt_layout,
             ),
@@ -138,7 +141,7 @@ class Stages:
             moderate_answer=ModerateAnswer(moderator),
             # The question embedder, shared: attribution loads no second model.
             attribute=Attribute(
-                embedder, threads("attribute"), threshold=settings.attribution_threshold
+                embedder, threads(StageName.ATTRIBUTE), threshold=settings.attribution_threshold
             ),
         )
 

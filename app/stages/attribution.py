@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from app.citations import Attribution, Attributor, labels_in
+from app.stages.result import StageResult
 from app.stages.threads import StageThreads
 from retrieval import Embedder
-from tracing.budget import DeadlinePassed
+from tracing.budget import DeadlinePassed, StageName
 
 #: How an answer's citations were found: its own labels, attribution, neither for want of
 #: time, or none to find (an empty answer).
@@ -26,7 +27,7 @@ Method = Literal["model", "attributed", "skipped", "empty"]
 
 
 @dataclass(frozen=True)
-class Attributed:
+class Attributed(StageResult):
     """The answer's citations: each cited label with its support (the best similarity of an
     answer sentence to it; None for the model's own labels), and how they were found."""
 
@@ -73,7 +74,7 @@ class Attributed:
 class Attribute:
     """Finds the passages an answer cites: its labels, else attribution by similarity."""
 
-    name = "attribute"
+    name = StageName.ATTRIBUTE
     component = "embedder"
 
     def __init__(self, embedder: Embedder, threads: StageThreads, *, threshold: float) -> None:

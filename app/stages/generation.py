@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from opentelemetry import trace
 from opentelemetry.trace import Span
 
+from app.stages.result import StageResult
 from app.stages.threads import StageThreads
 from inference import (
     AssembledPrompt,
@@ -26,11 +27,12 @@ from inference import (
     common_prefix,
 )
 from inference.prompt import ContextPassage, PromptLayout
-from tracing.budget import next_before_deadline
+from tracing import metrics
+from tracing.budget import StageName, next_before_deadline
 
 
 @dataclass(frozen=True)
-class Assembled:
+class Assembled(StageResult):
     """The prompt, with what was packed into it and what was left out."""
 
     prompt: AssembledPrompt
@@ -51,7 +53,7 @@ class AssemblePrompt:
     """Packs the passages into the prompt, within ``context_tokens`` of the served model's
     tokenizer. Warmed up after the generation backend has started (its tokenizer counts)."""
 
-    name = "assemble"
+    name = StageName.ASSEMBLE
     component = "generator"
 
     def __init__(
@@ -130,7 +132,7 @@ class Generate:
     which stops decoding.
     """
 
-    name = "generate"
+    name = StageName.GENERATE
     component = "generator"
 
     def __init__(
@@ -144,6 +146,16 @@ class Generate:
     async def warm_up(self) -> None:
         await self.backend.start()
 
+    def span_attributes(self, max_tokens: int) -> dict[str, str | int | float]:
+        """The generate span's request attributes (OpenTelemetry's GenAI conventions)."""
+        return {
+            "gen_ai.operation.name": "text_completion",
+            "gen_ai.system": self.backend.name,
+            "gen_ai.request.model": self.backend.model,
+            "gen_ai.request.max_tokens": max_tokens,
+            "gen_ai.request.temperature": self.temperature,
+        }
+
     async def run(
         self,
         prompt: AssembledPrompt,
@@ -155,15 +167,19 @@ class Generate:
         stop_at: Callable[[], float | None] = lambda: None,
         span: Span | None = None,
     ) -> AsyncGenerator[GenerateEvent, None]:
-        """``target`` is where the plan expects the request to go (a ``RouteDecision`` may
-        change it); ``reserve_ms`` is kept before ``deadline`` to finish the answer; ``span``,
+        """``target`` is where the plan sends the request (a ``RouteDecision`` says where it
+        went); ``reserve_ms`` is kept before ``deadline`` to finish the answer; ``span``,
         when given, is current while the backend's stream is opened (a remote backend
         propagates it)."""
         started = time.perf_counter()
         first_at: float | None = None
         with trace.use_span(span or trace.get_current_span(), end_on_exit=False):
             events = self.backend.stream(
-                prompt, max_tokens=max_tokens, temperature=self.temperature, deadline=deadline
+                prompt,
+                max_tokens=max_tokens,
+                temperature=self.temperature,
+                deadline=deadline,
+                target=target,
             )
         try:
             async with aclosing(events):
@@ -200,3 +216,36 @@ class Generate:
             if first_at is None:
                 raise BackendUnavailable(f"generation failed: {exc}") from exc
             raise GenerationFailed(f"generation failed mid-stream: {exc}") from exc
+
+
+def record_first_token(span: Span, ttft_ms: float, target_ms: float) -> None:
+    """The answer's first token: on the TTFT histogram and the generate span."""
+    metrics.TTFT_SECONDS.observe(ttft_ms / 1000.0)
+    span.add_event("first_token", {"ragtime.ttft_ms": ttft_ms})
+    span.set_attribute("ragtime.ttft.over_target", ttft_ms > target_ms)
+
+
+def record_generation_end(
+    span: Span, finish_reason: str, ttft_ms: float | None, usage: Usage | None, inline_ms: float
+) -> None:
+    """How the answer ended, on the generate span: finish reason, TTFT, tokens, cache share,
+    and the answer filter's inline work."""
+    if not span.is_recording():
+        return
+    span.set_attribute("gen_ai.response.finish_reasons", [finish_reason])
+    span.set_attribute("ragtime.moderation.inline_ms", round(inline_ms, 3))
+    if ttft_ms is not None:
+        span.set_attribute("ragtime.ttft_ms", round(ttft_ms, 3))
+    if usage is not None:
+        span.set_attributes(
+            {
+                "gen_ai.usage.input_tokens": usage.prompt_tokens,
+                "gen_ai.usage.output_tokens": usage.completion_tokens,
+                "ragtime.usage.cached_tokens": usage.cached_tokens,
+                "ragtime.usage.cached_ratio": (
+                    round(usage.cached_tokens / usage.prompt_tokens, 4)
+                    if usage.prompt_tokens
+                    else 0.0
+                ),
+            }
+        )

@@ -14,12 +14,14 @@ from app.injection import screen
 from app.moderation import AnswerFilter, Moderator, QuestionRejected
 from app.redaction import redaction_attributes
 from app.stages.batching import MicroBatcher
+from app.stages.result import StageResult
 from app.stages.threads import StageThreads
 from retrieval import Passage
+from tracing.budget import StageName
 
 
 @dataclass(frozen=True)
-class Screened:
+class Screened(StageResult):
     """A question that passed the screen, with its score (0 clean, 1 abusive), and the batch it
     was scored in."""
 
@@ -39,7 +41,7 @@ class ScreenQuestion:
     """Scores the question with the moderation classifier, in one batch with the questions of
     concurrent requests; raises ``QuestionRejected`` at or above its threshold."""
 
-    name = "moderate.question"
+    name = StageName.MODERATE_QUESTION
     component = "moderation"
 
     def __init__(self, moderator: Moderator, threads: StageThreads) -> None:
@@ -66,7 +68,7 @@ class Quarantined:
 
 
 @dataclass(frozen=True)
-class ScreenedPassages:
+class ScreenedPassages(StageResult):
     """The passages that may go into the prompt (in rank order) and those quarantined."""
 
     passages: list[Passage]
@@ -83,10 +85,8 @@ class ScreenedPassages:
 
     def record(self, span: Span) -> None:
         """The attributes, and one ``passages_quarantined`` event naming what was kept out."""
-        if not span.is_recording():
-            return
-        span.set_attributes(self.attributes())
-        if self.quarantined:
+        super().record(span)
+        if self.quarantined and span.is_recording():
             span.add_event(
                 "passages_quarantined",
                 {
@@ -106,7 +106,7 @@ class ScreenPassages:
     Regular expressions only, a fraction of a millisecond per passage, on the stage's thread.
     """
 
-    name = "moderate.passages"
+    name = StageName.MODERATE_PASSAGES
     component = "moderation"
 
     def __init__(self, threads: StageThreads) -> None:
@@ -136,7 +136,7 @@ class ScreenPassages:
 
 
 @dataclass(frozen=True)
-class ModeratedTail:
+class ModeratedTail(StageResult):
     """The end of a moderated answer: the text held back until now, and what was changed."""
 
     text: str
@@ -158,7 +158,7 @@ class ModerateAnswer:
     """Redacts personal data and masks profanity in the answer: ``open()`` a filter that the
     generated text streams through, then ``run()`` it to release what it still holds."""
 
-    name = "moderate.answer"
+    name = StageName.MODERATE_ANSWER
     component = "moderation"
 
     def __init__(self, moderator: Moderator) -> None:

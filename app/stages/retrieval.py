@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from app.stages.batching import MicroBatcher
+from app.stages.result import StageResult
 from app.stages.threads import StageThreads
 from retrieval import (
     DocumentStore,
@@ -19,11 +20,11 @@ from retrieval import (
     SearchInfo,
     UnknownCollection,
 )
-from tracing.budget import DeadlinePassed
+from tracing.budget import DeadlinePassed, StageName
 
 
 @dataclass(frozen=True)
-class Embedded:
+class Embedded(StageResult):
     """The question's vector, the model that made it, and the batch it was embedded in (the
     questions of concurrent requests share one model call)."""
 
@@ -44,7 +45,7 @@ class EmbedQuestion:
     """Embeds a question with the embedding model the index was built with, in one batch with
     the questions of concurrent requests."""
 
-    name = "embed"
+    name = StageName.EMBED
     component = "embedder"
 
     def __init__(self, embedder: Embedder, threads: StageThreads) -> None:
@@ -66,7 +67,7 @@ class EmbedQuestion:
 
 
 @dataclass(frozen=True)
-class Found:
+class Found(StageResult):
     """The nearest passages of a collection, best first, and how the search ran: the snapshot
     and its index (kind, efSearch or nprobe...), the device, and the filter."""
 
@@ -93,7 +94,7 @@ class Found:
 class SearchIndex:
     """Finds the ``k`` passages nearest a vector in one collection's FAISS index."""
 
-    name = "search"
+    name = StageName.SEARCH
     component = "store"
 
     def __init__(self, store: DocumentStore, threads: StageThreads) -> None:
@@ -131,7 +132,7 @@ class SearchIndex:
 
 
 @dataclass(frozen=True)
-class Reranked:
+class Reranked(StageResult):
     """The passages in their final order. ``scored`` is how many the cross-encoder scored (0
     when the vector order stands); ``degradation`` says why it stands when that was not the
     plan (``(action, reason)``), and ``error`` holds the reranker's exception, if it raised."""
@@ -152,7 +153,7 @@ class Rerank:
     """Reorders the best candidates with a cross-encoder, when one is loaded. A reranker that is
     missing, fails or runs past its time leaves the vector order, and says so."""
 
-    name = "rerank"
+    name = StageName.RERANK
     component = "reranker"
 
     def __init__(

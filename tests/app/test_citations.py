@@ -14,7 +14,8 @@ import pytest
 from fastapi.testclient import TestClient
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from app.pipeline import AnswerOutcome, Pipeline
+from app.answer_events import AnswerOutcome
+from app.pipeline import Pipeline
 from app.report import answer_report
 from tests.fakes.backends import ScriptedBackend
 from tests.helpers.app import make_settings, running_app, services_of_doubles
@@ -149,11 +150,13 @@ async def test_no_time_left_skips_attribution_and_says_so(seeded_data_dir: Path)
     await services.start()
     try:
         pipeline = Pipeline(services)
-        prepared = await pipeline.prepare(QUESTION, "demo", 4, BudgetLedger(15_000))
-        spent = BudgetLedger(1)
+        prepared = await pipeline.prepare(
+            QUESTION, "demo", 4, BudgetLedger(15_000), route="/v1/ask"
+        )
+        spent = prepared.session.ledger = BudgetLedger(1)
         time.sleep(0.005)  # the whole budget is gone
         outcome = AnswerOutcome(text="Lists hold items in order and grow with append.")
-        outcome.attribution = await pipeline.attribute(prepared, outcome, spent)
+        outcome.attribution = await pipeline.attribute(prepared, outcome)
     finally:
         await services.close()
     report = answer_report(prepared, outcome, spent, "m")

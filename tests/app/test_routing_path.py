@@ -125,9 +125,12 @@ def test_a_tight_budget_answers_with_the_smaller_model_and_says_so(
     two_fakes: tuple[SimulatedSGLang, str, SimulatedSGLang, str],
     tmp_path: Path,
 ) -> None:
+    """One cost model decides: each pool's endpoint is calibrated when it joins, the budget
+    plans the answer at the large model, finds that not even its smallest plan fits 1.5 s, and
+    sends it to the small one, saying so."""
     small, small_url, large, large_url = two_fakes
     small.reset(natural_tokens=4)
-    large.reset(natural_tokens=4, ttft_s=0.6, itl_s=0.05)
+    large.reset(natural_tokens=4, ttft_s=1.0, itl_s=0.05)
     router = RoutedBackend.sglang(
         {
             "small": {"model": "fake/small", "endpoints": [small_url]},
@@ -137,18 +140,21 @@ def test_a_tight_budget_answers_with_the_smaller_model_and_says_so(
         options=RemoteOptions(poll_interval_s=0.2),
     )
     question = {"question": "Why would I use a tuple instead of a list?"}
-    with running_app(seeded_data_dir, backend=router, degradation_policy=False) as client:
-        roomy = client.post("/v1/ask", json={**question, "budget_ms": 60000}, headers=auth)
-        assert roomy.status_code == 200, roomy.text
-        assert "smaller_model" not in [d["action"] for d in roomy.json()["degradations"]]
-        for _ in range(50):  # the poller learns the large pool's latency off the request path
-            snap = router.endpoints[large_url]
-            if snap.ttft_ms is not None and snap.itl_ms is not None:
+    with running_app(seeded_data_dir, backend=router, calibration_interval_s=0.05) as client:
+        waited = time.monotonic() + 30
+        while True:
+            calibrated = client.get("/v1/budget/model", headers=auth).json()["calibration"]
+            if {small_url, large_url} <= set(calibrated["calibrated"]):
                 break
-            time.sleep(0.1)
+            assert time.monotonic() < waited, calibrated
+            time.sleep(0.05)
+        roomy = client.post("/v1/ask", json={**question, "budget_ms": 60000}, headers=auth)
         tight = client.post("/v1/ask", json={**question, "budget_ms": 1500}, headers=auth)
+    assert roomy.status_code == 200, roomy.text
+    assert "smaller_model" not in [d["action"] for d in roomy.json()["degradations"]]
     assert tight.status_code == 200, tight.text
     degradations = tight.json()["degradations"]
     smaller = [d for d in degradations if d["action"] == "smaller_model"]
-    assert len(smaller) == 1, (degradations, snap)
-    assert smaller[0]["stage"] == "generate" and smaller[0]["reason"].startswith("fake/small")
+    assert len(smaller) == 1, degradations
+    assert smaller[0]["stage"] == "generate" and smaller[0]["reason"].startswith(small_url)
+    assert f"the smallest plan at {large_url} needs about" in smaller[0]["reason"]

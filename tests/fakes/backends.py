@@ -55,13 +55,14 @@ class ScriptedBackend(GenerationBackend):
     def loaded(self) -> bool:
         return True
 
-    async def stream(
+    async def _generate(
         self,
         prompt: AssembledPrompt,
         *,
         max_tokens: int,
-        temperature: float = 0.0,
-        deadline: float | None = None,
+        temperature: float,
+        deadline: float | None,
+        target: str | None,
     ) -> AsyncGenerator[GenerationEvent, None]:
         self.started_streams += 1
         try:
@@ -94,13 +95,14 @@ class PromptEchoBackend(ScriptedBackend):
         super().__init__(())
         self.prompts: list[AssembledPrompt] = []
 
-    async def stream(
+    async def _generate(
         self,
         prompt: AssembledPrompt,
         *,
         max_tokens: int,
-        temperature: float = 0.0,
-        deadline: float | None = None,
+        temperature: float,
+        deadline: float | None,
+        target: str | None,
     ) -> AsyncGenerator[GenerationEvent, None]:
         self.prompts.append(prompt)
         user = prompt.text.split("<|user|>", 1)[-1]
@@ -166,13 +168,14 @@ class SimulatedBackend(GenerationBackend):
     def target_load(self, target: str) -> TargetLoad:
         return TargetLoad(running=self.running, waiting=self.waiting, max_running=self.slots)
 
-    async def stream(
+    async def _generate(
         self,
         prompt: AssembledPrompt,
         *,
         max_tokens: int,
-        temperature: float = 0.0,
-        deadline: float | None = None,
+        temperature: float,
+        deadline: float | None,
+        target: str | None,
     ) -> AsyncGenerator[GenerationEvent, None]:
         if self._semaphore is None:
             self._semaphore = asyncio.Semaphore(self.slots)

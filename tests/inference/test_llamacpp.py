@@ -41,9 +41,13 @@ def prompt_for(backend: LlamaCppBackend, question: str, docs: list[Doc] = DOCS) 
 
 
 async def collect(
-    backend: LlamaCppBackend, prompt: AssembledPrompt, **kw: int
+    backend: LlamaCppBackend,
+    prompt: AssembledPrompt,
+    *,
+    max_tokens: int,
+    deadline: float | None = None,
 ) -> list[GenerationEvent]:
-    return [event async for event in backend.stream(prompt, **kw)]
+    return [e async for e in backend.stream(prompt, max_tokens=max_tokens, deadline=deadline)]
 
 
 async def wait_until(condition: Callable[[], bool], timeout_s: float = 10.0) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator
 
+import pytest
+
 import inference
 from inference import (
     AssembledPrompt,
@@ -83,19 +85,20 @@ class EchoBackend(GenerationBackend):
     def tokenizer(self) -> PromptTokenizer:
         return WordTokenizer()
 
-    async def stream(
+    async def _generate(
         self,
         prompt: AssembledPrompt,
         *,
         max_tokens: int,
-        temperature: float = 0.0,
-        deadline: float | None = None,
+        temperature: float,
+        deadline: float | None,
+        target: str | None,
     ) -> AsyncGenerator[GenerationEvent, None]:
         yield TextDelta(str(prompt.prompt_tokens))
         yield GenerationDone(Usage(prompt.prompt_tokens, 0, 1), "stop", 0.0)
 
 
-async def test_a_backend_needs_only_a_tokenizer_and_stream() -> None:
+async def test_a_backend_needs_only_a_tokenizer_and_its_events() -> None:
     backend = EchoBackend()
     await backend.start()
     assert backend.loaded and isinstance(backend.tokenizer, PromptTokenizer)
@@ -103,4 +106,6 @@ async def test_a_backend_needs_only_a_tokenizer_and_stream() -> None:
     events = [e async for e in backend.stream(prompt, max_tokens=4)]
     assert events[0] == TextDelta(str(prompt.prompt_tokens))
     assert isinstance(events[-1], GenerationDone)
+    with pytest.raises(ValueError, match="max_tokens must be >= 1"):
+        backend.stream(prompt, max_tokens=0)  # the template checks it, at once
     await backend.close()

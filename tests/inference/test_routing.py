@@ -130,13 +130,13 @@ async def stream_in_span(
     router: RoutedBackend,
     prompt: AssembledPrompt,
     max_tokens: int = 8,
-    deadline: float | None = None,
+    target: str | None = None,
 ) -> tuple[list[Any], str]:
     """As the pipeline does: ``stream()`` called with the span current, consumed outside it,
     the span ended after; the events and the span's trace id."""
     span = trace.get_tracer(__name__).start_span("generate")
     with trace.use_span(span, end_on_exit=False):
-        events = router.stream(prompt, max_tokens=max_tokens, deadline=deadline)
+        events = router.stream(prompt, max_tokens=max_tokens, target=target)
     try:
         return [e async for e in events], format(span.get_span_context().trace_id, "032x")
     finally:
@@ -204,13 +204,13 @@ async def test_the_least_loaded_endpoint_is_chosen(
     await router.poll_once()
     assert router.endpoints[a.url].load.waiting == 3
     for _ in range(3):  # every time, not by turns
-        assert router.choose(LOOKUP, max_tokens=8).endpoint == b.url
+        assert router.choose(LOOKUP).endpoint == b.url
     a.server._waiting, b.server._waiting = 0, 2
     await router.poll_once()
-    assert router.choose(LOOKUP, max_tokens=8).endpoint == a.url
+    assert router.choose(LOOKUP).endpoint == a.url
     b.server._waiting = 0
     await router.poll_once()
-    assert {router.choose(LOOKUP, max_tokens=8).endpoint for _ in range(4)} == {a.url, b.url}
+    assert {router.choose(LOOKUP).endpoint for _ in range(4)} == {a.url, b.url}
 
 
 async def test_polling_is_never_on_the_request_path(
@@ -257,35 +257,34 @@ async def test_ttft_and_itl_are_read_from_metrics(
 # -- the budget ----------------------------------------------------------------------------
 
 
-async def test_a_short_budget_routes_to_the_small_pool(
+async def test_the_budget_names_the_target_and_the_router_follows(
     make_router: Callable[..., Awaitable[RoutedBackend]],
     fakes: tuple[Fake, Fake, Fake],
     tokenizer: HFTokenizer,
     spans: InMemorySpanExporter,
 ) -> None:
-    large = fakes[2]
-    large.server.reset(ttft_s=0.2, itl_s=0.01, natural_tokens=4)
+    """One cost model decides: the router lists where an answer may go, the budget engine
+    plans with each target's costs, and names the target; the router predicts nothing."""
+    small, large = (fakes[0].url, fakes[1].url), fakes[2].url
     router = await make_router()
-    first = router.choose(REASONING, max_tokens=16, remaining_ms=50)
-    assert (first.pool, first.reason) == ("large", "classifier")  # no latency known yet
-    await collect(router, prompt_for(tokenizer, REASONING))
-    await router.poll_once()
-    roomy = router.choose(REASONING, max_tokens=16, remaining_ms=10_000)
-    assert (roomy.pool, roomy.reason) == ("large", "classifier")
-    tight = router.choose(REASONING, max_tokens=16, remaining_ms=100)
-    assert (tight.pool, tight.reason) == ("small", "budget")
-    assert tight.detail.startswith("large needs ~")
-    # Through stream(): the deadline it is given.
+    targets = router.cost_targets(REASONING)
+    assert targets[0] == large and targets[1] in small and len(targets) == 2
+    assert router.cost_targets(LOOKUP)[0] in small and len(router.cost_targets(LOOKUP)) == 1
+    assert router.choose(REASONING).reason == "classifier"
+    planned = router.choose(REASONING, pool="small")
+    assert (planned.pool, planned.reason) == ("small", "budget")
+    assert "did not fit large" in planned.detail
+    # Through stream(): the target the budget named.
     events, _ = await stream_in_span(
-        router, prompt_for(tokenizer, REASONING), 16, deadline=time.perf_counter() + 0.1
+        router, prompt_for(tokenizer, REASONING), 16, target=targets[1]
     )
     (span,) = [s for s in spans.get_finished_spans() if s.name == "generate"]
     attrs = span.attributes or {}
     assert (attrs["ragtime.route.pool"], attrs["ragtime.route.reason"]) == ("small", "budget")
     decision = events[0]
     assert isinstance(decision, RouteDecision) and decision.pool == "small"
-    assert decision.degradation is not None and decision.degradation[0] == "smaller_model"
-    assert decision.target in (fakes[0].url, fakes[1].url) and decision.model == "fake/small"
+    assert decision.degradation is None  # the plan reports the smaller model, once
+    assert decision.target in small and decision.model == "fake/small"
 
 
 # -- failures ------------------------------------------------------------------------------
@@ -315,7 +314,7 @@ async def test_a_failed_endpoint_is_taken_out_and_probed_back(
     served = small_a.server.generate_requests + small_b.server.generate_requests
     assert trace_id in served[0].headers["traceparent"]  # the retry kept the span's context
     # While it is out, its pool fails over; the poller probes /health and brings it back.
-    out = router.choose(REASONING, max_tokens=8)
+    out = router.choose(REASONING)
     assert (out.pool, out.reason) == ("small", "failover")
     large.server.reset(healthy=False)
     await router.poll_once()
@@ -324,7 +323,7 @@ async def test_a_failed_endpoint_is_taken_out_and_probed_back(
     large.server.reset()
     await router.poll_once()
     assert router.endpoints[large.url].up
-    back = router.choose(REASONING, max_tokens=8)
+    back = router.choose(REASONING)
     assert (back.pool, back.endpoint, back.reason) == ("large", large.url, "classifier")
 
 
@@ -339,7 +338,7 @@ async def test_an_endpoint_whose_poll_fails_is_skipped(
         assert not router.endpoints[dead].up
         assert "poll failed" in router.endpoints[dead].reason
         for _ in range(3):
-            assert router.choose(LOOKUP, max_tokens=8).endpoint == fakes[1].url
+            assert router.choose(LOOKUP).endpoint == fakes[1].url
         await collect(router, prompt_for(tokenizer, LOOKUP))
         assert fakes[1].counter.count("/generate") == 1
 

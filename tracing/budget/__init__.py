@@ -20,7 +20,10 @@ The loop, once per request:
    fade with count and age, so one burst of cache hits, a stall or a slow period cannot
    lock the service out.
 
-``BudgetEngine`` (``engine``) holds the pieces; the pipeline calls it and nothing else plans.
+``BudgetEngine`` (``engine``) holds the pieces. Each request opens a ``BudgetSession``
+(``session``, ``engine.open``) that owns its admission, plan, reservation, stage deadlines and
+observations: the pipeline runs the stages and asks its session; nothing else plans. Stage
+names are ``StageName`` members (``stage_names``).
 """
 
 from tracing.budget.calibration import Calibrator, Probe, ProbeResult, calibrate
@@ -35,11 +38,13 @@ from tracing.budget.deadline import (
     DeadlinePassed,
     next_before_deadline,
 )
-from tracing.budget.engine import BudgetEngine, TargetQueue, TargetSaturated
+from tracing.budget.engine import BudgetEngine
 from tracing.budget.ledger import BudgetLedger, Degradation, StageSpan
 from tracing.budget.policy import Action, BudgetInfeasible, DegradationPolicy, Plan, PlanLimits
 from tracing.budget.quality import DEFAULT_QUALITY_PATH, QualityTable
-from tracing.budget.queue import Reservation, Reservations
+from tracing.budget.queue import Reservation, Reservations, TargetQueue, TargetSaturated
+from tracing.budget.session import BudgetSession, Rules
+from tracing.budget.stage_names import StageName
 
 __all__ = [
     "CPU_GENERATION_PRIOR",
@@ -48,6 +53,7 @@ __all__ = [
     "BudgetEngine",
     "BudgetInfeasible",
     "BudgetLedger",
+    "BudgetSession",
     "Calibrator",
     "CostModel",
     "DeadlinePassed",
@@ -63,6 +69,8 @@ __all__ = [
     "QualityTable",
     "Reservation",
     "Reservations",
+    "Rules",
+    "StageName",
     "StageSpan",
     "TargetQueue",
     "TargetSaturated",

@@ -34,13 +34,16 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from tracing.budget.stage_names import StageName
+
 #: Priors in ms per unit, measured on our 2-core CPU (MiniLM, SmolLM2-135M via llama.cpp).
 CPU_STAGE_PRIORS_MS: Mapping[str, float] = {
-    "embed": 15.0,  # per query
-    "search": 2.0,  # per query
-    "rerank": 4.0,  # per candidate pair
-    "moderate.answer": 5.0,  # per answer
-    "attribute": 60.0,  # per answer attributed: its sentences and its passages' (MiniLM, ONNX)
+    StageName.EMBED: 15.0,  # per query
+    StageName.SEARCH: 2.0,  # per query
+    StageName.RERANK: 4.0,  # per candidate pair
+    StageName.MODERATE_ANSWER: 5.0,  # per answer
+    # per answer attributed: its sentences and its passages' (MiniLM, ONNX)
+    StageName.ATTRIBUTE: 60.0,
 }
 
 

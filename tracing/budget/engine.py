@@ -1,9 +1,9 @@
-"""The budget engine: the one object the pipeline asks to plan, and tells what happened.
+"""The budget engine: what every request's budget session plans with.
 
 It holds the cost model, the policies for answers and searches, the reservations that model
-contention, and the calibrator. The pipeline calls ``plan_answer``/``plan_search`` after search,
-``reserve`` to hold its generation time at the target, ``observe_*`` as stages end, and the
-engine publishes its current costs as metrics.
+contention, the calibrator and the service's rules. The pipeline opens one session per request
+(``open``, ``tracing.budget.session``) and asks it, never the engine's parts; the engine
+publishes its current costs as metrics and keeps remote targets calibrated (``maintain``).
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 
 from tracing import metrics
 from tracing.budget.calibration import Calibrator, Probe
@@ -20,29 +19,15 @@ from tracing.budget.cost_model import CostModel, Learning
 from tracing.budget.ledger import BudgetLedger
 from tracing.budget.policy import BudgetInfeasible, DegradationPolicy, Plan, PlanLimits
 from tracing.budget.quality import QualityTable
-from tracing.budget.queue import Reservation, Reservations, Wait
+from tracing.budget.queue import Reservation, Reservations, TargetQueue, TargetSaturated, Wait
+from tracing.budget.session import BudgetSession, Rules, ServingTargets
+from tracing.budget.stage_names import StageName
 
 log = logging.getLogger(__name__)
 
 #: When a request ahead is cut short for a newcomer, the share of the newcomer's slack (its
 #: time left beyond its own smallest plan) that the one ahead may still take.
 SHARE_OF_SLACK = 0.6
-
-
-class TargetSaturated(Exception):
-    """A target's queue is full: refuse the request at arrival, before any of its work."""
-
-
-@dataclass(frozen=True)
-class TargetQueue:
-    """How a target serves its queue, as far as planning is concerned."""
-
-    slots: int = 1
-    """Requests it decodes at once."""
-    edf: bool = False
-    """Whether it serves our requests earliest-deadline-first (llama.cpp's worker does)."""
-    external: int = 0
-    """Requests it reports that are not ours (another replica's): counted ahead of us."""
 
 
 class BudgetEngine:
@@ -54,13 +39,42 @@ class BudgetEngine:
         quality: QualityTable,
         learning: Learning | None = None,
         cost: CostModel | None = None,
+        rules: Rules | None = None,
     ) -> None:
         self.cost = cost or CostModel(learning=learning)
+        self.rules = rules or Rules()
         self.quality = quality
         self.answer_policy = DegradationPolicy(self.cost, answer_limits, quality)
         self.search_policy = DegradationPolicy(self.cost, search_limits, quality)
         self.reservations = Reservations()
         self.calibrator = Calibrator(self.cost)
+
+    def open(
+        self,
+        ledger: BudgetLedger,
+        *,
+        route: str,
+        question: str | None = None,
+        serving: ServingTargets | None = None,
+        output_cap: int | None = None,
+    ) -> BudgetSession:
+        """One request's session (``tracing.budget.session``): its admission, plan, reservation,
+        stage deadlines and observations. For an answer to ``question``, the targets ``serving``
+        may send it to (the preferred first), their loads and context length; for a search when
+        ``question`` is None. ``output_cap`` is the caller's own cap on the answer."""
+        if question is None or serving is None:
+            return BudgetSession(self, ledger, route=route)
+        targets = serving.cost_targets(question)
+        return BudgetSession(
+            self,
+            ledger,
+            route=route,
+            targets=targets,
+            loads={target: serving.target_load(target) for target in targets},
+            edf=serving.earliest_deadline_first,
+            context_length=serving.context_length,
+            output_cap=output_cap,
+        )
 
     def plan_answer(
         self,
@@ -69,10 +83,11 @@ class BudgetEngine:
         k: int,
         rerank_available: bool,
         target: str,
-        queue: TargetQueue = TargetQueue(),
+        queue: TargetQueue | None = None,
     ) -> Plan:
         """The best plan for an answer from ``target`` in what is left of ``ledger``'s budget;
         raises ``BudgetInfeasible`` when not even the smallest fits."""
+        queue = queue or TargetQueue()
         wait = self._queue_wait(target, ledger, queue)
         try:
             return self.answer_policy.plan(
@@ -85,7 +100,7 @@ class BudgetEngine:
         except BudgetInfeasible as exc:
             alone_ms = exc.needed_ms - wait.ms  # the smallest plan with no queue
             if alone_ms > ledger.remaining_ms:  # its cost alone does not fit
-                self.cost.observe_refusal(target, ("moderate.answer",))
+                self.cost.observe_refusal(target, (StageName.MODERATE_ANSWER,))
                 raise
             shared = self._share(ledger, wait, alone_ms, queue, target)
             if shared is None:
@@ -142,7 +157,9 @@ class BudgetEngine:
         the plan after search decides at the quantile, with fresh figures."""
         smallest = self.plan_bounds(target, quantile=0.5)["smallest_ms"]
         if smallest > ledger.remaining_ms:
-            self.cost.observe_refusal(target, ("embed", "search", "moderate.answer"))
+            self.cost.observe_refusal(
+                target, (StageName.EMBED, StageName.SEARCH, StageName.MODERATE_ANSWER)
+            )
             raise BudgetInfeasible(smallest, ledger.remaining_ms)
 
     def admit(
@@ -173,7 +190,7 @@ class BudgetEngine:
     def reserve(self, plan: Plan, ledger: BudgetLedger) -> Reservation:
         """Hold ``plan``'s generation time at its target until released."""
         return self.reservations.reserve(
-            plan.target, ledger.deadline, plan.stage_ms.get("generate", 0.0)
+            plan.target, ledger.deadline, plan.stage_ms.get(StageName.GENERATE, 0.0)
         )
 
     def observe_stage(self, stage: str, elapsed_ms: float, units: float) -> None:
@@ -216,7 +233,12 @@ class BudgetEngine:
             metrics.COST_MODEL.labels(target=target, term="decode_ms_per_token").set(
                 gen.decode_ms_per_token()
             )
-        for stage in ("embed", "search", "rerank", "moderate.answer"):
+        for stage in (
+            StageName.EMBED,
+            StageName.SEARCH,
+            StageName.RERANK,
+            StageName.MODERATE_ANSWER,
+        ):
             metrics.COST_MODEL.labels(target=stage, term="ms_per_unit").set(self.cost.rate(stage))
 
     async def maintain(
@@ -251,11 +273,12 @@ class BudgetEngine:
         lim = self.answer_policy.limits
         est = self.cost.generation(target).estimate(quantile)
         around = sum(
-            self.cost.stage(s).rate(quantile) for s in ("embed", "search", "moderate.answer")
+            self.cost.stage(s).rate(quantile)
+            for s in (StageName.EMBED, StageName.SEARCH, StageName.MODERATE_ANSWER)
         )
         smallest = self.smallest_generation_ms(target, quantile) + lim.reserve_ms
         full = (
-            self.cost.stage("rerank").rate(quantile) * lim.rerank_candidates
+            self.cost.stage(StageName.RERANK).rate(quantile) * lim.rerank_candidates
             + est.service_ms(lim.context_tokens + lim.prompt_overhead_tokens, lim.max_output_tokens)
             + lim.reserve_ms
         )

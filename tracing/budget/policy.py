@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from tracing.budget.cost_model import CostModel, GenerationEstimate
 from tracing.budget.quality import QualityTable
+from tracing.budget.stage_names import StageName
 
 #: The context sizes tried, as shares of the configured context.
 CONTEXT_LADDER = (1.0, 0.75, 0.5, 0.375, 0.25, 0.125, 0.0)
@@ -106,7 +107,7 @@ class DegradationPolicy:
         best: Plan | None = None
         smallest_ms = math.inf
         for n in rerank_levels:
-            rerank_ms = self.cost.predict("rerank", n)
+            rerank_ms = self.cost.predict(StageName.RERANK, n)
             for ctx in ctx_levels:
                 plan = self._fit(n, rerank_ms, ctx, gen, remaining_ms, queue_ms, full_n, target)
                 if isinstance(plan, float):
@@ -143,7 +144,7 @@ class DegradationPolicy:
             if predicted > remaining_ms:
                 return predicted
             quality = self.quality.quality("rerank", rerank_share)
-            return Plan(n, 0, 0, predicted, stage_ms={"rerank": rerank_ms}, quality=quality)
+            return Plan(n, 0, 0, predicted, stage_ms={StageName.RERANK: rerank_ms}, quality=quality)
         first_ms = gen.prompt_ttft_ms(ctx + lim.prompt_overhead_tokens)
         fixed = rerank_ms + queue_ms + first_ms + lim.reserve_ms
         per_token = gen.decode_ms_per_token
@@ -166,7 +167,7 @@ class DegradationPolicy:
             ctx,
             out,
             predicted,
-            stage_ms={"rerank": rerank_ms, "queue": queue_ms, "generate": gen_ms},
+            stage_ms={StageName.RERANK: rerank_ms, "queue": queue_ms, StageName.GENERATE: gen_ms},
             quality=quality,
             target=target,
         )
@@ -177,7 +178,7 @@ class DegradationPolicy:
         if full_n and plan.rerank_candidates == 0:
             actions.append(
                 Action(
-                    "rerank",
+                    StageName.RERANK,
                     "rerank_skipped",
                     f"{full_n} candidates need ~{self.cost.predict('rerank', full_n):.0f} ms",
                 )
@@ -185,7 +186,7 @@ class DegradationPolicy:
         elif plan.rerank_candidates < full_n:
             actions.append(
                 Action(
-                    "rerank",
+                    StageName.RERANK,
                     "rerank_reduced",
                     f"{plan.rerank_candidates} of {full_n} candidates fit",
                 )
@@ -193,7 +194,7 @@ class DegradationPolicy:
         if lim.max_output_tokens and plan.context_tokens < lim.context_tokens:
             actions.append(
                 Action(
-                    "assemble",
+                    StageName.ASSEMBLE,
                     "context_reduced",
                     f"{plan.context_tokens} of {lim.context_tokens} tokens",
                 )
@@ -201,7 +202,7 @@ class DegradationPolicy:
         if plan.max_output_tokens < lim.max_output_tokens:
             actions.append(
                 Action(
-                    "generate",
+                    StageName.GENERATE,
                     "output_capped",
                     f"{plan.max_output_tokens} of {lim.max_output_tokens} tokens",
                 )

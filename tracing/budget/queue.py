@@ -124,3 +124,19 @@ class Reservations:
         if ahead and not external:
             ms = min(ms, max((max(r.deadline for r in ahead) - now) * 1000.0, 0.0))
         return Wait(ms, count, slots, tuple(ahead))
+
+
+class TargetSaturated(Exception):
+    """A target's queue is full: refuse the request at arrival, before any of its work."""
+
+
+@dataclass(frozen=True)
+class TargetQueue:
+    """How a target serves its queue, as far as planning is concerned."""
+
+    slots: int = 1
+    """Requests it decodes at once."""
+    edf: bool = False
+    """Whether it serves our requests earliest-deadline-first (llama.cpp's worker does)."""
+    external: int = 0
+    """Requests it reports that are not ours (another replica's): counted ahead of us."""

@@ -1,0 +1,47 @@
+"""The budget engine for the service's settings: plan limits, learning, rules, quality table."""
+
+from __future__ import annotations
+
+from app.config import Settings
+from tracing.budget import (
+    DEFAULT_QUALITY_PATH,
+    BudgetEngine,
+    Learning,
+    PlanLimits,
+    QualityTable,
+    Rules,
+)
+
+
+def build_budget_engine(settings: Settings) -> BudgetEngine:
+    """The budget engine for ``settings``."""
+    s = settings
+    return BudgetEngine(
+        PlanLimits(
+            rerank_candidates=s.rerank_candidates,
+            context_tokens=s.context_tokens,
+            max_output_tokens=s.max_output_tokens,
+            min_context_tokens=min(s.min_context_tokens, s.context_tokens),
+            min_output_tokens=min(s.min_output_tokens, s.max_output_tokens),
+        ),
+        PlanLimits(
+            rerank_candidates=s.rerank_candidates,
+            context_tokens=0,
+            max_output_tokens=0,
+            min_context_tokens=0,
+            min_output_tokens=0,
+            prompt_overhead_tokens=0,
+            reserve_ms=2.0,
+        ),
+        quality=QualityTable.load(s.budget_quality_path or DEFAULT_QUALITY_PATH),
+        learning=Learning(
+            quantile=s.budget_quantile,
+            halflife_requests=s.budget_halflife_requests,
+            halflife_s=s.budget_halflife_s,
+        ),
+        rules=Rules(
+            degrade=s.degradation_policy,
+            on_infeasible=s.on_infeasible,
+            max_queued_per_slot=s.max_queued_per_slot,
+        ),
+    )

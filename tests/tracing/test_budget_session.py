@@ -1,0 +1,225 @@
+"""One request's budget session: admission, the plan, the reservation, deadlines, learning."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import pytest
+from opentelemetry import trace
+
+from tracing import metrics
+from tracing.budget import (
+    BudgetEngine,
+    BudgetInfeasible,
+    BudgetLedger,
+    GenerationPrior,
+    PlanLimits,
+    QualityTable,
+    Rules,
+    StageName,
+    TargetSaturated,
+)
+
+LIMITS = PlanLimits(
+    rerank_candidates=20,
+    context_tokens=800,
+    max_output_tokens=100,
+    min_context_tokens=100,
+    min_output_tokens=10,
+    prompt_overhead_tokens=100,
+    reserve_ms=0.0,
+)
+SEARCH = PlanLimits(20, 0, 0, 0, 0, 0, 0.0)
+LINEAR = QualityTable({"context": [(0.0, 0.0), (1.0, 1.0)], "output": [(0.0, 0.0), (1.0, 1.0)]})
+FAST = GenerationPrior(fixed_ms=20.0, prefill_ms_per_token=0.05, decode_ms_per_token=5.0)
+SLOW = GenerationPrior(fixed_ms=2000.0, prefill_ms_per_token=2.0, decode_ms_per_token=50.0)
+
+
+@dataclass
+class Load:
+    waiting: int = 0
+    max_running: int | None = 1
+
+
+class Serving:
+    """Two targets: a large model, and a smaller one after it."""
+
+    def __init__(self, *, edf: bool = False, context_length: int | None = None) -> None:
+        self.earliest_deadline_first = edf
+        self.context_length = context_length
+        self.loads: dict[str, Load | None] = {"large": None, "small": None}
+
+    def cost_targets(self, question: str = "") -> list[str]:
+        return ["large", "small"]
+
+    def target_load(self, target: str) -> Load | None:
+        return self.loads[target]
+
+
+def engine(**rules: object) -> BudgetEngine:
+    built = BudgetEngine(LIMITS, SEARCH, quality=LINEAR, rules=Rules(**rules))  # type: ignore[arg-type]
+    built.cost.seed({"rerank": 1.0, "embed": 1.0, "search": 1.0, "moderate.answer": 1.0})
+    built.cost.calibrate("large", FAST)
+    built.cost.calibrate("small", FAST)
+    return built
+
+
+def refused(route: str, reason: str) -> float:
+    value = metrics.REGISTRY.get_sample_value(
+        "ragtime_admission_refused_total", {"route": route, "reason": reason}
+    )
+    return value or 0.0
+
+
+def test_the_full_plan_at_the_preferred_target() -> None:
+    session = engine().open(BudgetLedger(60_000), route="/v1/ask", question="q", serving=Serving())
+    session.admit()
+    plan = session.plan(k=4, rerank_available=True)
+    assert plan.target == "large" and not plan.actions
+    assert session.planned is plan and session.target == "large"
+
+
+def test_a_smaller_model_when_the_first_cannot_fit_and_it_says_so() -> None:
+    built = engine()
+    built.cost.calibrate("large", SLOW)
+    session = built.open(BudgetLedger(1500), route="/v1/ask", question="q", serving=Serving())
+    session.admit()  # the small model fits: not refused
+    plan = session.plan(k=4, rerank_available=True)
+    assert plan.target == "small"
+    [smaller] = [a for a in plan.actions if a.action == "smaller_model"]
+    assert smaller.stage == "generate" and smaller.reason.startswith("small: ")
+    assert "the smallest plan at large needs about" in smaller.reason
+
+
+def test_refusals_are_counted_under_the_real_route() -> None:
+    built = engine()
+    built.cost.calibrate("large", SLOW)
+    built.cost.calibrate("small", SLOW)
+    route = "/v1/chat/completions"
+    before = refused(route, "budget_infeasible")
+    session = built.open(BudgetLedger(100), route=route, question="q", serving=Serving())
+    with pytest.raises(BudgetInfeasible):
+        session.admit()
+    assert refused(route, "budget_infeasible") == before + 1
+
+
+def test_a_full_target_refuses_with_its_route() -> None:
+    built = engine(max_queued_per_slot=0)
+    serving = Serving()
+    serving.loads["large"] = Load(waiting=3, max_running=1)  # another replica's queue
+    before = refused("/v1/ask", "overloaded")
+    session = built.open(BudgetLedger(60_000), route="/v1/ask", question="q", serving=serving)
+    with pytest.raises(TargetSaturated):
+        session.admit()
+    assert refused("/v1/ask", "overloaded") == before + 1
+
+
+def test_the_callers_cap_is_kept_and_is_no_degradation() -> None:
+    session = engine().open(
+        BudgetLedger(60_000), route="/v1/ask", question="q", serving=Serving(), output_cap=12
+    )
+    plan = session.plan(k=4, rerank_available=True)
+    assert plan.max_output_tokens == 12
+    assert "output_capped" not in [a.action for a in plan.actions]
+
+
+def test_the_context_fits_the_servers_context_length() -> None:
+    serving = Serving(context_length=600)
+    session = engine().open(BudgetLedger(60_000), route="/v1/ask", question="q", serving=serving)
+    plan = session.plan(k=4, rerank_available=True)
+    assert plan.context_tokens + LIMITS.prompt_overhead_tokens + plan.max_output_tokens <= 600
+    [reduced] = [a for a in plan.actions if a.action == "context_reduced"]
+    assert "context length is 600" in reduced.reason
+
+
+def test_with_the_policy_off_every_request_runs_at_full_size() -> None:
+    built = engine(degrade=False)
+    built.cost.calibrate("large", SLOW)
+    session = built.open(BudgetLedger(10), route="/v1/ask", question="q", serving=Serving())
+    session.admit()  # never refused
+    plan = session.plan(k=4, rerank_available=True)
+    assert (plan.context_tokens, plan.max_output_tokens, plan.target) == (800, 100, "large")
+
+
+def test_passages_alone_when_nothing_fits_and_that_is_the_rule() -> None:
+    built = engine(on_infeasible="passages")
+    built.cost.calibrate("large", SLOW)
+    built.cost.calibrate("small", SLOW)
+    ledger = BudgetLedger(100)
+    session = built.open(ledger, route="/v1/ask", question="q", serving=Serving())
+    session.admit()
+    assert session.plan(k=4, rerank_available=True).max_output_tokens == 0
+    assert [d.action for d in ledger.degradations] == ["generation_skipped"]
+
+
+def test_the_reservation_is_held_until_generation_ends() -> None:
+    built = engine()
+    session = built.open(BudgetLedger(60_000), route="/v1/ask", question="q", serving=Serving())
+    session.plan(k=4, rerank_available=True)
+    session.reserve()
+    assert built.reservations.open("large") == 1
+    with session.holding():
+        assert session.reservation is not None and session.reservation.started is not None
+    assert built.reservations.open("large") == 0
+    session.release()  # idempotent
+    assert built.reservations.open("large") == 0
+
+
+def test_a_search_session_plans_rerank_only_and_never_refuses_on_arrival() -> None:
+    session = engine().open(BudgetLedger(1), route="/v1/search")
+    session.admit()
+    plan = session.plan(k=4, rerank_available=True)
+    assert (plan.context_tokens, plan.max_output_tokens, plan.target) == (0, 0, "")
+
+
+def test_rerank_waits_only_as_long_as_the_rest_of_the_plan_leaves() -> None:
+    ledger = BudgetLedger(60_000)
+    session = engine().open(ledger, route="/v1/ask", question="q", serving=Serving())
+    assert session.deadline_for(StageName.RERANK) == ledger.deadline  # before the plan
+    session.plan(k=4, rerank_available=True)
+    assert session.deadline_for(StageName.RERANK) < ledger.deadline
+    assert session.deadline_for(StageName.ASSEMBLE) == ledger.deadline
+
+
+def test_attribution_is_skipped_when_its_cost_does_not_fit() -> None:
+    built = engine()
+    built.cost.seed({"attribute": 500.0})
+    roomy = built.open(BudgetLedger(60_000), route="/v1/ask", question="q", serving=Serving())
+    assert roomy.attribution().fits
+    tight = built.open(BudgetLedger(300), route="/v1/ask", question="q", serving=Serving())
+    room = tight.attribution()
+    assert not room.fits and "attribution takes about 500 ms" in room.reason
+
+
+@dataclass
+class Usage:
+    prompt_tokens: int = 300
+    cached_tokens: int = 0
+    completion_tokens: int = 21
+
+
+@dataclass
+class Ended:
+    finish_reason: str
+    target: str = "large"
+    started: float = 0.0
+    first_at: float | None = None
+    usage: Usage | None = None
+    queue_ms: float = 0.0
+
+
+def test_only_an_answer_that_ended_on_its_own_teaches_the_model() -> None:
+    built = engine()
+    ledger = BudgetLedger(60_000)
+    session = built.open(ledger, route="/v1/ask", question="q", serving=Serving())
+    span = trace.get_tracer(__name__).start_span("generate")
+    now = time.perf_counter()
+    cut = Ended("deadline", started=now - 1, first_at=now - 0.5, usage=Usage())
+    session.generation_ended(cut, span, shared_prefix_tokens=None)
+    assert built.cost.snapshot()["generation"]["large"]["observations"]["first_token"] == 0  # type: ignore[index]
+    assert [d.action for d in ledger.degradations] == ["deadline_stop"]
+    whole = Ended("stop", started=now - 1, first_at=now - 0.5, usage=Usage())
+    session.generation_ended(whole, span, shared_prefix_tokens=None)
+    assert built.cost.snapshot()["generation"]["large"]["observations"]["first_token"] == 1  # type: ignore[index]
+    span.end()

@@ -1,0 +1,438 @@
+"""One request's budget session: everything the pipeline asks of the budget, for one request.
+
+``BudgetEngine.open`` gives each request a ``BudgetSession``. The pipeline runs the stages, in
+their spans; the session decides:
+
+* **admission** (``admit``): a budget no plan can meet is refused before any work (504), a
+  target whose queue has no room for it too (503); the refusals are counted under the request's
+  own route;
+* **the plan** (``plan``): rerank candidates, context and output tokens for what is left after
+  search, the caller's own output cap kept (not a degradation), the context fitted to the
+  serving target's context length, and the target itself: the first of the candidate targets
+  whose smallest plan fits (a later one, a smaller model, is a degradation, said so);
+* **the reservation** (``reserve``/``holding``): the planned generation time held at the target,
+  so that later requests plan around it, and a request behind may ask this one to stop early;
+* **how long each stage may wait** (``deadline_for``, ``generation_reserve_ms``,
+  ``attribution``);
+* **what is learned** (``observe``, ``observe_generation``): each stage's cost back to the cost
+  model.
+
+A session holds one request's state and is used by that request's task only.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Protocol
+
+from opentelemetry.trace import Span
+
+from tracing import metrics
+from tracing.budget.ledger import BudgetLedger
+from tracing.budget.policy import Action, BudgetInfeasible, Plan, PlanLimits
+from tracing.budget.queue import Reservation, TargetQueue, TargetSaturated
+from tracing.budget.stage_names import StageName
+
+if TYPE_CHECKING:  # the engine opens sessions: a type-only import, never run
+    from tracing.budget.engine import BudgetEngine
+
+#: Kept before the deadline to finish an answer: the last event and the request's close.
+FINISH_RESERVE_MS = 50.0
+
+#: Finish reasons whose timings describe the target (a request cut short teaches nothing).
+LEARNED_FINISH_REASONS = frozenset({"stop", "length"})
+
+
+@dataclass(frozen=True)
+class Rules:
+    """How the engine treats every request: the service's settings for the budget."""
+
+    degrade: bool = True
+    """Plan to the budget (the degradation policy); False runs every request at full size."""
+    on_infeasible: str = "fail"
+    """``fail`` (504) or ``passages`` (answer with the passages alone, no generation)."""
+    max_queued_per_slot: int = 2
+    """Answers that may wait per decoding slot of a target before it refuses more (503)."""
+
+
+class ServingTargets(Protocol):
+    """Where answers are generated, as the budget sees it (``inference.GenerationBackend``
+    fits): the targets an answer may go to, their loads and context length."""
+
+    @property
+    def earliest_deadline_first(self) -> bool: ...
+
+    @property
+    def context_length(self) -> int | None: ...
+
+    def cost_targets(self, question: str = "") -> list[str]: ...
+
+    def target_load(self, target: str) -> ReportedLoad | None: ...
+
+
+class ReportedLoad(Protocol):
+    """What a serving target says of its load (``inference.TargetLoad`` fits)."""
+
+    @property
+    def waiting(self) -> int: ...
+
+    @property
+    def max_running(self) -> int | None: ...
+
+
+class TokenUsage(Protocol):
+    """A generation's token counts (``inference.Usage`` fits)."""
+
+    @property
+    def prompt_tokens(self) -> int: ...
+
+    @property
+    def cached_tokens(self) -> int: ...
+
+    @property
+    def completion_tokens(self) -> int: ...
+
+
+class GenerationResult(Protocol):
+    """How one generation ended (``app.stages.Generated`` fits)."""
+
+    @property
+    def finish_reason(self) -> str: ...
+
+    @property
+    def target(self) -> str: ...
+
+    @property
+    def started(self) -> float: ...
+
+    @property
+    def first_at(self) -> float | None: ...
+
+    @property
+    def usage(self) -> TokenUsage | None: ...
+
+    @property
+    def queue_ms(self) -> float: ...
+
+
+@dataclass(frozen=True)
+class Attribution:
+    """Whether attribution fits what is left, and until when it may run."""
+
+    fits: bool
+    deadline: float
+    reason: str = ""
+
+
+class BudgetSession:
+    """One request's dealings with the budget engine; see the module docstring."""
+
+    def __init__(
+        self,
+        engine: BudgetEngine,
+        ledger: BudgetLedger,
+        *,
+        route: str,
+        targets: Sequence[str] = (),
+        loads: dict[str, ReportedLoad | None] | None = None,
+        edf: bool = False,
+        context_length: int | None = None,
+        output_cap: int | None = None,
+    ) -> None:
+        self.engine = engine
+        self.ledger = ledger
+        self.route = route
+        self.targets = list(targets)
+        """Where the answer may go, the preferred first (a smaller model after it); none for a
+        search."""
+        self.loads = loads or {}
+        self.edf = edf
+        self.context_length = context_length
+        self.output_cap = output_cap
+        """The caller's own cap on the answer's tokens: kept, and not a degradation."""
+        self._plan: Plan | None = None
+        self.reservation: Reservation | None = None
+
+    @property
+    def planned(self) -> Plan:
+        """The plan ``plan`` made (a ``RuntimeError`` before it)."""
+        if self._plan is None:
+            raise RuntimeError("the session has not planned yet")
+        return self._plan
+
+    @property
+    def target(self) -> str:
+        """The target the plan chose (the preferred one before planning)."""
+        if self._plan is not None:
+            return self._plan.target
+        return self.targets[0] if self.targets else ""
+
+    @property
+    def rules(self) -> Rules:
+        return self.engine.rules
+
+    # -- admission -------------------------------------------------------------------------
+
+    def admit(self) -> None:
+        """Refuse at once (``BudgetInfeasible``, ``TargetSaturated``) a budget that not even the
+        smallest plan can meet at any candidate target, and a request the target's queue has no
+        room for; before any of the request's work. A refusal for its own small budget is
+        deliberate, anyone may send one, so it is counted apart from the errors."""
+        rules = self.rules
+        if not self.targets or not rules.degrade or rules.on_infeasible == "passages":
+            return
+        target = self._first_feasible_or_raise()
+        try:
+            self.engine.admit(
+                self.ledger,
+                target,
+                self.queue(target),
+                max_queued_per_slot=rules.max_queued_per_slot,
+            )
+        except TargetSaturated:
+            metrics.ADMISSION_REFUSED.labels(route=self.route, reason="overloaded").inc()
+            raise
+
+    def _first_feasible_or_raise(self) -> str:
+        last: BudgetInfeasible | None = None
+        for target in self.targets:
+            try:
+                self.engine.check_feasible(self.ledger, target)
+                return target
+            except BudgetInfeasible as exc:
+                last = exc
+        metrics.ADMISSION_REFUSED.labels(route=self.route, reason="budget_infeasible").inc()
+        assert last is not None
+        raise last
+
+    def queue(self, target: str) -> TargetQueue:
+        """How ``target`` queues: its slots, whether it is ours alone and EDF, others' load.
+
+        Others' load is the queue the server reports beyond its running batch, less what our
+        own requests can account for: a remote server's load is polled every few seconds, and
+        its running requests then were mostly ours, long finished. Counting them again would
+        refuse requests behind a queue that is gone."""
+        load = self.loads.get(target)
+        slots = max(load.max_running or 1, 1) if load is not None else 1
+        if load is None or self.edf:
+            return TargetQueue(slots=slots, edf=self.edf)
+        ours = self.engine.reservations.open(target)
+        return TargetQueue(slots=slots, external=max(load.waiting - max(ours - slots, 0), 0))
+
+    # -- the plan --------------------------------------------------------------------------
+
+    def plan(self, *, k: int, rerank_available: bool) -> Plan:
+        """The plan for what is left of the budget (an answer's, or a search's when the engine
+        was opened for one); kept (``planned``) for the stages that follow."""
+        engine, ledger = self.engine, self.ledger
+        answering = bool(self.targets)
+        limits = (engine.answer_policy if answering else engine.search_policy).limits
+        if not self.rules.degrade:
+            plan = Plan(
+                limits.rerank_candidates if rerank_available else 0,
+                limits.context_tokens,
+                limits.max_output_tokens,
+                0.0,
+                target=self.target,
+            )
+        elif not answering:
+            plan = engine.plan_search(ledger, k=k, rerank_available=rerank_available)
+        else:
+            plan = self._plan_answer(k, rerank_available, limits)
+        output_cap = self.output_cap
+        if output_cap is not None and 0 < output_cap <= plan.max_output_tokens:
+            # The caller wants no more than the budget allows: the budget capped nothing.
+            actions = [a for a in plan.actions if a.action != "output_capped"]
+            plan = replace(plan, max_output_tokens=output_cap, actions=actions)
+        self._plan = plan
+        return plan
+
+    def _plan_answer(self, k: int, rerank_available: bool, limits: PlanLimits) -> Plan:
+        first: BudgetInfeasible | None = None
+        for target in self.targets:
+            try:
+                plan = self.engine.plan_answer(
+                    self.ledger,
+                    k=k,
+                    rerank_available=rerank_available,
+                    target=target,
+                    queue=self.queue(target),
+                )
+            except BudgetInfeasible as exc:
+                first = first or exc
+                continue
+            if first is not None:  # the preferred target did not fit: a smaller model does
+                reason = (
+                    f"{target}: the smallest plan at {self.targets[0]} needs about "
+                    f"{first.needed_ms:.0f} ms, {max(self.ledger.remaining_ms, 0.0):.0f} ms left"
+                )
+                plan = replace(
+                    plan,
+                    actions=[*plan.actions, Action(StageName.GENERATE, "smaller_model", reason)],
+                )
+            return self._fit_context_length(plan, limits)
+        assert first is not None
+        if self.rules.on_infeasible == "passages" and limits.max_output_tokens:
+            self.ledger.degrade(StageName.GENERATE, "generation_skipped", str(first))
+            return Plan(0, limits.context_tokens, 0, 0.0, target=self.targets[0])
+        raise first
+
+    def _fit_context_length(self, plan: Plan, limits: PlanLimits) -> Plan:
+        """Shrink the context so that prompt + output fits the server's context length (the
+        backend caps the output for whatever is left over)."""
+        length = self.context_length
+        if not length:
+            return plan
+        room = length - limits.prompt_overhead_tokens - plan.max_output_tokens
+        if plan.context_tokens <= room:
+            return plan
+        context = max(room, min(limits.min_context_tokens, plan.context_tokens))
+        actions = [a for a in plan.actions if a.action != "context_reduced"]
+        actions.append(
+            Action(
+                StageName.ASSEMBLE,
+                "context_reduced",
+                f"{context} of {limits.context_tokens} tokens: the server's context length is "
+                f"{length} and the answer may have {plan.max_output_tokens}",
+            )
+        )
+        return replace(plan, context_tokens=context, actions=actions)
+
+    def begin(self, stage: StageName, span: Span, *, runs: bool = True) -> None:
+        """As ``stage`` begins: its predicted ms on the ledger (when it ``runs``: a rerank of no
+        passages does not), the plan's actions for it on its span, and at rerank the plan."""
+        plan = self._plan
+        if plan is None:
+            return
+        predicted = plan.stage_ms.get(stage.value)
+        if stage is StageName.GENERATE and plan.stage_ms:
+            predicted = plan.stage_ms.get("queue", 0.0) + plan.stage_ms[StageName.GENERATE]
+        if stage is StageName.RERANK and not plan.rerank_candidates:
+            runs = False
+        if predicted is not None and runs:
+            self.ledger.expect(stage.value, predicted)
+        for action in plan.actions:
+            if action.stage == stage.value:
+                self.ledger.degrade(stage.value, action.action, action.reason, span)
+        if stage is StageName.RERANK and span.is_recording():
+            span.set_attributes(
+                {
+                    "ragtime.plan.rerank_candidates": plan.rerank_candidates,
+                    "ragtime.plan.context_tokens": plan.context_tokens,
+                    "ragtime.plan.max_output_tokens": plan.max_output_tokens,
+                    "ragtime.plan.predicted_ms": round(plan.predicted_ms, 3),
+                }
+            )
+
+    # -- the reservation -------------------------------------------------------------------
+
+    def reserve(self) -> None:
+        """Hold the plan's generation time at its target, so later requests plan around it
+        (nothing to hold when the plan has no answer)."""
+        plan = self._plan
+        if plan is not None and plan.max_output_tokens > 0 and self.reservation is None:
+            self.reservation = self.engine.reserve(plan, self.ledger)
+
+    def release(self) -> None:
+        if self.reservation is not None:
+            self.reservation.release()
+
+    @contextmanager
+    def holding(self) -> Iterator[None]:
+        """The generation, started at its target's queue; the reservation released after."""
+        try:
+            if self.reservation is not None:
+                self.reservation.start()
+            yield
+        finally:
+            self.release()
+
+    def stop_at(self) -> float | None:
+        """When a request queued behind this one needs the time: stop decoding by then."""
+        return self.reservation.stop_at if self.reservation is not None else None
+
+    # -- how long each stage may wait --------------------------------------------------------
+
+    def deadline_for(self, stage: StageName) -> float:
+        """Until when ``stage`` may run (a ``time.perf_counter()`` value): the request's deadline,
+        less what the plan's later stages need after rerank."""
+        deadline = self.ledger.deadline
+        plan = self._plan
+        if stage is StageName.RERANK and plan is not None:
+            rest_ms = plan.predicted_ms - self.engine.cost.predict(
+                StageName.RERANK, plan.rerank_candidates
+            )
+            return deadline - max(rest_ms, 0.0) / 1000.0
+        return deadline
+
+    def generation_reserve_ms(self) -> float:
+        """Kept before the deadline while decoding: to flush the answer filter and send the last
+        event. None is held for attribution: an answer decoded up to the deadline keeps its
+        tokens, and its citations go unattributed, saying so."""
+        return self.engine.cost.rate(StageName.MODERATE_ANSWER) + FINISH_RESERVE_MS
+
+    def attribution(self) -> Attribution:
+        """Whether attribution fits what is left (at its learned cost), and until when it may
+        run."""
+        left_ms = self.ledger.remaining_ms - FINISH_RESERVE_MS
+        needed_ms = self.engine.cost.rate(StageName.ATTRIBUTE)
+        deadline = self.ledger.deadline - FINISH_RESERVE_MS / 1000.0
+        if left_ms <= 0 or left_ms < needed_ms:
+            return Attribution(
+                False,
+                deadline,
+                f"{max(left_ms, 0.0):.0f} ms of the budget left, attribution takes "
+                f"about {needed_ms:.0f} ms: citations not attributed",
+            )
+        return Attribution(True, deadline)
+
+    # -- what is learned -------------------------------------------------------------------
+
+    def observe(self, stage: StageName, started: float, units: float = 1.0) -> None:
+        """``stage`` ran from ``started`` (a ``time.perf_counter()`` value) until now, over
+        ``units`` (queries, candidate pairs, answers)."""
+        if units > 0:
+            elapsed_ms = (time.perf_counter() - started) * 1000.0
+            self.engine.observe_stage(stage.value, elapsed_ms, units)
+
+    def observe_ms(self, stage: StageName, elapsed_ms: float, units: float = 1.0) -> None:
+        self.engine.observe_stage(stage.value, elapsed_ms, units)
+
+    def routed(self, target: str, degradation: tuple[str, str] | None, span: Span) -> None:
+        """Where the request went (``target``), and what the backend gave up to send it there
+        (its output capped to the server's context length, say)."""
+        if span.is_recording():
+            span.set_attribute("ragtime.budget.target", target)
+        if degradation is not None:
+            self.ledger.degrade(StageName.GENERATE, *degradation, span)
+
+    def generation_ended(
+        self, generated: GenerationResult, span: Span, *, shared_prefix_tokens: int | None
+    ) -> None:
+        """How generation ended, as a degradation when the budget cut it (the deadline, or a
+        request behind that needed the time), on ``span``; and, from an answer that ended on its
+        own, what ``generated.target``'s prefill and decode cost (our queue aside)."""
+        ledger = self.ledger
+        if generated.finish_reason == "yielded":
+            reason = "stopped early: a request queued behind it needed the time"
+            ledger.degrade(StageName.GENERATE, "output_capped", reason, span)
+        elif generated.finish_reason == "deadline":
+            reason = "decoding stopped at the deadline"
+            ledger.degrade(StageName.GENERATE, "deadline_stop", reason, span)
+        usage, first_at = generated.usage, generated.first_at
+        if usage is not None and span.is_recording():
+            span.set_attribute("ragtime.generate.queue_ms", round(generated.queue_ms, 3))
+        if generated.finish_reason not in LEARNED_FINISH_REASONS or first_at is None or not usage:
+            return
+        self.engine.observe_generation(
+            generated.target,
+            prompt_tokens=usage.prompt_tokens,
+            cached_tokens=usage.cached_tokens,
+            ttft_ms=(first_at - generated.started) * 1000.0 - generated.queue_ms,
+            output_tokens=usage.completion_tokens,
+            decode_ms=(time.perf_counter() - first_at) * 1000.0,
+            shared_prefix_tokens=shared_prefix_tokens,
+        )
