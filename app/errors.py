@@ -190,6 +190,19 @@ class ShuttingDown(ApiError):
         )
 
 
+#: What may end a stream once it has begun: the backend's failure, or the server shutting down.
+STREAM_FAILURES = (InferenceError, ShuttingDown)
+
+
+def stream_error(exc: InferenceError | ShuttingDown) -> tuple[str, str]:
+    """The error type and message that a stream already begun sends, in its own shape, for
+    one of ``STREAM_FAILURES``: its status line has gone, so the type must say what failed."""
+    if isinstance(exc, ShuttingDown):
+        return exc.type, str(exc)
+    kind = "backend_unavailable" if exc.status_code == 503 else "generation_failed"
+    return kind, str(exc)
+
+
 def error_body(type: str, message: str, **extra: Any) -> dict[str, Any]:
     return {"error": {"type": type, "message": message, **extra}}
 

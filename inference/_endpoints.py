@@ -25,6 +25,7 @@ from enum import StrEnum
 from typing import Any, Literal
 
 from inference.backend import TargetLoad
+from inference.errors import GenerationRejected
 
 log = logging.getLogger(__name__)
 
@@ -174,6 +175,35 @@ class EndpointState:
     def mark_down(self, reason: str) -> None:
         self._set(Health.DOWN, reason)
         self.changed_at = time.monotonic()
+
+    def mark_not_ready(self, reason: str) -> None:
+        """A poll found the endpoint not ready: draining if it was serving, else still down."""
+        if self.health in (Health.UP, Health.BUSY, Health.DRAINING):
+            self.mark_draining(reason)
+        else:
+            self.mark_down(reason)
+
+    def fit_output(
+        self, prompt_tokens: int, max_tokens: int, least: int, backend: str
+    ) -> tuple[int, tuple[str, str] | None]:
+        """``max_tokens`` capped to this endpoint's context length, and the degradation if so;
+        ``GenerationRejected`` when the prompt leaves room for fewer than ``least`` tokens.
+        SGLang refuses prompt + output > context, so exactly the context length is served."""
+        context = self.context_length
+        if context is None or prompt_tokens + max_tokens <= context:
+            return max_tokens, None
+        room = context - prompt_tokens
+        least = min(least, max_tokens)
+        if room < least:
+            raise GenerationRejected(
+                f"{backend}: the prompt ({prompt_tokens} tokens) leaves no room for "
+                f"{least} output tokens in {self.url}'s context length of {context} tokens"
+            )
+        return room, (
+            "output_capped",
+            f"context length {context}: {prompt_tokens} prompt tokens leave room for "
+            f"{room} of {max_tokens} output tokens",
+        )
 
     def mark_draining(self, reason: str) -> None:
         self._set(Health.DRAINING, reason)
@@ -377,3 +407,22 @@ def _gauges(metrics: dict[str, float]) -> tuple[int, int]:
         int(metrics.get("sglang:num_running_reqs", 0.0)),
         int(metrics.get("sglang:num_queue_reqs", 0.0)),
     )
+
+
+def order_endpoints(
+    states: list[EndpointState], turn: int, cooldown_s: float
+) -> list[EndpointState]:
+    """The endpoints to try: those serving, least loaded first (rotating among equals from
+    ``turn``), then busy ones, then down ones due a retry; every one when none of those is
+    left."""
+    n = len(states)
+
+    def load(item: tuple[int, EndpointState]) -> tuple[int, int, int]:
+        i, s = item
+        return (s.load.waiting, s.in_flight, (i - turn) % n)
+
+    serving = [s for _, s in sorted(enumerate(states), key=load) if s.serving]
+    rotated = states[turn:] + states[:turn]
+    busy = [s for s in rotated if s.health is Health.BUSY and s not in serving]
+    due = [s for s in rotated if s.retry_due(cooldown_s)]
+    return serving + busy + due or rotated

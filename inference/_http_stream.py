@@ -42,16 +42,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import secrets
 from abc import abstractmethod
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from contextlib import aclosing
-from typing import Any, Protocol
+from typing import Any
 
 import httpx
 from opentelemetry import propagate
 
-from inference._endpoints import EndpointState, Health, RemoteOptions
+from inference._endpoint_view import EndpointBackend
+from inference._endpoints import EndpointState, RemoteOptions, order_endpoints
 from inference._faults import (
     FAILS_THE_REQUEST,
     Rejected,
@@ -60,7 +60,7 @@ from inference._faults import (
     describe,
     rejection_detail,
 )
-from inference._sse import iter_sse_json
+from inference._sse import ChunkDecoder, iter_sse_json, new_rid
 from inference.backend import (
     GenerationBackend,
     GenerationDone,
@@ -69,32 +69,11 @@ from inference.backend import (
     TargetLoad,
     TextDelta,
 )
-from inference.errors import BackendBusy, BackendUnavailable, GenerationFailed, GenerationRejected
+from inference.errors import BackendBusy, BackendUnavailable, GenerationFailed
 from inference.prompt import AssembledPrompt
 from inference.tokenizer import PromptTokenizer, load_tokenizer
 
 log = logging.getLogger(__name__)
-
-RID_BYTES = 16
-"""Request ids are ``2 * RID_BYTES`` hex digits: fixed length, so none is a prefix of another."""
-
-
-def new_rid() -> str:
-    return secrets.token_hex(RID_BYTES)
-
-
-class ChunkDecoder(Protocol):
-    """Reads one request's SSE chunks (parsed JSON) into text deltas and the final event."""
-
-    @property
-    def done(self) -> GenerationDone | None:
-        """The final event, once a chunk has said how the request finished."""
-
-    def feed(self, chunk: Mapping[str, Any]) -> str:
-        """The new text in ``chunk`` (maybe empty); raises ``StreamError`` for an error."""
-
-    def finish(self) -> GenerationDone:
-        """At the end of the stream: the final event, or ``StreamError`` if it never came."""
 
 
 class HTTPStreamBackend(GenerationBackend):
@@ -254,7 +233,7 @@ class HTTPStreamBackend(GenerationBackend):
         context length (vLLM's ``max_model_len``)."""
         response = await client.get(state.url + "/models", timeout=self.poll_timeout)
         if response.status_code != 200:
-            not_ready(state, f"/models answered {response.status_code}")
+            state.mark_not_ready(f"/models answered {response.status_code}")
             return
         if not state.joined:
             state.read_info(response.json())
@@ -302,44 +281,12 @@ class HTTPStreamBackend(GenerationBackend):
         """Stop ``rid`` on the server before its stream is closed; by default nothing."""
 
     def _order(self, only: str | None) -> list[EndpointState]:
-        """The endpoints to try: those serving, least loaded first (rotating among equals),
-        then busy ones, then down ones due a retry; every one when none of those is left."""
+        """The endpoints to try (see ``order_endpoints``), or ``only`` that one."""
         if only is not None:
             return [self._states[only]]
         states = list(self._states.values())
-        n = len(states)
-        turn, self._turn = self._turn, (self._turn + 1) % n
-
-        def load(item: tuple[int, EndpointState]) -> tuple[int, int, int]:
-            i, s = item
-            return (s.load.waiting, s.in_flight, (i - turn) % n)
-
-        serving = [s for _, s in sorted(enumerate(states), key=load) if s.serving]
-        rotated = states[turn:] + states[:turn]
-        busy = [s for s in rotated if s.health is Health.BUSY and s not in serving]
-        due = [s for s in rotated if s.retry_due(self.options.cooldown_s)]
-        order = serving + busy + due
-        return order or rotated
-
-    def _fit(
-        self, state: EndpointState, prompt: AssembledPrompt, max_tokens: int
-    ) -> tuple[int, tuple[str, str] | None]:
-        """``max_tokens`` capped to the endpoint's context length, and the degradation if so."""
-        context = state.context_length
-        if context is None or prompt.prompt_tokens + max_tokens <= context:
-            return max_tokens, None
-        room = context - prompt.prompt_tokens  # SGLang refuses prompt + output > context
-        least = min(self.options.min_output_tokens, max_tokens)
-        if room < least:
-            raise GenerationRejected(
-                f"{self.name}: the prompt ({prompt.prompt_tokens} tokens) leaves no room for "
-                f"{least} output tokens in {state.url}'s context length of {context} tokens"
-            )
-        return room, (
-            "output_capped",
-            f"context length {context}: {prompt.prompt_tokens} prompt tokens leave room for "
-            f"{room} of {max_tokens} output tokens",
-        )
+        turn, self._turn = self._turn, (self._turn + 1) % len(states)
+        return order_endpoints(states, turn, self.options.cooldown_s)
 
     async def _stream(
         self,
@@ -360,7 +307,9 @@ class HTTPStreamBackend(GenerationBackend):
         relearned = False  # the context length learned from a refusal, and tried again once
         while order:
             state = order.pop(0)
-            fitted, degradation = self._fit(state, prompt, max_tokens)
+            fitted, degradation = state.fit_output(
+                prompt.prompt_tokens, max_tokens, self.options.min_output_tokens, self.name
+            )
             yield RouteDecision(
                 target=state.url,
                 model=self.model,
@@ -482,66 +431,6 @@ class HTTPStreamBackend(GenerationBackend):
                 if response is not None:
                     await response.aclose()
         yield done
-
-
-class EndpointBackend(GenerationBackend):
-    """One endpoint of an ``HTTPStreamBackend``: its client, options and state, no retries.
-
-    Built by ``HTTPStreamBackend.endpoint()``; starting and closing belong to the parent."""
-
-    def __init__(self, parent: HTTPStreamBackend, url: str) -> None:
-        self._parent = parent
-        self.url = url
-        self.name = parent.name
-        self.model = parent.model
-
-    @property
-    def state(self) -> EndpointState:
-        return self._parent.states[self.url]
-
-    @property
-    def tokenizer(self) -> PromptTokenizer:
-        return self._parent.tokenizer
-
-    @property
-    def loaded(self) -> bool:
-        return self._parent.loaded and self.state.serving
-
-    @property
-    def pending(self) -> int:
-        return self.state.in_flight
-
-    @property
-    def context_length(self) -> int | None:
-        return self.state.context_length
-
-    def cost_target(self, question: str = "") -> str:
-        return self.url
-
-    def probe_backends(self) -> Mapping[str, GenerationBackend]:
-        return {self.url: self} if self.state.up else {}
-
-    def target_load(self, target: str) -> TargetLoad | None:
-        return self.state.load if target.rstrip("/") == self.url else None
-
-    def _generate(
-        self,
-        prompt: AssembledPrompt,
-        *,
-        max_tokens: int,
-        temperature: float,
-        deadline: float | None,
-        target: str | None,
-    ) -> AsyncGenerator[GenerationEvent, None]:
-        return self._parent._open(prompt, max_tokens, temperature, self.url)
-
-
-def not_ready(state: EndpointState, reason: str) -> None:
-    """A poll found the endpoint not ready: draining if it was serving, else still down."""
-    if state.health in (Health.UP, Health.BUSY, Health.DRAINING):
-        state.mark_draining(reason)
-    else:
-        state.mark_down(reason)
 
 
 async def _next(chunks: AsyncGenerator[dict[str, Any], None]) -> dict[str, Any] | None:

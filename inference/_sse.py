@@ -1,14 +1,38 @@
-"""Server-sent events as the generation servers send them: the JSON ``data`` of each event."""
+"""Server-sent events as the generation servers send them: the JSON ``data`` of each event, read
+by a backend's ``ChunkDecoder``; each request named by a fresh id (``new_rid``)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator
-from typing import Any
+import secrets
+from collections.abc import AsyncGenerator, Mapping
+from typing import Any, Protocol
 
 import httpx
 
 from inference._faults import StreamError
+from inference.backend import GenerationDone
+
+RID_BYTES = 16
+"""Request ids are ``2 * RID_BYTES`` hex digits: fixed length, so none is a prefix of another."""
+
+
+def new_rid() -> str:
+    return secrets.token_hex(RID_BYTES)
+
+
+class ChunkDecoder(Protocol):
+    """Reads one request's SSE chunks (parsed JSON) into text deltas and the final event."""
+
+    @property
+    def done(self) -> GenerationDone | None:
+        """The final event, once a chunk has said how the request finished."""
+
+    def feed(self, chunk: Mapping[str, Any]) -> str:
+        """The new text in ``chunk`` (maybe empty); raises ``StreamError`` for an error."""
+
+    def finish(self) -> GenerationDone:
+        """At the end of the stream: the final event, or ``StreamError`` if it never came."""
 
 
 async def iter_sse_json(response: httpx.Response) -> AsyncGenerator[dict[str, Any], None]:

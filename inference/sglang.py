@@ -61,7 +61,7 @@ import httpx
 
 from inference._endpoints import EndpointState, parse_metrics
 from inference._faults import StreamError, error_event
-from inference._http_stream import HTTPStreamBackend, not_ready
+from inference._http_stream import HTTPStreamBackend
 from inference.backend import GenerationDone, Usage
 from inference.prompt import AssembledPrompt
 
@@ -118,7 +118,9 @@ class SGLangBackend(HTTPStreamBackend):
         timeout = self.poll_timeout
         ready = await _readiness(client, state, timeout)
         if ready.status_code != 200:
-            not_ready(state, f"not ready: {ready.request.url.path} answered {ready.status_code}")
+            state.mark_not_ready(
+                f"not ready: {ready.request.url.path} answered {ready.status_code}"
+            )
             return
         gateway = state.kind == "gateway"
         if gateway:

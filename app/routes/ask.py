@@ -23,9 +23,8 @@ from sse_starlette import EventSourceResponse
 from app.answers import AnswerStream, Finished, answer, asked
 from app.body import openapi_body
 from app.deps import AskBody, CurrentKey, LedgerDep, PipelineDep, SettingsDep, readable_collection
-from app.errors import ShuttingDown, error_body
+from app.errors import STREAM_FAILURES, error_body, stream_error
 from app.schemas import AskRequest, AskResponse
-from inference import InferenceError
 
 router = APIRouter(tags=["answers"])
 ROUTE = "/v1/ask"
@@ -72,8 +71,5 @@ async def _events(stream: AnswerStream) -> AsyncIterator[dict[str, str]]:
                     yield {"event": "done", "data": json.dumps(done)}
                 else:
                     yield {"event": "token", "data": json.dumps({"text": item})}
-    except InferenceError as exc:
-        kind = "backend_unavailable" if exc.status_code == 503 else "generation_failed"
-        yield {"event": "error", "data": json.dumps(error_body(kind, str(exc)))}
-    except ShuttingDown as exc:
-        yield {"event": "error", "data": json.dumps(error_body(exc.type, str(exc)))}
+    except STREAM_FAILURES as exc:
+        yield {"event": "error", "data": json.dumps(error_body(*stream_error(exc)))}

@@ -45,7 +45,7 @@ from app.deps import (
     SettingsDep,
     readable_collection,
 )
-from app.errors import InvalidField, ModelNotFound, ShuttingDown
+from app.errors import STREAM_FAILURES, InvalidField, ModelNotFound, stream_error
 from app.pipeline import Pipeline
 from app.schemas import (
     ChatChoice,
@@ -59,7 +59,6 @@ from app.schemas import (
     RagtimeExtensions,
     Report,
 )
-from inference import InferenceError
 
 log = logging.getLogger("ragtime")
 
@@ -285,12 +284,9 @@ async def _chunks(
                 usage = _usage(report)
                 if include_usage and usage is not None:
                     yield chunk([], usage=usage.model_dump(mode="json"))
-    except (InferenceError, ShuttingDown) as exc:
-        if isinstance(exc, ShuttingDown):
-            code = exc.type
-        else:
-            code = "backend_unavailable" if exc.status_code == 503 else "generation_failed"
-        error = {"message": str(exc), "type": "server_error", "param": None, "code": code}
+    except STREAM_FAILURES as exc:
+        code, message = stream_error(exc)
+        error = {"message": message, "type": "server_error", "param": None, "code": code}
         yield {"data": json.dumps({"error": error})}
         return
     yield {"data": "[DONE]"}

@@ -1,0 +1,100 @@
+"""Observations and how much each counts: the recency weights, the prior's weight, quantiles.
+
+Each estimate of the cost model keeps its recent observations in ``Samples``: an observation
+weighs half as much after ``Learning.halflife_requests`` newer ones and after
+``Learning.halflife_s`` seconds, and a refusal ages every one of them as if ``REFUSAL_AGE``
+requests had come (a refused request teaches nothing). The prior beside them weighs at least
+``Learning.prior_weight``, and while observations are few, enough that no single one sets the
+quantile read (``Learning.prior_weight_beside``).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+#: How long an estimate is kept before it is computed afresh, when no observation came.
+ESTIMATE_TTL_S = 1.0
+
+#: Ranks a refusal ages every observation by: half a half-life of 16 requests.
+REFUSAL_AGE = 8.0
+
+
+@dataclass(frozen=True)
+class Learning:
+    """How fast the model forgets, and how much it trusts its prior."""
+
+    quantile: float = 0.9
+    window: int = 64
+    """Observations kept per estimate."""
+    halflife_requests: float = 16.0
+    """An observation weighs half as much after this many newer ones."""
+    halflife_s: float = 120.0
+    """... and half as much after this many seconds."""
+    prior_weight: float = 1.0
+    """The prior counts as at least this many fresh observations ..."""
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.quantile < 1.0:
+            raise ValueError(f"quantile must lie in (0, 1), got {self.quantile}")
+        if self.window < 2 or self.halflife_requests <= 0 or self.halflife_s <= 0:
+            raise ValueError("window >= 2 and positive half-lives are required")
+        if self.prior_weight <= 0:
+            raise ValueError(f"prior_weight must be positive, got {self.prior_weight}")
+
+    def prior_weight_beside(self, observed: float, quantile: float | None = None) -> float:
+        """... and beside observations weighing ``observed`` in all, as many as make the total
+        ``1 / (1 - quantile) + 1``: among few observations no single one, a cold start or a
+        stall, carries the tail a quantile reads (one in 11 is under the 10% above p90), while
+        two that agree already move it."""
+        q = self.quantile if quantile is None else quantile
+        return max(self.prior_weight, 1.0 / (1.0 - q) + 1.0 - observed)
+
+
+class Samples:
+    """Recent ``(x, y)`` observations with recency weights.
+
+    An observation's rank is how many newer ones came after it, plus ``REFUSAL_AGE`` for every
+    refusal since (``age``): a refused request teaches nothing, so it ages what was learned and
+    lets the prior, whose weight is fixed, count for more."""
+
+    def __init__(self, learning: Learning, clock: Callable[[], float]) -> None:
+        self.learning = learning
+        self.clock = clock
+        self.points: deque[tuple[float, float, float, float]] = deque(maxlen=learning.window)
+        self.count = 0
+        self._position = 0.0
+
+    def add(self, x: float, y: float) -> None:
+        self.points.append((x, y, self.clock(), self._position))
+        self._position += 1.0
+        self.count += 1
+
+    def age(self, ranks: float) -> None:
+        self._position += ranks
+
+    def weighted(self) -> list[tuple[float, float, float]]:
+        """``(x, y, weight)``, the newest first."""
+        lr, now = self.learning, self.clock()
+        out = []
+        for x, y, at, position in reversed(self.points):
+            rank = self._position - position - 1.0
+            weight = 0.5 ** (rank / lr.halflife_requests) * 0.5 ** ((now - at) / lr.halflife_s)
+            out.append((x, y, weight))
+        return out
+
+
+def weighted_quantile(values: list[tuple[float, float]], q: float) -> float:
+    """The ``q`` quantile of ``(value, weight)`` pairs (the smallest value whose cumulative
+    weight reaches ``q`` of the total)."""
+    if not values:
+        raise ValueError("no values")
+    ordered = sorted(values)
+    total = sum(w for _, w in ordered)
+    acc = 0.0
+    for value, weight in ordered:
+        acc += weight
+        if acc >= q * total - 1e-12:
+            return value
+    return ordered[-1][0]
