@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import logging
 import os
 import shutil
 import sqlite3
@@ -55,6 +56,8 @@ from retrieval.snapshots import (
     version_name,
     version_number,
 )
+
+log = logging.getLogger(__name__)
 
 _SCHEMA = """
 CREATE TABLE chunks (
@@ -94,10 +97,18 @@ def kind_of(source: str) -> str:
 
 @contextmanager
 def collection_lock(collection: Path) -> Iterator[None]:
-    """Hold the collection's writer lock (blocking until any other writer is done)."""
+    """Hold the collection's writer lock (blocking until any other writer is done, and saying
+    so: an ingest that waits for another does not look hung)."""
     collection.mkdir(parents=True, exist_ok=True)
     with open(collection / LOCK, "a+b") as handle:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log.warning(
+                "collection %s: another writer holds it; waiting for it to finish",
+                collection.name,
+            )
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
         try:
             yield
         finally:

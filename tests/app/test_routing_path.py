@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,7 +13,8 @@ from bench.sglang_sim.server import SimulatedSGLang
 from bench.sglang_sim.tokenizer import build_tiny_tokenizer
 from inference import HFTokenizer, RemoteOptions, RoutedBackend
 from tests.fakes._serve import ServerThread
-from tests.helpers.app import make_settings, running_app
+from tests.helpers.app import app_state, make_settings, running_app
+from tracing.budget import GenerationPrior
 
 POOLS = {
     "small": {"model": "org/small", "endpoints": ["http://s1:30000", "http://s2:30000/"]},
@@ -125,9 +125,9 @@ def test_a_tight_budget_answers_with_the_smaller_model_and_says_so(
     two_fakes: tuple[SimulatedSGLang, str, SimulatedSGLang, str],
     tmp_path: Path,
 ) -> None:
-    """One cost model decides: each pool's endpoint is calibrated when it joins, the budget
-    plans the answer at the large model, finds that not even its smallest plan fits 1.5 s, and
-    sends it to the small one, saying so."""
+    """One cost model decides: the budget plans the answer at the large model's costs (as its
+    calibration would find them), finds that not even its smallest plan fits 1.5 s, and sends
+    it to the small one, saying so."""
     small, small_url, large, large_url = two_fakes
     small.reset(natural_tokens=4)
     large.reset(natural_tokens=4, ttft_s=1.0, itl_s=0.05)
@@ -140,14 +140,10 @@ def test_a_tight_budget_answers_with_the_smaller_model_and_says_so(
         options=RemoteOptions(poll_interval_s=0.2),
     )
     question = {"question": "Why would I use a tuple instead of a list?"}
-    with running_app(seeded_data_dir, backend=router, calibration_interval_s=0.05) as client:
-        waited = time.monotonic() + 30
-        while True:
-            calibrated = client.get("/v1/budget/model", headers=auth).json()["calibration"]
-            if {small_url, large_url} <= set(calibrated["calibrated"]):
-                break
-            assert time.monotonic() < waited, calibrated
-            time.sleep(0.05)
+    with running_app(seeded_data_dir, backend=router, calibrate=False) as client:
+        cost = app_state(client).pipeline.budget.cost
+        cost.calibrate(large_url, GenerationPrior(1000.0, 0.05, 50.0, source="calibration"))
+        cost.calibrate(small_url, GenerationPrior(30.0, 0.05, 5.0, source="calibration"))
         roomy = client.post("/v1/ask", json={**question, "budget_ms": 60000}, headers=auth)
         tight = client.post("/v1/ask", json={**question, "budget_ms": 1500}, headers=auth)
     assert roomy.status_code == 200, roomy.text

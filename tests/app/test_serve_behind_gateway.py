@@ -19,6 +19,10 @@ from tests.helpers.processes import start_server, stop, wait_ready
 from tests.helpers.sglang_gateway import RELEASES, sglang_gateway
 from tests.helpers.sse import parse_sse
 
+# A ragtime process and a gateway process per release: in the serial phase, with the other
+# tests that start the whole service.
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(params=sorted(RELEASES))
 def served(

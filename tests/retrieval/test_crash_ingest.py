@@ -5,7 +5,6 @@ between each publish step, then the store is searched and the next ingest must s
 from __future__ import annotations
 
 import signal
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -93,11 +92,12 @@ def test_a_second_writer_waits_for_the_first(tmp_path: Path) -> None:
     folder = data_dir / "store" / "collections" / "notes"
     with collection_lock(folder):  # this process is the first writer
         waiting = start_ingest(data_dir, docs, "--collection", "notes")
-        with pytest.raises(subprocess.TimeoutExpired):
-            waiting.wait(timeout=8)
-        assert not (folder / "CURRENT").exists()
+        assert waiting.stderr is not None
+        said = waiting.stderr.readline()  # blocks until the ingest reaches the lock
+        assert "another writer holds it; waiting" in said, said
+        assert waiting.poll() is None and not (folder / "CURRENT").exists()
     out, err = waiting.communicate(timeout=60)
-    assert waiting.returncode == 0, err
+    assert waiting.returncode == 0, said + err
     assert "published snapshot v000001" in out
     store = _store(data_dir)
     assert store.sources("notes") == ["lists.md"]
