@@ -71,7 +71,7 @@ class Pipeline:
     ) -> list[Passage]:
         """Embed, search (within ``search_filter``) and rerank (sized to the budget): the ``k``
         best passages."""
-        session = self.budget.open(ledger, route=route)
+        session = BudgetSession(self.budget, ledger, route=route)
         return await self._retrieve(query, collection, k, session, search_filter)
 
     async def _retrieve(
@@ -138,7 +138,8 @@ class Pipeline:
         keeps the caller's ``max_output_tokens`` when smaller than what the budget allows."""
         stages = self.stages
         self.services.require_generator()
-        session = self.budget.open(
+        session = BudgetSession(
+            self.budget,
             ledger,
             route=route,
             question=question,

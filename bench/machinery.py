@@ -1,7 +1,7 @@
 """What the budget and tracing machinery itself costs per request, measured in-process.
 
 One request's worth of it: a ``BudgetLedger``, a root span, the request's budget session (the
-real ``BudgetEngine.open``: admission, one plan with the queue of its target, its reservation,
+real ``BudgetSession``: admission, one plan with the queue of its target, its reservation,
 stage deadlines, the cost model's observations), the ten stages each in its span and charged to
 the ledger (``generate`` through ``begin``/``end`` as the pipeline does), a degradation recorded,
 the answer-moderation charge, and the root span's annotation and the budget summary. No
@@ -23,7 +23,7 @@ from app.budget_engine import build_budget_engine
 from app.config import DEFAULT_BUDGET_SHARES, Settings
 from bench.stats import Summary, summarize
 from inference import Usage
-from tracing.budget import BudgetEngine, BudgetLedger, StageName
+from tracing.budget import BudgetEngine, BudgetLedger, BudgetSession, StageName
 from tracing.setup import configure_tracing
 
 STAGES = tuple(StageName)  # the ten stages of an answer
@@ -71,7 +71,9 @@ def one_request(engine: BudgetEngine) -> None:
     tracer = trace.get_tracer("ragtime.bench.machinery")
     ledger = BudgetLedger(10_000.0, shares=DEFAULT_BUDGET_SHARES)
     with tracer.start_as_current_span("POST /v1/ask") as root:
-        session = engine.open(ledger, route="/v1/ask", question="q", serving=BenchTarget())
+        session = BudgetSession(
+            engine, ledger, route="/v1/ask", question="q", serving=BenchTarget()
+        )
         session.admit()
         for name in STAGES:
             if name is StageName.AUTH:

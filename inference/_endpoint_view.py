@@ -4,15 +4,32 @@ request to, and what the budget engine calibrates."""
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Mapping
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from inference._endpoints import EndpointState
 from inference.backend import GenerationBackend, GenerationEvent, TargetLoad
 from inference.prompt import AssembledPrompt
 from inference.tokenizer import PromptTokenizer
 
-if TYPE_CHECKING:  # the parent builds its views: a type-only import, never run
-    from inference._http_stream import HTTPStreamBackend
+
+class EndpointPool(Protocol):
+    """What a view needs of the backend whose endpoint it is (``HTTPStreamBackend`` fits)."""
+
+    name: str
+    model: str
+
+    @property
+    def tokenizer(self) -> PromptTokenizer: ...
+
+    @property
+    def loaded(self) -> bool: ...
+
+    @property
+    def states(self) -> dict[str, EndpointState]: ...
+
+    def open_stream(
+        self, prompt: AssembledPrompt, max_tokens: int, temperature: float, only: str | None
+    ) -> AsyncGenerator[GenerationEvent, None]: ...
 
 
 class EndpointBackend(GenerationBackend):
@@ -20,7 +37,7 @@ class EndpointBackend(GenerationBackend):
 
     Built by ``HTTPStreamBackend.endpoint()``; starting and closing belong to the parent."""
 
-    def __init__(self, parent: HTTPStreamBackend, url: str) -> None:
+    def __init__(self, parent: EndpointPool, url: str) -> None:
         self._parent = parent
         self.url = url
         self.name = parent.name
@@ -64,4 +81,4 @@ class EndpointBackend(GenerationBackend):
         deadline: float | None,
         target: str | None,
     ) -> AsyncGenerator[GenerationEvent, None]:
-        return self._parent._open(prompt, max_tokens, temperature, self.url)
+        return self._parent.open_stream(prompt, max_tokens, temperature, self.url)

@@ -258,9 +258,9 @@ class HTTPStreamBackend(GenerationBackend):
         deadline: float | None,
         target: str | None,
     ) -> AsyncGenerator[GenerationEvent, None]:
-        return self._open(prompt, max_tokens, temperature, None)
+        return self.open_stream(prompt, max_tokens, temperature, None)
 
-    def _open(
+    def open_stream(
         self, prompt: AssembledPrompt, max_tokens: int, temperature: float, only: str | None
     ) -> AsyncGenerator[GenerationEvent, None]:
         headers: dict[str, str] = {}

@@ -71,20 +71,10 @@ def test_the_bench_runs_without_tests() -> None:
 
 def imported_modules(source: str, package: str) -> set[str]:
     """The dotted names of the modules that ``source``, a module of ``package``, imports
-    (``from a import b`` names ``a.b`` too, since ``b`` may be a module), at run time: not those
-    under ``if TYPE_CHECKING:``."""
+    (``from a import b`` names ``a.b`` too, since ``b`` may be a module)."""
     parts = package.split(".")
     names: set[str] = set()
-    tree = ast.parse(source)
-    type_only = {
-        id(inner)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.If) and ast.unparse(node.test).endswith("TYPE_CHECKING")
-        for inner in ast.walk(node)
-    }
-    for node in ast.walk(tree):
-        if id(node) in type_only:  # a type-only import never runs: it closes no cycle
-            continue
+    for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -153,14 +143,6 @@ def test_no_module_imports_itself_back() -> None:
             if module.startswith(package + "."):
                 graph[module].discard(package)
     assert cycles(graph) == []
-
-
-def test_a_type_only_import_makes_no_edge() -> None:
-    source = (
-        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from a.b import C\n"
-        "def f():\n    from a.d import E\n"
-    )
-    assert imported_modules(source, "a") == {"typing", "typing.TYPE_CHECKING", "a.d", "a.d.E"}
 
 
 def test_the_cycle_check_finds_a_hidden_cycle() -> None:

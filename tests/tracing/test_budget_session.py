@@ -13,6 +13,7 @@ from tracing.budget import (
     BudgetEngine,
     BudgetInfeasible,
     BudgetLedger,
+    BudgetSession,
     GenerationPrior,
     PlanLimits,
     QualityTable,
@@ -73,7 +74,9 @@ def refused(route: str, reason: str) -> float:
 
 
 def test_the_full_plan_at_the_preferred_target() -> None:
-    session = engine().open(BudgetLedger(60_000), route="/v1/ask", question="q", serving=Serving())
+    session = BudgetSession(
+        engine(), BudgetLedger(60_000), route="/v1/ask", question="q", serving=Serving()
+    )
     session.admit()
     plan = session.plan(k=4, rerank_available=True)
     assert plan.target == "large" and not plan.actions
@@ -83,7 +86,9 @@ def test_the_full_plan_at_the_preferred_target() -> None:
 def test_a_smaller_model_when_the_first_cannot_fit_and_it_says_so() -> None:
     built = engine()
     built.cost.calibrate("large", SLOW)
-    session = built.open(BudgetLedger(1500), route="/v1/ask", question="q", serving=Serving())
+    session = BudgetSession(
+        built, BudgetLedger(1500), route="/v1/ask", question="q", serving=Serving()
+    )
     session.admit()  # the small model fits: not refused
     plan = session.plan(k=4, rerank_available=True)
     assert plan.target == "small"
@@ -98,7 +103,7 @@ def test_refusals_are_counted_under_the_real_route() -> None:
     built.cost.calibrate("small", SLOW)
     route = "/v1/chat/completions"
     before = refused(route, "budget_infeasible")
-    session = built.open(BudgetLedger(100), route=route, question="q", serving=Serving())
+    session = BudgetSession(built, BudgetLedger(100), route=route, question="q", serving=Serving())
     with pytest.raises(BudgetInfeasible):
         session.admit()
     assert refused(route, "budget_infeasible") == before + 1
@@ -109,15 +114,22 @@ def test_a_full_target_refuses_with_its_route() -> None:
     serving = Serving()
     serving.loads["large"] = Load(waiting=3, max_running=1)  # another replica's queue
     before = refused("/v1/ask", "overloaded")
-    session = built.open(BudgetLedger(60_000), route="/v1/ask", question="q", serving=serving)
+    session = BudgetSession(
+        built, BudgetLedger(60_000), route="/v1/ask", question="q", serving=serving
+    )
     with pytest.raises(TargetSaturated):
         session.admit()
     assert refused("/v1/ask", "overloaded") == before + 1
 
 
 def test_the_callers_cap_is_kept_and_is_no_degradation() -> None:
-    session = engine().open(
-        BudgetLedger(60_000), route="/v1/ask", question="q", serving=Serving(), output_cap=12
+    session = BudgetSession(
+        engine(),
+        BudgetLedger(60_000),
+        route="/v1/ask",
+        question="q",
+        serving=Serving(),
+        output_cap=12,
     )
     plan = session.plan(k=4, rerank_available=True)
     assert plan.max_output_tokens == 12
@@ -126,7 +138,9 @@ def test_the_callers_cap_is_kept_and_is_no_degradation() -> None:
 
 def test_the_context_fits_the_servers_context_length() -> None:
     serving = Serving(context_length=600)
-    session = engine().open(BudgetLedger(60_000), route="/v1/ask", question="q", serving=serving)
+    session = BudgetSession(
+        engine(), BudgetLedger(60_000), route="/v1/ask", question="q", serving=serving
+    )
     plan = session.plan(k=4, rerank_available=True)
     assert plan.context_tokens + LIMITS.prompt_overhead_tokens + plan.max_output_tokens <= 600
     [reduced] = [a for a in plan.actions if a.action == "context_reduced"]
@@ -136,7 +150,9 @@ def test_the_context_fits_the_servers_context_length() -> None:
 def test_with_the_policy_off_every_request_runs_at_full_size() -> None:
     built = engine(degrade=False)
     built.cost.calibrate("large", SLOW)
-    session = built.open(BudgetLedger(10), route="/v1/ask", question="q", serving=Serving())
+    session = BudgetSession(
+        built, BudgetLedger(10), route="/v1/ask", question="q", serving=Serving()
+    )
     session.admit()  # never refused
     plan = session.plan(k=4, rerank_available=True)
     assert (plan.context_tokens, plan.max_output_tokens, plan.target) == (800, 100, "large")
@@ -147,7 +163,7 @@ def test_passages_alone_when_nothing_fits_and_that_is_the_rule() -> None:
     built.cost.calibrate("large", SLOW)
     built.cost.calibrate("small", SLOW)
     ledger = BudgetLedger(100)
-    session = built.open(ledger, route="/v1/ask", question="q", serving=Serving())
+    session = BudgetSession(built, ledger, route="/v1/ask", question="q", serving=Serving())
     session.admit()
     assert session.plan(k=4, rerank_available=True).max_output_tokens == 0
     assert [d.action for d in ledger.degradations] == ["generation_skipped"]
@@ -155,7 +171,9 @@ def test_passages_alone_when_nothing_fits_and_that_is_the_rule() -> None:
 
 def test_the_reservation_is_held_until_generation_ends() -> None:
     built = engine()
-    session = built.open(BudgetLedger(60_000), route="/v1/ask", question="q", serving=Serving())
+    session = BudgetSession(
+        built, BudgetLedger(60_000), route="/v1/ask", question="q", serving=Serving()
+    )
     session.plan(k=4, rerank_available=True)
     session.reserve()
     assert built.reservations.open("large") == 1
@@ -167,7 +185,7 @@ def test_the_reservation_is_held_until_generation_ends() -> None:
 
 
 def test_a_search_session_plans_rerank_only_and_never_refuses_on_arrival() -> None:
-    session = engine().open(BudgetLedger(1), route="/v1/search")
+    session = BudgetSession(engine(), BudgetLedger(1), route="/v1/search")
     session.admit()
     plan = session.plan(k=4, rerank_available=True)
     assert (plan.context_tokens, plan.max_output_tokens, plan.target) == (0, 0, "")
@@ -175,7 +193,7 @@ def test_a_search_session_plans_rerank_only_and_never_refuses_on_arrival() -> No
 
 def test_rerank_waits_only_as_long_as_the_rest_of_the_plan_leaves() -> None:
     ledger = BudgetLedger(60_000)
-    session = engine().open(ledger, route="/v1/ask", question="q", serving=Serving())
+    session = BudgetSession(engine(), ledger, route="/v1/ask", question="q", serving=Serving())
     assert session.deadline_for(StageName.RERANK) == ledger.deadline  # before the plan
     session.plan(k=4, rerank_available=True)
     assert session.deadline_for(StageName.RERANK) < ledger.deadline
@@ -185,9 +203,13 @@ def test_rerank_waits_only_as_long_as_the_rest_of_the_plan_leaves() -> None:
 def test_attribution_is_skipped_when_its_cost_does_not_fit() -> None:
     built = engine()
     built.cost.seed({"attribute": 500.0})
-    roomy = built.open(BudgetLedger(60_000), route="/v1/ask", question="q", serving=Serving())
+    roomy = BudgetSession(
+        built, BudgetLedger(60_000), route="/v1/ask", question="q", serving=Serving()
+    )
     assert roomy.attribution().fits
-    tight = built.open(BudgetLedger(300), route="/v1/ask", question="q", serving=Serving())
+    tight = BudgetSession(
+        built, BudgetLedger(300), route="/v1/ask", question="q", serving=Serving()
+    )
     room = tight.attribution()
     assert not room.fits and "attribution takes about 500 ms" in room.reason
 
@@ -212,7 +234,7 @@ class Ended:
 def test_only_an_answer_that_ended_on_its_own_teaches_the_model() -> None:
     built = engine()
     ledger = BudgetLedger(60_000)
-    session = built.open(ledger, route="/v1/ask", question="q", serving=Serving())
+    session = BudgetSession(built, ledger, route="/v1/ask", question="q", serving=Serving())
     span = trace.get_tracer(__name__).start_span("generate")
     now = time.perf_counter()
     cut = Ended("deadline", started=now - 1, first_at=now - 0.5, usage=Usage())

@@ -21,7 +21,7 @@ The loop, once per request:
    lock the service out.
 
 ``BudgetEngine`` (``engine``) holds the pieces. Each request opens a ``BudgetSession``
-(``session``, ``engine.open``) that owns its admission, plan, reservation, stage deadlines and
+(``session``) that owns its admission, plan, reservation, stage deadlines and
 observations: the pipeline runs the stages and asks its session; nothing else plans. Stage
 names are ``StageName`` members (``stage_names``).
 """
@@ -38,12 +38,12 @@ from tracing.budget.deadline import (
     DeadlinePassed,
     next_before_deadline,
 )
-from tracing.budget.engine import BudgetEngine
+from tracing.budget.engine import BudgetEngine, Rules
 from tracing.budget.ledger import BudgetLedger, Degradation, StageSpan
 from tracing.budget.policy import Action, BudgetInfeasible, DegradationPolicy, Plan, PlanLimits
 from tracing.budget.quality import DEFAULT_QUALITY_PATH, QualityTable
 from tracing.budget.queue import Reservation, Reservations, TargetQueue, TargetSaturated
-from tracing.budget.session import BudgetSession, Rules
+from tracing.budget.session import BudgetSession
 from tracing.budget.stage_names import StageName
 
 __all__ = [

@@ -2,7 +2,7 @@
 
 It holds the cost model, the policies for answers and searches, the reservations that model
 contention, the calibrator and the service's rules. The pipeline opens one session per request
-(``open``, ``tracing.budget.session``) and asks it, never the engine's parts; the engine
+(``tracing.budget.session``) and asks it, never the engine's parts; the engine
 publishes its current costs as metrics and keeps remote targets calibrated (``maintain``).
 """
 
@@ -12,6 +12,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 from tracing import metrics
 from tracing.budget.calibration import Calibrator, Probe
@@ -20,7 +21,6 @@ from tracing.budget.ledger import BudgetLedger
 from tracing.budget.policy import BudgetInfeasible, DegradationPolicy, Plan, PlanLimits
 from tracing.budget.quality import QualityTable
 from tracing.budget.queue import Reservation, Reservations, TargetQueue, TargetSaturated, Wait
-from tracing.budget.session import BudgetSession, Rules, ServingTargets
 from tracing.budget.stage_names import StageName
 
 log = logging.getLogger(__name__)
@@ -28,6 +28,18 @@ log = logging.getLogger(__name__)
 #: When a request ahead is cut short for a newcomer, the share of the newcomer's slack (its
 #: time left beyond its own smallest plan) that the one ahead may still take.
 SHARE_OF_SLACK = 0.6
+
+
+@dataclass(frozen=True)
+class Rules:
+    """How the engine treats every request: the service's settings for the budget."""
+
+    degrade: bool = True
+    """Plan to the budget (the degradation policy); False runs every request at full size."""
+    on_infeasible: str = "fail"
+    """``fail`` (504) or ``passages`` (answer with the passages alone, no generation)."""
+    max_queued_per_slot: int = 2
+    """Answers that may wait per decoding slot of a target before it refuses more (503)."""
 
 
 class BudgetEngine:
@@ -48,33 +60,6 @@ class BudgetEngine:
         self.search_policy = DegradationPolicy(self.cost, search_limits, quality)
         self.reservations = Reservations()
         self.calibrator = Calibrator(self.cost)
-
-    def open(
-        self,
-        ledger: BudgetLedger,
-        *,
-        route: str,
-        question: str | None = None,
-        serving: ServingTargets | None = None,
-        output_cap: int | None = None,
-    ) -> BudgetSession:
-        """One request's session (``tracing.budget.session``): its admission, plan, reservation,
-        stage deadlines and observations. For an answer to ``question``, the targets ``serving``
-        may send it to (the preferred first), their loads and context length; for a search when
-        ``question`` is None. ``output_cap`` is the caller's own cap on the answer."""
-        if question is None or serving is None:
-            return BudgetSession(self, ledger, route=route)
-        targets = serving.cost_targets(question)
-        return BudgetSession(
-            self,
-            ledger,
-            route=route,
-            targets=targets,
-            loads={target: serving.target_load(target) for target in targets},
-            edf=serving.earliest_deadline_first,
-            context_length=serving.context_length,
-            output_cap=output_cap,
-        )
 
     def plan_answer(
         self,

@@ -1,7 +1,7 @@
 """One request's budget session: everything the pipeline asks of the budget, for one request.
 
-``BudgetEngine.open`` gives each request a ``BudgetSession``. The pipeline runs the stages, in
-their spans; the session decides:
+Each request opens a ``BudgetSession`` over the service's one ``BudgetEngine``. The pipeline
+runs the stages, in their spans; the session decides:
 
 * **admission** (``admit``): a budget no plan can meet is refused before any work (504), a
   target whose queue has no room for it too (503); the refusals are counted under the request's
@@ -23,39 +23,25 @@ A session holds one request's state and is used by that request's task only.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from opentelemetry.trace import Span
 
 from tracing import metrics
+from tracing.budget.engine import BudgetEngine, Rules
 from tracing.budget.ledger import BudgetLedger
 from tracing.budget.policy import Action, BudgetInfeasible, Plan, PlanLimits
 from tracing.budget.queue import Reservation, TargetQueue, TargetSaturated
 from tracing.budget.stage_names import StageName
-
-if TYPE_CHECKING:  # the engine opens sessions: a type-only import, never run
-    from tracing.budget.engine import BudgetEngine
 
 #: Kept before the deadline to finish an answer: the last event and the request's close.
 FINISH_RESERVE_MS = 50.0
 
 #: Finish reasons whose timings describe the target (a request cut short teaches nothing).
 LEARNED_FINISH_REASONS = frozenset({"stop", "length"})
-
-
-@dataclass(frozen=True)
-class Rules:
-    """How the engine treats every request: the service's settings for the budget."""
-
-    degrade: bool = True
-    """Plan to the budget (the degradation policy); False runs every request at full size."""
-    on_infeasible: str = "fail"
-    """``fail`` (504) or ``passages`` (answer with the passages alone, no generation)."""
-    max_queued_per_slot: int = 2
-    """Answers that may wait per decoding slot of a target before it refuses more (503)."""
 
 
 class ServingTargets(Protocol):
@@ -136,21 +122,27 @@ class BudgetSession:
         ledger: BudgetLedger,
         *,
         route: str,
-        targets: Sequence[str] = (),
-        loads: dict[str, ReportedLoad | None] | None = None,
-        edf: bool = False,
-        context_length: int | None = None,
+        question: str | None = None,
+        serving: ServingTargets | None = None,
         output_cap: int | None = None,
     ) -> None:
+        """For an answer to ``question``: the targets ``serving`` may send it to (the preferred
+        first), their loads and context length; for a search when ``question`` is None.
+        ``output_cap`` is the caller's own cap on the answer."""
         self.engine = engine
         self.ledger = ledger
         self.route = route
-        self.targets = list(targets)
+        self.targets: list[str] = []
         """Where the answer may go, the preferred first (a smaller model after it); none for a
         search."""
-        self.loads = loads or {}
-        self.edf = edf
-        self.context_length = context_length
+        self.loads: dict[str, ReportedLoad | None] = {}
+        self.edf = False
+        self.context_length: int | None = None
+        if question is not None and serving is not None:
+            self.targets = serving.cost_targets(question)
+            self.loads = {target: serving.target_load(target) for target in self.targets}
+            self.edf = serving.earliest_deadline_first
+            self.context_length = serving.context_length
         self.output_cap = output_cap
         """The caller's own cap on the answer's tokens: kept, and not a degradation."""
         self._plan: Plan | None = None
