@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import time
+import unicodedata
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,41 +28,70 @@ from tracing.budget import DeadlinePassed, StageName
 @dataclass(frozen=True)
 class Embedded(StageResult):
     """The question's vector, the model that made it, and the batch it was embedded in (the
-    questions of concurrent requests share one model call)."""
+    questions of concurrent requests share one model call), or that it came from the cache of
+    recent questions (``cached``: no model call at all)."""
 
     vector: np.ndarray
     model: str
     batch_size: int = 1
     batch_wait_ms: float = 0.0
+    cached: bool = False
 
     def attributes(self) -> dict[str, str | int | float]:
         return {
             "ragtime.embed.model": self.model,
             "ragtime.embed.batch_size": self.batch_size,
             "ragtime.embed.batch_wait_ms": round(self.batch_wait_ms, 3),
+            "ragtime.embed.cached": self.cached,
         }
+
+
+#: Recent questions' vectors kept (a 384-dimension vector is 1.5 KB: 1.5 MB in all).
+EMBED_CACHE_SIZE = 1024
+
+
+def normalised(question: str) -> str:
+    """The form of a question its cached vector is found by: Unicode NFC, runs of whitespace as
+    one space, none at the ends. Case is kept: a cased model embeds it."""
+    return " ".join(unicodedata.normalize("NFC", question).split())
 
 
 class EmbedQuestion:
     """Embeds a question with the embedding model the index was built with, in one batch with
-    the questions of concurrent requests."""
+    the questions of concurrent requests; a question asked again (as ``normalised`` reads it)
+    takes its vector from the cache of the ``cache_size`` most recent ones, without the model."""
 
     name = StageName.EMBED
     component = "embedder"
 
-    def __init__(self, embedder: Embedder, threads: StageThreads) -> None:
+    def __init__(
+        self, embedder: Embedder, threads: StageThreads, *, cache_size: int = EMBED_CACHE_SIZE
+    ) -> None:
         self.embedder = embedder
         self.threads = threads
+        self.cache_size = cache_size
         self._batcher = MicroBatcher[str, np.ndarray](self._embed, threads)
+        self._cache: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
+        """Used on the event loop only: no lock."""
 
     async def warm_up(self) -> None:
         await asyncio.to_thread(self.embedder.load)
 
     async def run(self, question: str, *, deadline: float) -> Embedded:
-        batched = await self._batcher.run(question, deadline=deadline)
-        return Embedded(
-            batched.value, self.embedder.model_name, batched.batch_size, batched.wait_ms
-        )
+        model = self.embedder.model_name
+        key = (model, normalised(question))
+        vector = self._cache.get(key)
+        if vector is not None:
+            self._cache.move_to_end(key)
+            return Embedded(vector, model, batch_size=0, cached=True)
+        batched = await self._batcher.run(key[1], deadline=deadline)
+        vector = batched.value
+        vector.setflags(write=False)  # shared by every request that asks it again
+        if self.cache_size > 0:
+            self._cache[key] = vector
+            while len(self._cache) > self.cache_size:
+                self._cache.popitem(last=False)
+        return Embedded(vector, model, batched.batch_size, batched.wait_ms)
 
     def _embed(self, questions: list[str]) -> list[np.ndarray]:
         return list(self.embedder.embed(questions))

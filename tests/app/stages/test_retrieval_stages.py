@@ -11,7 +11,7 @@ import pytest
 
 from app.stages import EmbedQuestion, Rerank, SearchIndex, StageThreads
 from retrieval import DocumentStore, Passage, UnknownCollection, ingest_path
-from tests.fakes.hash_embedder import DIM, HashEmbedder
+from tests.fakes.hash_embedder import DIM, CountingEmbedder, HashEmbedder
 from tests.fakes.rerankers import OverlapReranker
 from tracing.budget import DeadlinePassed
 
@@ -48,6 +48,31 @@ async def test_embed_warms_up_then_gives_the_question_vector() -> None:
     assert embedded.model == "hash-embedder"
     assert embedded.vector.shape == (DIM,)
     assert np.isclose(np.linalg.norm(embedded.vector), 1.0)
+
+
+async def test_a_question_asked_again_skips_the_model() -> None:
+    embedder = CountingEmbedder()
+    stage = EmbedQuestion(embedder, StageThreads("embed", 1), cache_size=2)
+    first = await stage.run("How do I append to a list?", deadline=later())
+    again = await stage.run("  How do I\nappend to a  list? ", deadline=later())
+    assert embedder.texts == ["How do I append to a list?"]
+    assert (first.cached, again.cached) == (False, True)
+    assert np.array_equal(first.vector, again.vector) and not again.vector.flags.writeable
+    assert again.attributes()["ragtime.embed.cached"] is True
+    await stage.run("What is a dict?", deadline=later())
+    await stage.run("What is a loop?", deadline=later())  # the list question leaves the cache
+    await stage.run("How do I append to a list?", deadline=later())
+    assert embedder.texts.count("How do I append to a list?") == 2
+    assert (await stage.run("how do i append to a list?", deadline=later())).cached is False
+
+
+async def test_a_cached_vector_searches_like_a_fresh_one(store: DocumentStore) -> None:
+    stage = EmbedQuestion(HashEmbedder(), StageThreads("embed", 1))
+    search = SearchIndex(store, StageThreads("search", 1))
+    await stage.run("How do I append to a list?", deadline=later())
+    cached = await stage.run("How do I append to a list?", deadline=later())
+    found = await search.run("docs", cached.vector, 2, deadline=later())
+    assert found.passages[0].source == "lists.txt"
 
 
 async def test_search_finds_the_nearest_passages_in_their_collection(
