@@ -3,10 +3,12 @@
 
 A route resolves what it was asked (``asked``: the limits checked, the defaults applied, the
 root span labelled), then either waits for the whole answer (``answer``) or starts a stream
-(``AnswerStream.start``) whose first event has come, so that everything before the first token
-(retrieval, the prompt, the backend starting) fails as a plain HTTP error. Each closes the
-request once (``app.report.close_request``): as it ended, failed, or was cancelled by a client
-that went away. Only the wire format is the route's own.
+(``AnswerStream.start``). A stream that sends its evidence first begins once the passages are
+ready (everything before, retrieval and the prompt, fails as a plain HTTP error, and a failure
+after is the stream's error event); one that does not begins once its first token has come, so
+that the backend starting fails as a plain HTTP error too. Each closes the request once
+(``app.report.close_request``): as it ended, failed, or was cancelled by a client that went
+away. Only the wire format is the route's own.
 """
 
 from __future__ import annotations
@@ -20,17 +22,23 @@ from dataclasses import dataclass
 
 import anyio
 from opentelemetry import trace
-from opentelemetry.trace import Span
+from opentelemetry.trace import Span, Status, StatusCode
 from starlette.requests import Request
 
 from app.answer_events import AnswerDone, AnswerEvent, AnswerOutcome, Prepared
 from app.config import Settings
-from app.errors import ClientGone, ShuttingDown
+from app.errors import STREAM_FAILURES, ClientGone, ShuttingDown
 from app.limits import check_text, resolve_count
 from app.pipeline import Pipeline
-from app.report import answer_report, close_request, error_outcome, success_outcome, timing_headers
-from app.schemas import Report
-from inference import InferenceError
+from app.report import (
+    answer_report,
+    close_request,
+    error_outcome,
+    evidence,
+    success_outcome,
+    timing_headers,
+)
+from app.schemas import Citation, Report
 from tracing import BudgetLedger
 
 
@@ -43,6 +51,14 @@ class Asked:
     top_k: int
     max_output_tokens: int | None = None
     """The caller's cap on answer tokens (the plan's own cap still applies)."""
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """The passages an answer is about to be written from, with their labels, before its first
+    token: what a reader can check while the model writes."""
+
+    citations: list[Citation]
 
 
 @dataclass(frozen=True)
@@ -183,20 +199,21 @@ class Drain:
 
 
 class AnswerStream:
-    """An answer being streamed, its first event already come (``start``).
+    """An answer being streamed (``start``).
 
-    ``items()`` yields the text deltas, then one ``Finished`` (whose text is empty: the deltas
-    were the text). A failure after the first token closes the request as failed and raises the
-    ``InferenceError`` for the route to send as its error event. Closing ``items()`` early (a
-    client that went away) stops the backend and closes the request as cancelled. When the
-    server shuts down, the stream goes on for the grace period (``drain``; the route gives
-    ``drain.started`` and ``drain.grace_s`` to sse-starlette), then stops the backend and raises
-    ``ShuttingDown`` for the route to send as its last event.
+    ``items()`` yields the ``Evidence`` first when the stream was started with it, then the text
+    deltas, then one ``Finished`` (whose text is empty: the deltas were the text). A failure
+    once the stream has begun (one of ``STREAM_FAILURES``) closes the request as failed and is
+    raised for the route to send as its error event. Closing ``items()`` early (a client that
+    went away) stops the backend and closes the request as cancelled. When the server shuts
+    down, the stream goes on for the grace period (``drain``; the route gives ``drain.started``
+    and ``drain.grace_s`` to sse-starlette), then stops the backend and raises ``ShuttingDown``
+    for the route to send as its last event.
     """
 
     def __init__(
         self,
-        first: AnswerEvent,
+        first: AnswerEvent | Evidence,
         events: AsyncGenerator[AnswerEvent, None],
         prepared: Prepared,
         ledger: BudgetLedger,
@@ -216,15 +233,25 @@ class AnswerStream:
 
     @classmethod
     async def start(
-        cls, pipeline: Pipeline, question: Asked, ledger: BudgetLedger, route: str
+        cls,
+        pipeline: Pipeline,
+        question: Asked,
+        ledger: BudgetLedger,
+        route: str,
+        *,
+        evidence_first: bool = False,
     ) -> AnswerStream:
-        """Prepare and wait for the first event; a failure until then closes the request and
-        raises, to be answered as a plain HTTP error."""
+        """Prepare, and unless ``evidence_first``, wait for the first event; a failure until
+        then closes the request and raises, to be answered as a plain HTTP error."""
         root = trace.get_current_span()
         try:
             prepared = await _prepare(pipeline, question, ledger, route)
             events = pipeline.generate(prepared)
-            first = await anext(events)
+            first: AnswerEvent | Evidence
+            if evidence_first:
+                first = Evidence(evidence(prepared))
+            else:
+                first = await anext(events)
         except BaseException as exc:
             close_request(ledger, root, route, error_outcome(exc))
             raise
@@ -232,33 +259,34 @@ class AnswerStream:
         drain = Drain(pipeline.settings.shutdown_grace_s)
         return cls(first, events, prepared, ledger, root, route, model, drain)
 
-    async def items(self) -> AsyncGenerator[str | Finished, None]:
-        event, events, ledger, root, route = (
-            self._first,
-            self._events,
-            self._ledger,
-            self._root,
-            self._route,
-        )
+    async def items(self) -> AsyncGenerator[str | Evidence | Finished, None]:
+        events, ledger, root, route = self._events, self._ledger, self._root, self._route
         closed = False
         try:
+            event: AnswerEvent | Evidence | None = self._first
             while not isinstance(event, AnswerDone):
-                yield event.text
-                following = await self.drain.next(events)
-                if following is None:  # the server is going down and the grace is over
+                if isinstance(event, Evidence):
+                    yield event
+                elif event is not None:
+                    yield event.text
+                event = await self.drain.next(events)
+                if event is None:  # the server is going down and the grace is over
                     close_request(ledger, root, route, "cancelled")
                     closed = True
                     raise ShuttingDown()
-                event = following
             await events.aclose()
             outcome = event.outcome
             close_request(ledger, root, route, success_outcome(ledger, outcome.finish_reason))
             closed = True
             report = answer_report(self._prepared, outcome, ledger, self._model)
             yield Finished("", report, timing_headers(ledger, root))
-        except InferenceError as exc:
-            close_request(ledger, root, route, error_outcome(exc))
-            closed = True
+        except STREAM_FAILURES as exc:
+            # The status line said 200: the trace must say the stream failed.
+            if getattr(exc, "status_code", 500) >= 500 and root.is_recording():
+                root.set_status(Status(StatusCode.ERROR, str(exc)))
+            if not closed:
+                close_request(ledger, root, route, error_outcome(exc))
+                closed = True
             raise
         finally:
             # A client that went away cancels us here: closing ``events`` stops the backend.

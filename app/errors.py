@@ -190,15 +190,18 @@ class ShuttingDown(ApiError):
         )
 
 
-#: What may end a stream once it has begun: the backend's failure, or the server shutting down.
-STREAM_FAILURES = (InferenceError, ShuttingDown)
+#: What may end a stream once it has begun: the backend's failure, the budget running out
+#: before a token, the server shutting down (every ``ApiError``).
+STREAM_FAILURES = (InferenceError, ApiError)
 
 
-def stream_error(exc: InferenceError | ShuttingDown) -> tuple[str, str]:
+def stream_error(exc: InferenceError | ApiError) -> tuple[str, str]:
     """The error type and message that a stream already begun sends, in its own shape, for
     one of ``STREAM_FAILURES``: its status line has gone, so the type must say what failed."""
-    if isinstance(exc, ShuttingDown):
-        return exc.type, str(exc)
+    if isinstance(exc, ApiError):
+        return exc.type, exc.message
+    if isinstance(exc, BackendBusy):
+        return "backend_busy", str(exc)
     kind = "backend_unavailable" if exc.status_code == 503 else "generation_failed"
     return kind, str(exc)
 

@@ -97,6 +97,19 @@ ERROR_SCHEMAS: dict[str, Any] = {
             },
         },
     },
+    "CitationsEvent": {
+        "title": "CitationsEvent",
+        "type": "object",
+        "required": ["citations"],
+        "properties": {
+            "citations": {
+                "type": "array",
+                "items": {"$ref": "#/components/schemas/Citation"},
+                "description": "The passages the answer is written from, in label order, "
+                "before its first token: none cited yet (`done` says which are).",
+            }
+        },
+    },
     "TokenEvent": {
         "title": "TokenEvent",
         "type": "object",
@@ -215,6 +228,7 @@ def _ref(name: str) -> dict[str, str]:
 
 ASK_EVENT_SCHEMA: dict[str, Any] = {
     "oneOf": [
+        _event("citations", _ref("CitationsEvent")),
         _event("token", _ref("TokenEvent")),
         _event("done", _ref("DoneEvent")),
         _event("error", _ref(NATIVE_ERROR)),
@@ -228,11 +242,12 @@ CHAT_EVENT_SCHEMA: dict[str, Any] = {
 }
 
 ASK_EVENTS = (
-    'Server-Sent Events, with `"stream": true`: `event: token` events whose data is a '
-    '`TokenEvent` (`{"text": ...}`), then one `event: done` whose data is the report (the JSON '
-    "answer less its text, as `Report`, plus `server_timing` and `traceparent`); or, when "
-    "generation fails or the server shuts down after the first token, one `event: error` whose "
-    "data is an `Error`."
+    'Server-Sent Events, with `"stream": true`: one `event: citations` as soon as the passages '
+    "are ready (a `CitationsEvent`: the evidence, before the first token), then `event: token` "
+    'events whose data is a `TokenEvent` (`{"text": ...}`), then one `event: done` whose data '
+    "is the report (the JSON answer less its text, as `Report`, plus `server_timing` and "
+    "`traceparent`); or, when generation fails or the server shuts down after the passages "
+    "were sent, one `event: error` whose data is an `Error`."
 )
 CHAT_EVENTS = (
     'Server-Sent Events, with `"stream": true`, as OpenAI streams them: `data:` lines each '

@@ -52,6 +52,14 @@ def citations(prepared: Prepared, outcome: AnswerOutcome) -> list[Citation]:
     ]
 
 
+def evidence(prepared: Prepared) -> list[Citation]:
+    """The passages the prompt holds, in label order, before the answer: none cited yet."""
+    return [
+        Citation(label=p.label, cited=False, **Citation.fields_of(prepared.passages[p.label - 1]))
+        for p in prepared.prompt.passages
+    ]
+
+
 def quarantined(prepared: Prepared) -> list[QuarantinedOut]:
     """The passages the screen kept out of the prompt, with the rules they tripped."""
     return [

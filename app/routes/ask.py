@@ -1,9 +1,11 @@
 """``POST /v1/ask``: an answer with citations, as JSON or as Server-Sent Events.
 
-Streaming: ``token`` events carry text deltas, then one ``done`` event carries the report (the
-JSON answer minus its text), or an ``error`` event if generation fails after the first token.
-Everything before the first token (retrieval, prompt, the backend starting) fails as a plain
-HTTP error, so a caller never receives a stream that was doomed from the start.
+Streaming: once the passages are ready, a ``citations`` event lists them (labels, sources,
+scores: the evidence, before the first token); then ``token`` events carry text deltas, then one
+``done`` event carries the report (the JSON answer minus its text, saying which passages the
+answer cites). Everything before the passages are ready (auth, the body, moderation,
+retrieval, the budget's refusals) fails as a plain HTTP error; a failure after, before or after
+the first token, is an ``error`` event with the body the HTTP error would have had.
 
 A client that disconnects, streaming or not, stops its generation. On shutdown a stream goes on
 for ``RAGTIME_SHUTDOWN_GRACE_S``, then ends with an ``error`` event of type ``shutting_down``.
@@ -20,7 +22,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from sse_starlette import EventSourceResponse
 
-from app.answers import AnswerStream, Finished, answer, asked
+from app.answers import AnswerStream, Evidence, Finished, answer, asked
 from app.body import openapi_body
 from app.deps import AskBody, CurrentKey, LedgerDep, PipelineDep, SettingsDep, readable_collection
 from app.errors import STREAM_FAILURES, error_body, stream_error
@@ -47,7 +49,7 @@ async def ask(
         stream=body.stream,
     )
     if body.stream:
-        stream = await AnswerStream.start(pipeline, question, ledger, ROUTE)
+        stream = await AnswerStream.start(pipeline, question, ledger, ROUTE, evidence_first=True)
         return EventSourceResponse(
             _events(stream),
             shutdown_event=stream.drain.started,
@@ -64,7 +66,10 @@ async def _events(stream: AnswerStream) -> AsyncIterator[dict[str, str]]:
     try:
         async with aclosing(stream.items()) as items:
             async for item in items:
-                if isinstance(item, Finished):
+                if isinstance(item, Evidence):
+                    cited = [c.model_dump(mode="json") for c in item.citations]
+                    yield {"event": "citations", "data": json.dumps({"citations": cited})}
+                elif isinstance(item, Finished):
                     done = item.report.model_dump(mode="json")
                     done["server_timing"] = item.headers["Server-Timing"]
                     done["traceparent"] = item.headers.get("traceparent", "")

@@ -271,9 +271,11 @@ async def _chunks(
     try:
         async with aclosing(stream.items()) as items:
             async for item in items:
-                if not isinstance(item, Finished):
+                if isinstance(item, str):
                     yield chunk([choice({"content": item})])
                     continue
+                if not isinstance(item, Finished):
+                    continue  # evidence: a chat stream is not started with it
                 report = item.report
                 yield chunk(
                     [choice({}, _finish_reason(report))],

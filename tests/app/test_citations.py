@@ -114,6 +114,31 @@ def test_the_stream_done_event_says_whether_the_answer_is_grounded(
     assert [c["by"] for c in done["citations"] if c["cited"]] == ["attributed"]
 
 
+def test_the_stream_sends_its_evidence_before_the_first_token(
+    app: tuple[TestClient, ScriptedBackend], auth: dict[str, str]
+) -> None:
+    """The passages reach the reader while the model writes: a ``citations`` event first, none
+    cited yet; the ``done`` event then says which the answer cites, for the same passages."""
+    client, backend = app
+    backend.deltas = ["Use ", "append ", "[1]."]
+    with client.stream(
+        "POST", "/v1/ask", json={"question": QUESTION, "stream": True}, headers=auth
+    ) as response:
+        events = parse_sse(response.iter_lines())
+    names = [event for event, _ in events]
+    assert names[0] == "citations" and names.count("citations") == 1
+    assert names[1:] == ["token"] * (len(names) - 2) + ["done"]
+    evidence = events[0][1]["citations"]
+    assert [c["label"] for c in evidence] == list(range(1, len(evidence) + 1))
+    assert not any(c["cited"] for c in evidence)
+    assert all(c["source"] and c["score"] > 0 for c in evidence)
+    done = events[-1][1]
+    assert [(c["label"], c["id"]) for c in done["citations"]] == [
+        (c["label"], c["id"]) for c in evidence
+    ]
+    assert [c["label"] for c in done["citations"] if c["cited"]] == [1]
+
+
 def test_the_openai_face_carries_grounded_whole_and_streamed(
     app: tuple[TestClient, ScriptedBackend], auth: dict[str, str]
 ) -> None:

@@ -137,16 +137,23 @@ def test_abusive_question_is_400_before_retrieval(
 def test_backend_down_is_503_with_retry_after_and_an_error_trace(
     seeded_data_dir: Path, auth: dict[str, str], spans: InMemorySpanExporter
 ) -> None:
+    """A JSON answer gets the 503; a stream has begun with its evidence, so it ends with the
+    same error as its event."""
     with running_app(seeded_data_dir, backend=unavailable_backend()) as client:
-        for stream in (False, True):
-            response = client.post(
-                "/v1/ask", json={"question": "What is a list?", "stream": stream}, headers=auth
-            )
-            assert response.status_code == 503, response.text
-            assert response.headers["retry-after"] == "5"
-            error = error_of(response)
-            assert error["type"] == "backend_unavailable"
-            assert "backend is down" in error["message"]
+        question = {"question": "What is a list?"}
+        response = client.post("/v1/ask", json=question, headers=auth)
+        assert response.status_code == 503, response.text
+        assert response.headers["retry-after"] == "5"
+        error = error_of(response)
+        assert error["type"] == "backend_unavailable"
+        assert "backend is down" in error["message"]
+        streamed = client.post("/v1/ask", json={**question, "stream": True}, headers=auth)
+        assert streamed.status_code == 200
+        events = parse_sse(streamed.iter_lines())
+        assert [name for name, _ in events] == ["citations", "error"]
+        assert events[0][1]["citations"], "the passages came first"
+        assert events[1][1]["error"]["type"] == "backend_unavailable"
+        assert "backend is down" in events[1][1]["error"]["message"]
     finished = spans.get_finished_spans()
     generate = [s for s in finished if s.name == "generate"]
     roots = [s for s in finished if s.kind == SpanKind.SERVER and s.name == "POST /v1/ask"]

@@ -50,10 +50,13 @@ def test_streams_describe_their_events(doc: dict[str, Any]) -> None:
     ask = doc["paths"]["/v1/ask"]["post"]["responses"]["200"]["content"]
     events = ask["text/event-stream"]["schema"]["oneOf"]
     names = [e["properties"]["event"]["const"] for e in events]
-    assert names == ["token", "done", "error"]
-    assert events[1]["properties"]["data"]["contentSchema"] == {
+    assert names == ["citations", "token", "done", "error"]
+    assert events[2]["properties"]["data"]["contentSchema"] == {
         "$ref": "#/components/schemas/DoneEvent"
     }
+    citations = doc["components"]["schemas"]["CitationsEvent"]["properties"]["citations"]
+    assert citations["items"] == {"$ref": "#/components/schemas/Citation"}
+    assert "Citation" in doc["components"]["schemas"]
     chat = doc["paths"]["/v1/chat/completions"]["post"]["responses"]["200"]["content"]
     assert chat["text/event-stream"]["schema"]["if"]["properties"]["data"]["const"] == "[DONE]"
 

@@ -48,7 +48,7 @@ def test_sigterm_ends_a_live_stream_with_an_error_event(
         for line in response.iter_lines():
             if line.startswith("event:"):
                 events.append(line[6:].strip())
-                if events == ["token"]:
+                if events == ["citations", "token"]:
                     uv.handle_exit(signal.SIGTERM, None)  # as the signal handler does
                     stopped = time.monotonic()
             elif line.startswith("data:"):
