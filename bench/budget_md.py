@@ -90,16 +90,19 @@ def section(goodputs: Sequence[GoodputResult], quality: QualityResult | None) ->
     return BEGIN + "\n" + "\n\n".join(parts) + "\n" + END
 
 
-def splice(document: str, block: str) -> str:
-    """``document`` with its budget-engine block replaced by ``block`` (inserted before
-    ``ANCHOR``, or at the end, when it has none yet)."""
-    if BEGIN in document and END in document:
-        head, rest = document.split(BEGIN, 1)
-        _, tail = rest.split(END, 1)
+def splice(
+    document: str, block: str, *, begin: str = BEGIN, end: str = END, anchor: str = ANCHOR
+) -> str:
+    """``document`` with its block between ``begin`` and ``end`` (the budget-engine block by
+    default) replaced by ``block`` (inserted before ``anchor``, or at the end, when it has none
+    yet)."""
+    if begin in document and end in document:
+        head, rest = document.split(begin, 1)
+        _, tail = rest.split(end, 1)
         return head + block + tail
-    if ANCHOR in document:
-        head, tail = document.split(ANCHOR, 1)
-        return head + block + "\n\n" + ANCHOR + tail
+    if anchor in document:
+        head, tail = document.split(anchor, 1)
+        return head + block + "\n\n" + anchor + tail
     return document.rstrip() + "\n\n" + block + "\n"
 
 

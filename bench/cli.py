@@ -173,12 +173,19 @@ def register(sub: Any) -> None:
 
     section = bench_sub.add_parser(
         "section",
-        help="write the budget engine's section of BENCHMARKS.md (goodput, quality per saving)",
+        help="write the budget engine's section of BENCHMARKS.md (goodput, quality per saving, "
+        "a fresh process's first requests)",
     )
     section.add_argument(
         "--goodput", type=Path, action="append", default=[], help="JSON of a goodput run"
     )
     section.add_argument("--quality", type=Path, help="JSON of `ragtime bench quality`")
+    section.add_argument(
+        "--fresh",
+        type=Path,
+        help="JSON of `ragtime bench budget --fresh-starts` (writes its own block; alone, "
+        "only that block)",
+    )
     section.add_argument("--out", type=Path, default=Path("BENCHMARKS.md"))
     section.set_defaults(func=cmd_section)
 
@@ -194,10 +201,13 @@ def _register_budget(bench_sub: Any) -> None:
         "every generated token) start two servers from CONFIG, policy on and off, with a tiny "
         "random cross-encoder so that rerank runs; drive them alternately with the same budget "
         "at each load (closed loops of N users). Also measures the budget and tracing "
-        "machinery's own cost per request, in-process.",
+        "machinery's own cost per request, in-process. With --fresh-starts: each CONFIG's first "
+        "requests after a fresh start, N starts each (bench.fresh).",
     )
     budget.add_argument("--serve", type=Path, required=True, metavar="CONFIG", action="append")
-    budget.add_argument("--budget-ms", type=int, help="sent with every request (fault mode)")
+    budget.add_argument(
+        "--budget-ms", type=int, help="sent with every request (fault and fresh modes)"
+    )
     budget.add_argument(
         "--budgets",
         type=_floats,
@@ -217,6 +227,22 @@ def _register_budget(bench_sub: Any) -> None:
         help="goodput: start the simulated SGLang server (bench.sglang_sim) for sglang "
         "configs, e.g. "
         "'fixed_ms=30,prefill_ms_per_token=0.05,decode_ms_per_token=10,max_running=8'",
+    )
+    budget.add_argument(
+        "--fresh-starts",
+        type=int,
+        metavar="N",
+        help="fresh mode: start each CONFIG afresh N times (taking turns) and send each new "
+        "process, as soon as it is ready, its first requests one after another with "
+        "--budget-ms; useful, 504s and latency per start and in total (bench.fresh)",
+    )
+    budget.add_argument(
+        "--fresh-order",
+        type=_ints,
+        default=None,
+        metavar="Q[,Q...]",
+        help="fresh mode: the question numbers (1-based) each new process is asked, in order "
+        "(default: 1,2,1,3,4,2,5,6,7,8)",
     )
     budget.add_argument(
         "--rerank-delay-ms", type=float, default=200.0, help="rerank fault per pair (0: not run)"
@@ -470,10 +496,19 @@ def cmd_section(args: argparse.Namespace) -> int:
     from bench.goodput import read_goodput_json
     from bench.quality import QualityResult
 
-    goodputs = [read_goodput_json(path) for path in args.goodput]
-    quality = QualityResult.model_validate_json(args.quality.read_text()) if args.quality else None
-    write_section(args.out, goodputs, quality)
-    print(f"wrote the budget engine's section of {args.out}", file=sys.stderr)
+    if args.goodput or args.quality or not args.fresh:
+        goodputs = [read_goodput_json(path) for path in args.goodput]
+        quality = (
+            QualityResult.model_validate_json(args.quality.read_text()) if args.quality else None
+        )
+        write_section(args.out, goodputs, quality)
+        print(f"wrote the budget engine's section of {args.out}", file=sys.stderr)
+    if args.fresh:
+        from bench.fresh import read_fresh_json
+        from bench.fresh import write_section as write_fresh_section
+
+        write_fresh_section(args.out, read_fresh_json(args.fresh))
+        print(f"wrote the fresh-process section of {args.out}", file=sys.stderr)
     return 0
 
 
@@ -483,6 +518,8 @@ def cmd_budget(args: argparse.Namespace) -> int:
 
     logging.getLogger("httpx").setLevel(logging.WARNING)
     questions = read_questions(args.questions)
+    if args.fresh_starts is not None:
+        return _fresh(args, questions)
     if args.budgets:
         return _goodput(args, questions)
     if args.budget_ms is None or len(args.serve) != 1:
@@ -562,6 +599,34 @@ def _goodput(args: argparse.Namespace, questions: list[str]) -> int:
         ),
         text_report,
         write_json,
+        args.json,
+    )
+
+
+def _fresh(args: argparse.Namespace, questions: list[str]) -> int:
+    from bench.fresh import FRESH_ORDER, run_fresh, text_report, write_fresh_json
+    from bench.report import command_line
+
+    if args.budget_ms is None or args.budgets or args.fresh_starts < 1:
+        print("error: the fresh mode needs --budget-ms and --fresh-starts >= 1, and no "
+              "--budgets", file=sys.stderr)  # fmt: skip
+        return 2
+    return _run_and_report(
+        lambda: run_fresh(
+            servers=[(path.stem, path) for path in args.serve],
+            questions=questions,
+            order=args.fresh_order or FRESH_ORDER,
+            budget_ms=args.budget_ms,
+            starts=args.fresh_starts,
+            timeout_s=args.timeout,
+            log_dir=args.log_dir,
+            command=command_line(getattr(args, "argv", None) or sys.argv[1:]),
+            fake_sglang=args.fake_sglang,
+            secret_keys=SECRET_KEYS,
+            show_progress=not args.no_progress,
+        ),
+        text_report,
+        write_fresh_json,
         args.json,
     )
 
