@@ -157,8 +157,12 @@ class LlamaCppBackend(GenerationBackend):
         # One short evaluation before the first request: it pages the weights in and starts
         # the compute threads, which otherwise made the first answer of a fresh process several
         # times slower than the next, and the budget learn that as the target's cost.
+        started = time.perf_counter()
         llm.eval(llm.tokenize(WARM_UP_TEXT, add_bos=True, special=False))
         llm.reset()
+        # What a short prompt's first token takes, warm: a floor for the drop rule (``_serve``),
+        # so that one slow first answer (a loaded machine) cannot make it drop every request.
+        self._first_tokens.append(time.perf_counter() - started)
         return llm
 
     async def close(self) -> None:
@@ -255,6 +259,10 @@ class LlamaCppBackend(GenerationBackend):
         queue_ms = (started - job.submitted) * 1000.0
         if job.deadline - started < self.quickest_first_token_s:
             self.dropped += 1
+            # A drop measures nothing: it ages what was measured, as a refusal ages the budget's
+            # cost model, so that drops cannot go on for ever on one old figure.
+            if self._first_tokens:
+                self._first_tokens.popleft()
             done = GenerationDone(Usage(len(job.prompt_ids), 0, 0), "deadline", queue_ms)
             self.last_done = done
             job.emit(done)

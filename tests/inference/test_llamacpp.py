@@ -205,6 +205,30 @@ async def test_a_request_whose_deadline_is_out_of_reach_at_its_turn_is_dropped(
     assert isinstance(served[-1], GenerationDone) and served[-1].usage.completion_tokens > 0
 
 
+async def test_one_slow_first_token_cannot_make_it_drop_every_request(
+    llama_backend: LlamaCppBackend,
+) -> None:
+    """A fresh process's first answer on a loaded machine took longer than a whole budget. The
+    drop rule then dropped every request, and none ran to measure anything faster. The warm-up
+    at load is a floor for it, and each drop ages the figures it went by."""
+    prompt = prompt_for(llama_backend, LONG_ANSWER)
+    assert 0 < llama_backend.quickest_first_token_s < 5.0  # the warm-up at load
+    llama_backend._first_tokens.clear()
+    llama_backend._first_tokens.append(10.0)  # one first token that took 10 s
+    dropped_before = llama_backend.dropped
+    first = [
+        e
+        async for e in llama_backend.stream(prompt, max_tokens=2, deadline=time.perf_counter() + 5)
+    ]
+    second = [
+        e
+        async for e in llama_backend.stream(prompt, max_tokens=2, deadline=time.perf_counter() + 5)
+    ]
+    assert isinstance(first[-1], GenerationDone) and first[-1].finish_reason == "deadline"
+    assert llama_backend.dropped == dropped_before + 1
+    assert isinstance(second[-1], GenerationDone) and second[-1].usage.completion_tokens > 0
+
+
 async def _after(
     running: AsyncGenerator[GenerationEvent, None], queued: AsyncGenerator[GenerationEvent, None]
 ) -> AsyncGenerator[GenerationEvent, None]:
