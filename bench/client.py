@@ -1,7 +1,8 @@
 """The load generator's client: one streamed ``POST /v1/ask``, timed as its user feels it.
 
 TTFT runs from the moment the request was due (its scheduled arrival in an open loop, the send in
-a closed one) to the first ``token`` event; inter-token latency is the gap between consecutive
+a closed one) to the first ``token`` event; time to first evidence, to the ``citations`` event
+that lists the passages before the answer; inter-token latency is the gap between consecutive
 ``token`` events; end-to-end runs to the ``done`` (or ``error``) event. The ``done`` event brings
 the server's own view: per-stage ``timings_ms``, ``budget``, ``degradations`` and ``usage``
 (prompt, cached and completion tokens).
@@ -41,6 +42,9 @@ class RequestRecord(BaseModel):
     outcome: Outcome
     error: str | None = None
     ttft_ms: float | None = None
+    evidence_ms: float | None = Field(
+        default=None, description="Time to first evidence: to the ``citations`` event."
+    )
     e2e_ms: float | None = None
     tokens: int = 0
     answer_words: int = Field(default=0, description="Words in the streamed answer.")
@@ -145,7 +149,9 @@ async def _exchange(
             if line.startswith("event:"):
                 event = line[6:].strip()
             elif line.startswith("data:"):
-                if event == "token":
+                if event == "citations" and record.evidence_ms is None:
+                    record.evidence_ms = _ms_since(due)
+                elif event == "token":
                     now = time.perf_counter()
                     if last_token is None:
                         record.ttft_ms = (now - due) * 1000.0
@@ -187,6 +193,8 @@ def _finish(record: RequestRecord) -> None:
         record.itl_ms_max = round(max(record.itl_ms), 4)
     if record.ttft_ms is not None:
         record.ttft_ms = round(record.ttft_ms, 4)
+    if record.evidence_ms is not None:
+        record.evidence_ms = round(record.evidence_ms, 4)
     if record.e2e_ms is not None:
         record.e2e_ms = round(record.e2e_ms, 4)
     record.within_budget = (

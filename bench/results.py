@@ -30,6 +30,10 @@ class RunSummary(BaseModel):
         None, description="Of the answered, those the server reported over budget."
     )
     ttft_ms: Summary
+    evidence_ms: Summary = Field(
+        default_factory=lambda: summarize(()),
+        description="Time to first evidence (the ``citations`` event), of the answered.",
+    )
     itl_ms: Summary
     e2e_ms: Summary
     tokens: Summary
@@ -149,6 +153,7 @@ def summarize_run(
         within_budget_ratio=round(sum(r.within_budget for r in records) / n, 4) if n else 0.0,
         budget_exceeded_ratio=round(sum(judged) / len(judged), 4) if judged else None,
         ttft_ms=summarize(r.ttft_ms for r in ok if r.ttft_ms is not None),
+        evidence_ms=summarize(r.evidence_ms for r in ok if r.evidence_ms is not None),
         itl_ms=summarize(gap for r in ok for gap in r.itl_ms),
         e2e_ms=summarize(r.e2e_ms for r in ok if r.e2e_ms is not None),
         tokens=summarize(r.tokens for r in ok),

@@ -41,6 +41,8 @@ def scripted_app() -> FastAPI:
             return JSONResponse(error, status_code=401)
 
         async def events() -> AsyncIterator[dict[str, str]]:
+            yield {"event": "citations", "data": json.dumps({"citations": []})}
+            await asyncio.sleep(0.01)
             for text in ("The answer", " is", " [1]."):
                 yield {"event": "token", "data": json.dumps({"text": text})}
                 await asyncio.sleep(0.01)
@@ -78,6 +80,7 @@ async def test_a_full_answer(client: httpx.AsyncClient) -> None:
     assert record.tokens == 3 and len(record.itl_ms) == 2
     assert record.ttft_ms is not None and record.e2e_ms is not None
     assert 0 < record.ttft_ms <= record.e2e_ms
+    assert record.evidence_ms is not None and 0 < record.evidence_ms < record.ttft_ms
     assert record.itl_ms_mean is not None and record.itl_ms_max is not None
     assert record.timings_ms == DONE["timings_ms"]
     assert record.degradations == ["rerank_skipped"]
