@@ -79,7 +79,7 @@ def test_ask_exports_one_span_per_stage_under_the_server_span(
     assert "ragtime.question" not in attributes(root)
 
 
-def test_ask_streams_tokens_then_a_done_event(
+def test_ask_streams_its_evidence_then_tokens_then_a_done_event(
     real_client: TestClient, minilm_auth: dict[str, str]
 ) -> None:
     with real_client.stream(
@@ -89,8 +89,10 @@ def test_ask_streams_tokens_then_a_done_event(
         assert response.headers["content-type"].startswith("text/event-stream")
         events = parse_sse(response.iter_lines())
     kinds = [kind for kind, _ in events]
-    assert kinds[-1] == "done" and kinds.count("done") == 1
-    assert kinds.count("token") >= 1 and set(kinds) == {"token", "done"}
+    assert kinds[0] == "citations" and kinds[-1] == "done" and kinds.count("done") == 1
+    assert kinds.count("token") >= 1 and set(kinds) == {"citations", "token", "done"}
+    evidence = events[0][1]["citations"]
+    assert evidence[0]["source"] == "tutorial/controlflow.rst.txt"  # before the first token
     done = events[-1][1]
     assert "answer" not in done
     assert done["citations"][0]["source"] == "tutorial/controlflow.rst.txt"
