@@ -289,7 +289,10 @@ class AnswerStream:
                 closed = True
             raise
         finally:
-            # A client that went away cancels us here: closing ``events`` stops the backend.
+            # A client that went away cancels us here: closing ``events`` stops the backend,
+            # and the generation time held at the target is given back even if the answer
+            # never began (gone right after the evidence).
             await events.aclose()
+            self._prepared.session.release()
             if not closed:
                 close_request(ledger, root, route, "cancelled")

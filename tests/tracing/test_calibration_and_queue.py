@@ -127,6 +127,20 @@ def test_released_and_abandoned_reservations_hold_nothing() -> None:
     assert book.open("t") == 0
 
 
+def test_abandoned_reservations_cannot_fill_a_targets_queue() -> None:
+    """Counted by ``open`` (admission's check) before any ``wait`` prunes them, reservations
+    whose owners went away (a client gone before its stream began) refused every later request
+    for good once they reached the queue's limit."""
+    book = Reservations()
+    now = time.perf_counter()
+    for _ in range(3):
+        book.reserve("t", now - 5, 5000.0)
+    live = book.reserve("t", now + 10, 5000.0)
+    assert book.open("t", now=now) == 1
+    live.release()
+    assert book.open("t", now=now) == 0
+
+
 def test_refusals_bring_a_pessimistic_model_back_within_a_bounded_number_of_requests() -> None:
     """After a slow period the model predicts 10x the truth; each refusal counts as one
     observation of the prior, so requests run again after a bounded number of refusals."""

@@ -85,9 +85,20 @@ class Reservations:
             if res in held:
                 held.remove(res)
 
-    def open(self, target: str) -> int:
+    def open(self, target: str, now: float | None = None) -> int:
+        """The reservations held at ``target``: those not released, their deadline not long
+        past (``_live``)."""
         with self._lock:
-            return len(self._by_target.get(target, []))
+            return len(self._live(target, time.perf_counter() if now is None else now))
+
+    def _live(self, target: str, now: float) -> list[Reservation]:
+        """``target``'s reservations, less those whose owner never released them (a request
+        abandoned before it generated: a client gone before its stream began) once their
+        deadline has passed: they hold nothing, and counted for ever they would fill the
+        target's queue. Call with the lock held."""
+        held = self._by_target.get(target, [])
+        held[:] = [r for r in held if r.deadline > now - 1.0]
+        return held
 
     def wait(
         self,
@@ -108,11 +119,7 @@ class Reservations:
         now = time.perf_counter() if now is None else now
         slots = max(slots, 1)
         with self._lock:
-            held = self._by_target.get(target, [])
-            # A reservation its owner never released (a request abandoned before generating)
-            # holds nothing once its deadline has passed.
-            held[:] = [r for r in held if r.deadline > now - 1.0]
-            held = list(held)
+            held = list(self._live(target, now))
         ahead = [r for r in held if not edf or r.started is not None or r.deadline <= deadline]
         count = len(ahead) + max(external, 0)
         if count < slots:
