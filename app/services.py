@@ -8,6 +8,7 @@ switches reranking off.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from app.config import Settings
 from app.key_stores import open_key_store
 from app.moderation import Moderator
 from app.stages import Stages
+from app.uploads import remove_abandoned_uploads
 from inference import (
     BackendUnavailable,
     GenerationBackend,
@@ -177,7 +179,9 @@ class Services:
         )
 
     async def start(self) -> None:
-        """Warm every stage up (models, the index); record what failed instead of raising."""
+        """Warm every stage up (models, the index); record what failed instead of raising.
+        Uploads a killed process left behind are removed first."""
+        await asyncio.to_thread(remove_abandoned_uploads)
         self.problems = await self.stages.warm_up()
         if "store" not in self.problems:  # pick up snapshots other processes publish
             self.store.watch(self.settings.snapshot_poll_s)

@@ -11,7 +11,10 @@ sees them.
 
 from __future__ import annotations
 
+import logging
+import os
 import re
+import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -103,11 +106,45 @@ async def _multipart(request: Request, limit: int) -> list[Document]:
         await form.close()
 
 
+log = logging.getLogger(__name__)
+
+#: Uploads are written to ``<tmp>/ragtime-upload-<pid>-<random>/`` while they are ingested: the
+#: process id tells a later start which ones a killed process left behind.
+UPLOAD_PREFIX = "ragtime-upload-"
+_UPLOAD_DIR = re.compile(rf"{re.escape(UPLOAD_PREFIX)}(\d+)-.+")
+
+
+def remove_abandoned_uploads(tmp_dir: Path | None = None) -> list[str]:
+    """Remove the upload directories whose process is gone (killed mid-ingest); a live
+    process's are left alone. Returns the removed names."""
+    root = Path(tmp_dir) if tmp_dir is not None else Path(tempfile.gettempdir())
+    removed = []
+    for path in root.glob(f"{UPLOAD_PREFIX}*"):
+        match = _UPLOAD_DIR.fullmatch(path.name)
+        if match is None or not path.is_dir() or _alive(int(match.group(1))):
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path.name)
+    if removed:
+        log.warning("removed %d upload directories left by a killed process", len(removed))
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive, and not ours to judge
+        return True
+    return True
+
+
 def ingest_documents(
     documents: list[Document], collection: str, *, embedder: Embedder, store: DocumentStore
 ) -> IngestReport:
     """Ingest ``documents`` into ``collection`` (blocking: call it on a worker thread)."""
-    with tempfile.TemporaryDirectory(prefix="ragtime-upload-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=f"{UPLOAD_PREFIX}{os.getpid()}-") as tmp:
         root = Path(tmp)
         try:
             for document in documents:

@@ -115,6 +115,28 @@ def collection_lock(collection: Path) -> Iterator[None]:
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
+def remove_half_built(collection: Path) -> list[str]:
+    """Remove the snapshots a killed writer left half built in ``collection``, if no writer
+    holds its lock now (a live one's staging directory is its own). Returns the removed names."""
+    folder = snapshots_dir(collection)
+    if not folder.is_dir():
+        return []
+    with open(collection / LOCK, "a+b") as handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return []  # a writer is at work: what it stages is not a leftover
+        try:
+            removed = []
+            for path in folder.iterdir():
+                if path.name.startswith(STAGING_PREFIX):
+                    shutil.rmtree(path, ignore_errors=True)
+                    removed.append(path.name)
+            return removed
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
 def _fsync_file(path: Path) -> None:
     with open(path, "rb+") as f:
         os.fsync(f.fileno())

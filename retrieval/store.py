@@ -38,7 +38,12 @@ from retrieval.filters import SearchFilter
 from retrieval.index_types import IndexSettings
 from retrieval.legacy import migrate_legacy_layout
 from retrieval.passages import Passage, SearchInfo, passage_of_row
-from retrieval.snapshot_writer import SnapshotWriter, collection_lock, vector_family
+from retrieval.snapshot_writer import (
+    SnapshotWriter,
+    collection_lock,
+    remove_half_built,
+    vector_family,
+)
 from retrieval.snapshots import (
     POINTER,
     Snapshot,
@@ -99,14 +104,21 @@ class DocumentStore:
     # -- lifecycle ---------------------------------------------------------------------------
 
     def open(self) -> None:
-        """Create the root if needed, migrate an old-layout data dir, load every collection's
-        current snapshot; idempotent."""
+        """Create the root if needed, migrate an old-layout data dir, remove the snapshots a
+        killed writer left half built, load every collection's current snapshot; idempotent."""
         with self._lock:
             if self._open:
                 return
             (self.root / "collections").mkdir(parents=True, exist_ok=True)
             self._open = True
         migrate_legacy_layout(self.root, self.writer)
+        for collection in sorted((self.root / "collections").iterdir()):
+            if collection.is_dir() and (removed := remove_half_built(collection)):
+                log.warning(
+                    "collection %s: removed %s, left by a killed build",
+                    collection.name,
+                    ", ".join(removed),
+                )
         self.refresh()
 
     def close(self) -> None:

@@ -58,7 +58,9 @@ def test_a_killed_ingest_leaves_the_previous_snapshot(
     killed = run_ingest(data_dir, docs, "--collection", "notes", crash_at=crash_at)
     assert killed.returncode == -signal.SIGKILL, killed.stderr
 
-    store = _store(data_dir)
+    folder = data_dir / "store" / "collections" / "notes" / "snapshots"
+    store = _store(data_dir)  # the next start removes what the killed build left
+    assert not [p.name for p in folder.iterdir() if p.name.startswith(".building-")]
     snapshot = store.snapshot("notes")
     assert snapshot is not None
     if published:
@@ -76,7 +78,6 @@ def test_a_killed_ingest_leaves_the_previous_snapshot(
     store = _store(data_dir)
     assert store.sources("notes") == ["dicts.md", "lists.md"]
     assert sum("zebra" in text for text in _texts(store, "zebra")) == 2
-    folder = data_dir / "store" / "collections" / "notes" / "snapshots"
     assert not [p.name for p in folder.iterdir() if p.name.startswith(".")]  # cleaned up
     store.close()
     if not published:
@@ -102,3 +103,17 @@ def test_a_second_writer_waits_for_the_first(tmp_path: Path) -> None:
     store = _store(data_dir)
     assert store.sources("notes") == ["lists.md"]
     store.close()
+
+
+def test_a_live_writers_staging_is_not_a_leftover(tmp_path: Path) -> None:
+    """Opening the store removes half-built snapshots only when no writer holds the
+    collection: another process's build in progress is left alone."""
+    data_dir = tmp_path / "data"
+    folder = data_dir / "store" / "collections" / "notes"
+    staging = folder / "snapshots" / ".building-v000001-99999"
+    staging.mkdir(parents=True)
+    with collection_lock(folder):  # a writer at work
+        _store(data_dir).close()
+        assert staging.is_dir()
+    _store(data_dir).close()  # nobody writes: a leftover
+    assert not staging.exists()
