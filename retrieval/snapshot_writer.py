@@ -127,14 +127,21 @@ def remove_half_built(collection: Path) -> list[str]:
         except BlockingIOError:
             return []  # a writer is at work: what it stages is not a leftover
         try:
-            removed = []
-            for path in folder.iterdir():
-                if path.name.startswith(STAGING_PREFIX):
-                    shutil.rmtree(path, ignore_errors=True)
-                    removed.append(path.name)
-            return removed
+            return _remove_staging(folder)
         finally:
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def _remove_staging(folder: Path) -> list[str]:
+    """Remove the half-built snapshots in a collection's ``snapshots`` folder; their names.
+    Call with the collection lock held."""
+    removed = []
+    if folder.is_dir():
+        for path in folder.iterdir():
+            if path.name.startswith(STAGING_PREFIX):
+                shutil.rmtree(path, ignore_errors=True)
+                removed.append(path.name)
+    return removed
 
 
 def _fsync_file(path: Path) -> None:
@@ -181,12 +188,7 @@ def prune(collection: Path, keep: int) -> list[str]:
     and any half-built one. Returns the removed names. Call with the collection lock held."""
     current = read_pointer(collection)
     folder = snapshots_dir(collection)
-    removed: list[str] = []
-    if folder.is_dir():
-        for path in folder.iterdir():
-            if path.name.startswith(STAGING_PREFIX):
-                shutil.rmtree(path, ignore_errors=True)
-                removed.append(path.name)
+    removed = _remove_staging(folder)
     versions = published_versions(collection)
     if current in versions:
         kept = set(versions[: versions.index(current) + 1][-max(1, keep) :])

@@ -26,38 +26,8 @@ def slow_app(seeded_data_dir: Path) -> Iterator[tuple[str, ScriptedBackend]]:
         yield url, backend
 
 
-def test_a_client_gone_after_the_evidence_gives_its_reservation_back(
-    seeded_data_dir: Path, auth: dict[str, str]
-) -> None:
-    """The stream begins with the passages, before generation: a client that leaves then must
-    not leave its planned generation time held at the target, where later requests would plan
-    around it (and, enough of them, be refused)."""
-    backend = slow_backend()
-    app = build_app(seeded_data_dir, backend=backend, max_output_tokens=200)
-    with served(app) as url:
-        with (
-            httpx.Client(timeout=30) as client,
-            client.stream(
-                "POST",
-                f"{url}/v1/ask",
-                json={"question": "What is a list?", "stream": True},
-                headers=auth,
-            ) as response,
-        ):
-            for line in response.iter_lines():
-                if line.startswith("event: citations"):
-                    break
-        reservations = app.state.pipeline.budget.reservations
-        deadline = time.monotonic() + 5
-        while reservations.open(backend.cost_target()):
-            assert time.monotonic() < deadline, "the reservation is still held"
-            time.sleep(0.02)
-
-
-def test_disconnect_stops_the_backend(
-    slow_app: tuple[str, ScriptedBackend], auth: dict[str, str]
-) -> None:
-    url, backend = slow_app
+def leave_after(url: str, auth: dict[str, str], event: str) -> None:
+    """Ask a streamed question, read up to the first ``event`` event, and go away."""
     with (
         httpx.Client(timeout=30) as client,
         client.stream(
@@ -69,8 +39,32 @@ def test_disconnect_stops_the_backend(
     ):
         assert response.status_code == 200
         for line in response.iter_lines():
-            if line.startswith("event: token"):
+            if line.startswith(f"event: {event}"):
                 break
+
+
+def test_a_client_gone_after_the_evidence_gives_its_reservation_back(
+    seeded_data_dir: Path, auth: dict[str, str]
+) -> None:
+    """The stream begins with the passages, before generation: a client that leaves then must
+    not leave its planned generation time held at the target, where later requests would plan
+    around it (and, enough of them, be refused)."""
+    backend = slow_backend()
+    app = build_app(seeded_data_dir, backend=backend, max_output_tokens=200)
+    with served(app) as url:
+        leave_after(url, auth, "citations")
+        reservations = app.state.pipeline.budget.reservations
+        deadline = time.monotonic() + 5
+        while reservations.open(backend.cost_target()):
+            assert time.monotonic() < deadline, "the reservation is still held"
+            time.sleep(0.02)
+
+
+def test_disconnect_stops_the_backend(
+    slow_app: tuple[str, ScriptedBackend], auth: dict[str, str]
+) -> None:
+    url, backend = slow_app
+    leave_after(url, auth, "token")
     # The connection is closed here, long before the 200 deltas (4 s) are through.
     deadline = time.monotonic() + 5
     while backend.closed_streams == 0:

@@ -4,6 +4,7 @@ between each publish step, then the store is searched and the next ingest must s
 
 from __future__ import annotations
 
+import select
 import signal
 from pathlib import Path
 
@@ -94,7 +95,9 @@ def test_a_second_writer_waits_for_the_first(tmp_path: Path) -> None:
     with collection_lock(folder):  # this process is the first writer
         waiting = start_ingest(data_dir, docs, "--collection", "notes")
         assert waiting.stderr is not None
-        said = waiting.stderr.readline()  # blocks until the ingest reaches the lock
+        readable, _, _ = select.select([waiting.stderr], [], [], 60)  # the ingest at the lock
+        assert readable, "the waiting ingest said nothing within 60 s"
+        said = waiting.stderr.readline()
         assert "another writer holds it; waiting" in said, said
         assert waiting.poll() is None and not (folder / "CURRENT").exists()
     out, err = waiting.communicate(timeout=60)

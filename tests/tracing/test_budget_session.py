@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import pytest
 from opentelemetry import trace
 
+from tests.helpers.plans import LIMITS, LINEAR
 from tracing import metrics
 from tracing.budget import (
     BudgetEngine,
@@ -16,23 +17,12 @@ from tracing.budget import (
     BudgetSession,
     GenerationPrior,
     PlanLimits,
-    QualityTable,
     Rules,
     StageName,
     TargetSaturated,
 )
 
-LIMITS = PlanLimits(
-    rerank_candidates=20,
-    context_tokens=800,
-    max_output_tokens=100,
-    min_context_tokens=100,
-    min_output_tokens=10,
-    prompt_overhead_tokens=100,
-    reserve_ms=0.0,
-)
 SEARCH = PlanLimits(20, 0, 0, 0, 0, 0, 0.0)
-LINEAR = QualityTable({"context": [(0.0, 0.0), (1.0, 1.0)], "output": [(0.0, 0.0), (1.0, 1.0)]})
 FAST = GenerationPrior(fixed_ms=20.0, prefill_ms_per_token=0.05, decode_ms_per_token=5.0)
 SLOW = GenerationPrior(fixed_ms=2000.0, prefill_ms_per_token=2.0, decode_ms_per_token=50.0)
 

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from tests.helpers.plans import LIMITS, LINEAR
 from tracing.budget import (
     BudgetInfeasible,
     CostModel,
@@ -18,16 +19,6 @@ from tracing.budget import (
 from tracing.budget.cost_model import weighted_quantile
 
 PRIOR = GenerationPrior(fixed_ms=50.0, prefill_ms_per_token=2.0, decode_ms_per_token=10.0)
-LIMITS = PlanLimits(
-    rerank_candidates=20,
-    context_tokens=800,
-    max_output_tokens=100,
-    min_context_tokens=100,
-    min_output_tokens=10,
-    prompt_overhead_tokens=100,
-    reserve_ms=0.0,
-)
-LINEAR = QualityTable({"context": [(0.0, 0.0), (1.0, 1.0)], "output": [(0.0, 0.0), (1.0, 1.0)]})
 
 
 class Clock:

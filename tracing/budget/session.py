@@ -14,8 +14,8 @@ runs the stages, in their spans; the session decides:
   so that later requests plan around it, and a request behind may ask this one to stop early;
 * **how long each stage may wait** (``deadline_for``, ``generation_reserve_ms``,
   ``attribution``);
-* **what is learned** (``observe``, ``observe_generation``): each stage's cost back to the cost
-  model.
+* **what is learned** (``observe``, ``observe_ms``, ``generation_ended``): each stage's cost
+  back to the cost model.
 
 A session holds one request's state and is used by that request's task only.
 """
@@ -387,8 +387,7 @@ class BudgetSession:
         """``stage`` ran from ``started`` (a ``time.perf_counter()`` value) until now, over
         ``units`` (queries, candidate pairs, answers)."""
         if units > 0:
-            elapsed_ms = (time.perf_counter() - started) * 1000.0
-            self.engine.observe_stage(stage.value, elapsed_ms, units)
+            self.observe_ms(stage, (time.perf_counter() - started) * 1000.0, units)
 
     def observe_ms(self, stage: StageName, elapsed_ms: float, units: float = 1.0) -> None:
         self.engine.observe_stage(stage.value, elapsed_ms, units)
