@@ -127,6 +127,7 @@ def register(sub: Any) -> None:
     _register_safety(bench_sub)
     _register_retrieval(bench_sub)
     _register_attribution(bench_sub)
+    _register_burst(bench_sub)
 
     report = bench_sub.add_parser("report", help="write BENCHMARKS.md from bench JSON files")
     report.add_argument("--cpu", type=Path, required=True, help="JSON of the CPU default run")
@@ -627,6 +628,71 @@ def _fresh(args: argparse.Namespace, questions: list[str]) -> int:
         ),
         text_report,
         write_fresh_json,
+        args.json,
+    )
+
+
+def _register_burst(bench_sub: Any) -> None:
+    burst = bench_sub.add_parser(
+        "burst",
+        help="bursts of simultaneous questions, and closed loops of users at fixed budgets",
+        description="For each CONFIG: --bursts sends SIZE questions at once with a budget of "
+        "BUDGET_S seconds, --repeats times each; --users runs closed loops of that many users "
+        "at each of --budgets-ms. Reports answered, refused (and how fast), 504s, late answers "
+        "and errors against issue 22's targets (bench.burst).",
+    )
+    burst.add_argument("--serve", type=Path, required=True, metavar="CONFIG", action="append")
+    burst.add_argument("--bursts", metavar="SIZE@S[,...]", help="e.g. 25@1,100@1,200@2")
+    burst.add_argument("--repeats", type=int, default=3, help="runs of each burst")
+    burst.add_argument("--pause", type=float, default=2.0, help="seconds idle before a burst")
+    burst.add_argument("--users", type=int, help="closed loops of this many users")
+    burst.add_argument("--budgets-ms", type=_ints, default=[1500, 900, 600], metavar="MS[,MS...]")
+    burst.add_argument("--requests", type=int, default=120, help="requests per users' loop")
+    burst.add_argument("--warmup", type=int, default=4, help="uncounted requests first")
+    burst.add_argument("--fake-sglang", metavar="SPEC", help="as in `bench load`")
+    burst.add_argument("--timeout", type=float, default=30.0, help="per-request limit, s")
+    burst.add_argument(
+        "--questions", type=Path, default=DEMO_QUESTIONS, help="one question per line"
+    )
+    burst.add_argument("--log-dir", type=Path, default=Path("bench-results/logs"))
+    burst.add_argument("--json", type=Path, help="write the result here")
+    burst.set_defaults(func=cmd_burst)
+
+
+def cmd_burst(args: argparse.Namespace) -> int:
+    from bench.burst import parse_bursts, run_burst_bench, text_report, write_burst_json
+    from bench.report import command_line
+
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    try:
+        bursts = parse_bursts(args.bursts) if args.bursts else []
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if not bursts and not args.users:
+        print("error: give --bursts, --users or both", file=sys.stderr)
+        return 2
+    questions = read_questions(args.questions)
+    return _run_and_report(
+        lambda: run_burst_bench(
+            servers=[(path.stem, path) for path in args.serve],
+            questions=questions,
+            bursts=bursts,
+            users=args.users,
+            budgets_ms=args.budgets_ms,
+            requests=args.requests,
+            repeats=args.repeats,
+            warmup=args.warmup,
+            pause_s=args.pause,
+            timeout_s=args.timeout,
+            log_dir=args.log_dir,
+            command=command_line(getattr(args, "argv", None) or sys.argv[1:]),
+            fake_sglang=args.fake_sglang,
+            secret_keys=SECRET_KEYS,
+            say=lambda line: print(line, file=sys.stderr),
+        ),
+        text_report,
+        write_burst_json,
         args.json,
     )
 

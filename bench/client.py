@@ -46,6 +46,11 @@ class RequestRecord(BaseModel):
         default=None, description="Time to first evidence: to the ``citations`` event."
     )
     e2e_ms: float | None = None
+    sent_ms: float | None = Field(
+        default=None,
+        description="When the request's headers were written, from when it was due: what a "
+        "response took on the wire is ``e2e_ms - sent_ms``.",
+    )
     tokens: int = 0
     answer_words: int = Field(default=0, description="Words in the streamed answer.")
     answer: str = Field(default="", exclude=True)
@@ -130,7 +135,14 @@ async def _exchange(
     due: float,
     record: RequestRecord,
 ) -> None:
-    async with client.stream("POST", url, json=payload, headers=headers) as response:
+    async def sent(event: str, info: dict[str, Any]) -> None:
+        if event == "http11.send_request_headers.complete":
+            record.sent_ms = _ms_since(due)
+
+    extensions = {"trace": sent}
+    async with client.stream(
+        "POST", url, json=payload, headers=headers, extensions=extensions
+    ) as response:
         record.status = response.status_code
         if response.status_code != 200:
             await response.aread()
@@ -197,6 +209,8 @@ def _finish(record: RequestRecord) -> None:
         record.evidence_ms = round(record.evidence_ms, 4)
     if record.e2e_ms is not None:
         record.e2e_ms = round(record.e2e_ms, 4)
+    if record.sent_ms is not None:
+        record.sent_ms = round(record.sent_ms, 4)
     record.within_budget = (
         record.outcome == "ok"
         and record.e2e_ms is not None
