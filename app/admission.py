@@ -1,16 +1,21 @@
-"""Admission control: how many question requests one process serves at once, and the rest.
+"""Admission control: which question requests one process takes on, and the rest refused at once.
 
 A process that accepts every request collapses under overload: each admitted request slows every
-other, until none finishes within its budget (issue 13, finding 2). ``AdmissionMiddleware`` (pure
-ASGI, in front of routing, auth and the body) bounds the question routes' requests in flight to
-``max_in_flight``, the work this process's own CPUs can carry, plus the decoding slots of the
-remote generation servers that are serving now (``GenerationBackend.remote_slots``: a GPU server
-that decodes 64 at once takes 64 more; a request waiting on it costs this process only a
-connection). One past the bound is refused at once, before any of its work is done: 503
-``overloaded`` with ``Retry-After``. From the moment the server is told to stop
-(``drain_when_stopping``), every new question request is refused so (``shutting_down``), and the
-live ones are let finish: a stream may run for ``shutdown_grace_s``, then it ends with an
-``error`` event (``app.routes.ask``).
+other, until none finishes within its budget (issue 13, finding 2). A fixed cap on requests in
+flight refuses work that fits (issue 22). ``AdmissionMiddleware`` (pure ASGI, in front of
+routing, auth and the body's parsing) admits a question request when the work ahead of it lets
+it finish within its budget: ``tracing.budget.admission.FinishAdmission`` predicts that finish
+from the requests ahead in the process's own work. The budget is read from the JSON body's
+``budget_ms`` (a small body is already in the server's buffer; a large one, or none, or one
+sent without a key, counts with the default budget). A request that would not finish is
+refused at once, before any of its work is done: 503 ``overloaded`` with ``Retry-After`` (the
+time for the work ahead to drain).
+``max_in_flight`` (plus the decoding slots of the remote generation servers serving now,
+``GenerationBackend.remote_slots``) remains a hard bound on what one process holds.
+
+From the moment the server is told to stop (``drain_when_stopping``), every new question request
+is refused so (``shutting_down``), and the live ones are let finish: a stream may run for
+``shutdown_grace_s``, then it ends with an ``error`` event (``app.routes.ask``).
 
 Refusals are deliberate, not failures: each is counted in ``ragtime_admission_refused_total``
 (by route and reason), and the error-ratio alert takes them out of both sides of its ratio
@@ -22,12 +27,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Callable, Iterable
 
 from sse_starlette.sse import AppStatus
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tracing import metrics
+from tracing.budget.admission import FinishAdmission, Refusal, hold, release
+
+#: Bodies up to this size are read for their ``budget_ms`` before admission decides.
+PEEK_BYTES = 16 * 1024
 
 OVERLOADED = "overloaded"
 SHUTTING_DOWN = "shutting_down"
@@ -42,6 +52,8 @@ class Admission:
         *,
         retry_after_s: int,
         remote_slots: Callable[[], int] = lambda: 0,
+        finish: FinishAdmission | None = None,
+        default_budget_ms: float = 15_000.0,
     ) -> None:
         if max_in_flight < 1:
             raise ValueError(f"max_in_flight must be >= 1, got {max_in_flight}")
@@ -49,6 +61,9 @@ class Admission:
         self.retry_after_s = retry_after_s
         self.remote_slots = remote_slots
         """The remote generation servers' slots now (set once the backend is built)."""
+        self.finish = finish
+        """Admission by predicted finish (``None``: the bound alone)."""
+        self.default_budget_ms = default_budget_ms
         self.in_flight = 0
         self.draining = False
         self._idle = asyncio.Event()
@@ -98,13 +113,15 @@ async def drain_when_stopping(admission: Admission, *, poll_s: float = 0.1) -> N
     admission.drain()
 
 
-def refusal_body(reason: str, *, openai: bool = False) -> bytes:
+def refusal_body(reason: str, *, openai: bool = False, detail: str = "") -> bytes:
     """The refusal's JSON: the service's error shape, or OpenAI's (on its compatible routes)."""
     message = (
         "the server is shutting down; retry on another instance"
         if reason == SHUTTING_DOWN
         else "the server is at capacity; retry after the time in Retry-After"
     )
+    if detail:
+        message = f"{message} ({detail})"
     if openai:
         error = {"message": message, "type": "server_error", "param": None, "code": reason}
         return json.dumps({"error": error}).encode()
@@ -131,15 +148,50 @@ class AdmissionMiddleware:
         if scope["type"] != "http" or scope["path"] not in self.routes:
             await self.app(scope, receive, send)
             return
-        refused = self.admission.try_enter()
-        if refused is None:
-            try:
-                await self.app(scope, receive, send)
-            finally:
-                self.admission.leave()
+        admission = self.admission
+        refused = admission.try_enter()
+        if refused is not None:
+            await self._refuse(scope, send, refused, admission.retry_after_s)
             return
-        metrics.ADMISSION_REFUSED.labels(route=scope["path"], reason=refused).inc()
-        body = refusal_body(refused, openai=scope["path"] in self.openai_routes)
+        try:
+            if admission.finish is None:
+                await self.app(scope, receive, send)
+                return
+            await self._admit_by_finish(admission.finish, scope, receive, send)
+        finally:
+            admission.leave()
+
+    async def _admit_by_finish(
+        self, finish: FinishAdmission, scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        budget_ms, receive = await peek_budget(scope, receive, self.admission.default_budget_ms)
+        arrived = scope.get("state", {}).get("arrived_at") or time.perf_counter()
+        decision = finish.admit(scope["path"], arrived=arrived, budget_ms=budget_ms)
+        if isinstance(decision, Refusal):
+            await self._refuse(
+                scope, send, OVERLOADED, decision.retry_after_s, detail=str(decision)
+            )
+            return
+        status = 500
+
+        async def watch(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        token = hold(decision)
+        try:
+            await self.app(scope, receive, watch)
+        finally:
+            release(token)
+            decision.finish(learn=status == 200)
+
+    async def _refuse(
+        self, scope: Scope, send: Send, reason: str, retry_after_s: int, *, detail: str = ""
+    ) -> None:
+        metrics.ADMISSION_REFUSED.labels(route=scope["path"], reason=reason).inc()
+        body = refusal_body(reason, openai=scope["path"] in self.openai_routes, detail=detail)
         await send(
             {
                 "type": "http.response.start",
@@ -147,8 +199,43 @@ class AdmissionMiddleware:
                 "headers": [
                     (b"content-type", b"application/json"),
                     (b"content-length", str(len(body)).encode()),
-                    (b"retry-after", str(self.admission.retry_after_s).encode()),
+                    (b"retry-after", str(retry_after_s).encode()),
                 ],
             }
         )
         await send({"type": "http.response.body", "body": body})
+
+
+async def peek_budget(scope: Scope, receive: Receive, default_ms: float) -> tuple[float, Receive]:
+    """The request's ``budget_ms`` from its JSON body when the body is small (declared at most
+    ``PEEK_BYTES``) and the request carries a key (a request without one never has its body
+    read: it gets its 401 first), else ``default_ms``; and a ``receive`` that replays what was
+    read. A body that is not JSON, or has no valid ``budget_ms``, counts with the default: the
+    route's own validation answers for it."""
+    headers = dict(scope.get("headers") or [])
+    declared = headers.get(b"content-length", b"")
+    scheme = headers.get(b"authorization", b"").partition(b" ")[0].lower()
+    if scheme != b"bearer" or not declared.isdigit() or int(declared) > PEEK_BYTES:
+        return default_ms, receive
+    messages: list[Message] = []
+    body = b""
+    while True:
+        message = await receive()
+        messages.append(message)
+        if message["type"] != "http.request":
+            break
+        body += message.get("body", b"")
+        if not message.get("more_body") or len(body) > PEEK_BYTES:
+            break
+    budget = default_ms
+    try:
+        value = json.loads(body).get("budget_ms")
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            budget = float(value)
+    except (ValueError, AttributeError, RecursionError):
+        pass
+
+    async def replay() -> Message:
+        return messages.pop(0) if messages else await receive()
+
+    return budget, replay

@@ -221,18 +221,19 @@ class Settings(BaseSettings):
     record_content: bool = Field(False, description="Put the question text on spans.")
     retry_after_s: int = Field(5, ge=1, description="Retry-After sent with 503 answers.")
     max_in_flight: int = Field(
-        8,
+        256,
         ge=1,
-        description="Question requests (/v1/ask, /v1/chat/completions, /v1/search) a process "
-        "serves at once, plus "
-        "the decoding slots of the remote generation servers serving now; more are refused at "
-        "once (503 overloaded).",
+        description="A hard bound on the question requests (/v1/ask, /v1/chat/completions, "
+        "/v1/search) a process holds at once, plus the decoding slots of the remote generation "
+        "servers serving now; more are refused at once (503 overloaded). Below it, a request is "
+        "admitted when it is predicted to finish within its budget (app.admission).",
     )
     max_queued_per_slot: int = Field(
-        8,
+        64,
         ge=0,
-        description="Answers that may wait per decoding slot of a generation target; more are "
-        "refused at arrival (503 overloaded).",
+        description="A hard bound on the answers that may wait per decoding slot of a generation "
+        "target; more are refused at arrival (503 overloaded). Below it, an answer is refused "
+        "when the predicted wait at the target leaves no room for its smallest plan.",
     )
     shutdown_grace_s: float = Field(
         10.0,

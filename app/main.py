@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+import os
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
@@ -24,6 +25,8 @@ from app.services import Services
 from inference import GenerationBackend
 from tracing import RequestMetricsMiddleware, configure_tracing, flush_tracing
 from tracing.alerts import AlertEvaluator
+from tracing.budget.admission import FinishAdmission
+from tracing.loop_lag import LOOP_LAG
 
 log = logging.getLogger("ragtime")
 
@@ -41,6 +44,8 @@ API_ROUTES = (
 )
 #: The routes whose requests admission control bounds (``app.admission``).
 QUESTION_ROUTES = ("/v1/ask", "/v1/chat/completions", "/v1/search")
+#: Of those, the routes that generate an answer.
+ANSWER_ROUTES = frozenset({"/v1/ask", "/v1/chat/completions"})
 
 
 def alert_evaluator(settings: Settings) -> AlertEvaluator:
@@ -57,6 +62,27 @@ def alert_evaluator(settings: Settings) -> AlertEvaluator:
     )
 
 
+def usable_cores() -> int:
+    """The CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def generation_floor(pipeline: Pipeline, backend: GenerationBackend) -> Callable[[str], float]:
+    """The smallest answer's generation at the median, for admission's prediction: nothing for
+    a search, which generates nothing."""
+
+    def floor_ms(route: str) -> float:
+        if route not in ANSWER_ROUTES:
+            return 0.0
+        targets = backend.cost_targets("")
+        return pipeline.budget.smallest_generation_ms(targets[0], 0.5) if targets else 0.0
+
+    return floor_ms
+
+
 def create_app(
     settings: Settings | None = None,
     *,
@@ -71,7 +97,13 @@ def create_app(
     settings = services.settings if services is not None else settings or get_settings()
     configure_tracing()
     access_log.install()
-    admission = Admission(settings.max_in_flight, retry_after_s=settings.retry_after_s)
+    finish = FinishAdmission(cores=usable_cores(), lag_ms=LOOP_LAG.ms)
+    admission = Admission(
+        settings.max_in_flight,
+        retry_after_s=settings.retry_after_s,
+        finish=finish,
+        default_budget_ms=settings.budget_ms_default,
+    )
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -80,6 +112,7 @@ def create_app(
         admission.remote_slots = lambda: live.backend.remote_slots
         app.state.services = live
         app.state.pipeline = pipeline = Pipeline(live)
+        finish.generation_floor_ms = generation_floor(pipeline, live.backend)
         app.state.rate_limiter = limiter = build_limiter(settings)
         gen = live.backend
         # Calibrate remote targets as they join; publish the cost model as metrics.
@@ -92,6 +125,7 @@ def create_app(
             name="ragtime-budget-upkeep",
         )
         draining = asyncio.create_task(drain_when_stopping(admission), name="ragtime-drain")
+        lag = asyncio.create_task(LOOP_LAG.run(), name="ragtime-loop-lag")
         app.state.alerts = alert_evaluator(settings)
         await app.state.alerts.start()  # runs without a webhook too, for GET /v1/alerts
         ready, components = live.readiness()
@@ -100,7 +134,7 @@ def create_app(
             yield
         finally:
             admission.drain()
-            for task in (upkeep, draining):
+            for task in (upkeep, draining, lag):
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
@@ -141,5 +175,5 @@ def create_app(
         routes=QUESTION_ROUTES,
         openai_routes=(chat.ROUTE,),
     )
-    app.add_middleware(RequestMetricsMiddleware, routes=API_ROUTES)
+    app.add_middleware(RequestMetricsMiddleware, routes=API_ROUTES, lag_ms=LOOP_LAG.ms)
     return app

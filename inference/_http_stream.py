@@ -43,7 +43,7 @@ import asyncio
 import contextlib
 import logging
 from abc import abstractmethod
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Coroutine, Mapping, Sequence
 from contextlib import aclosing
 from typing import Any
 
@@ -383,6 +383,7 @@ class HTTPStreamBackend(GenerationBackend):
         # httpcore, which drops the connection, only after the abort is sent.
         pending: asyncio.Future[Any] | None = None
         live = False  # the server may be running this rid: abort it if we leave early
+        abandoned = False  # closed or cancelled by the caller while live
         state.in_flight += 1
         try:
             request = client.build_request(
@@ -418,23 +419,63 @@ class HTTPStreamBackend(GenerationBackend):
         except (StreamError, httpx.ConnectError, httpx.ConnectTimeout):
             live = False  # the server ended the request, or never saw it
             raise
+        except (GeneratorExit, asyncio.CancelledError):
+            abandoned = live
+            raise
         finally:
             state.in_flight -= 1
-            try:
-                if live:
-                    await self._abort(client, endpoint, rid)
-            finally:
-                if pending is not None:
-                    response = await _settle(pending) or response
-                if chunks is not None:
-                    await chunks.aclose()
-                if response is not None:
-                    await response.aclose()
+            cleanup = self._close_attempt(
+                client, endpoint, rid if live else None, pending, chunks, response
+            )
+            if abandoned:
+                # Left early (the deadline, a client gone): the answer's last event must not
+                # wait on the abort's round trip, so the abort and the close run on their own.
+                _run_detached(cleanup)
+            else:
+                await cleanup
         yield done
+
+    async def _close_attempt(
+        self,
+        client: httpx.AsyncClient,
+        endpoint: str,
+        rid: str | None,
+        pending: asyncio.Future[Any] | None,
+        chunks: AsyncGenerator[dict[str, Any], None] | None,
+        response: httpx.Response | None,
+    ) -> None:
+        """Abort ``rid`` on the server (when given), then close the attempt's stream."""
+        try:
+            if rid is not None:
+                await self._abort(client, endpoint, rid)
+        finally:
+            if pending is not None:
+                response = await _settle(pending) or response
+            if chunks is not None:
+                await chunks.aclose()
+            if response is not None:
+                await response.aclose()
 
 
 async def _next(chunks: AsyncGenerator[dict[str, Any], None]) -> dict[str, Any] | None:
     return await anext(chunks, None)
+
+
+_DETACHED: set[asyncio.Task[None]] = set()
+
+
+def _run_detached(work: Coroutine[Any, Any, None]) -> None:
+    """Run ``work`` in a task of its own, held until it ends (the loop keeps only weak
+    references to tasks); its failure is logged, not raised."""
+    task = asyncio.get_running_loop().create_task(work)
+    _DETACHED.add(task)
+    task.add_done_callback(_detached_done)
+
+
+def _detached_done(task: asyncio.Task[None]) -> None:
+    _DETACHED.discard(task)
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("closing an abandoned generation failed: %r", task.exception())
 
 
 async def _settle(pending: asyncio.Future[Any]) -> httpx.Response | None:

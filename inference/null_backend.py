@@ -12,11 +12,20 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Mapping, Sequence
 
-from inference.backend import GenerationBackend, GenerationDone, GenerationEvent, TextDelta, Usage
+from inference.backend import (
+    GenerationBackend,
+    GenerationDone,
+    GenerationEvent,
+    TargetLoad,
+    TextDelta,
+    Usage,
+)
 from inference.prompt import AssembledPrompt
 
 DELTA = "ok "
 """What every delta says: a whole word and its space, so an answer filter releases it at once."""
+MAX_RUNNING = 4096
+"""The slots it reports: nothing queues at a backend that does no work."""
 
 
 class NullTokenizer:
@@ -52,6 +61,15 @@ class NullBackend(GenerationBackend):
     @property
     def tokenizer(self) -> NullTokenizer:
         return self._tokenizer
+
+    def probe_backends(self) -> Mapping[str, GenerationBackend]:
+        """Itself: its costs are nothing like a model's, so the budget engine measures them
+        (the calibration probe) instead of planning with the CPU model's prior."""
+        return {self.cost_target(): self}
+
+    def target_load(self, target: str) -> TargetLoad | None:
+        """It decodes any number of answers at once (it does no work): many slots, none busy."""
+        return TargetLoad(max_running=MAX_RUNNING)
 
     async def _generate(
         self,

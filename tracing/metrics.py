@@ -7,7 +7,7 @@ buffers a streamed body) counts requests by route and status and observes their 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -21,6 +21,12 @@ from prometheus_client.openmetrics import exposition as openmetrics
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 REGISTRY = CollectorRegistry(auto_describe=True)
+
+LOOP_LAG_SECONDS = Gauge(
+    "ragtime_event_loop_lag_seconds",
+    "The largest lag of the event loop over the last second: how late it ran what was due.",
+    registry=REGISTRY,
+)
 
 _LATENCY_BUCKETS = (
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
@@ -121,12 +127,17 @@ class RequestMetricsMiddleware:
 
     Routes outside ``routes`` are labelled "other", so that unknown paths cannot blow up the
     label set. The stamp (``arrived_at``, a ``time.perf_counter()`` value) is where a request's
-    latency budget starts counting, before auth or anything else runs.
+    latency budget starts counting, before auth or anything else runs: when the middleware saw
+    it, less the event loop's recent lag (``lag_ms``: ``tracing.loop_lag``), as long as it may
+    have waited.
     """
 
-    def __init__(self, app: ASGIApp, routes: Iterable[str]) -> None:
+    def __init__(
+        self, app: ASGIApp, routes: Iterable[str], lag_ms: Callable[[], float] = lambda: 0.0
+    ) -> None:
         self.app = app
         self.routes = frozenset(routes)
+        self.lag_ms = lag_ms
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -135,7 +146,8 @@ class RequestMetricsMiddleware:
         route = scope["path"] if scope["path"] in self.routes else "other"
         status = 500
         started = time.perf_counter()
-        scope.setdefault("state", {})["arrived_at"] = started  # budgets count from here
+        # Budgets count from here: the request reached the socket up to the loop's lag earlier.
+        scope.setdefault("state", {})["arrived_at"] = started - self.lag_ms() / 1000.0
 
         async def send_wrapper(message: Message) -> None:
             nonlocal status

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 
 from app.deps import AdminKey, PipelineDep
 
@@ -12,10 +12,15 @@ router = APIRouter(tags=["operations"])
 
 
 @router.get("/v1/budget/model")
-async def budget_model(key: AdminKey, pipeline: PipelineDep) -> dict[str, Any]:
+async def budget_model(key: AdminKey, pipeline: PipelineDep, request: Request) -> dict[str, Any]:
     """Per stage ms per unit, per generation target its fitted fixed cost, prefill and decode
     rates (median and at the planning quantile), observation counts and prior (from our CPU or
-    from the target's calibration probe), calibration failures, and the quality table."""
+    from the target's calibration probe), calibration failures, the quality table, and what
+    admission predicts a request's own work with (``admission``)."""
     engine = pipeline.budget
     engine.publish()
-    return engine.snapshot()
+    snapshot = engine.snapshot()
+    finish = request.app.state.admission.finish
+    if finish is not None:
+        snapshot["admission"] = finish.snapshot()
+    return snapshot

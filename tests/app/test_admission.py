@@ -8,6 +8,7 @@ import asyncio
 import time
 from pathlib import Path
 
+import pytest
 from prometheus_client import CollectorRegistry, Counter
 
 from app.admission import Admission
@@ -15,6 +16,7 @@ from tests.fakes.backends import ScriptedBackend
 from tests.helpers.app import app_state, asgi_client, build_app, running_app
 from tracing import metrics
 from tracing._alert_conditions import REFUSED, REQUESTS, SampleKey, Snapshot, error_ratio
+from tracing.loop_lag import LOOP_LAG
 
 
 def refused(reason: str, route: str = "/v1/ask") -> float:
@@ -177,3 +179,57 @@ def test_remote_decoding_slots_widen_the_bound() -> None:
     for _ in range(64):
         admission.leave()
     assert admission.try_enter() == "overloaded" and admission.in_flight == 2
+
+
+async def test_a_burst_past_a_fixed_cap_is_admitted_when_it_fits(
+    seeded_data_dir: Path, auth: dict[str, str]
+) -> None:
+    """Issue 22: 20 questions at once, each with a budget the work ahead fits in, are all
+    answered; a fixed cap of 8 refused 12 of them."""
+    backend = ScriptedBackend(["an ", "answer "], delay_s=0.01)
+    app = build_app(seeded_data_dir, backend=backend)
+    ask = {"question": "What is a list?", "budget_ms": 60_000}
+    async with asgi_client(app) as client:
+        answers = await asyncio.gather(
+            *(client.post("/v1/ask", json=ask, headers=auth) for _ in range(20))
+        )
+        finish = app.state.admission.finish
+        assert finish.admitted == 0  # every ticket given back
+    assert [a.status_code for a in answers] == [200] * 20
+    assert backend.started_streams == 20
+
+
+async def test_a_request_that_cannot_finish_in_time_is_refused_by_its_own_budget(
+    seeded_data_dir: Path, auth: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three requests ahead at 400 ms each: a 1 s budget cannot finish, a 60 s one can. The
+    budget is the body's; a request without a key is never read, so it counts with the default
+    budget and gets its 401."""
+    monkeypatch.setattr(LOOP_LAG, "ms", lambda now=None: 0.0)  # arrivals stamped as they come
+    app = build_app(seeded_data_dir, backend=ScriptedBackend())
+    before = refused("overloaded")
+    async with asgi_client(app) as client:
+        finish = app.state.admission.finish
+        # The figures it predicts with, fixed: 400 ms alone and per request ahead, nothing more.
+        finish.generation_floor_ms, finish.lag_ms = (lambda route: 0.0), (lambda: 0.0)
+        finish.cores, finish.prior_alone_ms = 1, 1.0
+        now = time.perf_counter()
+        ahead = [finish.admit("/v1/ask", arrived=now, budget_ms=900.0) for _ in range(3)]
+        assert finish.admitted == 3
+        finish.prior_alone_ms = 400.0
+        ask = {"question": "What is a list?"}
+        tight = await client.post("/v1/ask", json={**ask, "budget_ms": 1000}, headers=auth)
+        loose = await client.post("/v1/ask", json={**ask, "budget_ms": 60_000}, headers=auth)
+        no_key = await client.post("/v1/ask", json={**ask, "budget_ms": 1000})
+        held = finish.admitted
+        for ticket in ahead:
+            ticket.finish(learn=False)
+    assert tight.status_code == 503
+    error = tight.json()["error"]
+    assert error["type"] == "overloaded"
+    assert "3 requests ahead" in error["message"]
+    assert int(tight.headers["retry-after"]) >= 1
+    assert loose.status_code == 200
+    assert no_key.status_code == 401
+    assert held == 3  # the answered request gave its ticket back
+    assert refused("overloaded") == before + 1

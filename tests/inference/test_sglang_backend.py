@@ -273,6 +273,38 @@ async def test_a_deadline_cancellation_aborts_the_request(
     assert state.stream_open_at_abort is True  # aborted first, then the stream closed
 
 
+async def test_a_request_left_at_its_deadline_does_not_wait_for_the_abort(
+    backend: SGLangBackend, fakes: Any, tokenizer: HFTokenizer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The answer's last event must not wait on the abort's round trip (issue 22: answers cut
+    at their deadline arrived after it): the caller is free while the abort is still held
+    back, and the abort, then the stream's close, follow on their own."""
+    fake = fakes[0]
+    fake.reset(itl_s=0.5, natural_tokens=500)
+    held = asyncio.Event()
+    send_abort = backend._abort
+
+    async def held_abort(*args: Any) -> None:
+        await held.wait()
+        await send_abort(*args)
+
+    monkeypatch.setattr(backend, "_abort", held_abort)
+    events = backend.stream(prompt_for(tokenizer), max_tokens=500)
+    assert isinstance(await anext(events), RouteDecision)
+    assert isinstance(await anext(events), TextDelta)
+    async with asyncio.timeout(10):  # (before the fix: held for ever behind the abort)
+        with pytest.raises(TimeoutError):  # the deadline: the next token is not waited for
+            async with asyncio.timeout(0.05):
+                await anext(events)
+        await events.aclose()  # returns with the abort still held back
+    state = only_state(fake)
+    assert fake.aborts == []
+    held.set()
+    await wait_until(lambda: state.finish_reason is not None and state.stream_end is not None)
+    assert [a.body["rid"] for a in fake.aborts] == [state.rid]
+    assert state.stream_open_at_abort is True  # still aborted first, then closed
+
+
 async def test_abort_by_someone_else_is_reported_as_cancelled(
     backend: SGLangBackend, fakes: Any, tokenizer: HFTokenizer
 ) -> None:

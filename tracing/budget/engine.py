@@ -38,7 +38,7 @@ class Rules:
     """Plan to the budget (the degradation policy); False runs every request at full size."""
     on_infeasible: str = "fail"
     """``fail`` (504) or ``passages`` (answer with the passages alone, no generation)."""
-    max_queued_per_slot: int = 2
+    max_queued_per_slot: int = 64
     """Answers that may wait per decoding slot of a target before it refuses more (503)."""
 
 

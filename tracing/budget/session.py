@@ -31,14 +31,23 @@ from typing import Protocol
 from opentelemetry.trace import Span
 
 from tracing import metrics
+from tracing.budget.admission import current_ticket
 from tracing.budget.engine import BudgetEngine, Rules
 from tracing.budget.ledger import BudgetLedger
 from tracing.budget.policy import Action, BudgetInfeasible, Plan, PlanLimits
 from tracing.budget.queue import Reservation, TargetQueue, TargetSaturated
 from tracing.budget.stage_names import StageName
+from tracing.loop_lag import LOOP_LAG
 
 #: Kept before the deadline to finish an answer: the last event and the request's close.
 FINISH_RESERVE_MS = 50.0
+
+
+def finish_reserve_ms() -> float:
+    """Kept before the deadline to finish an answer: ``FINISH_RESERVE_MS``, and the event loop's
+    recent lag, which the last event waits behind."""
+    return FINISH_RESERVE_MS + LOOP_LAG.ms()
+
 
 #: Finish reasons whose timings describe the target (a request cut short teaches nothing).
 LEARNED_FINISH_REASONS = frozenset({"stop", "length"})
@@ -334,13 +343,19 @@ class BudgetSession:
 
     @contextmanager
     def holding(self) -> Iterator[None]:
-        """The generation, started at its target's queue; the reservation released after."""
+        """The generation, started at its target's queue; the reservation released after. The
+        request's admission ticket is out of the process's own work meanwhile."""
+        ticket = current_ticket()
+        if ticket is not None:
+            ticket.generation_started()
         try:
             if self.reservation is not None:
                 self.reservation.start()
             yield
         finally:
             self.release()
+            if ticket is not None:
+                ticket.generation_ended()
 
     def stop_at(self) -> float | None:
         """When a request queued behind this one needs the time: stop decoding by then."""
@@ -364,14 +379,15 @@ class BudgetSession:
         """Kept before the deadline while decoding: to flush the answer filter and send the last
         event. None is held for attribution: an answer decoded up to the deadline keeps its
         tokens, and its citations go unattributed, saying so."""
-        return self.engine.cost.rate(StageName.MODERATE_ANSWER) + FINISH_RESERVE_MS
+        return self.engine.cost.rate(StageName.MODERATE_ANSWER) + finish_reserve_ms()
 
     def attribution(self) -> Attribution:
         """Whether attribution fits what is left (at its learned cost), and until when it may
         run."""
-        left_ms = self.ledger.remaining_ms - FINISH_RESERVE_MS
+        reserve_ms = finish_reserve_ms()
+        left_ms = self.ledger.remaining_ms - reserve_ms
         needed_ms = self.engine.cost.rate(StageName.ATTRIBUTE)
-        deadline = self.ledger.deadline - FINISH_RESERVE_MS / 1000.0
+        deadline = self.ledger.deadline - reserve_ms / 1000.0
         if left_ms <= 0 or left_ms < needed_ms:
             return Attribution(
                 False,

@@ -1,0 +1,118 @@
+"""Admission by predicted finish (issue 22 §1), the model alone: who is ahead, what is predicted,
+what it learns."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tracing.budget.admission import FinishAdmission, Refusal, Ticket
+
+ASK = "/v1/ask"
+
+
+def admitted(decision: Ticket | Refusal) -> Ticket:
+    assert isinstance(decision, Ticket), decision
+    return decision
+
+
+def test_a_request_with_nobody_ahead_is_always_admitted() -> None:
+    """Whether its budget can fit at all is the budget session's to say (504), not a 503."""
+    book = FinishAdmission(cores=1, prior_alone_ms=500.0)
+    now = time.perf_counter()
+    ticket = admitted(book.admit(ASK, arrived=now, budget_ms=1.0, now=now))
+    assert ticket.ahead == 0
+    assert book.admitted == 1
+
+
+def test_it_refuses_when_the_work_ahead_does_not_fit_and_says_when_to_retry() -> None:
+    book = FinishAdmission(cores=1, prior_alone_ms=100.0)  # 100 ms alone, 100 ms each ahead
+    now = time.perf_counter()
+    for ahead in range(5):  # the 5th is due when 100 ms alone and 4 x 100 ms ahead end
+        assert admitted(book.admit(ASK, arrived=now, budget_ms=500.0, now=now)).ahead == ahead
+    loose = admitted(book.admit(ASK, arrived=now, budget_ms=10_000.0, now=now))
+    assert loose.ahead == 5
+    refused = book.admit(ASK, arrived=now, budget_ms=550.0, now=now)
+    assert isinstance(refused, Refusal)
+    # 100 ms alone and 100 ms for each of the 5 with an earlier deadline (not the loose one).
+    assert refused.ahead == 5
+    assert refused.predicted_ms == pytest.approx(600.0)
+    assert refused.retry_after_s == 1
+    assert "5 requests ahead" in str(refused)
+    assert book.admitted == 6  # a refusal holds no place
+
+
+def test_later_deadlines_are_not_ahead() -> None:
+    """The stage queues serve earliest deadline first: a request due later does not delay an
+    earlier one, so a tight budget behind loose ones is still admitted."""
+    book = FinishAdmission(cores=1, prior_alone_ms=100.0)
+    now = time.perf_counter()
+    for _ in range(20):
+        admitted(book.admit(ASK, arrived=now, budget_ms=60_000.0, now=now))
+    tight = admitted(book.admit(ASK, arrived=now, budget_ms=300.0, now=now))
+    assert tight.ahead == 0
+
+
+def test_a_request_being_generated_is_not_ahead() -> None:
+    """The generation queue is the budget session's, per target."""
+    book = FinishAdmission(cores=1, prior_alone_ms=100.0)
+    now = time.perf_counter()
+    first = admitted(book.admit(ASK, arrived=now, budget_ms=10_000.0, now=now))
+    second = admitted(book.admit(ASK, arrived=now, budget_ms=10_000.0, now=now))
+    assert second.ahead == 1
+    first.generation_started()
+    third = admitted(book.admit(ASK, arrived=now, budget_ms=10_000.0, now=now))
+    assert third.ahead == 1  # only the second
+    first.generation_ended()
+    assert book.ahead_of(now + 100.0) == 3
+
+
+def test_the_generation_floor_counts_for_answers_only() -> None:
+    floors = {ASK: 300.0, "/v1/search": 0.0}
+    book = FinishAdmission(cores=1, prior_alone_ms=100.0, generation_floor_ms=floors.__getitem__)
+    assert book.predicted_ms(ASK, 2) == pytest.approx(600.0)
+    assert book.predicted_ms("/v1/search", 2) == pytest.approx(300.0)
+
+
+def test_overlapped_requests_teach_the_work_per_request() -> None:
+    """Two requests in their own work at once for at least 40 ms, then finished: the work per
+    request is learned from that overlap, no longer the prior (1 ms alone, on 8 cores)."""
+    book = FinishAdmission(cores=8, prior_alone_ms=1.0)
+    prior = book.per_request_ms()
+    now = time.perf_counter()
+    a = admitted(book.admit(ASK, arrived=now, budget_ms=60_000.0))
+    b = admitted(book.admit(ASK, arrived=now, budget_ms=60_000.0))
+    time.sleep(0.04)
+    a.finish()
+    b.finish()
+    snapshot = book.snapshot()
+    assert snapshot["overlapped_finishes"] == pytest.approx(1.0)
+    # At least 40 ms of overlap for one finish, weighed 1/4 against the prior (one observation).
+    assert book.per_request_ms() >= 0.25 * 39.0 + 0.75 * prior
+    assert book.admitted == 0
+
+
+def test_a_request_alone_teaches_the_time_alone_and_a_refused_one_teaches_nothing() -> None:
+    book = FinishAdmission(cores=1, prior_alone_ms=1.0)
+    for _ in range(4):
+        ticket = admitted(book.admit(ASK, arrived=time.perf_counter(), budget_ms=60_000.0))
+        time.sleep(0.02)
+        ticket.finish()
+    assert book.alone_ms(ASK) >= 20.0
+    learned = book.alone_ms(ASK)
+    cut = admitted(book.admit(ASK, arrived=time.perf_counter() - 5.0, budget_ms=60_000.0))
+    cut.finish(learn=False)  # a 504 after admission: its work was cut short
+    assert book.alone_ms(ASK) == learned
+    assert book.admitted == 0
+
+
+def test_the_time_spent_generating_is_not_its_own_work() -> None:
+    book = FinishAdmission(cores=1, prior_alone_ms=1.0)
+    ticket = admitted(book.admit(ASK, arrived=time.perf_counter(), budget_ms=60_000.0))
+    ticket.generation_started()
+    time.sleep(0.2)
+    ticket.generation_ended()
+    ticket.finish()
+    assert ticket.generation_s >= 0.2
+    assert book.snapshot()["alone_ms"][ASK] < 0.25 * 200.0 + 0.75 * 1.0  # type: ignore[index]

@@ -1,0 +1,52 @@
+"""The event loop's lag (``tracing.loop_lag``): measured while the loop is blocked, counted in
+the arrival stamp of every request."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from starlette.types import Message, Receive, Scope, Send
+
+from tracing.loop_lag import LoopLag
+from tracing.metrics import RequestMetricsMiddleware
+
+
+def test_the_largest_lag_within_the_window_counts() -> None:
+    lag = LoopLag(window_s=1.0)
+    lag.record(5.0, now=10.0)
+    lag.record(80.0, now=10.2)
+    lag.record(3.0, now=10.9)
+    assert lag.ms(now=11.0) == 80.0
+    assert lag.ms(now=11.5) == 3.0  # the 80 ms lag left the window
+    assert LoopLag().ms() == 0.0
+
+
+async def test_a_blocked_loop_is_measured() -> None:
+    lag = LoopLag(interval_s=0.005)
+    task = asyncio.create_task(lag.run())
+    await asyncio.sleep(0.02)
+    time.sleep(0.1)  # the loop is blocked: the measuring task wakes at least 95 ms late
+    await asyncio.sleep(0.02)
+    task.cancel()
+    assert lag.ms() >= 90.0
+
+
+async def test_a_request_counts_from_its_arrival_less_the_lag() -> None:
+    stamps: list[float] = []
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        stamps.append(scope["state"]["arrived_at"])
+
+    middleware = RequestMetricsMiddleware(app, routes=("/v1/ask",), lag_ms=lambda: 250.0)
+
+    async def receive() -> Message:
+        return {"type": "http.request", "body": b""}
+
+    async def send(message: Message) -> None:
+        pass
+
+    before = time.perf_counter()
+    await middleware({"type": "http", "path": "/v1/ask"}, receive, send)
+    after = time.perf_counter()
+    assert before - 0.25 <= stamps[0] <= after - 0.25

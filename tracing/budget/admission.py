@@ -1,0 +1,260 @@
+"""Admission by predicted finish: a request is let in when the work ahead of it lets it finish
+within its budget, and refused at once (503 ``overloaded``) when it does not.
+
+A fixed cap on requests in flight refuses work that fits and admits work that cannot (issue 22):
+25 questions at once with 1 s each got 4 answers from a server that answers 25 a second. Here
+each admitted request holds a ``Ticket`` until its response ends. A newcomer's finish is
+predicted as
+
+    alone(route) + ahead x per_request + generation floor + loop lag
+
+* ``alone(route)``: how long the process's own work (every stage but generation: embed, search,
+  screens, assembly, attribution, moderation, the HTTP exchange) takes a request of that route
+  with no other in its own work beside it: the lower quartile of recent such requests (a fresh
+  process's first requests, and those that miss every cache, are the slow ones);
+* ``ahead``: the tickets still in their own work whose deadline is no later than the
+  newcomer's (the stage queues serve earliest deadline first); a ticket whose answer is being
+  generated is not ahead: the generation queue is the budget session's
+  (``BudgetEngine.admit``, per target);
+* ``per_request``: the process's own work per request when requests overlap, learned as
+  throughput: the time two or more requests were in their own work, divided by the requests
+  that finished meanwhile. Embedding batches, stage threads and the event loop are all in it,
+  as they are shared;
+* the generation floor: the smallest answer's predicted generation at the median (nothing for a
+  search);
+* the event loop's recent lag (``tracing.loop_lag``), which the answer's last event waits
+  behind.
+
+Before anything is learned, ``prior_alone_ms`` and that divided by the process's cores stand in.
+Refusing costs one comparison; the middleware (``app.admission``) decides before auth and before
+the stage threads, with the budget read from the small JSON body.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import math
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+#: Requests alone kept per route: few, so that a fresh process's slow first ones soon leave.
+ALONE_WINDOW = 16
+#: Observations before the learned figures replace the prior entirely (they are blended before).
+PRIOR_WEIGHT = 4
+#: Overlapped requests' throughput is averaged over about this many finished requests.
+THROUGHPUT_SPAN = 64
+
+
+@dataclass(eq=False)
+class Ticket:
+    """One admitted request's place: its deadline, and whether it is in its own work."""
+
+    route: str
+    arrived: float
+    deadline: float
+    ahead: int
+    """Requests counted ahead of it when it was admitted."""
+    generating_since: float | None = None
+    generation_s: float = 0.0
+    shared: bool = False
+    """Another request was in its own work beside this one at some time."""
+    _book: FinishAdmission | None = field(default=None, repr=False)
+
+    @property
+    def in_own_work(self) -> bool:
+        return self.generating_since is None
+
+    def generation_started(self) -> None:
+        if self.generating_since is None:
+            if self._book is not None:
+                self._book.account()
+            self.generating_since = time.perf_counter()
+
+    def generation_ended(self) -> None:
+        if self.generating_since is not None:
+            if self._book is not None:
+                self._book.account()
+            self.generation_s += time.perf_counter() - self.generating_since
+            self.generating_since = None
+            if self._book is not None:
+                self._book._mark_shared()
+
+    def finish(self, *, learn: bool = True) -> None:
+        """The response ended; with ``learn``, its own work's time teaches the model (a request
+        refused or failed part way does not: its work was cut short)."""
+        if self._book is not None:
+            self._book.finish(self, learn=learn)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a request was not admitted, and when to try again."""
+
+    predicted_ms: float
+    remaining_ms: float
+    ahead: int
+    retry_after_s: int
+
+    def __str__(self) -> str:
+        return (
+            f"{self.ahead} requests ahead: predicted to finish in {self.predicted_ms:.0f} ms, "
+            f"{self.remaining_ms:.0f} ms of its budget left"
+        )
+
+
+_current: contextvars.ContextVar[Ticket | None] = contextvars.ContextVar(
+    "ragtime_admission_ticket", default=None
+)
+
+
+def current_ticket() -> Ticket | None:
+    """The ticket of the request this task serves (set by the admission middleware)."""
+    return _current.get()
+
+
+def hold(ticket: Ticket | None) -> contextvars.Token[Ticket | None]:
+    """Make ``ticket`` the current request's (``release`` with the token returned)."""
+    return _current.set(ticket)
+
+
+def release(token: contextvars.Token[Ticket | None]) -> None:
+    _current.reset(token)
+
+
+class FinishAdmission:
+    """The tickets of one process, and what it has learned of their own work's time."""
+
+    def __init__(
+        self,
+        *,
+        cores: int,
+        prior_alone_ms: float = 40.0,
+        generation_floor_ms: Callable[[str], float] = lambda route: 0.0,
+        lag_ms: Callable[[], float] = lambda: 0.0,
+    ) -> None:
+        self.cores = max(cores, 1)
+        self.prior_alone_ms = prior_alone_ms
+        self.generation_floor_ms = generation_floor_ms
+        """The smallest answer's generation at the median, by route (0 for a search)."""
+        self.lag_ms = lag_ms
+        """The event loop's recent lag: the last event of an answer waits behind it."""
+        self._tickets: list[Ticket] = []
+        self._alone: dict[str, deque[float]] = {}
+        self._overlap_s = 0.0
+        """Time two or more tickets were in their own work (decayed with ``_finished``)."""
+        self._finished = 0.0
+        """Tickets that finished meanwhile (decayed)."""
+        self._accounted = time.perf_counter()
+
+    # -- what is predicted ---------------------------------------------------------------------
+
+    def alone_ms(self, route: str) -> float:
+        """The own work of a request of ``route`` with nobody beside it: the lower quartile of
+        recent ones, blended with the prior while few are seen."""
+        seen = self._alone.get(route)
+        if not seen:
+            return self.prior_alone_ms
+        values = sorted(seen)
+        low = values[len(values) // 4]
+        weight = min(len(values), PRIOR_WEIGHT) / PRIOR_WEIGHT
+        return weight * low + (1 - weight) * self.prior_alone_ms
+
+    def per_request_ms(self) -> float:
+        """The process's own work per request when requests overlap (see the module
+        docstring), blended with the prior (the median alone over the cores) while few are
+        seen."""
+        alone = [self.alone_ms(route) for route in self._alone] or [self.prior_alone_ms]
+        prior = sorted(alone)[len(alone) // 2] / self.cores
+        if self._finished <= 0:
+            return prior
+        learned = self._overlap_s * 1000.0 / self._finished
+        weight = min(self._finished, PRIOR_WEIGHT) / PRIOR_WEIGHT
+        return weight * learned + (1 - weight) * prior
+
+    def ahead_of(self, deadline: float) -> int:
+        return sum(1 for t in self._tickets if t.in_own_work and t.deadline <= deadline)
+
+    def predicted_ms(self, route: str, ahead: int) -> float:
+        return (
+            self.alone_ms(route)
+            + ahead * self.per_request_ms()
+            + self.generation_floor_ms(route)
+            + self.lag_ms()
+        )
+
+    def in_own_work(self) -> int:
+        return sum(1 for t in self._tickets if t.in_own_work)
+
+    def account(self, now: float | None = None) -> None:
+        """Add the time since the last call to the overlap, when two or more tickets were in
+        their own work; call before any ticket joins, leaves or changes phase."""
+        now = time.perf_counter() if now is None else now
+        if self.in_own_work() >= 2:
+            self._overlap_s += now - self._accounted
+        self._accounted = now
+
+    # -- admission -----------------------------------------------------------------------------
+
+    def admit(
+        self, route: str, *, arrived: float, budget_ms: float, now: float | None = None
+    ) -> Ticket | Refusal:
+        """A ticket when the request is predicted to finish within ``budget_ms`` of
+        ``arrived``, else a ``Refusal``. With nobody ahead it is always admitted: whether its
+        budget can fit at all is the budget session's to say (504), with fresher figures."""
+        now = time.perf_counter() if now is None else now
+        deadline = arrived + budget_ms / 1000.0
+        ahead = self.ahead_of(deadline)
+        remaining_ms = (deadline - now) * 1000.0
+        if ahead:
+            predicted = self.predicted_ms(route, ahead)
+            if predicted > remaining_ms:
+                wait_s = ahead * self.per_request_ms() / 1000.0
+                return Refusal(predicted, remaining_ms, ahead, max(math.ceil(wait_s), 1))
+        self.account(now)
+        ticket = Ticket(route, arrived, deadline, ahead, _book=self)
+        self._tickets.append(ticket)
+        self._mark_shared()
+        return ticket
+
+    def finish(self, ticket: Ticket, *, learn: bool = True) -> None:
+        """``ticket``'s response ended (``Ticket.finish``)."""
+        if ticket not in self._tickets:
+            return
+        ticket.generation_ended()
+        now = time.perf_counter()
+        self.account(now)
+        overlapped = self.in_own_work() >= 2
+        self._tickets.remove(ticket)
+        if not learn:
+            return
+        if overlapped:
+            decay = 1.0 - 1.0 / THROUGHPUT_SPAN
+            self._overlap_s *= decay
+            self._finished = self._finished * decay + 1.0
+        if not ticket.shared:
+            own_ms = ((now - ticket.arrived) - ticket.generation_s) * 1000.0
+            self._alone.setdefault(ticket.route, deque(maxlen=ALONE_WINDOW)).append(own_ms)
+
+    def _mark_shared(self) -> None:
+        """When more than one ticket is in its own work, each shares the process."""
+        own = [t for t in self._tickets if t.in_own_work]
+        if len(own) > 1:
+            for ticket in own:
+                ticket.shared = True
+
+    @property
+    def admitted(self) -> int:
+        return len(self._tickets)
+
+    def snapshot(self) -> dict[str, object]:
+        """The figures admission decides with (``GET /v1/budget/model``)."""
+        return {
+            "admitted": self.admitted,
+            "in_own_work": sum(1 for t in self._tickets if t.in_own_work),
+            "alone_ms": {route: round(self.alone_ms(route), 2) for route in self._alone},
+            "per_request_ms": round(self.per_request_ms(), 3),
+            "overlapped_finishes": round(self._finished, 2),
+            "cores": self.cores,
+        }
