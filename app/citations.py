@@ -19,8 +19,10 @@ BENCHMARKS.md, "Citation attribution", has both sweeps and the command. The set'
 near copies of their passage's sentences; a model's paraphrase strays further, so on real
 answers the threshold trades recall for precision more than these figures show.
 
-A passage's sentence vectors are kept in a small LRU cache by its text: the passages of popular
-questions come back often, and their sentences are most of the work.
+A passage's sentence vectors come from its snapshot, where ingest stored them
+(``retrieval.sentences``), so a question's attribution embeds only its answer; a passage of a
+snapshot without them (built before they were stored) has its sentences embedded here and kept
+in a small LRU cache by its text.
 """
 
 from __future__ import annotations
@@ -35,6 +37,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from app.config import DEFAULT_ATTRIBUTION_THRESHOLD
+from retrieval.sentences import MIN_WORDS, sentences
+
+__all__ = [
+    "MIN_WORDS",
+    "Attribution",
+    "Attributor",
+    "Support",
+    "attribute",
+    "labels_in",
+    "sentences",
+]
 
 #: Chosen on the labelled set of ``bench/attribution.py`` (see the module docstring).
 DEFAULT_THRESHOLD = DEFAULT_ATTRIBUTION_THRESHOLD
@@ -43,28 +56,11 @@ DEFAULT_THRESHOLD = DEFAULT_ATTRIBUTION_THRESHOLD
 CACHE_PASSAGES = 512
 
 _LABEL = re.compile(r"\[(\d{1,3})\]")
-_LABEL_WITH_SPACE = re.compile(r"\s*\[\d{1,3}\]")
-#: A sentence ends at . ! ? (and : before a code block) followed by space; a blank line or a new
-#: list item also ends one.
-_BREAK = re.compile(r"(?<=[.!?])\s+|::?\s*\n|\n\s*\n|\n(?=\s*(?:[-*\u2022]|\d{1,2}[.)])\s)")
-_WORD = re.compile(r"\w+")
-#: Fewer content words than this and a "sentence" says too little to attribute ("Yes.").
-MIN_WORDS = 3
 
 
 def labels_in(text: str) -> set[int]:
     """Every ``[n]`` label the text carries."""
     return {int(m) for m in _LABEL.findall(text)}
-
-
-def sentences(text: str) -> list[str]:
-    """The sentences of ``text`` worth attributing, whitespace collapsed, labels removed."""
-    out = []
-    for piece in _BREAK.split(_LABEL_WITH_SPACE.sub("", text)):
-        sentence = " ".join(piece.split())
-        if len(_WORD.findall(sentence)) >= MIN_WORDS:
-            out.append(sentence)
-    return out
 
 
 @dataclass(frozen=True)
@@ -137,12 +133,20 @@ class Attributor:
         self._lock = threading.Lock()
         self.cache_hits = 0
 
-    def __call__(self, answer: str, passages: Mapping[int, str]) -> Attribution:
-        """Attribute ``answer``'s sentences to ``passages`` (their texts, by label)."""
+    def __call__(
+        self,
+        answer: str,
+        passages: Mapping[int, str],
+        stored: Mapping[int, np.ndarray] | None = None,
+    ) -> Attribution:
+        """Attribute ``answer``'s sentences to ``passages`` (their texts, by label). A passage
+        in ``stored`` (its sentence vectors, kept at ingest) is not embedded again: only the
+        answer and the others are."""
         said = sentences(answer)
         if not said:
             return Attribution(0, ())
-        keys = {label: self._key(text) for label, text in passages.items()}
+        stored = stored or {}
+        keys = {label: self._key(text) for label, text in passages.items() if label not in stored}
         cached = {label: self._cached(key) for label, key in keys.items()}
         missing = {label: sentences(passages[label]) for label, v in cached.items() if v is None}
         texts = said + [s for parts in missing.values() for s in parts]
@@ -154,6 +158,7 @@ class Attributor:
             start += len(parts)
             self._store(keys[label], found[label])
         rows = {label: v if v is not None else found[label] for label, v in cached.items()}
+        rows.update((label, stored[label]) for label in passages if label in stored)
         return attribute(answer_vectors, rows, self.threshold)
 
     def passage_rows(self, text: str) -> np.ndarray:

@@ -33,6 +33,7 @@ from app.budget_engine import build_budget_engine
 from app.errors import BudgetExhausted, InvalidField, budget_refusals
 from app.services import Services
 from app.stages import Attributed, Generated
+from app.stages.attribution import kept_chunks
 from app.stages.generation import record_first_token, record_generation_end
 from app.stages.result import StageResult
 from inference import RouteDecision
@@ -206,7 +207,12 @@ class Pipeline:
                     attributed = Attributed.skipped("attribution_skipped", room.reason)
                 else:
                     started = time.perf_counter()
-                    attributed = await stage.run(outcome.text, passages, deadline=room.deadline)
+                    attributed = await stage.run(
+                        outcome.text,
+                        passages,
+                        deadline=room.deadline,
+                        chunks=kept_chunks(prepared.prompt.passages),
+                    )
                     if attributed.method == "attributed":
                         session.observe(StageName.ATTRIBUTE, started)
             attributed.record(span)

@@ -16,8 +16,9 @@ first source.
 
 Embedding is batched across files: chunks of several files are gathered, sorted by length,
 embedded in batches of similar lengths (little padding), and put back in order before each
-file's chunks are written. ``on_progress`` hears after every written file how far ingest is:
-files done of all, chunks per second and the time left.
+file's chunks are written; so are the chunks' sentences, whose vectors the snapshot keeps for
+attribution (``retrieval.sentences``). ``on_progress`` hears after every written file how far
+ingest is: files done of all, chunks per second and the time left.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from retrieval.embeddings import Embedder
 from retrieval.errors import UnreadableDocument
 from retrieval.formats import parse_bytes, suffix_of
 from retrieval.formats.document import Document
+from retrieval.sentences import sentence_vectors
 from retrieval.snapshot_writer import SnapshotWriter, file_sha256
 from retrieval.store import DocumentStore
 from retrieval.tokens import TokenCounter, approximate_tokens, wordpiece_counter
@@ -259,11 +261,20 @@ def _ingest_into(
     def flush() -> None:
         chunks = [c for item in pending for c in item.chunks]
         vectors = embed_by_length(embedder, [embedding_input(c) for c in chunks], embedded)
+        # Each chunk's sentence vectors, kept for attribution (retrieval.sentences).
+        said = sentence_vectors(
+            lambda texts: embed_by_length(embedder, texts), [c.text for c in chunks]
+        )
         start = 0
         for item in pending:
             end = start + len(item.chunks)
             report.chunks += writer.replace_source(
-                item.source, item.chunks, vectors[start:end], sha256=item.sha256, root=item.root
+                item.source,
+                item.chunks,
+                vectors[start:end],
+                sha256=item.sha256,
+                root=item.root,
+                sentence_vectors=said[start:end],
             )
             report.files += 1
             (report.added if item.new else report.changed).append(item.source)

@@ -44,6 +44,8 @@ from retrieval.snapshots import (
     LOCK,
     MANIFEST,
     POINTER,
+    SENTENCE_OFFSETS,
+    SENTENCE_VECTORS,
     STAGING_PREFIX,
     VECTORS,
     Manifest,
@@ -153,15 +155,26 @@ def _fsync_file(path: Path) -> None:
 
 
 def write_snapshot_files(
-    staging: Path, manifest: Manifest, ids: np.ndarray, vectors: np.ndarray, index: Any
+    staging: Path,
+    manifest: Manifest,
+    ids: np.ndarray,
+    vectors: np.ndarray,
+    index: Any,
+    sentences: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> None:
     """Step 1: the arrays, index and manifest beside the chunk table, all fsynced."""
     np.save(staging / IDS, ids)
     np.save(staging / VECTORS, vectors)
+    if sentences is not None:
+        np.save(staging / SENTENCE_VECTORS, sentences[0])
+        np.save(staging / SENTENCE_OFFSETS, sentences[1])
     if index is not None:
         faiss.write_index(index, str(staging / INDEX))
     (staging / MANIFEST).write_text(manifest.to_json(), encoding="utf-8")
-    for name in (CHUNKS_DB, IDS, VECTORS, MANIFEST, *([INDEX] if index is not None else [])):
+    names = [CHUNKS_DB, IDS, VECTORS, MANIFEST]
+    names += [INDEX] if index is not None else []
+    names += [SENTENCE_VECTORS, SENTENCE_OFFSETS] if sentences is not None else []
+    for name in names:
         _fsync_file(staging / name)
     fsync_dir(staging)
 
@@ -236,6 +249,8 @@ class SnapshotWriter:
         self._next_id = base.manifest.next_id if base is not None else 1
         self._files: dict[str, SourceRecord] = dict(base.manifest.files) if base else {}
         self._new: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # source -> (ids, vectors)
+        # source -> each chunk's sentence vectors (None: not given, the snapshot keeps none)
+        self._sentences: dict[str, list[np.ndarray] | None] = {}
         self._dropped: set[str] = set()  # base sources not carried over
         self.rebuild = base is None
         self.published: Snapshot | None = None
@@ -300,9 +315,15 @@ class SnapshotWriter:
         *,
         sha256: str = "",
         root: str = "",
+        sentence_vectors: Sequence[np.ndarray] | None = None,
     ) -> int:
-        """Make ``chunks`` (with ``vectors``) the whole of ``source``; no chunks removes it.
-        Returns the number stored. A ``ValueError`` changes nothing."""
+        """Make ``chunks`` (with ``vectors``, and each chunk's ``sentence_vectors`` when
+        given: ``retrieval.sentences``) the whole of ``source``; no chunks removes it. Returns
+        the number stored. A ``ValueError`` changes nothing."""
+        if sentence_vectors is not None and len(sentence_vectors) != len(chunks):
+            raise ValueError(
+                f"{len(chunks)} chunk(s) but sentence vectors for {len(sentence_vectors)}"
+            )
         matrix = np.ascontiguousarray(vectors, dtype=np.float32)
         if matrix.ndim != 2 or matrix.shape[0] != len(chunks):
             raise ValueError(
@@ -339,6 +360,7 @@ class SnapshotWriter:
             ],
         )
         self._new[source] = (ids, matrix)
+        self._sentences[source] = list(sentence_vectors) if sentence_vectors is not None else None
         self._files[source] = SourceRecord(sha256, len(chunks), root)
         return len(chunks)
 
@@ -347,6 +369,7 @@ class SnapshotWriter:
         if source in self._new:
             self._db.execute("DELETE FROM chunks WHERE source = ?", (source,))
             del self._new[source]
+            self._sentences.pop(source, None)
         if self.base is not None and source in self.base.manifest.files:
             self._dropped.add(source)
         self._files.pop(source, None)
@@ -395,6 +418,7 @@ class SnapshotWriter:
             else np.zeros((0, 0), np.float32)
         )
         order = np.argsort(ids, kind="stable")
+        sentences = self._sentence_arrays(kept_ids, ids[order], dim)
         ids, vectors = ids[order], np.ascontiguousarray(vectors[order])
         self._db.executescript(_INDEXES)
         kinds = dict(self._db.execute("SELECT kind, COUNT(*) FROM chunks GROUP BY kind"))
@@ -415,13 +439,41 @@ class SnapshotWriter:
             kinds=kinds,
             files=dict(sorted(self._files.items())),
         )
-        write_snapshot_files(self.staging, manifest, ids, vectors, index)
+        write_snapshot_files(self.staging, manifest, ids, vectors, index, sentences)
         final = snapshots_dir(self.collection_path) / self.version
         rename_into_place(self.staging, final)
         point_current(self.collection_path, self.version)
         prune(self.collection_path, self.keep)
         self.published = Snapshot.load(final, use_gpu=self.index_settings.use_gpu)
         return self.published
+
+    def _sentence_arrays(
+        self, kept_ids: np.ndarray, ids: np.ndarray, dim: int
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """The next snapshot's sentence vectors (float16) and offsets, chunk by chunk in
+        ``ids`` order: a kept chunk's from the base, a new one's as given. None unless every
+        chunk has them (a base written before they were kept, or a source given without)."""
+        rows: dict[int, np.ndarray] = {}
+        base = self.base
+        if len(kept_ids):
+            if base is None or base.sentences is None:
+                return None
+            for chunk_id in kept_ids:
+                found = base.sentence_rows(int(chunk_id))
+                if found is None:
+                    return None
+                rows[int(chunk_id)] = found
+        for source, (new_ids, _) in self._new.items():
+            given = self._sentences.get(source)
+            if given is None:
+                return None
+            rows.update(zip((int(i) for i in new_ids), given, strict=True))
+        counts = [len(rows[int(i)]) for i in ids]
+        offsets = np.zeros(len(ids) + 1, np.int64)
+        offsets[1:] = np.cumsum(counts)
+        parts = [rows[int(i)].reshape(-1, dim) for i in ids if len(rows[int(i)])]
+        matrix = np.concatenate(parts) if parts else np.zeros((0, dim), np.float32)
+        return matrix.astype(np.float16), offsets
 
     def abort(self) -> None:
         """Throw the half-built snapshot away; the current one stays."""

@@ -11,6 +11,11 @@ Layout under the store root (``$RAGTIME_DATA_DIR/store``)::
         ids.npy          int64 (n,): the chunk ids, ascending
         vectors.npy      float32 (n, dim): row i is the vector of chunk ``ids[i]``
         index.faiss      the FAISS index over those vectors, by chunk id
+        sentence_vectors.npy   float16 (m, dim): the unit vectors of every chunk's sentences
+                         (``retrieval.sentences``), chunk after chunk in ``ids`` order
+        sentence_offsets.npy   int64 (n + 1,): chunk ``ids[i]``'s sentences are rows
+                         ``offsets[i]:offsets[i + 1]`` (both files absent in snapshots
+                         written before they were kept: attribution then embeds passages)
     collections/<name>/snapshots/.building-<version>-<pid>/   a snapshot being written
 
 A snapshot is never changed once its directory has its final name; ``CURRENT`` is replaced
@@ -48,12 +53,31 @@ CHUNKS_DB = "chunks.sqlite3"
 IDS = "ids.npy"
 VECTORS = "vectors.npy"
 INDEX = "index.faiss"
+SENTENCE_VECTORS = "sentence_vectors.npy"
+SENTENCE_OFFSETS = "sentence_offsets.npy"
 STAGING_PREFIX = ".building-"
 _VERSION = re.compile(r"^v(\d{6,})$")
 #: A filter that keeps at most this many chunks is searched exactly over their stored vectors
 #: (a matrix product); a wider one goes through the index with an ``IDSelectorBatch``.
 EXACT_FILTER_MAX = 20_000
 CHUNK_COLUMNS = "id, source, title, section, text, page, kind"
+
+
+def _load_sentences(path: Path, chunks: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """A snapshot's sentence vectors and offsets, when it keeps them and they agree with its
+    chunk count (else None: attribution embeds the passages, as before they were kept)."""
+    if not (path / SENTENCE_OFFSETS).is_file():
+        return None
+    try:
+        offsets = np.load(path / SENTENCE_OFFSETS, mmap_mode="r")
+        vectors = np.load(path / SENTENCE_VECTORS, mmap_mode="r")
+    except (OSError, ValueError) as exc:
+        log.warning("snapshot %s: its sentence vectors cannot be read (%s): not used", path, exc)
+        return None
+    if len(offsets) != chunks + 1 or (chunks and int(offsets[-1]) != len(vectors)):
+        log.warning("snapshot %s: its sentence vectors do not match its chunks: not used", path)
+        return None
+    return vectors, offsets
 
 
 def collection_dir(root: Path, name: str) -> Path:
@@ -163,8 +187,11 @@ class Snapshot:
         vectors: np.ndarray,
         db: sqlite3.Connection,
         device: str,
+        sentences: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> None:
         self.path = path
+        self.sentences = sentences
+        """``(vectors, offsets)`` of the chunks' sentences, when the snapshot keeps them."""
         self.manifest = manifest
         self.index = index
         self.ids = ids
@@ -193,7 +220,20 @@ class Snapshot:
         device = "cpu: empty"
         if index is not None:
             index, device = to_device(index, manifest.index, wanted=use_gpu)
-        return cls(path, manifest, index, ids, vectors, connect_read_only(path / CHUNKS_DB), device)
+        db = connect_read_only(path / CHUNKS_DB)
+        return cls(path, manifest, index, ids, vectors, db, device, _load_sentences(path, len(ids)))
+
+    def sentence_rows(self, chunk_id: int) -> np.ndarray | None:
+        """The unit vectors of chunk ``chunk_id``'s sentences (float32 rows, in
+        ``retrieval.sentences.sentences`` order); None when the snapshot keeps none or does not
+        hold the chunk."""
+        if self.sentences is None or not len(self.ids):
+            return None
+        at = int(np.searchsorted(self.ids, chunk_id))
+        if at >= len(self.ids) or int(self.ids[at]) != chunk_id:
+            return None
+        vectors, offsets = self.sentences
+        return np.asarray(vectors[int(offsets[at]) : int(offsets[at + 1])], dtype=np.float32)
 
     @property
     def version(self) -> str:

@@ -283,6 +283,15 @@ class DocumentStore:
         built_with = self.embedding_backend_of(collection)
         return vector_family(built_with) == vector_family(self.embedding_backend)
 
+    def sentence_rows(self, collection: str, chunk_id: int) -> np.ndarray | None:
+        """The sentence vectors ingest kept for chunk ``chunk_id`` of ``collection``
+        (``Snapshot.sentence_rows``); None when the serving snapshot keeps none, does not hold
+        the chunk, or was embedded with vectors of another backend than this object's."""
+        snapshot = self._snapshots.get(collection)
+        if snapshot is None or not self.serves(collection):
+            return None
+        return snapshot.sentence_rows(chunk_id)
+
     def _check_backend(self, collection: str) -> None:
         if self.serves(collection):
             return

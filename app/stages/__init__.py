@@ -141,7 +141,10 @@ class Stages:
             moderate_answer=ModerateAnswer(moderator),
             # The question embedder, shared: attribution loads no second model.
             attribute=Attribute(
-                embedder, threads(StageName.ATTRIBUTE), threshold=settings.attribution_threshold
+                embedder,
+                threads(StageName.ATTRIBUTE),
+                threshold=settings.attribution_threshold,
+                stored_rows=store.sentence_rows,
             ),
         )
 

@@ -11,15 +11,23 @@ answer's citations unattributed, and says so (``method = "skipped"``).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from app.citations import Attribution, Attributor, labels_in
+import numpy as np
+
+from app.citations import Attribution, Attributor, labels_in, sentences
 from app.stages.result import StageResult
 from app.stages.threads import StageThreads
+from inference.prompt import PromptPassage
 from retrieval import Embedder
 from tracing.budget import DeadlinePassed, StageName
+
+#: A chunk's kept sentence vectors, by collection and chunk id (None: none kept).
+StoredRows = Callable[[str, int], np.ndarray | None]
+#: A prompt passage's stored chunk: collection, chunk id and its whole text.
+KeptChunk = tuple[str, int, str]
 
 #: How an answer's citations were found: its own labels, attribution, neither for want of
 #: time, or none to find (an empty answer).
@@ -77,10 +85,19 @@ class Attribute:
     name = StageName.ATTRIBUTE
     component = "embedder"
 
-    def __init__(self, embedder: Embedder, threads: StageThreads, *, threshold: float) -> None:
+    def __init__(
+        self,
+        embedder: Embedder,
+        threads: StageThreads,
+        *,
+        threshold: float,
+        stored_rows: StoredRows = lambda collection, chunk_id: None,
+    ) -> None:
         self.embedder = embedder
         self.threads = threads
         self.attributor = Attributor(embedder.embed, model=embedder.model_name, threshold=threshold)
+        self.stored_rows = stored_rows
+        """A chunk's sentence vectors, as ingest kept them (``DocumentStore.sentence_rows``)."""
 
     async def warm_up(self) -> None:
         """The question embedder, which the embed stage loads too (a second call is free)."""
@@ -96,14 +113,23 @@ class Attribute:
             return None
         return Attributed("model", dict.fromkeys(sorted(cited)))
 
-    async def run(self, answer: str, passages: Mapping[int, str], *, deadline: float) -> Attributed:
-        """The citations of ``answer`` among ``passages`` (their prompt texts, by label)."""
+    async def run(
+        self,
+        answer: str,
+        passages: Mapping[int, str],
+        *,
+        deadline: float,
+        chunks: Mapping[int, KeptChunk] | None = None,
+    ) -> Attributed:
+        """The citations of ``answer`` among ``passages`` (their prompt texts, by label);
+        ``chunks`` says which stored chunk (collection, id, its whole text) each label is, so
+        that the sentence vectors ingest kept are used instead of embedding it again."""
         own = self.by_model(answer, set(passages))
         if own is not None:
             return own
         try:
             found: Attribution = await self.threads.run(
-                self.attributor, answer, passages, deadline=deadline
+                self._attribute, answer, passages, chunks or {}, deadline=deadline
             )
         except DeadlinePassed as exc:
             return Attributed.skipped("attribution_timeout", f"ran past the deadline: {exc}")
@@ -116,3 +142,45 @@ class Attribute:
             sentences=found.sentences,
             unsupported=found.unsupported,
         )
+
+    def _attribute(
+        self, answer: str, passages: Mapping[int, str], chunks: Mapping[int, KeptChunk]
+    ) -> Attribution:
+        """On the stage's thread: the kept sentence vectors of the passages that have them,
+        then the attribution."""
+        stored = {}
+        for label, (collection, chunk_id, text) in chunks.items():
+            if label in passages:
+                rows = kept_rows(passages[label], text, self.stored_rows(collection, chunk_id))
+                if rows is not None:
+                    stored[label] = rows
+        return self.attributor(answer, passages, stored)
+
+
+def kept_rows(prompt_text: str, text: str, rows: np.ndarray | None) -> np.ndarray | None:
+    """Of a chunk's kept sentence vectors (``rows``, one per sentence of its stored ``text``),
+    those of the sentences the prompt holds (``prompt_text``: a passage cut short to fit the
+    prompt is attributed on what the model was shown). None when none were kept, or when they
+    do not match the text's sentences (then the passage is embedded)."""
+    if rows is None:
+        return None
+    said = sentences(text)
+    if len(said) != len(rows):
+        return None
+    if prompt_text == text:
+        return rows
+    shown = " ".join(prompt_text.split())
+    return rows[[i for i, sentence in enumerate(said) if sentence in shown]]
+
+
+def kept_chunks(passages: Iterable[PromptPassage]) -> dict[int, KeptChunk]:
+    """Each prompt passage's stored chunk, by label (passages not from a collection left out)."""
+    out: dict[int, KeptChunk] = {}
+    for p in passages:
+        chunk_id, collection = (
+            getattr(p.passage, "id", None),
+            getattr(p.passage, "collection", None),
+        )
+        if isinstance(chunk_id, int) and isinstance(collection, str):
+            out[p.label] = (collection, chunk_id, p.passage.text)
+    return out

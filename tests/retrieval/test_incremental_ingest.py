@@ -44,7 +44,9 @@ def test_reingesting_embeds_only_what_changed(store: DocumentStore, docs: Path) 
     embedder = CountingEmbedder()
     first = ingest_path(docs, collection="notes", embedder=embedder, store=store)
     assert sorted(first.added) == ["dicts.md", "guide/loops.rst", "lists.md"]
-    assert first.snapshot == "v000001" and len(embedder.texts) == 3
+    chunk_texts = [t for t in embedder.texts if "\n" in t]  # a chunk's input: title, text
+    assert first.snapshot == "v000001" and len(chunk_texts) == 3
+    assert len(embedder.texts) == 6  # and their sentences, kept for attribution
     before = store.snapshot("notes")
     assert before is not None
     kept_ids = {p.source: p.id for p in store.get(list(map(int, before.ids)))}
@@ -62,7 +64,9 @@ def test_reingesting_embeds_only_what_changed(store: DocumentStore, docs: Path) 
     )
     assert second.unchanged == ["guide/loops.rst"]
     assert second.summary() == "1 added, 1 changed, 1 unchanged, 1 removed"
-    assert sorted(t.split("\n")[0] for t in embedder.texts) == ["Lists", "Sets"]  # not loops
+    embedded = sorted(t.split("\n")[0] for t in embedder.texts if "\n" in t)
+    assert embedded == ["Lists", "Sets"]  # not loops
+    assert not any("loop" in t for t in embedder.texts)  # nor its sentences
     assert second.snapshot == "v000002"
     assert store.sources("notes") == ["guide/loops.rst", "lists.md", "sets.md"]
     after = {p.source: p for p in store.get(list(range(1, 20)))}
@@ -114,7 +118,8 @@ def test_rebuild_embeds_everything_again(store: DocumentStore, docs: Path) -> No
     ingest_path(docs, collection="notes", embedder=HashEmbedder(), store=store)
     embedder = CountingEmbedder()
     report = ingest_path(docs, collection="notes", embedder=embedder, store=store, rebuild=True)
-    assert len(report.added) == 3 and len(embedder.texts) == 3 and report.unchanged == []
+    assert len(report.added) == 3 and report.unchanged == []
+    assert len(embedder.texts) == 6  # 3 chunks and their 3 sentences
 
 
 def test_an_error_mid_ingest_publishes_nothing(

@@ -177,7 +177,9 @@ def test_chunks_of_several_files_are_embedded_together(
     embedder = _CountingEmbedder()
     report = ingest_path(docs, collection="c", embedder=embedder, store=store)
     assert report.files == 6
-    assert len(embedder.batches) == 1 and len(embedder.batches[0]) == 6
+    # One batch of the 6 chunks, then one of their 6 sentences (kept for attribution).
+    assert [len(batch) for batch in embedder.batches] == [6, 6]
+    assert all("Doc" in text for text in embedder.batches[0])
 
 
 def test_bad_chunk_sizes_are_refused_before_anything_is_stored(

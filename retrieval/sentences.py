@@ -1,0 +1,52 @@
+"""Sentences as attribution weighs them, and their vectors, stored with each chunk at ingest.
+
+``sentences`` splits a text where a sentence ends (. ! ? followed by space, a colon before a code
+block, a blank line, a new list item), collapses whitespace, drops ``[n]`` labels and pieces of
+fewer than ``MIN_WORDS`` words. Attribution (``app.citations``) gives each sentence of an answer
+to the passage holding the sentence most like it; the passages' sentence vectors are computed
+once, at ingest (``sentence_vectors``), and kept in the snapshot (``retrieval.snapshots``), so
+that a question's attribution embeds only its answer.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+_LABEL_WITH_SPACE = re.compile(r"\s*\[\d{1,3}\]")
+#: A sentence ends at . ! ? (and : before a code block) followed by space; a blank line or a new
+#: list item also ends one.
+_BREAK = re.compile(r"(?<=[.!?])\s+|::?\s*\n|\n\s*\n|\n(?=\s*(?:[-*\u2022]|\d{1,2}[.)])\s)")
+_WORD = re.compile(r"\w+")
+#: Fewer content words than this and a "sentence" says too little to attribute ("Yes.").
+MIN_WORDS = 3
+
+
+def sentences(text: str) -> list[str]:
+    """The sentences of ``text`` worth attributing, whitespace collapsed, labels removed."""
+    out = []
+    for piece in _BREAK.split(_LABEL_WITH_SPACE.sub("", text)):
+        sentence = " ".join(piece.split())
+        if len(_WORD.findall(sentence)) >= MIN_WORDS:
+            out.append(sentence)
+    return out
+
+
+def sentence_vectors(
+    embed: Callable[[Sequence[str]], np.ndarray], texts: Sequence[str]
+) -> list[np.ndarray]:
+    """Each text's sentence vectors (rows in ``sentences(text)`` order), from one call of
+    ``embed`` (texts to unit row vectors) over all of them."""
+    parts = [sentences(text) for text in texts]
+    flat = [s for part in parts for s in part]
+    matrix = np.asarray(embed(flat), dtype=np.float32) if flat else None
+    out, start = [], 0
+    for part in parts:
+        if matrix is None:
+            out.append(np.zeros((0, 0), np.float32))
+            continue
+        out.append(matrix[start : start + len(part)])
+        start += len(part)
+    return out
