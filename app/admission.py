@@ -204,6 +204,9 @@ class AdmissionMiddleware:
             }
         )
         await send({"type": "http.response.body", "body": body})
+        arrived = scope.get("state", {}).get("arrived_at")
+        if arrived is not None:
+            metrics.ADMISSION_REFUSAL_SECONDS.observe(time.perf_counter() - arrived)
 
 
 async def peek_budget(scope: Scope, receive: Receive, default_ms: float) -> tuple[float, Receive]:

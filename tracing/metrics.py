@@ -101,6 +101,13 @@ ADMISSION_REFUSED = Counter(
     ["route", "reason"],
     registry=REGISTRY,
 )
+ADMISSION_REFUSAL_SECONDS = Histogram(
+    "ragtime_admission_refusal_seconds",
+    "How long a request refused at arrival (503) took, from its arrival to its refusal sent: "
+    "a refusal must not wait behind the work it refuses.",
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0),
+    registry=REGISTRY,
+)
 COST_MODEL = Gauge(
     "ragtime_cost_model",
     "The budget engine's current costs: per generation target (term fixed_ms, "
