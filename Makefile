@@ -86,6 +86,8 @@ BENCH := bench-results
 # A GPU server as the budget issue describes it: TTFT ~30 ms + 0.05 ms per uncached token,
 # 10 ms per token, a running batch of at most 8; answers of 48 tokens (the cap is 64).
 FAKE_SGLANG := fixed_ms=30,prefill_ms_per_token=0.05,decode_ms_per_token=10,max_running=8,natural_tokens=48
+# The GPU of issue 22's burst targets: TTFT 40 ms, 8 ms a token, 64 slots, answers to the cap.
+FAKE_GPU := fixed_ms=40,decode_ms_per_token=8,max_running=64,natural_tokens=400
 RAGTIME := $(VENV)/bin/ragtime
 bench: install
 	RAGTIME_DATA_DIR=$(BENCH)/data $(RAGTIME) setup-demo
@@ -119,6 +121,10 @@ bench: install
 		--json $(BENCH)/goodput-sglang.json
 	$(RAGTIME) bench budget --serve benchmarks/cpu-default.env --serve benchmarks/budget-sglang.env \
 		--fake-sglang $(FAKE_SGLANG) --fresh-starts 3 --budget-ms 2500 --json $(BENCH)/fresh.json
+	$(RAGTIME) bench burst --serve benchmarks/null.env --bursts 25@1,100@1,200@2 --repeats 3 \
+		--json $(BENCH)/burst.json
+	$(RAGTIME) bench burst --serve benchmarks/gpu-like.env --fake-sglang $(FAKE_GPU) --users 12 \
+		--budgets-ms 1500,900,600 --requests 120 --json $(BENCH)/burst-gpu.json
 	$(RAGTIME) bench report --cpu $(BENCH)/cpu-default.json --overhead $(BENCH)/overhead.json \
 		--ceiling $(BENCH)/ceiling.json --ceiling $(BENCH)/ceiling-floor.json \
 		--budget $(BENCH)/budget.json \
@@ -129,6 +135,8 @@ bench: install
 	$(RAGTIME) bench section --goodput $(BENCH)/goodput-cpu.json \
 		--goodput $(BENCH)/goodput-sglang.json --quality $(BENCH)/quality.json \
 		--fresh $(BENCH)/fresh.json --out BENCHMARKS.md
+	$(RAGTIME) bench section --burst $(BENCH)/burst.json --burst $(BENCH)/burst-gpu.json \
+		--burst-before benchmarks/burst-before.json --out BENCHMARKS.md
 
 clean:
 	rm -rf $(VENV) .ragtime .pytest_cache .mypy_cache .ruff_cache

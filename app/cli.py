@@ -186,8 +186,8 @@ def _keys_command(keys: BaseKeyStore, args: argparse.Namespace) -> int:
 
 def cmd_setup_demo(args: argparse.Namespace) -> int:
     """First run only: ingest the demo corpus and create the demo API key. A demo collection
-    embedded by a backend whose vectors differ from the configured one's, or written before
-    snapshots kept sentence vectors, is rebuilt, when it holds the demo corpus alone."""
+    embedded by a backend whose vectors differ from the configured one's is rebuilt, when it
+    holds the demo corpus alone."""
     from app.key_stores import open_key_store
     from app.services import default_embedder, default_store
     from retrieval import iter_documents
@@ -200,18 +200,15 @@ def cmd_setup_demo(args: argparse.Namespace) -> int:
         store.open()
     has_demo, serves, sources = store.has_collection(name), store.serves(name), store.sources(name)
     built_with = store.embedding_backend_of(name)
-    snapshot = store.snapshot(name)
-    keeps_sentences = snapshot is None or not snapshot.count or snapshot.sentences is not None
     store.close()
-    # Rebuilt too when written before snapshots kept sentence vectors (attribution needs them).
-    rebuild = has_demo and (not serves or not keeps_sentences)
+    rebuild = has_demo and not serves
     if rebuild:
         demo_sources = {f.relative_to(DEMO_CORPUS).as_posix() for f in iter_documents(DEMO_CORPUS)}
         if not set(sources) <= demo_sources:
             print(
-                f"warning: collection {name!r} holds more than the demo corpus and was embedded "
-                f"with {built_with!r} or without sentence vectors: rebuild it with `ragtime "
-                f"ingest PATH --collection {name} --rebuild`",
+                f"warning: collection {name!r} was embedded with {built_with!r} and holds more "
+                f"than the demo corpus: rebuild it with `ragtime ingest PATH --collection {name} "
+                "--rebuild`, or searches of it will be refused",
                 file=sys.stderr,
             )
             rebuild = False

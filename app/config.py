@@ -228,6 +228,14 @@ class Settings(BaseSettings):
         "servers serving now; more are refused at once (503 overloaded). Below it, a request is "
         "admitted when it is predicted to finish within its budget (app.admission).",
     )
+    admission_margin: float = Field(
+        0.1,
+        ge=0.0,
+        lt=1.0,
+        description="The share of each budget admission keeps free of predicted work: a "
+        "request is admitted when it is predicted to finish this much before its deadline "
+        "(the answer's last bytes still have to reach the client).",
+    )
     max_queued_per_slot: int = Field(
         64,
         ge=0,

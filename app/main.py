@@ -26,7 +26,7 @@ from inference import GenerationBackend
 from tracing import RequestMetricsMiddleware, configure_tracing, flush_tracing
 from tracing.alerts import AlertEvaluator
 from tracing.budget.admission import FinishAdmission
-from tracing.loop_lag import LOOP_LAG
+from tracing.loop_lag import LoopLag
 
 log = logging.getLogger("ragtime")
 
@@ -97,7 +97,10 @@ def create_app(
     settings = services.settings if services is not None else settings or get_settings()
     configure_tracing()
     access_log.install()
-    finish = FinishAdmission(cores=usable_cores(), lag_ms=LOOP_LAG.ms)
+    loop_lag = LoopLag()
+    finish = FinishAdmission(
+        cores=usable_cores(), lag_ms=loop_lag.ms, margin_share=settings.admission_margin
+    )
     admission = Admission(
         settings.max_in_flight,
         retry_after_s=settings.retry_after_s,
@@ -125,7 +128,8 @@ def create_app(
             name="ragtime-budget-upkeep",
         )
         draining = asyncio.create_task(drain_when_stopping(admission), name="ragtime-drain")
-        lag = asyncio.create_task(LOOP_LAG.run(), name="ragtime-loop-lag")
+        pipeline.budget.loop_lag_ms = loop_lag.ms
+        lag = asyncio.create_task(loop_lag.run(), name="ragtime-loop-lag")
         app.state.alerts = alert_evaluator(settings)
         await app.state.alerts.start()  # runs without a webhook too, for GET /v1/alerts
         ready, components = live.readiness()
@@ -153,6 +157,7 @@ def create_app(
         static_url="/docs/assets",
     )
     app.state.admission = admission
+    app.state.loop_lag = loop_lag
     install_error_handlers(app, retry_after_s=settings.retry_after_s)
     app.include_router(ask.router)
     app.include_router(chat.router)
@@ -175,5 +180,5 @@ def create_app(
         routes=QUESTION_ROUTES,
         openai_routes=(chat.ROUTE,),
     )
-    app.add_middleware(RequestMetricsMiddleware, routes=API_ROUTES, lag_ms=LOOP_LAG.ms)
+    app.add_middleware(RequestMetricsMiddleware, routes=API_ROUTES, lag_ms=loop_lag.ms)
     return app

@@ -187,6 +187,16 @@ def register(sub: Any) -> None:
         help="JSON of `ragtime bench budget --fresh-starts` (writes its own block; alone, "
         "only that block)",
     )
+    section.add_argument(
+        "--burst",
+        type=Path,
+        action="append",
+        default=[],
+        help="JSON of `ragtime bench burst` (writes the bursts block; alone, only that block)",
+    )
+    section.add_argument(
+        "--burst-before", type=Path, help="JSON of the previous burst run, for its figures"
+    )
     section.add_argument("--out", type=Path, default=Path("BENCHMARKS.md"))
     section.set_defaults(func=cmd_section)
 
@@ -497,7 +507,7 @@ def cmd_section(args: argparse.Namespace) -> int:
     from bench.goodput import read_goodput_json
     from bench.quality import QualityResult
 
-    if args.goodput or args.quality or not args.fresh:
+    if args.goodput or args.quality or not (args.fresh or args.burst):
         goodputs = [read_goodput_json(path) for path in args.goodput]
         quality = (
             QualityResult.model_validate_json(args.quality.read_text()) if args.quality else None
@@ -510,6 +520,13 @@ def cmd_section(args: argparse.Namespace) -> int:
 
         write_fresh_section(args.out, read_fresh_json(args.fresh))
         print(f"wrote the fresh-process section of {args.out}", file=sys.stderr)
+    if args.burst:
+        from bench.burst_md import read_burst_json
+        from bench.burst_md import write_section as write_burst_section
+
+        before = read_burst_json(args.burst_before) if args.burst_before else None
+        write_burst_section(args.out, [read_burst_json(p) for p in args.burst], before)
+        print(f"wrote the bursts section of {args.out}", file=sys.stderr)
     return 0
 
 

@@ -4,7 +4,8 @@ A request's bytes reach the socket before the loop gets round to them, and an an
 event leaves after the loop gets round to it: under a burst both waits grow, and a budget that
 ignores them is kept on the server's clock and broken on the client's. ``LoopLag.run`` sleeps
 ``interval_s`` again and again and records how late it woke; ``ms()`` is the largest lag of the
-last ``window_s``, which the budget counts: arrivals are stamped that much earlier
+last ``window_s`` (a quarter of a second: the lag of now, not of a start-up long past), which the
+budget counts: arrivals are stamped that much earlier
 (``tracing.metrics.RequestMetricsMiddleware``), answers keep that much more in reserve
 (``tracing.budget.session``), and admission predicts with it (``app.admission``). It is
 published as ``ragtime_event_loop_lag_seconds``.
@@ -20,9 +21,9 @@ from tracing.metrics import LOOP_LAG_SECONDS
 
 
 class LoopLag:
-    """The recent lags of one process's event loop (one per process: ``LOOP_LAG``)."""
+    """The recent lags of one event loop (one per app: ``app.main``)."""
 
-    def __init__(self, *, interval_s: float = 0.01, window_s: float = 1.0) -> None:
+    def __init__(self, *, interval_s: float = 0.01, window_s: float = 0.25) -> None:
         self.interval_s = interval_s
         self.window_s = window_s
         self._samples: deque[tuple[float, float]] = deque()
@@ -46,7 +47,3 @@ class LoopLag:
             now = time.perf_counter()
             self.record((now - due) * 1000.0, now)
             LOOP_LAG_SECONDS.set(self.ms(now) / 1000.0)
-
-
-LOOP_LAG = LoopLag()
-"""This process's loop lag, measured while ``LOOP_LAG.run()`` runs (the app's lifespan)."""

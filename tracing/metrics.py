@@ -24,7 +24,7 @@ REGISTRY = CollectorRegistry(auto_describe=True)
 
 LOOP_LAG_SECONDS = Gauge(
     "ragtime_event_loop_lag_seconds",
-    "The largest lag of the event loop over the last second: how late it ran what was due.",
+    "The largest lag of the event loop over the last quarter second: how late it ran what was due.",
     registry=REGISTRY,
 )
 

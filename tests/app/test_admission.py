@@ -16,7 +16,7 @@ from tests.fakes.backends import ScriptedBackend
 from tests.helpers.app import app_state, asgi_client, build_app, running_app
 from tracing import metrics
 from tracing._alert_conditions import REFUSED, REQUESTS, SampleKey, Snapshot, error_ratio
-from tracing.loop_lag import LOOP_LAG
+from tracing.loop_lag import LoopLag
 
 
 def refused(reason: str, route: str = "/v1/ask") -> float:
@@ -205,7 +205,7 @@ async def test_a_request_that_cannot_finish_in_time_is_refused_by_its_own_budget
     """Three requests ahead at 400 ms each: a 1 s budget cannot finish, a 60 s one can. The
     budget is the body's; a request without a key is never read, so it counts with the default
     budget and gets its 401."""
-    monkeypatch.setattr(LOOP_LAG, "ms", lambda now=None: 0.0)  # arrivals stamped as they come
+    monkeypatch.setattr(LoopLag, "ms", lambda self, now=None: 0.0)  # arrivals stamped as they come
     app = build_app(seeded_data_dir, backend=ScriptedBackend())
     before = refused("overloaded")
     async with asgi_client(app) as client:

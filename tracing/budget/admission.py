@@ -25,9 +25,11 @@ predicted as
 * the event loop's recent lag (``tracing.loop_lag``), which the answer's last event waits
   behind.
 
-Before anything is learned, ``prior_alone_ms`` and that divided by the process's cores stand in.
-Refusing costs one comparison; the middleware (``app.admission``) decides before auth and before
-the stage threads, with the budget read from the small JSON body.
+A newcomer is admitted when that is within its budget's time left, less ``margin_share`` of its
+budget (the answer's last bytes still have to reach the client, which no server-side figure
+shows). Before anything is learned, ``prior_alone_ms`` and that divided by the process's cores
+stand in. Refusing costs one comparison; the middleware (``app.admission``) decides before auth
+and before the stage threads, with the budget read from the small JSON body.
 """
 
 from __future__ import annotations
@@ -133,12 +135,17 @@ class FinishAdmission:
         prior_alone_ms: float = 40.0,
         generation_floor_ms: Callable[[str], float] = lambda route: 0.0,
         lag_ms: Callable[[], float] = lambda: 0.0,
+        margin_share: float = 0.0,
     ) -> None:
         self.cores = max(cores, 1)
         self.prior_alone_ms = prior_alone_ms
         self.generation_floor_ms = generation_floor_ms
         """The smallest answer's generation at the median, by route (0 for a search)."""
         self.lag_ms = lag_ms
+        self.margin_share = margin_share
+        """The share of each budget kept free of predicted work: the answer's last bytes still
+        have to reach the client, and a client that shares the server's cores (or is busy with
+        many streams) reads them late, which no server-side figure shows."""
         """The event loop's recent lag: the last event of an answer waits behind it."""
         self._tickets: list[Ticket] = []
         self._alone: dict[str, deque[float]] = {}
@@ -209,7 +216,7 @@ class FinishAdmission:
         remaining_ms = (deadline - now) * 1000.0
         if ahead:
             predicted = self.predicted_ms(route, ahead)
-            if predicted > remaining_ms:
+            if predicted > remaining_ms - self.margin_share * budget_ms:
                 wait_s = ahead * self.per_request_ms() / 1000.0
                 return Refusal(predicted, remaining_ms, ahead, max(math.ceil(wait_s), 1))
         self.account(now)

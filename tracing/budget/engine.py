@@ -60,6 +60,9 @@ class BudgetEngine:
         self.search_policy = DegradationPolicy(self.cost, search_limits, quality)
         self.reservations = Reservations()
         self.calibrator = Calibrator(self.cost)
+        self.loop_lag_ms: Callable[[], float] = lambda: 0.0
+        """The serving event loop's recent lag (``tracing.loop_lag``), set by the app: an
+        answer keeps that much more in reserve before its deadline."""
 
     def plan_answer(
         self,

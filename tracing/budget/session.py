@@ -37,16 +37,15 @@ from tracing.budget.ledger import BudgetLedger
 from tracing.budget.policy import Action, BudgetInfeasible, Plan, PlanLimits
 from tracing.budget.queue import Reservation, TargetQueue, TargetSaturated
 from tracing.budget.stage_names import StageName
-from tracing.loop_lag import LOOP_LAG
 
 #: Kept before the deadline to finish an answer: the last event and the request's close.
 FINISH_RESERVE_MS = 50.0
 
 
-def finish_reserve_ms() -> float:
+def finish_reserve_ms(engine: BudgetEngine) -> float:
     """Kept before the deadline to finish an answer: ``FINISH_RESERVE_MS``, and the event loop's
-    recent lag, which the last event waits behind."""
-    return FINISH_RESERVE_MS + LOOP_LAG.ms()
+    recent lag (``BudgetEngine.loop_lag_ms``), which the last event waits behind."""
+    return FINISH_RESERVE_MS + engine.loop_lag_ms()
 
 
 #: Finish reasons whose timings describe the target (a request cut short teaches nothing).
@@ -379,12 +378,12 @@ class BudgetSession:
         """Kept before the deadline while decoding: to flush the answer filter and send the last
         event. None is held for attribution: an answer decoded up to the deadline keeps its
         tokens, and its citations go unattributed, saying so."""
-        return self.engine.cost.rate(StageName.MODERATE_ANSWER) + finish_reserve_ms()
+        return self.engine.cost.rate(StageName.MODERATE_ANSWER) + finish_reserve_ms(self.engine)
 
     def attribution(self) -> Attribution:
         """Whether attribution fits what is left (at its learned cost), and until when it may
         run."""
-        reserve_ms = finish_reserve_ms()
+        reserve_ms = finish_reserve_ms(self.engine)
         left_ms = self.ledger.remaining_ms - reserve_ms
         needed_ms = self.engine.cost.rate(StageName.ATTRIBUTE)
         deadline = self.ledger.deadline - reserve_ms / 1000.0
