@@ -1,0 +1,79 @@
+"""``ragtime bench burst``'s arithmetic: what counts as answered, refused or late, the server's
+refusal p99 from its histogram, the verdict against issue 22's targets, and its section."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.burst import (
+    BurstBench,
+    bucket_p99_ms,
+    classify,
+    judge_burst,
+    parse_bursts,
+    summarize_burst,
+)
+from bench.burst_md import section
+from bench.client import RequestRecord
+
+
+def record(
+    status: int, e2e_ms: float, *, sent_ms: float = 0.0, outcome: str = "ok"
+) -> RequestRecord:
+    return RequestRecord(
+        target="t", index=0, scheduled_s=0.0, start_lag_ms=0.0, status=status,
+        outcome=outcome if status == 200 else "http_error", e2e_ms=e2e_ms, sent_ms=sent_ms,
+        budget_ms=1000,
+    )  # fmt: skip
+
+
+def test_bursts_are_size_at_budget() -> None:
+    assert parse_bursts("25@1, 100@1,200@2") == [(25, 1.0), (100, 1.0), (200, 2.0)]
+    with pytest.raises(ValueError, match="SIZE@BUDGET_S"):
+        parse_bursts("25")
+
+
+def test_what_each_response_counts_as() -> None:
+    assert classify(record(200, 900.0)) == "answered"
+    assert classify(record(200, 900.0, outcome="stream_error")) == "error"
+    assert classify(record(503, 5.0)) == "refused"
+    assert classify(record(504, 20.0)) == "504"
+    assert classify(record(200, 1001.0)) == "late"
+    assert classify(record(503, 1200.0)) == "late"  # a refusal past the budget is late too
+    assert classify(record(500, 10.0)) == "error"
+
+
+def test_late_on_the_wire_counts_from_when_the_client_wrote_the_request() -> None:
+    records = [record(200, 1100.0, sent_ms=300.0), record(200, 1400.0, sent_ms=300.0)]
+    summary = summarize_burst(records, wall_s=1.4)
+    assert summary.late == 2 and summary.late_on_wire == 1
+    assert summary.sent_ms_p50 == 300.0
+
+
+def test_the_servers_refusal_p99_is_the_bound_of_the_bucket_that_holds_it() -> None:
+    before = {0.005: 10.0, 0.01: 10.0, 0.05: 10.0, float("inf"): 10.0}
+    after = {0.005: 90.0, 0.01: 109.0, 0.05: 110.0, float("inf"): 110.0}
+    assert bucket_p99_ms(before, after) == pytest.approx(10.0)  # 99 of 100 within 10 ms
+    assert bucket_p99_ms(after, after) is None  # no refusal in between
+
+
+def test_a_burst_meets_its_target_only_with_none_late() -> None:
+    on_time = summarize_burst([record(200, 500.0)] * 21 + [record(503, 3.0)] * 4, wall_s=0.5)
+    assert judge_burst("t", 25, 1.0, [on_time, on_time, on_time]).met is True
+    late = summarize_burst([record(200, 500.0)] * 21 + [record(200, 1500.0)], wall_s=1.5)
+    assert judge_burst("t", 25, 1.0, [on_time, late, on_time]).met is False
+    few = summarize_burst([record(200, 500.0)] * 19, wall_s=0.5)
+    assert judge_burst("t", 25, 1.0, [few, few, on_time]).met is False  # median 19 < 20
+
+
+def test_the_section_gives_previous_now_target_and_verdict() -> None:
+    rep = summarize_burst([record(200, 500.0)] * 22 + [record(503, 3.0)] * 3, wall_s=0.5)
+    now = BurstBench(created="now", command="ragtime bench burst", machine={}, targets=[],
+                     bursts=[judge_burst("t", 25, 1.0, [rep])])  # fmt: skip
+    old_rep = summarize_burst([record(200, 500.0)] * 4, wall_s=0.5)
+    before = BurstBench(created="then", command="old", machine={}, targets=[],
+                        bursts=[judge_burst("t", 25, 1.0, [old_rep])])  # fmt: skip
+    text = section([now], before)
+    row = next(line for line in text.splitlines() if line.startswith("| 25 | 1 s |"))
+    assert "| 4 (4) | 22 (22) | >= 20, none late |" in row and row.endswith("| met |")
+    assert "| 100 | 1 s | n/a | n/a |" in text
