@@ -99,6 +99,10 @@ class GenerationBackend(ABC):
     """The model served, for spans (``gen_ai.request.model``)."""
     earliest_deadline_first: bool = False
     """Whether the backend serves its waiting requests earliest ``deadline`` first."""
+    generation_waits: bool = True
+    """Whether a request generating waits on the model (a worker or a server, whose queue the
+    budget engine models per target); False for a backend that costs nothing but the service's
+    own streaming, which admission then counts as the request's own work."""
 
     @property
     @abstractmethod

@@ -51,6 +51,7 @@ class NullBackend(GenerationBackend):
 
     name = "null"
     model = "null"
+    generation_waits = False  # its tokens cost only our own streaming of them
 
     def __init__(self, *, tokens: int | None = None) -> None:
         if tokens is not None and tokens < 1:

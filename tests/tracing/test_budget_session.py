@@ -21,6 +21,7 @@ from tracing.budget import (
     StageName,
     TargetSaturated,
 )
+from tracing.budget.admission import FinishAdmission, Ticket, hold, release
 
 SEARCH = PlanLimits(20, 0, 0, 0, 0, 0, 0.0)
 FAST = GenerationPrior(fixed_ms=20.0, prefill_ms_per_token=0.05, decode_ms_per_token=5.0)
@@ -235,3 +236,27 @@ def test_only_an_answer_that_ended_on_its_own_teaches_the_model() -> None:
     session.generation_ended(whole, span, shared_prefix_tokens=None)
     assert built.cost.snapshot()["generation"]["large"]["observations"]["first_token"] == 1  # type: ignore[index]
     span.end()
+
+
+@pytest.mark.parametrize("waits", [True, False])
+def test_generating_is_out_of_the_requests_own_work_only_when_it_waits_on_a_model(
+    waits: bool,
+) -> None:
+    """Admission counts a request ahead while it is in its own work. Generating at a model (a
+    worker, a server) is waiting, modelled per target; a backend that costs nothing but our own
+    streaming (the null backend) keeps the request in its own work while it streams."""
+    book = FinishAdmission(cores=1)
+    ticket = book.admit("/v1/ask", arrived=time.perf_counter(), budget_ms=10_000.0)
+    assert isinstance(ticket, Ticket)
+    serving = Serving()
+    serving.generation_waits = waits  # type: ignore[attr-defined]
+    session = BudgetSession(engine(), BudgetLedger(10_000), route="/v1/ask", question="q",
+                            serving=serving)  # fmt: skip
+    token = hold(ticket)
+    try:
+        with session.holding():
+            in_own_work = ticket.in_own_work
+    finally:
+        release(token)
+    assert in_own_work is not waits
+    assert ticket.in_own_work

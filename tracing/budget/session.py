@@ -145,11 +145,15 @@ class BudgetSession:
         search."""
         self.loads: dict[str, ReportedLoad | None] = {}
         self.edf = False
+        self.generation_waits = True
+        """Whether generating waits on the model (else it is the request's own streaming)."""
         self.context_length: int | None = None
         if question is not None and serving is not None:
             self.targets = serving.cost_targets(question)
             self.loads = {target: serving.target_load(target) for target in self.targets}
             self.edf = serving.earliest_deadline_first
+            # Optional: a backend that says nothing waits on its model.
+            self.generation_waits = bool(getattr(serving, "generation_waits", True))
             self.context_length = serving.context_length
         self.output_cap = output_cap
         """The caller's own cap on the answer's tokens: kept, and not a degradation."""
@@ -343,8 +347,9 @@ class BudgetSession:
     @contextmanager
     def holding(self) -> Iterator[None]:
         """The generation, started at its target's queue; the reservation released after. The
-        request's admission ticket is out of the process's own work meanwhile."""
-        ticket = current_ticket()
+        request's admission ticket is out of the process's own work meanwhile, when generating
+        waits on the model."""
+        ticket = current_ticket() if self.generation_waits else None
         if ticket is not None:
             ticket.generation_started()
         try:
