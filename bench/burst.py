@@ -29,7 +29,15 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, Field
 
-from bench.client import RequestRecord, Target, ask_stream, make_client
+from bench.client import (
+    RequestRecord,
+    Target,
+    ask_request,
+    ask_stream,
+    error_message,
+    make_client,
+    note_sent,
+)
 from bench.goodput import is_useful
 from bench.stats import percentiles
 
@@ -248,18 +256,12 @@ async def lean_ask(
         target=target.name, index=index, scheduled_s=0.0, start_lag_ms=0.0, status=0,
         outcome="incomplete", budget_ms=budget_ms,
     )  # fmt: skip
-    payload = {"question": question, "stream": True, "budget_ms": budget_ms}
-    headers = {"Authorization": f"Bearer {target.key}"} if target.key else {}
-
-    async def sent(event: str, info: dict[str, Any]) -> None:
-        if event == "http11.send_request_headers.complete":
-            record.sent_ms = (time.perf_counter() - due) * 1000.0
-
+    payload, headers = ask_request(target, question, budget_ms)
     try:
         async with asyncio.timeout(timeout_s):
             async with client.stream(
                 "POST", f"{target.url}/v1/ask", json=payload, headers=headers,
-                extensions={"trace": sent},
+                extensions=note_sent(record, due),
             ) as response:  # fmt: skip
                 record.status = response.status_code
                 body = b"".join([chunk async for chunk in response.aiter_raw()])
@@ -271,7 +273,8 @@ async def lean_ask(
         return record
     record.e2e_ms = round((time.perf_counter() - due) * 1000.0, 3)
     if record.status != 200:
-        record.outcome, record.error = "http_error", body[:300].decode(errors="replace")
+        record.outcome = "http_error"
+        record.error = error_message(body.decode(errors="replace"))
         return record
     record.tokens = record.answer_words = body.count(b"event: token")
     last = body.rfind(b"event: ")

@@ -112,10 +112,7 @@ async def ask_stream(
         outcome="incomplete",
         budget_ms=budget_ms,
     )
-    payload: dict[str, Any] = {"question": question, "stream": True}
-    if budget_ms is not None:
-        payload["budget_ms"] = budget_ms
-    headers = {"Authorization": f"Bearer {target.key}"} if target.key else {}
+    payload, headers = ask_request(target, question, budget_ms)
     try:
         async with asyncio.timeout(timeout_s):
             await _exchange(client, f"{target.url}/v1/ask", payload, headers, due, record)
@@ -127,6 +124,28 @@ async def ask_stream(
     return record
 
 
+def ask_request(
+    target: Target, question: str, budget_ms: int | None
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """The JSON body and headers of a streamed ``POST /v1/ask`` to ``target``."""
+    payload: dict[str, Any] = {"question": question, "stream": True}
+    if budget_ms is not None:
+        payload["budget_ms"] = budget_ms
+    headers = {"Authorization": f"Bearer {target.key}"} if target.key else {}
+    return payload, headers
+
+
+def note_sent(record: RequestRecord, due: float) -> dict[str, Any]:
+    """httpx request extensions that set ``record.sent_ms`` once the request's headers are
+    written (its trace hook)."""
+
+    async def sent(event: str, info: dict[str, Any]) -> None:
+        if event == "http11.send_request_headers.complete":
+            record.sent_ms = _ms_since(due)
+
+    return {"trace": sent}
+
+
 async def _exchange(
     client: httpx.AsyncClient,
     url: str,
@@ -135,19 +154,14 @@ async def _exchange(
     due: float,
     record: RequestRecord,
 ) -> None:
-    async def sent(event: str, info: dict[str, Any]) -> None:
-        if event == "http11.send_request_headers.complete":
-            record.sent_ms = _ms_since(due)
-
-    extensions = {"trace": sent}
     async with client.stream(
-        "POST", url, json=payload, headers=headers, extensions=extensions
+        "POST", url, json=payload, headers=headers, extensions=note_sent(record, due)
     ) as response:
         record.status = response.status_code
         if response.status_code != 200:
             await response.aread()
             record.outcome = "http_error"
-            record.error = _error_message(response.text)
+            record.error = error_message(response.text)
             record.e2e_ms = _ms_since(due)
             return
         last_token: float | None = None
@@ -181,7 +195,7 @@ async def _exchange(
 def _apply_final(record: RequestRecord, event: str, data: dict[str, Any]) -> None:
     if event == "error":
         record.outcome = "stream_error"
-        record.error = _error_message(json.dumps(data))
+        record.error = error_message(json.dumps(data))
         return
     record.outcome = "ok"
     budget = data.get("budget") or {}
@@ -218,7 +232,9 @@ def _finish(record: RequestRecord) -> None:
     )
 
 
-def _error_message(body: str) -> str:
+def error_message(body: str) -> str:
+    """An error body's ``type: message`` (the service's JSON shape), else its first 300
+    characters."""
     try:
         error = json.loads(body)["error"]
         return f"{error.get('type', 'error')}: {error.get('message', '')}"[:300]

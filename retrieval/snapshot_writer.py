@@ -458,11 +458,11 @@ class SnapshotWriter:
         if len(kept_ids):
             if base is None or base.sentences is None:
                 return None
-            for chunk_id in kept_ids:
-                found = base.sentence_rows(int(chunk_id))
-                if found is None:
-                    return None
-                rows[int(chunk_id)] = found
+            # Sliced from the base's arrays as stored (float16), not converted and back.
+            vectors, offsets = base.sentences
+            at = np.searchsorted(base.ids, kept_ids)
+            for chunk_id, i in zip(kept_ids, at, strict=True):
+                rows[int(chunk_id)] = vectors[int(offsets[i]) : int(offsets[i + 1])]
         for source, (new_ids, _) in self._new.items():
             given = self._sentences.get(source)
             if given is None:

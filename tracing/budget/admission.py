@@ -61,7 +61,8 @@ class Ticket:
     generating_since: float | None = None
     generation_s: float = 0.0
     shared: bool = False
-    """Another request was in its own work beside this one at some time."""
+    """Another request was in its own work beside this one at some time (set by
+    ``FinishAdmission.account``)."""
     _book: FinishAdmission | None = field(default=None, repr=False)
 
     @property
@@ -80,8 +81,6 @@ class Ticket:
                 self._book.account()
             self.generation_s += time.perf_counter() - self.generating_since
             self.generating_since = None
-            if self._book is not None:
-                self._book._mark_shared()
 
     def finish(self, *, learn: bool = True) -> None:
         """The response ended; with ``learn``, its own work's time teaches the model (a request
@@ -164,9 +163,7 @@ class FinishAdmission:
         if not seen:
             return self.prior_alone_ms
         values = sorted(seen)
-        low = values[len(values) // 4]
-        weight = min(len(values), PRIOR_WEIGHT) / PRIOR_WEIGHT
-        return weight * low + (1 - weight) * self.prior_alone_ms
+        return _blend(values[len(values) // 4], self.prior_alone_ms, len(values))
 
     def per_request_ms(self) -> float:
         """The process's own work per request when requests overlap (see the module
@@ -176,9 +173,7 @@ class FinishAdmission:
         prior = sorted(alone)[len(alone) // 2] / self.cores
         if self._finished <= 0:
             return prior
-        learned = self._overlap_s * 1000.0 / self._finished
-        weight = min(self._finished, PRIOR_WEIGHT) / PRIOR_WEIGHT
-        return weight * learned + (1 - weight) * prior
+        return _blend(self._overlap_s * 1000.0 / self._finished, prior, self._finished)
 
     def ahead_of(self, deadline: float) -> int:
         return sum(1 for t in self._tickets if t.in_own_work and t.deadline <= deadline)
@@ -191,16 +186,18 @@ class FinishAdmission:
             + self.lag_ms()
         )
 
-    def in_own_work(self) -> int:
-        return sum(1 for t in self._tickets if t.in_own_work)
-
-    def account(self, now: float | None = None) -> None:
-        """Add the time since the last call to the overlap, when two or more tickets were in
-        their own work; call before any ticket joins, leaves or changes phase."""
+    def account(self, now: float | None = None) -> int:
+        """Add the time since the last call to the overlap, and mark those tickets as sharing
+        the process, when two or more tickets were in their own work; call before any ticket
+        joins, leaves or changes phase. Returns how many are in their own work."""
         now = time.perf_counter() if now is None else now
-        if self.in_own_work() >= 2:
+        own = [t for t in self._tickets if t.in_own_work]
+        if len(own) >= 2:
             self._overlap_s += now - self._accounted
+            for ticket in own:
+                ticket.shared = True
         self._accounted = now
+        return len(own)
 
     # -- admission -----------------------------------------------------------------------------
 
@@ -222,7 +219,6 @@ class FinishAdmission:
         self.account(now)
         ticket = Ticket(route, arrived, deadline, ahead, _book=self)
         self._tickets.append(ticket)
-        self._mark_shared()
         return ticket
 
     def finish(self, ticket: Ticket, *, learn: bool = True) -> None:
@@ -231,8 +227,7 @@ class FinishAdmission:
             return
         ticket.generation_ended()
         now = time.perf_counter()
-        self.account(now)
-        overlapped = self.in_own_work() >= 2
+        overlapped = self.account(now) >= 2
         self._tickets.remove(ticket)
         if not learn:
             return
@@ -243,13 +238,6 @@ class FinishAdmission:
         if not ticket.shared:
             own_ms = ((now - ticket.arrived) - ticket.generation_s) * 1000.0
             self._alone.setdefault(ticket.route, deque(maxlen=ALONE_WINDOW)).append(own_ms)
-
-    def _mark_shared(self) -> None:
-        """When more than one ticket is in its own work, each shares the process."""
-        own = [t for t in self._tickets if t.in_own_work]
-        if len(own) > 1:
-            for ticket in own:
-                ticket.shared = True
 
     @property
     def admitted(self) -> int:
@@ -265,3 +253,10 @@ class FinishAdmission:
             "overlapped_finishes": round(self._finished, 2),
             "cores": self.cores,
         }
+
+
+def _blend(learned: float, prior: float, seen: float) -> float:
+    """``learned`` from ``seen`` observations, weighed against ``prior`` until ``PRIOR_WEIGHT``
+    of them are seen."""
+    weight = min(seen, PRIOR_WEIGHT) / PRIOR_WEIGHT
+    return weight * learned + (1 - weight) * prior
