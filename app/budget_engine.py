@@ -23,6 +23,8 @@ def build_budget_engine(settings: Settings) -> BudgetEngine:
             max_output_tokens=s.max_output_tokens,
             min_context_tokens=min(s.min_context_tokens, s.context_tokens),
             min_output_tokens=min(s.min_output_tokens, s.max_output_tokens),
+            prune=s.context_pruning,
+            ttft_target_ms=s.ttft_target_ms,
         ),
         PlanLimits(
             rerank_candidates=s.rerank_candidates,

@@ -255,7 +255,18 @@ class Settings(BaseSettings):
         default_factory=lambda: dict(DEFAULT_BUDGET_SHARES),
         description="Each stage's share of a request's budget (JSON object).",
     )
-    ttft_target_ms: int = Field(2000, ge=1, description="Time-to-first-token target.")
+    ttft_target_ms: int = Field(
+        2000,
+        ge=1,
+        description="Time-to-first-token target, from arrival: the budget engine prefers plans "
+        "predicted to meet it (pruning or cutting the context), and a first token later than "
+        "it is marked on the trace.",
+    )
+    context_pruning: bool = Field(
+        True,
+        description="Whether the budget engine may fill a prompt's context with each passage's "
+        "sentences closest to the question (priced by the `pruned` curve of the quality table).",
+    )
     degradation_policy: bool = Field(True, description="Plan within the budget (off: never).")
     on_infeasible: Literal["fail", "passages"] = Field(
         "fail", description="When no plan fits: 504, or answer with the passages alone."

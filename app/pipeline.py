@@ -21,6 +21,8 @@ from collections.abc import AsyncGenerator, Awaitable
 from contextlib import aclosing
 from typing import TypeVar
 
+import numpy as np
+
 from app.answer_events import (
     AnswerDelta,
     AnswerDone,
@@ -73,7 +75,8 @@ class Pipeline:
         """Embed, search (within ``search_filter``) and rerank (sized to the budget): the ``k``
         best passages."""
         session = BudgetSession(self.budget, ledger, route=route)
-        return await self._retrieve(query, collection, k, session, search_filter)
+        passages, _ = await self._retrieve(query, collection, k, session, search_filter)
+        return passages
 
     async def _retrieve(
         self,
@@ -82,7 +85,8 @@ class Pipeline:
         k: int,
         session: BudgetSession,
         search_filter: SearchFilter | None = None,
-    ) -> list[Passage]:
+    ) -> tuple[list[Passage], np.ndarray]:
+        """The passages, and the query's vector (which pruning weighs sentences by)."""
         stages, ledger = self.stages, session.ledger
         try:
             stages.search.check(collection, search_filter)
@@ -121,7 +125,7 @@ class Pipeline:
             if reranked.degradation is not None:
                 ledger.degrade(StageName.RERANK, *reranked.degradation, span)
             session.observe(StageName.RERANK, started, reranked.scored)
-        return reranked.passages
+        return reranked.passages, embedded.vector
 
     # -- answering -------------------------------------------------------------------------
 
@@ -154,7 +158,7 @@ class Pipeline:
             StageName.MODERATE_QUESTION,
             stages.screen_question.run(question, deadline=ledger.deadline),
         )
-        passages = await self._retrieve(question, collection, top_k, session)
+        passages, vector = await self._retrieve(question, collection, top_k, session)
         kept = await self._stage(
             session,
             StageName.MODERATE_PASSAGES,
@@ -171,6 +175,7 @@ class Pipeline:
                     kept.passages,
                     context_tokens=session.planned.context_tokens,
                     deadline=ledger.deadline,
+                    prune_for=vector if session.planned.prune else None,
                 ),
             )
         except BaseException:

@@ -475,9 +475,7 @@ def cmd_quality(args: argparse.Namespace) -> int:
 
     settings = get_settings()
     questions = read_questions(args.questions)[: args.limit]
-    context, output, full_score, full_ms = asyncio.run(
-        measure_quality(questions, settings=settings)
-    )
+    measured = asyncio.run(measure_quality(questions, settings=settings))
     result = QualityResult(
         created=now_iso(),
         command=command_line(getattr(args, "argv", None) or sys.argv[1:]),
@@ -486,10 +484,11 @@ def cmd_quality(args: argparse.Namespace) -> int:
         questions=len(questions),
         context_tokens=settings.context_tokens,
         max_output_tokens=settings.max_output_tokens,
-        full_score_mean=round(full_score, 3),
-        full_generate_ms_p50=round(full_ms, 1),
-        context=context,
-        output=output,
+        full_score_mean=round(measured.full_score, 3),
+        full_generate_ms_p50=round(measured.full_ms, 1),
+        context=measured.context,
+        output=measured.output,
+        pruned=measured.pruned,
     )
     print(table(result))
     if args.json:

@@ -4,7 +4,10 @@ In-process, on the configured models and collection (the CPU default on the demo
 each question: retrieve its passages once, then generate
 
 * the **full** plan's answer (the configured context and output tokens);
-* an answer from each smaller context (shares of the configured context tokens);
+* an answer from each smaller context (shares of the configured context tokens), the passages
+  packed in rank order and the last one cut (``context``);
+* an answer from the same shares and the whole context **pruned** to each passage's sentences
+  closest to the question (``pruned``; ``inference.prompt``);
 * and, for output caps, the full answer cut after each share of its tokens (decoding is greedy,
   so a capped answer is the full answer's first tokens).
 
@@ -27,6 +30,7 @@ import re
 import statistics
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -41,7 +45,9 @@ _STOP_WORDS = (
     "passage passages python"
 )
 STOP = frozenset(_STOP_WORDS.split())
-SHARES = (0.75, 0.5, 0.25)
+SHARES = (0.75, 0.5, 0.375, 0.25)
+#: Pruning is weighed at the whole context too: it may fill it differently from packing.
+PRUNED_SHARES = (1.0, *SHARES)
 
 
 def content_words(text: str) -> set[str]:
@@ -67,13 +73,29 @@ class QualityResult(BaseModel):
     full_generate_ms_p50: float = Field(description="Priced as the savings are (uncached).")
     context: list[KnobPoint]
     output: list[KnobPoint]
+    pruned: list[KnobPoint] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
 
 
+@dataclass
+class Measured:
+    """``measure_quality``'s curves, the full plan's mean score and median generation ms."""
+
+    context: list[KnobPoint]
+    output: list[KnobPoint]
+    pruned: list[KnobPoint]
+    full_score: float
+    full_ms: float
+
+
 async def measure_quality(
-    questions: Sequence[str], *, settings: Any, shares: Sequence[float] = SHARES
-) -> tuple[list[KnobPoint], list[KnobPoint], float, float]:
-    """The context and output curves, the full plan's mean score and median generation ms."""
+    questions: Sequence[str],
+    *,
+    settings: Any,
+    shares: Sequence[float] = SHARES,
+    pruned_shares: Sequence[float] = PRUNED_SHARES,
+) -> Measured:
+    """The context, output and pruned-context curves, against the full plan."""
     from app.pipeline import Pipeline
     from app.services import Services
     from inference import GenerationDone, TextDelta
@@ -85,6 +107,7 @@ async def measure_quality(
     if services.problems or assembler is None:
         raise RuntimeError(f"the service did not load: {services.problems}")
     pipeline = Pipeline(services)
+    stages = services.stages
     backend = services.backend
     full_ctx, full_out = settings.context_tokens, settings.max_output_tokens
 
@@ -110,6 +133,17 @@ async def measure_quality(
     ctx_saved: dict[float, list[float]] = {s: [] for s in shares}
     out_scores: dict[float, list[float]] = {s: [] for s in shares}
     out_saved: dict[float, list[float]] = {s: [] for s in shares}
+    pruned_scores: dict[float, list[float]] = {s: [] for s in pruned_shares}
+    pruned_saved: dict[float, list[float]] = {s: [] for s in pruned_shares}
+
+    async def score_smaller(smaller: Any, scores: list[float], saved: list[float]) -> None:
+        answer, _, _ = await generate(smaller, full_out)
+        scores.append(len(content_words("".join(answer)) & key))
+        # Priced at the full plan's measured rates: the smaller prompt shares its prefix with
+        # the one before it, so its own timing would flatter it.
+        removed = prompt.prompt_tokens - smaller.prompt_tokens
+        saved.append(removed * prefill + (len(deltas) - len(answer)) * per_token)
+
     try:
         for question in questions:
             ledger = BudgetLedger(120_000)
@@ -119,6 +153,7 @@ async def measure_quality(
             if not passages:
                 continue
             key = content_words(passages[0].text)
+            embedded = await stages.embed.run(question, deadline=ledger.deadline)
             prompt = assembler.assemble(question, passages, context_tokens=full_ctx)
             deltas, prefill, per_token = await generate(prompt, full_out)
             full_scores.append(len(content_words("".join(deltas)) & key))
@@ -130,12 +165,12 @@ async def measure_quality(
                 smaller = assembler.assemble(
                     question, passages, context_tokens=max(round(full_ctx * share), 1)
                 )
-                answer, _, _ = await generate(smaller, full_out)
-                ctx_scores[share].append(len(content_words("".join(answer)) & key))
-                # Priced at the full plan's measured rates: the smaller prompt shares its
-                # prefix with the one before it, so its own timing would flatter it.
-                removed = prompt.prompt_tokens - smaller.prompt_tokens
-                ctx_saved[share].append(removed * prefill + (len(deltas) - len(answer)) * per_token)
+                await score_smaller(smaller, ctx_scores[share], ctx_saved[share])
+            for share in pruned_shares:
+                pruned = stages.assemble.assemble(
+                    question, passages, max(round(full_ctx * share), 1), embedded.vector
+                )
+                await score_smaller(pruned, pruned_scores[share], pruned_saved[share])
     finally:
         await services.close()
     base = sum(full_scores) or 1.0
@@ -144,15 +179,16 @@ async def measure_quality(
         return [
             KnobPoint(
                 share=share,
-                quality=round(min(sum(scores[share]) / base, 1.0), 4),
+                quality=round(sum(scores[share]) / base, 4),
                 saved_ms_p50=round(statistics.median(saved[share]), 1) if saved[share] else 0.0,
             )
-            for share in sorted(shares)
+            for share in sorted(scores)
         ]
 
-    return (
+    return Measured(
         curve(ctx_scores, ctx_saved),
         curve(out_scores, out_saved),
+        curve(pruned_scores, pruned_saved),
         statistics.fmean(full_scores) if full_scores else 0.0,
         statistics.median(full_ms) if full_ms else 0.0,
     )
@@ -163,10 +199,15 @@ def quality_table(result: QualityResult, rerank: Sequence[tuple[float, float]]) 
     ``QualityTable`` (validated as it is built; ``dump`` writes its file)."""
 
     def points(knob: list[KnobPoint]) -> list[tuple[float, float]]:
-        return _monotone([(0.0, 0.0), *((p.share, p.quality) for p in knob), (1.0, 1.0)])
+        measured = {p.share: min(p.quality, 1.0) for p in knob}
+        measured.setdefault(1.0, 1.0)
+        return _monotone([(0.0, 0.0), *sorted(measured.items())])
 
+    curves = {"context": points(result.context), "output": points(result.output), "rerank": rerank}
+    if result.pruned:
+        curves["pruned"] = points(result.pruned)
     return QualityTable(
-        {"context": points(result.context), "output": points(result.output), "rerank": rerank},
+        curves,
         {
             "source": f"ragtime bench quality, {result.created}: {result.command}",
             "measure": "share of the reference passage's content words the answer keeps, "
@@ -192,7 +233,11 @@ def table(result: QualityResult) -> str:
         "| saving | share kept | quality kept | ms saved (median) | quality lost per 100 ms |",
         "| --- | --- | --- | --- | --- |",
     ]
-    for knob, points in (("context", result.context), ("output", result.output)):
+    for knob, points in (
+        ("context", result.context),
+        ("pruned", result.pruned),
+        ("output", result.output),
+    ):
         for p in points:
             per = (1 - p.quality) / p.saved_ms_p50 * 100 if p.saved_ms_p50 > 0 else float("nan")
             rows.append(

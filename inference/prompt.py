@@ -11,6 +11,15 @@ Passages are packed in order while their token counts (measured with the model's
 fit the context budget. The first one that does not fit whole is cut at a sentence boundary and
 marked truncated (dropped if not even its first sentence fits); every later one is dropped. The
 question is always included and never counts against the budget. Same inputs, same bytes.
+
+**Pruning** (``assemble(..., pieces=...)``): each passage comes as pieces, a sentence each, scored
+by how close each is to the question. The context is filled in rounds: each round gives every
+passage, in rank order, its next best sentence with the sentences on either side of it (or fewer
+of them, when all three do not fit), until the budget is spent. A passage shows its chosen
+sentences in their own order, `` … `` where some were left out; passages none of whose sentences
+fit are dropped. Unscored pieces (too short to weigh, or a passage without sentence vectors) are
+taken in their order after the scored ones. So a small context holds what each passage says about
+the question instead of the first passages whole.
 """
 
 from __future__ import annotations
@@ -33,6 +42,8 @@ PromptLayout = Literal["shared_prefix_first", "question_first"]
 """``shared_prefix_first`` is ragtime's layout; ``question_first`` is the naive one, kept so the
 two can be measured side by side (``RAGTIME_PROMPT_LAYOUT``)."""
 _NO_PASSAGES = "No passages were found."
+_GAP = " … "
+"""Between the sentences of a pruned passage that were not next to each other."""
 # A sentence ends at . ! or ? followed by whitespace (or the end), or at a newline.
 _SENTENCE_END = re.compile(r"[.!?](?=\s|$)|\n")
 _NEVER = re.compile(r"(?!)")  # a tokenizer without special tokens
@@ -64,6 +75,16 @@ class ContextPassage(Protocol):
     def source(self) -> str: ...
 
 
+class ScoredText(Protocol):
+    """A piece of a passage for pruning (``retrieval.sentences.ScoredPiece`` fits)."""
+
+    @property
+    def text(self) -> str: ...
+
+    @property
+    def score(self) -> float | None: ...
+
+
 @dataclass(frozen=True)
 class PromptPassage:
     label: int
@@ -74,6 +95,7 @@ class PromptPassage:
     tokens: int
     """Tokens this passage takes in the prompt: its header, text and separator."""
     truncated: bool
+    """Cut short, or pruned to some of its sentences."""
 
 
 @dataclass(frozen=True)
@@ -88,6 +110,8 @@ class AssembledPrompt:
     question: str = ""
     """The question as asked (stripped), for a router that picks a model by it; "" when the
     prompt was built by other means."""
+    pruned: bool = False
+    """The passages were pruned to their sentences closest to the question."""
 
 
 class PromptAssembler:
@@ -115,11 +139,20 @@ class PromptAssembler:
         passages: Sequence[ContextPassage],
         *,
         context_tokens: int | None = None,
+        pieces: Sequence[Sequence[ScoredText]] | None = None,
     ) -> AssembledPrompt:
+        """The prompt for ``question`` over ``passages`` (best first) within ``context_tokens``;
+        pruned to each passage's sentences closest to the question when ``pieces`` (one list
+        per passage, its text cut into scored pieces) is given."""
         budget = self.context_tokens if context_tokens is None else context_tokens
         if budget < 0:
             raise ValueError(f"context_tokens must be >= 0, got {budget}")
-        packed = self._pack(passages, budget)
+        if pieces is not None and len(pieces) != len(passages):
+            raise ValueError(f"{len(pieces)} lists of pieces for {len(passages)} passages")
+        if pieces is None:
+            packed = self._pack(passages, budget)
+        else:
+            packed = self._prune(passages, pieces, budget)
         blocks = [self._block(p.label, p.passage, p.text) + _SEPARATOR for p in packed]
         context = "".join(blocks) if blocks else _NO_PASSAGES + _SEPARATOR
         asked = "Question: " + self.neutralize(question.strip())
@@ -140,6 +173,7 @@ class PromptAssembler:
             context_tokens_budget=budget,
             context_tokens_used=sum(p.tokens for p in packed),
             question=question.strip(),
+            pruned=pieces is not None,
         )
 
     def neutralize(self, text: str) -> str:
@@ -184,6 +218,72 @@ class PromptAssembler:
             break
         return packed
 
+    def _prune(
+        self,
+        passages: Sequence[ContextPassage],
+        pieces: Sequence[Sequence[ScoredText]],
+        budget: int,
+    ) -> list[PromptPassage]:
+        texts = [[self.neutralize(p.text) for p in scored] for scored in pieces]
+        cost = [[self.tokenizer.count(t) for t in ts] for ts in texts]
+        header = [self._tokens(0, passage, "") for passage in passages]
+        gap = self.tokenizer.count(_GAP)
+        chosen: list[set[int]] = [set() for _ in passages]
+        taken: list[tuple[int, set[int]]] = []  # (passage, pieces) in the order added
+
+        def estimate(i: int, picked: set[int]) -> int:
+            runs = sum(1 for j in picked if j - 1 not in picked)
+            return header[i] + sum(cost[i][j] for j in picked) + gap * max(runs - 1, 0)
+
+        used = 0
+        orders = [_preference(scored) for scored in pieces]
+        for rank in range(max((len(o) for o in orders), default=0)):
+            for i, order in enumerate(orders):
+                if rank >= len(order) or order[rank] in chosen[i]:
+                    continue
+                center = order[rank]
+                now = estimate(i, chosen[i]) if chosen[i] else 0
+                for unit in (
+                    (center - 1, center, center + 1),
+                    (center, center + 1),
+                    (center,),
+                ):
+                    add = {j for j in unit if 0 <= j < len(texts[i])} - chosen[i]
+                    grown = estimate(i, chosen[i] | add) - now
+                    if used + grown <= budget:
+                        chosen[i] |= add
+                        taken.append((i, add))
+                        used += grown
+                        break
+        while True:  # token counts of pieces add up only nearly: check, and give back the last
+            packed = self._pruned_passages(passages, texts, chosen)
+            if sum(p.tokens for p in packed) <= budget or not taken:
+                return packed
+            i, add = taken.pop()
+            chosen[i] -= add
+
+    def _pruned_passages(
+        self,
+        passages: Sequence[ContextPassage],
+        texts: Sequence[Sequence[str]],
+        chosen: Sequence[set[int]],
+    ) -> list[PromptPassage]:
+        packed: list[PromptPassage] = []
+        for i, passage in enumerate(passages):
+            if not chosen[i]:
+                continue
+            parts: list[str] = []
+            for j in sorted(chosen[i]):
+                if parts and j - 1 not in chosen[i]:
+                    parts.append(_GAP)
+                parts.append(texts[i][j] if j + 1 in chosen[i] else texts[i][j].rstrip())
+            text = "".join(parts).strip()
+            label = len(packed) + 1
+            whole = len(chosen[i]) == len(texts[i])
+            tokens = self._tokens(label, passage, text)
+            packed.append(PromptPassage(label, passage, text, tokens, truncated=not whole))
+        return packed
+
     def _cut(
         self, label: int, passage: ContextPassage, text: str, room: int
     ) -> tuple[str, int] | None:
@@ -220,6 +320,16 @@ def _block(label: int, title: str, section: str, source: str, text: str) -> str:
     if source:
         header += f" ({source})"
     return f"{header}\n{text}"
+
+
+def _preference(pieces: Sequence[ScoredText]) -> list[int]:
+    """Piece indexes, the highest score first (ties in text order), then the unscored ones in
+    text order."""
+    scored = sorted(
+        (i for i, p in enumerate(pieces) if p.score is not None),
+        key=lambda i: (-(pieces[i].score or 0.0), i),
+    )
+    return scored + [i for i, p in enumerate(pieces) if p.score is None]
 
 
 def _one_line(value: str) -> str:

@@ -6,12 +6,18 @@ fewer than ``MIN_WORDS`` words. Attribution (``app.citations``) gives each sente
 to the passage holding the sentence most like it; the passages' sentence vectors are computed
 once, at ingest (``sentence_vectors``), and kept in the snapshot (``retrieval.snapshots``), so
 that a question's attribution embeds only its answer.
+
+``scored_pieces`` cuts a passage at the same places, keeping every character, and scores each
+piece by its kept vector's similarity to the question: what context pruning
+(``inference.prompt``) chooses sentences by.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from itertools import pairwise
 
 import numpy as np
 
@@ -49,4 +55,38 @@ def sentence_vectors(
             continue
         out.append(matrix[start : start + len(part)])
         start += len(part)
+    return out
+
+
+@dataclass(frozen=True)
+class ScoredPiece:
+    """A stretch of a passage's text from one sentence's start to the next's, as written."""
+
+    text: str
+    score: float | None
+    """Cosine similarity of its sentence to the question; None for a piece ``sentences`` leaves
+    out (too short to weigh), or a passage without kept vectors."""
+
+
+def scored_pieces(
+    text: str, rows: np.ndarray | None, query: np.ndarray | None
+) -> list[ScoredPiece]:
+    """``text`` cut where ``sentences`` cuts it, every character kept (labels aside), each piece
+    scored by its row of ``rows`` (the kept vectors, in ``sentences(text)`` order) against the
+    unit vector ``query``. Unscored when there are no rows, no query, or rows that do not match
+    the text's sentences."""
+    stripped = _LABEL_WITH_SPACE.sub("", text)
+    bounds = [0, *(m.end() for m in _BREAK.finditer(stripped)), len(stripped)]
+    spans = [(a, b) for a, b in pairwise(bounds) if b > a]
+    counted = [len(_WORD.findall(stripped[a:b])) >= MIN_WORDS for a, b in spans]
+    scores: np.ndarray | None = None
+    if rows is not None and query is not None and len(rows) == sum(counted) and len(rows):
+        scores = np.asarray(rows, dtype=np.float32) @ np.asarray(query, np.float32).reshape(-1)
+    out, row = [], 0
+    for (a, b), has_row in zip(spans, counted, strict=True):
+        score = None
+        if has_row:
+            score = float(scores[row]) if scores is not None else None
+            row += 1
+        out.append(ScoredPiece(stripped[a:b], score))
     return out

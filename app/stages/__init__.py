@@ -132,6 +132,7 @@ class Stages:
                 threads(StageName.ASSEMBLE),
                 context_tokens=settings.context_tokens,
                 layout=settings.prompt_layout,
+                stored_rows=store.sentence_rows,
             ),
             generate=Generate(
                 backend,

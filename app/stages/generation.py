@@ -8,9 +8,11 @@ from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 
+import numpy as np
 from opentelemetry import trace
 from opentelemetry.trace import Span
 
+from app.stages.attribution import StoredRows
 from app.stages.result import StageResult
 from app.stages.threads import StageThreads
 from inference import (
@@ -27,6 +29,7 @@ from inference import (
     common_prefix,
 )
 from inference.prompt import ContextPassage, PromptLayout
+from retrieval.sentences import scored_pieces
 from tracing import metrics
 from tracing.budget import StageName, next_before_deadline
 
@@ -44,6 +47,7 @@ class Assembled(StageResult):
             "ragtime.prompt.passages": len(prompt.passages),
             "ragtime.prompt.dropped": prompt.dropped,
             "ragtime.prompt.truncated": any(p.truncated for p in prompt.passages),
+            "ragtime.prompt.pruned": prompt.pruned,
             "ragtime.prompt.context_tokens_budget": prompt.context_tokens_budget,
             "ragtime.prompt.context_tokens_used": prompt.context_tokens_used,
         }
@@ -63,11 +67,15 @@ class AssemblePrompt:
         *,
         context_tokens: int,
         layout: PromptLayout,
+        stored_rows: StoredRows = lambda collection, chunk_id: None,
     ) -> None:
         self.backend = backend
         self.threads = threads
         self.context_tokens = context_tokens
         self.layout = layout
+        self.stored_rows = stored_rows
+        """A chunk's sentence vectors, as ingest kept them (``DocumentStore.sentence_rows``):
+        what pruning scores a passage's sentences with."""
         self.assembler: PromptAssembler | None = None
         self.shared_prefix_tokens: int | None = None
         """The tokens every prompt starts with (system prompt, template): what a new question
@@ -94,14 +102,39 @@ class AssemblePrompt:
         *,
         context_tokens: int,
         deadline: float,
+        prune_for: np.ndarray | None = None,
     ) -> Assembled:
+        """The prompt within ``context_tokens``; with ``prune_for`` (the question's unit
+        vector), the passages pruned to their sentences closest to it."""
         if self.assembler is None:
             raise BackendUnavailable("the generation backend is not loaded")
         prompt = await self.threads.run(
-            self.assembler.assemble, question, passages,
-            context_tokens=context_tokens, deadline=deadline,
-        )  # fmt: skip
+            self.assemble, question, passages, context_tokens, prune_for, deadline=deadline
+        )
         return Assembled(prompt)
+
+    def assemble(
+        self,
+        question: str,
+        passages: Sequence[ContextPassage],
+        context_tokens: int,
+        prune_for: np.ndarray | None = None,
+    ) -> AssembledPrompt:
+        """``run``'s work, on the caller's thread (after ``warm_up``)."""
+        assembler = self.assembler
+        if assembler is None:
+            raise BackendUnavailable("the generation backend is not loaded")
+        pieces = None
+        if prune_for is not None:
+            pieces = [scored_pieces(p.text, self._rows_of(p), prune_for) for p in passages]
+        return assembler.assemble(question, passages, context_tokens=context_tokens, pieces=pieces)
+
+    def _rows_of(self, passage: ContextPassage) -> np.ndarray | None:
+        chunk_id = getattr(passage, "id", None)
+        collection = getattr(passage, "collection", None)
+        if isinstance(chunk_id, int) and isinstance(collection, str):
+            return self.stored_rows(collection, chunk_id)
+        return None
 
 
 @dataclass(frozen=True)

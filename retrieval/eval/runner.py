@@ -11,7 +11,9 @@ The retrievers, all over the same dataset (``python_faq``):
   (``tracing.budget.policy``: half of them, then ``top_k``); the rest keep the vector order;
 * **prompt**: the ``top_k`` passages the answer is given, packed by the prompt assembler into
   the configured context tokens and into each smaller context of the policy's ladder: the
-  passages that reach the prompt, as the generator sees them.
+  passages that reach the prompt, as the generator sees them; and the same sizes **pruned** to
+  each passage's sentences closest to the question (``inference.prompt``), which lets more of
+  the passages into a small prompt, each with fewer of its sentences.
 
 Rankings of chunks are folded to documents (a source counts once, at its first place) and
 scored with ``metrics``. The store and the baseline's vectors are kept in ``work_dir`` and
@@ -39,6 +41,7 @@ from retrieval.eval.python_faq import Dataset
 from retrieval.ingest import ingest_path, iter_documents
 from retrieval.passages import Passage
 from retrieval.rerank import Reranker
+from retrieval.sentences import ScoredPiece, scored_pieces
 from retrieval.store import DocumentStore
 
 COLLECTION = "eval"
@@ -83,7 +86,12 @@ class PromptPacker(Protocol):
     ``PromptAssembler``, whose result's ``passages`` hold the packed ones (``.passage``)."""
 
     def assemble(
-        self, question: str, passages: Sequence[Any], *, context_tokens: int | None = None
+        self,
+        question: str,
+        passages: Sequence[Any],
+        *,
+        context_tokens: int | None = None,
+        pieces: Sequence[Sequence[Any]] | None = None,
     ) -> Any: ...
 
 
@@ -309,19 +317,28 @@ def _prompt_rows(
     top_k: int,
     budgets: Sequence[int],
     order_name: str,
+    pieces: Sequence[Sequence[Sequence[ScoredPiece]]] | None = None,
 ) -> list[EvalRow]:
-    """A row per context size: the sources of the passages that reach the prompt."""
+    """A row per context size: the sources of the passages that reach the prompt; pruned to
+    their sentences closest to the question when each question's ``pieces`` are given."""
     rows = []
     for budget in budgets:
         packed = [
             [
                 p.passage.source
-                for p in packer.assemble(q, ps[:top_k], context_tokens=budget).passages
+                for p in packer.assemble(
+                    q,
+                    ps[:top_k],
+                    context_tokens=budget,
+                    pieces=None if pieces is None else pieces[i],
+                ).passages
             ]
-            for q, ps in zip(questions, order, strict=True)
+            for i, (q, ps) in enumerate(zip(questions, order, strict=True))
         ]
         note = "context_reduced" if budget < budgets[0] else "full context"
         name = f"prompt: top {top_k} ({order_name}) in {budget} context tokens"
+        if pieces is not None:
+            note, name = "context_pruned", name + ", pruned"
         rows.append(EvalRow(name, "prompt", score_rankings(packed, relevant), 0.0, note=note))
     return rows
 
@@ -386,23 +403,35 @@ def evaluate(
             started = time.perf_counter()
             found.append(store.search(COLLECTION, vector, depth))
             times.append((time.perf_counter() - started) * 1000.0)
+        vector_scores = score_rankings([_sources(p) for p in found], relevant)
+        rows.append(
+            EvalRow("ragtime: vector order (no rerank)", "vector", vector_scores, _p50(times))
+        )
+
+        rerank_rows, best_order = _rerank_rows(
+            questions, relevant, found, rerankers, rerank_levels(rerank_candidates, top_k)
+        )
+        rows += rerank_rows
+        if not rerankers:
+            notes.append("no cross-encoder was available: no rerank rows")
+        if packer is None:
+            notes.append("no prompt tokenizer: no context rows")
+        else:
+            order = "vector order" if best_order is found else "best rerank"
+            budgets = [max(round(context_tokens * s), min_context_tokens) for s in CONTEXT_SHARES]
+            rows += _prompt_rows(questions, relevant, best_order, packer, top_k, budgets, order)
+            pieces = [
+                [
+                    scored_pieces(p.text, store.sentence_rows(COLLECTION, p.id), vector)
+                    for p in ps[:top_k]
+                ]
+                for ps, vector in zip(best_order, query_vectors, strict=True)
+            ]
+            rows += _prompt_rows(
+                questions, relevant, best_order, packer, top_k, budgets, order, pieces
+            )
     finally:
         store.close()
-    vector_scores = score_rankings([_sources(p) for p in found], relevant)
-    rows.append(EvalRow("ragtime: vector order (no rerank)", "vector", vector_scores, _p50(times)))
-
-    rerank_rows, best_order = _rerank_rows(
-        questions, relevant, found, rerankers, rerank_levels(rerank_candidates, top_k)
-    )
-    rows += rerank_rows
-    if not rerankers:
-        notes.append("no cross-encoder was available: no rerank rows")
-    if packer is None:
-        notes.append("no prompt tokenizer: no context rows")
-    else:
-        order = "vector order" if best_order is found else "best rerank"
-        budgets = [max(round(context_tokens * s), min_context_tokens) for s in CONTEXT_SHARES]
-        rows += _prompt_rows(questions, relevant, best_order, packer, top_k, budgets, order)
     return EvalReport(
         dataset=dataset.name,
         questions=len(questions),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -219,3 +220,36 @@ def test_metrics_link_histogram_buckets_to_traces(
         flags=re.MULTILINE,
     )
     assert trace_id in exemplars
+
+
+def test_a_ttft_target_prunes_the_context_to_the_sentences_closest_to_the_question(
+    seeded_data_dir: Path, auth: dict[str, str], spans: InMemorySpanExporter, tmp_path: Path
+) -> None:
+    """At 1 ms a prompt token, a 768-token context cannot reach its first token within 400 ms:
+    the plan prunes it (the table weighs pruning above cutting), says so, and the prompt holds
+    sentences of the passages, not the first passages whole."""
+    table = tmp_path / "quality.json"
+    table.write_text(
+        json.dumps(
+            {
+                "curves": {
+                    "context": [[0.0, 0.0], [1.0, 1.0]],
+                    "pruned": [[0.0, 0.0], [0.25, 0.9], [1.0, 1.0]],
+                }
+            }
+        )
+    )
+    with budget_app(
+        seeded_data_dir, context_tokens=768, ttft_target_ms=400, budget_quality_path=table
+    ) as client:
+        pruned = ask(client, auth, budget_ms=5000).json()
+    with budget_app(seeded_data_dir, context_tokens=768, budget_quality_path=table) as client:
+        whole = ask(client, auth, budget_ms=5000).json()
+    assert "context_pruned" in actions(pruned), pruned["degradations"]
+    assert "context_pruned" not in actions(whole) and "context_reduced" not in actions(whole)
+    (reason,) = [d["reason"] for d in pruned["degradations"] if d["action"] == "context_pruned"]
+    assert "sentences closest to the question" in reason
+    assembles = [s for s in spans.get_finished_spans() if s.name == "assemble"]
+    assert [attributes(s)["ragtime.prompt.pruned"] for s in assembles] == [True, False]
+    assert number(assembles[0], "ragtime.prompt.context_tokens_used") <= 192
+    assert number(assembles[0], "ragtime.prompt.passages") >= 2  # more than the first, cut

@@ -12,7 +12,7 @@ import numpy as np
 from app.stages import Attribute, StageThreads
 from app.stages.attribution import kept_rows
 from retrieval import DocumentStore, ingest_path
-from retrieval.sentences import sentences
+from retrieval.sentences import scored_pieces, sentences
 from retrieval.snapshots import SENTENCE_OFFSETS, SENTENCE_VECTORS, Snapshot
 from tests.fakes.hash_embedder import CountingEmbedder, HashEmbedder
 
@@ -112,3 +112,43 @@ def test_a_passage_cut_short_is_attributed_on_the_sentences_the_prompt_shows() -
     assert shown is not None and shown.tolist() == [[0.0, 1.0, 2.0]]
     assert kept_rows(text, text, None) is None
     assert kept_rows(text, text, rows[:1]) is None  # not this text's sentences: embed instead
+
+
+def test_scored_pieces_keep_every_character_and_score_each_sentence_by_its_row() -> None:
+    text = "Lists hold items. Yes.\n\n- append adds one item\n- pop removes the last one"
+    said = sentences(text)
+    rows = np.eye(len(said), 4, dtype=np.float32)
+    query = np.array([0.0, 0.0, 1.0, 0.0], dtype=np.float32)
+    pieces = scored_pieces(text, rows, query)
+    assert "".join(p.text for p in pieces) == text
+    assert [p.score for p in pieces] == [0.0, None, 0.0, 1.0]  # "Yes." is too short to weigh
+    assert pieces[3].text.startswith("- pop removes")
+
+
+def test_pieces_are_unscored_without_rows_that_match_the_sentences() -> None:
+    text = "Lists hold items. Dicts map keys to values."
+    query = np.ones(4, dtype=np.float32) / 2
+    assert [p.score for p in scored_pieces(text, None, query)] == [None, None]
+    wrong = np.eye(3, 4, dtype=np.float32)  # three rows for two sentences
+    assert [p.score for p in scored_pieces(text, wrong, query)] == [None, None]
+
+
+def test_the_stored_sentence_closest_to_the_question_is_the_one_pruning_keeps(
+    store: DocumentStore, tmp_path: Path
+) -> None:
+    """Kept vectors of a real ingest score a passage's sentences against a question's vector."""
+    embedder = HashEmbedder()
+    ingest_path(
+        write(tmp_path / "docs", {"lists.md": LISTS}),
+        collection="c",
+        embedder=embedder,
+        store=store,
+    )
+    snapshot = store.snapshot("c")
+    assert snapshot is not None
+    (passage,) = store.get([int(i) for i in snapshot.ids])
+    rows = store.sentence_rows("c", passage.id)
+    question = embedder.embed(["The append method adds an item to its end."])[0]
+    pieces = scored_pieces(passage.text, rows, question)
+    best = max((p for p in pieces if p.score is not None), key=lambda p: p.score or 0.0)
+    assert best.text.strip() == "The append method adds an item to its end."

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -269,3 +270,39 @@ def test_plans_count_on_the_prefix_that_recent_requests_found_cached() -> None:
     est = gen.estimate()
     assert est.cached_prefix_tokens == 60.0  # a low quantile: not the repeats' 900
     assert est.prompt_ttft_ms(920) == pytest.approx(est.ttft_ms(860))
+
+
+PRUNING = QualityTable({**LINEAR.curves, "pruned": [(0.0, 0.0), (0.5, 0.95), (1.0, 1.0)]})
+
+
+def pruning_policy(table: QualityTable = PRUNING, ttft_ms: float | None = 1000.0) -> Any:
+    limits = dataclasses.replace(LIMITS, prune=True, ttft_target_ms=ttft_ms)
+    return DegradationPolicy(model(), limits, table)
+
+
+def test_the_ttft_target_prunes_the_context_where_pruning_keeps_more() -> None:
+    # First token: 50 ms + 2 ms x (context + 100 overhead) <= 1000 ms: 375 context tokens at
+    # most; the ladder's 300 (37.5%), pruned (0.71) rather than cut (0.375).
+    plan = pruning_policy().plan(60_000, k=4, rerank_available=False, target="t", ttft_left_ms=1000)
+    assert (plan.context_tokens, plan.prune, plan.meets_ttft) == (300, True, True)
+    assert plan.first_token_ms <= 1000
+    assert [a.action for a in plan.actions] == ["context_pruned"]
+    assert "300 of 800 tokens" in plan.actions[0].reason
+
+
+def test_without_a_ttft_target_the_whole_context_is_kept_whole() -> None:
+    plan = pruning_policy().plan(60_000, k=4, rerank_available=False, target="t")
+    assert (plan.context_tokens, plan.prune, plan.actions) == (800, False, [])
+
+
+def test_without_a_measured_pruned_curve_the_context_is_cut_not_pruned() -> None:
+    plan = pruning_policy(LINEAR).plan(
+        60_000, k=4, rerank_available=False, target="t", ttft_left_ms=1000
+    )
+    assert (plan.context_tokens, plan.prune) == (300, False)
+    assert [a.action for a in plan.actions] == ["context_reduced"]
+
+
+def test_where_no_plan_meets_the_ttft_target_quality_decides() -> None:
+    plan = pruning_policy().plan(60_000, k=4, rerank_available=False, target="t", ttft_left_ms=10)
+    assert (plan.context_tokens, plan.prune, plan.meets_ttft) == (800, False, False)

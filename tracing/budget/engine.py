@@ -84,6 +84,7 @@ class BudgetEngine:
                 rerank_available=rerank_available,
                 target=target,
                 queue_ms=wait.ms,
+                ttft_left_ms=self._ttft_left_ms(ledger),
             )
         except BudgetInfeasible as exc:
             alone_ms = exc.needed_ms - wait.ms  # the smallest plan with no queue
@@ -100,9 +101,15 @@ class BudgetEngine:
                 rerank_available=rerank_available,
                 target=target,
                 queue_ms=queue_ms,
+                ttft_left_ms=self._ttft_left_ms(ledger),
             )
             ahead.ask_to_stop(time.perf_counter() + queue_ms / 1000.0)
             return plan
+
+    def _ttft_left_ms(self, ledger: BudgetLedger) -> float | None:
+        """What the TTFT target leaves after the time spent so far (None without a target)."""
+        target = self.answer_policy.limits.ttft_target_ms
+        return None if target is None else target - ledger.spent_ms
 
     def _queue_wait(self, target: str, ledger: BudgetLedger, queue: TargetQueue) -> Wait:
         """The wait ahead at ``target`` for a request due at ``ledger``'s deadline: our own

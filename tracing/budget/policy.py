@@ -10,12 +10,22 @@ quality per millisecond saved, and a plan uses the budget it has rather than the
 
 When not even the smallest plan (``min_context_tokens``, ``min_output_tokens``, no rerank) fits,
 ``plan`` raises ``BudgetInfeasible``: a 504 is due only then, at measured costs.
+
+**Pruning** (``PlanLimits.prune``): each context size may also be filled with every passage's
+sentences closest to the question (``inference.prompt``) instead of the first passages whole,
+weighed by the table's ``pruned`` curve; without that curve pruning is never chosen.
+
+**The TTFT target** (``PlanLimits.ttft_target_ms``): a plan whose first token is predicted
+within the target (counted from the request's arrival) wins over one that is not, whatever
+their qualities; among plans on the same side of it, quality decides as above. So on a slow
+prefill (the CPU default) the context is pruned or cut to reach the first token in time, and
+where nothing meets the target the plan of highest quality is kept.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from tracing.budget.cost_model import CostModel, GenerationEstimate
 from tracing.budget.quality import QualityTable
@@ -36,6 +46,10 @@ class PlanLimits:
     """System prompt, template and question: prefilled whatever the context holds."""
     reserve_ms: float = 50.0
     """Prompt assembly, answer moderation and streaming, which the plan does not size."""
+    prune: bool = False
+    """Whether a context may be pruned to the passages' sentences closest to the question."""
+    ttft_target_ms: float | None = None
+    """From arrival to the first answer token: plans predicted to meet it are preferred."""
 
 
 @dataclass(frozen=True)
@@ -58,6 +72,12 @@ class Plan:
     """Predicted ms per stage: ``rerank``, ``queue``, ``generate`` (first token and decode)."""
     quality: float = 1.0
     target: str = ""
+    prune: bool = False
+    """The context is filled with the passages' sentences closest to the question."""
+    first_token_ms: float = 0.0
+    """Predicted from now to the first answer token (rerank, queue, prefill)."""
+    meets_ttft: bool = True
+    """Whether ``first_token_ms`` is within what the TTFT target leaves (True without one)."""
 
 
 class BudgetInfeasible(Exception):
@@ -86,8 +106,10 @@ class DegradationPolicy:
         rerank_available: bool,
         target: str = "",
         queue_ms: float = 0.0,
+        ttft_left_ms: float | None = None,
     ) -> Plan:
-        """The plan of highest quality that fits ``remaining_ms``, after ``queue_ms`` of wait."""
+        """The plan of highest quality that fits ``remaining_ms``, after ``queue_ms`` of wait;
+        of those whose first token comes within ``ttft_left_ms``, when any does."""
         lim = self.limits
         full_n = max(lim.rerank_candidates, k) if rerank_available else 0
         rerank_levels = sorted({full_n, max(k, full_n // 2), k, 0} if full_n else {0}, reverse=True)
@@ -104,25 +126,32 @@ class DegradationPolicy:
             if generating
             else [lim.context_tokens]
         )
+        fills = (False, True) if generating and self._prunes() else (False,)
         best: Plan | None = None
         smallest_ms = math.inf
         for n in rerank_levels:
             rerank_ms = self.cost.predict(StageName.RERANK, n)
             for ctx in ctx_levels:
-                plan = self._fit(n, rerank_ms, ctx, gen, remaining_ms, queue_ms, full_n, target)
-                if isinstance(plan, float):
-                    smallest_ms = min(smallest_ms, plan)
-                    continue
-                smallest_ms = min(smallest_ms, plan.predicted_ms)
-                # Equal quality (a knob the table does not weigh): the larger plan.
-                if best is None or (plan.quality, plan.predicted_ms) > (
-                    best.quality,
-                    best.predicted_ms,
-                ):
-                    best = plan
+                for prune in fills:
+                    plan = self._fit(
+                        n, rerank_ms, ctx, gen, remaining_ms, queue_ms, full_n, target, prune
+                    )
+                    if isinstance(plan, float):
+                        smallest_ms = min(smallest_ms, plan)
+                        continue
+                    smallest_ms = min(smallest_ms, plan.predicted_ms)
+                    if ttft_left_ms is not None and plan.first_token_ms > ttft_left_ms:
+                        plan = replace(plan, meets_ttft=False)
+                    # Equal quality (a knob the table does not weigh): the larger plan, and of
+                    # a pruned and a cut context of one size, the cut one.
+                    if best is None or _rank(plan) > _rank(best):
+                        best = plan
         if best is None:
             raise BudgetInfeasible(smallest_ms, remaining_ms)
         return self._explain(best, full_n)
+
+    def _prunes(self) -> bool:
+        return self.limits.prune and self.quality.weighs("pruned")
 
     def _fit(
         self,
@@ -134,6 +163,7 @@ class DegradationPolicy:
         queue_ms: float,
         full_n: int,
         target: str,
+        prune: bool = False,
     ) -> Plan | float:
         """The plan with ``n`` candidates and ``ctx`` context tokens and as many output tokens as
         fit; the smallest such plan's predicted ms when it does not fit."""
@@ -161,6 +191,7 @@ class DegradationPolicy:
             context=ctx / lim.context_tokens if lim.context_tokens else 1.0,
             output=out / lim.max_output_tokens,
             rerank=rerank_share,
+            pruned=prune,
         )
         return Plan(
             n,
@@ -170,6 +201,8 @@ class DegradationPolicy:
             stage_ms={StageName.RERANK: rerank_ms, "queue": queue_ms, StageName.GENERATE: gen_ms},
             quality=quality,
             target=target,
+            prune=prune,
+            first_token_ms=rerank_ms + queue_ms + first_ms,
         )
 
     def _explain(self, plan: Plan, full_n: int) -> Plan:
@@ -191,7 +224,19 @@ class DegradationPolicy:
                     f"{plan.rerank_candidates} of {full_n} candidates fit",
                 )
             )
-        if lim.max_output_tokens and plan.context_tokens < lim.context_tokens:
+        if plan.prune:
+            why = ""
+            if lim.ttft_target_ms is not None and plan.meets_ttft:
+                why = f", first token in ~{plan.first_token_ms:.0f} ms"
+            actions.append(
+                Action(
+                    StageName.ASSEMBLE,
+                    "context_pruned",
+                    f"{plan.context_tokens} of {lim.context_tokens} tokens, each passage's "
+                    f"sentences closest to the question{why}",
+                )
+            )
+        elif lim.max_output_tokens and plan.context_tokens < lim.context_tokens:
             actions.append(
                 Action(
                     StageName.ASSEMBLE,
@@ -207,13 +252,10 @@ class DegradationPolicy:
                     f"{plan.max_output_tokens} of {lim.max_output_tokens} tokens",
                 )
             )
-        return Plan(
-            plan.rerank_candidates,
-            plan.context_tokens,
-            plan.max_output_tokens,
-            plan.predicted_ms,
-            actions,
-            plan.stage_ms,
-            plan.quality,
-            plan.target,
-        )
+        return replace(plan, actions=actions)
+
+
+def _rank(plan: Plan) -> tuple[bool, float, float, bool]:
+    """What makes one plan better than another: meeting the TTFT target, then quality, then the
+    larger plan, then a cut context over a pruned one of the same size."""
+    return (plan.meets_ttft, plan.quality, plan.predicted_ms, not plan.prune)

@@ -5,7 +5,10 @@ a fraction of that knob's full setting:
 
 * ``context``: the share of the configured context tokens the prompt may hold;
 * ``output``: the share of the configured output tokens the answer may have;
-* ``rerank``: the share of the configured rerank candidates scored (0 = vector order).
+* ``rerank``: the share of the configured rerank candidates scored (0 = vector order);
+* ``pruned``: the share of the configured context tokens, filled with each passage's sentences
+  closest to the question (``inference.prompt``'s pruning) instead of the first passages whole.
+  It replaces ``context`` in a pruned plan; without it, no plan is pruned.
 
 Between measured points the curve is linear. The quality of a plan is the product of its knobs'
 qualities. ``ragtime bench quality`` measures the curves on the demo corpus and writes them to
@@ -23,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_QUALITY_PATH = Path(__file__).with_name("quality.json")
-KNOBS = ("context", "output", "rerank")
+KNOBS = ("context", "output", "rerank", "pruned")
 
 
 @dataclass(frozen=True)
@@ -56,9 +59,15 @@ class QualityTable:
         (f0, q0), (f1, q1) = points[i - 1], points[i]
         return q0 + (q1 - q0) * (fraction - f0) / (f1 - f0) if f1 > f0 else q1
 
-    def plan_quality(self, *, context: float, output: float, rerank: float) -> float:
+    def weighs(self, knob: str) -> bool:
+        """Whether the table has a curve for ``knob``."""
+        return bool(self.curves.get(knob))
+
+    def plan_quality(
+        self, *, context: float, output: float, rerank: float, pruned: bool = False
+    ) -> float:
         return (
-            self.quality("context", context)
+            self.quality("pruned" if pruned else "context", context)
             * self.quality("output", output)
             * self.quality("rerank", rerank)
         )

@@ -326,6 +326,8 @@ class BudgetSession:
                 {
                     "ragtime.plan.rerank_candidates": plan.rerank_candidates,
                     "ragtime.plan.context_tokens": plan.context_tokens,
+                    "ragtime.plan.context_pruned": plan.prune,
+                    "ragtime.plan.first_token_ms": round(plan.first_token_ms, 3),
                     "ragtime.plan.max_output_tokens": plan.max_output_tokens,
                     "ragtime.plan.predicted_ms": round(plan.predicted_ms, 3),
                 }

@@ -45,7 +45,7 @@ def test_evaluate_scores_every_retriever(eval_data: Path, tmp_path: Path) -> Non
         work_dir=tmp_path / "work",
     )
     kinds = [row.kind for row in report.rows]
-    assert kinds == ["baseline", "vector", "rerank", "rerank"] + ["prompt"] * 6
+    assert kinds == ["baseline", "vector", "rerank", "rerank"] + ["prompt"] * 12
     assert report.questions == 4 and report.documents == 7
     assert report.baseline_chunks == 7  # every document is under 200 words
     assert report.ragtime_chunks >= 7
@@ -56,9 +56,15 @@ def test_evaluate_scores_every_retriever(eval_data: Path, tmp_path: Path) -> Non
     assert reranker.cross_encoder.pairs_scored == 4 * 6 + 4 * 4
     assert report.rows[2].ms_per_candidate_p50 is not None
     # A smaller context never lets more passages into the prompt: recall only falls.
-    prompt = [row.scores.recall_at_10 for row in report.rows if row.kind == "prompt"]
+    cut = [r for r in report.rows if r.kind == "prompt" and r.note != "context_pruned"]
+    pruned = [r for r in report.rows if r.note == "context_pruned"]
+    assert len(cut) == len(pruned) == 6
+    prompt = [row.scores.recall_at_10 for row in cut]
     assert prompt == sorted(prompt, reverse=True)
     assert prompt[-1] < prompt[0]  # 12 tokens hold at most one passage
+    # Pruned, a small context holds a sentence or more of more passages than the cut one.
+    assert all(p.name.endswith(", pruned") for p in pruned)
+    assert pruned[-1].scores.recall_at_10 >= cut[-1].scores.recall_at_10
     rendered = table(report)
     assert "| ragtime: vector order (no rerank) |" in rendered
     assert "nDCG@10" in rendered
