@@ -3,7 +3,9 @@
 A body is ``multipart/form-data`` (one or more files, under any field name) or JSON
 (``{"source", "text"}``), at most ``max_upload_bytes`` (413, counted as it arrives). Each
 document's name must end in a suffix that ``retrieval`` ingests (415 names them); a name is
-reduced to its last path component, so an upload cannot write outside the collection's sources.
+reduced to its last path component, so an upload cannot write outside the collection's sources,
+normalised (NFC), refused with a 422 when it holds a control character (a NUL byte, say), and
+shortened with a hash suffix when longer than ``MAX_NAME_BYTES``.
 The documents are written to a private temporary directory and ingested with
 ``retrieval.ingest_path`` on a worker thread, into the running service's store: the next search
 sees them.
@@ -11,11 +13,13 @@ sees them.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import re
 import shutil
 import tempfile
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -51,18 +55,42 @@ def check_collection_name(name: str) -> str:
 
 
 def check_source(name: str) -> str:
-    """``name``'s last path component, if it is a file name of a supported type (else 415;
-    422 for a name that is no file name)."""
-    source = PurePosixPath(name.replace("\\", "/")).name.strip()
+    """``name``'s last path component, NFC-normalised, if it is a file name of a supported type
+    (else 415; 422 for a name that is no file name or holds a control character). A name longer
+    than ``MAX_NAME_BYTES`` in UTF-8 is shortened, its suffix kept, with a hash of the whole
+    name, so that the same long name always stores as the same file."""
+    source = unicodedata.normalize("NFC", PurePosixPath(name.replace("\\", "/")).name.strip())
     if not source or source.startswith("."):
-        raise InvalidField("source", f"{name!r} is not a file name")
+        raise InvalidField("source", f"{name[:80]!r} is not a file name")
+    control = next((c for c in source if unicodedata.category(c) in ("Cc", "Cf", "Cs")), None)
+    if control is not None:
+        raise InvalidField(
+            "source",
+            f"{source[:80]!r}: a file name may not hold control characters "
+            f"(found U+{ord(control):04X})",
+        )
     suffix = PurePosixPath(source).suffix.lower()
     if suffix not in SUPPORTED_SUFFIXES:
         raise UnsupportedMediaType(
-            f"{source!r}: documents of type {suffix or '(no suffix)'!r} are not ingested; "
-            f"supported: {', '.join(sorted(SUPPORTED_SUFFIXES))}"
+            f"{source[:80]!r}: documents of type {suffix[:16] or '(no suffix)'!r} are not "
+            f"ingested; supported: {', '.join(sorted(SUPPORTED_SUFFIXES))}"
         )
-    return source
+    return _shortened(source, suffix)
+
+
+#: The longest file name stored, in UTF-8 bytes (file systems allow 255).
+MAX_NAME_BYTES = 200
+
+
+def _shortened(source: str, suffix: str) -> str:
+    if len(source.encode("utf-8")) <= MAX_NAME_BYTES:
+        return source
+    tag = "-" + hashlib.sha256(source.encode("utf-8")).hexdigest()[:12] + suffix
+    stem = source[: -len(suffix)]
+    room = MAX_NAME_BYTES - len(tag.encode("utf-8"))
+    while len(stem.encode("utf-8")) > room:
+        stem = stem[:-1]
+    return stem.rstrip() + tag
 
 
 async def read_documents(request: Request, limit: int) -> list[Document]:

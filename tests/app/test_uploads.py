@@ -297,3 +297,120 @@ def test_uploads_a_killed_process_left_are_removed_at_the_next_start(tmp_path: P
         (path / "notes.md").write_text("# Notes\n")
     assert remove_abandoned_uploads(tmp_path) == [dead.name]
     assert not dead.exists() and live.is_dir() and other.is_dir()
+
+
+def test_a_file_name_with_a_control_character_is_a_422_naming_the_field(
+    client: TestClient, writer: dict[str, str]
+) -> None:
+    before = _collections(client)
+    raw = (
+        b'--B\r\nContent-Disposition: form-data; name="f"; filename="nul\x00byte.md"\r\n\r\n'
+        + NOTES.encode()
+        + b"\r\n--B--\r\n"
+    )
+    responses = [
+        client.post(
+            "/v1/collections/tea/documents",
+            content=raw,
+            headers={**writer, "Content-Type": "multipart/form-data; boundary=B"},
+        )
+    ]
+    for name in ("nul\x00byte.md", "line\nbreak.md", "bidi\u202eevil.md"):
+        responses.append(
+            client.post(
+                "/v1/collections/tea/documents",
+                json={"source": name, "text": NOTES},
+                headers=writer,
+            )
+        )
+    for response in responses:
+        error = _error(response, 422)
+        assert error["field"] == "source" and "control characters" in error["message"]
+    assert _collections(client) == before
+
+
+def test_a_long_file_name_is_shortened_with_a_hash_and_stays_the_same_source(
+    client: TestClient, writer: dict[str, str]
+) -> None:
+    name = "é" * 200 + ".md"  # 403 bytes in UTF-8: over any file system's 255
+    bodies = [{"source": name, "text": NOTES}, {"source": name, "text": NOTES + "More.\n"}]
+    sources = []
+    for body in bodies:
+        response = client.post("/v1/collections/more/documents", json=body, headers=writer)
+        assert response.status_code == 201, response.text
+        (source,) = response.json()["sources"]
+        sources.append(source)
+    assert sources[0] == sources[1]  # the second upload replaced the first
+    assert sources[0].endswith(".md") and len(sources[0].encode()) <= 200
+    assert sources[0].startswith("é" * 50)
+
+
+HOSTILE_NAMES = [
+    "",
+    ".",
+    "..",
+    "../../etc/passwd.md",
+    "\\..\\win.md",
+    ".md",
+    " .md",
+    "a" * 251 + ".md",
+    "a" * 4000 + ".md",
+    "😀" * 70 + ".txt",
+    "x.MD",
+    "x.md\x00.pdf",
+    "tab\tname.md",
+    "del\x7f.md",
+    "zero\u200bwidth.md",
+    "no-suffix",
+    "x." + "m" * 300,
+    "%00.md",
+    "name with spaces.md",
+]
+
+
+@pytest.mark.parametrize("name", HOSTILE_NAMES, ids=range(len(HOSTILE_NAMES)))
+def test_no_upload_name_is_a_server_error(
+    client: TestClient, writer: dict[str, str], name: str
+) -> None:
+    """Each name, as a multipart file and as JSON: a 201 or a 4xx naming what was wrong."""
+    multipart = client.post(
+        "/v1/collections/more/documents",
+        files=[("file", (name, b"Some words here.", "text/plain"))],
+        headers=writer,
+    )
+    as_json = client.post(
+        "/v1/collections/more/documents",
+        json={"source": name, "text": "Some words here."},
+        headers=writer,
+    )
+    for response in (multipart, as_json):
+        assert response.status_code < 500, (name, response.status_code, response.text)
+        if response.status_code >= 400:
+            assert response.json()["error"]["message"]
+
+
+MULTIPART_SHAPES = [
+    b"",
+    b"--B\r\n",
+    b'--B\r\nContent-Disposition: form-data; name="f"; filename="a.md"\r\n\r\nhi',
+    b'--B\r\nContent-Disposition: form-data; name="f"\r\n\r\nno file\r\n--B--\r\n',
+    b'--B\r\nContent-Disposition: form-data; filename="a.md"\r\n\r\nx\r\n--B--\r\n',
+    b'--B\r\nContent-Disposition: form-data; name="f"; filename=""\r\n\r\nx\r\n--B--\r\n',
+    b'--B\r\nContent-Disposition: form-data; name="f"; filename="a\x00.md"\r\n\r\nx\r\n--B--\r\n',
+    b"--B\r\nContent-Disposition: form-data; name=\"f\"; filename*=UTF-8''%C3%A9.md\r\n\r\nx\r\n--B--\r\n",
+    b"--B\r\nNo-Disposition: x\r\n\r\nx\r\n--B--\r\n",
+    b"\xff\xfe garbage \x00\x01",
+]
+
+
+@pytest.mark.parametrize("body", MULTIPART_SHAPES, ids=range(len(MULTIPART_SHAPES)))
+@pytest.mark.parametrize("content_type", ["multipart/form-data; boundary=B", "multipart/form-data"])
+def test_no_multipart_shape_is_a_server_error(
+    client: TestClient, writer: dict[str, str], body: bytes, content_type: str
+) -> None:
+    response = client.post(
+        "/v1/collections/more/documents",
+        content=body,
+        headers={**writer, "Content-Type": content_type},
+    )
+    assert response.status_code < 500, (body, response.status_code, response.text)
