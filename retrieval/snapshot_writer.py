@@ -18,10 +18,12 @@ holds ``collection_lock`` (an ``flock``, released by the kernel when a writer di
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import logging
 import os
+import re
 import shutil
 import sqlite3
 import time
@@ -81,6 +83,18 @@ _COLUMNS = "id, source, title, section, ordinal, page, kind, text"
 #: Backends that give the same vectors: ONNX fp32 matched torch with cosine 1.0000 on 200 demo
 #: chunks and the same top-10 for every question (``ragtime bench embed``); int8 does not.
 _SAME_VECTORS = {"torch": "fp32", "onnx": "fp32"}
+
+
+def write_faiss_index(index: Any, path: Path) -> None:
+    """``faiss.write_index``, whose failures (a RuntimeError naming the C library's error in
+    parentheses at its end) are raised as the ``OSError`` they are: a full disk is ENOSPC."""
+    try:
+        faiss.write_index(index, str(path))
+    except RuntimeError as exc:
+        found = re.search(r"\(([^()]+)\)\s*$", str(exc))
+        reason = found[1] if found else "faiss could not write the index"
+        code = next((c for c in errno.errorcode if os.strerror(c) == reason), errno.EIO)
+        raise OSError(code, reason, str(path)) from exc
 
 
 def vector_family(backend: str) -> str:
@@ -169,7 +183,7 @@ def write_snapshot_files(
         np.save(staging / SENTENCE_VECTORS, sentences[0])
         np.save(staging / SENTENCE_OFFSETS, sentences[1])
     if index is not None:
-        faiss.write_index(index, str(staging / INDEX))
+        write_faiss_index(index, staging / INDEX)
     (staging / MANIFEST).write_text(manifest.to_json(), encoding="utf-8")
     names = [CHUNKS_DB, IDS, VECTORS, MANIFEST]
     names += [INDEX] if index is not None else []

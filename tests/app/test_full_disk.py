@@ -82,3 +82,43 @@ def test_a_full_disk_during_ingest_loses_nothing(tmp_path: Path) -> None:
     assert "lists.md" in state["sources"]  # the previous sources still serve
     assert state["collections"]["notes"] >= 2
     assert not (data / "store").exists()  # it all lived on the tmpfs, gone with the mount
+
+
+FAISS_SCRIPT = r"""
+set -u
+mount -t tmpfs -o size=64k tmpfs "$1" || exit 97
+"$PY" - "$1" <<'PY'
+import errno, sys
+from pathlib import Path
+import faiss, numpy as np
+from retrieval.snapshot_writer import write_faiss_index
+index = faiss.IndexFlatIP(384)
+index.add(np.ones((2000, 384), dtype=np.float32))
+try:
+    write_faiss_index(index, Path(sys.argv[1]) / "index.faiss")
+except OSError as exc:
+    print(errno.errorcode[exc.errno], exc.strerror, exc.filename)
+PY
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root (CI runs as root)")
+def test_faiss_running_out_of_disk_is_an_os_error_naming_the_file(tmp_path: Path) -> None:
+    """faiss reports a failed write as a RuntimeError; the store raises it as the OSError it is,
+    which every command turns into one line naming the path and the cause."""
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        pytest.skip("needs unshare (util-linux)")
+    env = {**os.environ, "PY": sys.executable, "PYTHONPATH": str(REPO)}
+    done = subprocess.run(
+        [unshare, "-m", "--propagation", "private", "sh", "-c", FAISS_SCRIPT, "sh", str(tmp_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if done.returncode == 97:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    assert done.stdout.strip() == f"ENOSPC No space left on device {tmp_path / 'index.faiss'}", (
+        done.stdout + done.stderr
+    )
