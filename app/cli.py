@@ -84,17 +84,20 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def _ingest(path: Path, collection: str, *, rebuild: bool = False) -> int:
     from app.ingest_progress import ProgressPrinter
-    from app.services import default_embedder, default_store
+    from app.services import default_embedders, default_store
     from retrieval import EmbeddingMismatch, ingest_path
 
     settings = get_settings()
     _writable_dir(settings.store_path, "the index")
-    embedder = default_embedder(settings)
-    embedder.load()
-    store = default_store(settings, embedder)
+    embedders = default_embedders(settings)
+    store = default_store(settings, embedders.default)
     with _at(settings.store_path, "open the index in"):
         store.open()
     try:
+        # An existing collection keeps the backend that built it; a rebuild takes the
+        # configured one (how a collection switches backend).
+        embedder = embedders.default if rebuild else embedders.for_collection(store, collection)
+        embedder.load()
         if rebuild:
             print(f"rebuilding {collection!r} from nothing, in a new snapshot", file=sys.stderr)
         printer = ProgressPrinter(sys.stderr)
@@ -186,11 +189,9 @@ def _keys_command(keys: BaseKeyStore, args: argparse.Namespace) -> int:
 
 def cmd_setup_demo(args: argparse.Namespace) -> int:
     """First run only: ingest the demo corpus and create the demo API key. A demo collection
-    embedded by a backend whose vectors differ from the configured one's is rebuilt, when it
-    holds the demo corpus alone."""
+    that exists is kept, whatever backend built it (it is searched with its own)."""
     from app.key_stores import open_key_store
     from app.services import default_embedder, default_store
-    from retrieval import iter_documents
 
     settings = get_settings()
     _writable_dir(settings.data_dir, "the demo set-up")
@@ -198,23 +199,11 @@ def cmd_setup_demo(args: argparse.Namespace) -> int:
     store = default_store(settings, default_embedder(settings))
     with _at(settings.store_path, "open the index in"):
         store.open()
-    has_demo, serves, sources = store.has_collection(name), store.serves(name), store.sources(name)
-    built_with = store.embedding_backend_of(name)
+    has_demo = store.has_collection(name)
     store.close()
-    rebuild = has_demo and not serves
-    if rebuild:
-        demo_sources = {f.relative_to(DEMO_CORPUS).as_posix() for f in iter_documents(DEMO_CORPUS)}
-        if not set(sources) <= demo_sources:
-            print(
-                f"warning: collection {name!r} was embedded with {built_with!r} and holds more "
-                f"than the demo corpus: rebuild it with `ragtime ingest PATH --collection {name} "
-                "--rebuild`, or searches of it will be refused",
-                file=sys.stderr,
-            )
-            rebuild = False
-    if not has_demo or rebuild:
+    if not has_demo:
         print(f"ingesting the demo corpus from {DEMO_CORPUS} ...", file=sys.stderr)
-        status = _ingest(DEMO_CORPUS, name, rebuild=rebuild)
+        status = _ingest(DEMO_CORPUS, name)
         if status:
             return status
     key_file = settings.demo_key_path

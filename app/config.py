@@ -82,12 +82,15 @@ class Settings(BaseSettings):
 
     embedding_model: str | None = Field(None, description="Id or path; empty = shipped MiniLM.")
     # onnx: the same vectors as torch (cosine 1.0000 on 200 demo chunks), 2x its batch
-    # throughput and a fraction of its one-question latency; onnx-int8 is faster still but
-    # its cosine to torch falls to 0.985 (bench/embed.py).
+    # throughput and a fraction of its one-question latency; onnx-int8 is faster still (1.49
+    # against 3.35 ms a question) and scored nDCG@10 0.730 against fp32's 0.723 on the whole
+    # Python FAQ evaluation, though its cosine to torch is 0.985 (BENCHMARKS.md, bench/embed.py).
     embedding_backend: Literal["torch", "onnx", "onnx-int8"] = Field(
-        "onnx",
-        description="torch (sentence-transformers), or ONNX Runtime on the model's own export, "
-        "fp32 or int8 weights; a collection is searched only with the backend that built it.",
+        "onnx-int8",
+        description="The backend new collections are embedded with: torch "
+        "(sentence-transformers), or ONNX Runtime on the model's own export, fp32 or int8 "
+        "weights. An existing collection keeps the backend that built it (its questions, "
+        "attribution and later ingests use it) until rebuilt with `ragtime ingest --rebuild`.",
     )
     embedding_cache_dir: Path | None = Field(
         None, description="Where ONNX exports are written (once); empty = <data_dir>/models."

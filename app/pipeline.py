@@ -92,8 +92,11 @@ class Pipeline:
             stages.search.check(collection, search_filter)
         except InvalidFilter as exc:
             raise InvalidField(exc.field, exc.reason) from exc
+        embedder = self.services.embedders_for(collection)
         embedded = await self._stage(
-            session, StageName.EMBED, stages.embed.run(query, deadline=ledger.deadline)
+            session,
+            StageName.EMBED,
+            stages.embed.run(query, deadline=ledger.deadline, embedder=embedder),
         )
         candidates = max(k, self.settings.rerank_candidates) if stages.rerank.available else k
         found = await self._stage(
@@ -105,6 +108,7 @@ class Pipeline:
                 candidates,
                 deadline=ledger.deadline,
                 search_filter=search_filter,
+                backend=embedded.backend,
             ),
         )
         with budget_refusals():

@@ -32,7 +32,7 @@ from inference import (
     RoutedBackend,
     SGLangBackend,
 )
-from retrieval import DocumentStore, Embedder, Reranker
+from retrieval import DocumentStore, Embedder, Embedders, Reranker
 from retrieval.trained_reranker import choose_reranker
 
 log = logging.getLogger(__name__)
@@ -105,6 +105,18 @@ def default_embedder(settings: Settings) -> Embedder:
     )
 
 
+def default_embedders(settings: Settings, embedder: Embedder | None = None) -> Embedders:
+    """The configured embedder (or ``embedder``), which new collections get, and one of each
+    other backend an existing collection was built with, made when first needed."""
+    if embedder is not None:
+        return Embedders(embedder)
+
+    def make(backend: str) -> Embedder:
+        return default_embedder(settings.model_copy(update={"embedding_backend": backend}))
+
+    return Embedders(default_embedder(settings), make)
+
+
 def default_store(settings: Settings, embedder: Embedder) -> DocumentStore:
     """The store (not opened) under the data dir, bound to ``embedder``'s backend: a collection
     built by another backend is refused (409); indexes and snapshots as configured."""
@@ -138,17 +150,22 @@ class Services:
     keys: BaseKeyStore
     store: DocumentStore
     embedder: Embedder
+    """The configured embedder: new collections get its backend."""
     reranker: Reranker
     backend: GenerationBackend
     moderator: Moderator
     problems: dict[str, str] = field(default_factory=dict)
+    embedders: Embedders | None = None
+    """``embedder`` and one per other backend an existing collection was built with."""
     stages: Stages = field(init=False)
 
     def __post_init__(self) -> None:
+        if self.embedders is None:
+            self.embedders = Embedders(self.embedder)
         self.stages = Stages.build(
             self.settings,
             store=self.store,
-            embedder=self.embedder,
+            embedders=self.embedders,
             reranker=self.reranker,
             backend=self.backend,
             moderator=self.moderator,
@@ -166,23 +183,40 @@ class Services:
         """Construct every component cheaply; nothing heavy is loaded yet. ``backend``,
         ``embedder`` and ``reranker`` replace the configured ones (tests, benches)."""
         settings.data_dir.mkdir(parents=True, exist_ok=True)
-        if embedder is None:
-            embedder = default_embedder(settings)
+        embedders = default_embedders(settings, embedder)
         return cls(
             settings=settings,
             keys=open_key_store(settings),
-            store=default_store(settings, embedder),
-            embedder=embedder,
+            store=default_store(settings, embedders.default),
+            embedder=embedders.default,
+            embedders=embedders,
             reranker=reranker if reranker is not None else default_reranker(settings),
             backend=backend if backend is not None else default_backend(settings),
             moderator=Moderator(settings.moderation_threshold),
         )
+
+    async def _load_collection_embedders(self) -> None:
+        """Load the embedder of each collection built with another backend than the configured
+        one, so that its first question does not wait for it."""
+        for collection in self.store.collections():
+            try:
+                await asyncio.to_thread(self.embedders_for(collection).load)
+            except Exception as exc:
+                self.problems["embedder"] = f"{collection}: {type(exc).__name__}: {exc}"
+                log.error("could not load the embedder of %r: %s", collection, exc)
+
+    def embedders_for(self, collection: str) -> Embedder:
+        """The embedder of ``collection``'s vectors (the configured one for a new one)."""
+        assert self.embedders is not None
+        return self.embedders.for_collection(self.store, collection)
 
     async def start(self) -> None:
         """Warm every stage up (models, the index); record what failed instead of raising.
         Uploads a killed process left behind are removed first."""
         await asyncio.to_thread(remove_abandoned_uploads)
         self.problems = await self.stages.warm_up()
+        if "store" not in self.problems and "embedder" not in self.problems:
+            await self._load_collection_embedders()
         if "store" not in self.problems:  # pick up snapshots other processes publish
             self.store.watch(self.settings.snapshot_poll_s)
 

@@ -171,7 +171,9 @@ def _alive(pid: int) -> bool:
 def ingest_documents(
     documents: list[Document], collection: str, *, embedder: Embedder, store: DocumentStore
 ) -> IngestReport:
-    """Ingest ``documents`` into ``collection`` (blocking: call it on a worker thread)."""
+    """Ingest ``documents`` into ``collection`` with ``embedder`` (the collection's own; loaded
+    here when it is not) (blocking: call it on a worker thread)."""
+    embedder.load()
     with tempfile.TemporaryDirectory(prefix=f"{UPLOAD_PREFIX}{os.getpid()}-") as tmp:
         root = Path(tmp)
         try:

@@ -9,6 +9,7 @@ FAISS index by its size. Errors carry the HTTP status the app answers with.
 """
 
 from retrieval.chunking import Chunk, chunk_text
+from retrieval.embedders import Embedders
 from retrieval.embeddings import Embedder, default_embedding_model_path
 from retrieval.errors import (
     BrokenIndex,
@@ -34,6 +35,7 @@ __all__ = [
     "Chunk",
     "DocumentStore",
     "Embedder",
+    "Embedders",
     "EmbeddingMismatch",
     "IndexSettings",
     "IndexSpec",

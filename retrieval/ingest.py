@@ -199,7 +199,12 @@ def ingest_path(
         )
     count = count_tokens or default_token_counter(embedder)
     report = IngestReport()
-    with store.writer(collection, rebuild=rebuild) as writer:
+    with store.writer(
+        collection,
+        rebuild=rebuild,
+        embedding_backend=embedder.backend,
+        embedding_model=embedder.model_name,
+    ) as writer:
         _ingest_into(
             writer,
             path,

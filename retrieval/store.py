@@ -68,12 +68,14 @@ class DocumentStore:
     """Chunks and their vectors, grouped in named collections, under ``root``.
 
     ``embedding_backend`` (and ``embedding_model``) name the embedder whose vectors this object
-    writes and searches with: each snapshot records them in its manifest, and a search of a
-    collection built by a backend of other vectors (``torch`` and ``onnx`` give the same ones,
-    ``onnx-int8`` not), or a write that would mix such backends in one collection, raises
-    ``EmbeddingMismatch`` (409); ``writer(rebuild=True)`` or ``drop_collection`` then lets it
-    be rebuilt. ``index_settings`` choose each snapshot's FAISS index by its size; ``keep``
-    snapshots per collection stay on disk (the current one and those before it).
+    writes and searches with unless a call names another (``backend=``; a new collection gets
+    this one): each snapshot records them in its manifest, and a search of a collection with
+    vectors of another backend (``torch`` and ``onnx`` give the same ones, ``onnx-int8`` not),
+    or a write that would mix such backends in one collection, raises ``EmbeddingMismatch``
+    (409); ``writer(rebuild=True)`` or ``drop_collection`` then lets it be rebuilt. The service
+    keeps one embedder per backend (``retrieval.embedders``) and uses each collection's own.
+    ``index_settings`` choose each snapshot's FAISS index by its size; ``keep`` snapshots per
+    collection stay on disk (the current one and those before it).
     """
 
     def __init__(
@@ -275,36 +277,40 @@ class DocumentStore:
             return LEGACY_BACKEND
         return snapshot.manifest.embedding_backend or LEGACY_BACKEND
 
-    def serves(self, collection: str) -> bool:
-        """Whether this object's backend may search (and add to) ``collection``: it gives the
-        vectors of the backend that built it, or the collection holds nothing."""
+    def serves(self, collection: str, backend: str | None = None) -> bool:
+        """Whether vectors of ``backend`` (default: this object's) may search (and add to)
+        ``collection``: they are the vectors of the backend that built it, or it holds
+        nothing."""
         if collection not in self._snapshots:
             return True
         built_with = self.embedding_backend_of(collection)
-        return vector_family(built_with) == vector_family(self.embedding_backend)
+        return vector_family(built_with) == vector_family(backend or self.embedding_backend)
 
-    def sentence_rows(self, collection: str, chunk_id: int) -> np.ndarray | None:
+    def sentence_rows(
+        self, collection: str, chunk_id: int, backend: str | None = None
+    ) -> np.ndarray | None:
         """The sentence vectors ingest kept for chunk ``chunk_id`` of ``collection``
-        (``Snapshot.sentence_rows``); None when the serving snapshot keeps none, does not hold
-        the chunk, or was embedded with vectors of another backend than this object's."""
+        (``Snapshot.sentence_rows``), of the backend that built it; None when the serving
+        snapshot keeps none, does not hold the chunk, or, with ``backend`` given, was embedded
+        with vectors of another."""
         snapshot = self._snapshots.get(collection)
-        if snapshot is None or not self.serves(collection):
+        if snapshot is None or (backend is not None and not self.serves(collection, backend)):
             return None
         return snapshot.sentence_rows(chunk_id)
 
-    def _check_backend(self, collection: str) -> None:
-        if self.serves(collection):
+    def _check_backend(self, collection: str, backend: str | None = None) -> None:
+        wanted = backend or self.embedding_backend
+        if self.serves(collection, wanted):
             return
         built_with = self.embedding_backend_of(collection)
         rebuild = f"`ragtime ingest PATH --collection {collection} --rebuild`"
         raise EmbeddingMismatch(
             f"collection {collection!r} was embedded with the {built_with!r} embedding backend, "
-            f"this search uses {self.embedding_backend!r}: re-ingest it with this backend "
-            f"({rebuild} with RAGTIME_EMBEDDING_BACKEND={self.embedding_backend}), or set "
-            f"RAGTIME_EMBEDDING_BACKEND={built_with}",
+            f"this search uses {wanted!r}: re-ingest it with this backend "
+            f"({rebuild} with RAGTIME_EMBEDDING_BACKEND={wanted})",
             collection=collection,
             built_with=built_with,
-            wanted=self.embedding_backend,
+            wanted=wanted,
         )
 
     def sources(self, collection: str) -> list[str]:
@@ -354,9 +360,12 @@ class DocumentStore:
         vector: np.ndarray,
         k: int,
         search_filter: SearchFilter | None = None,
+        *,
+        backend: str | None = None,
     ) -> list[Passage]:
-        """The ``k`` (or fewer) passages of ``collection`` nearest ``vector``, best first."""
-        return self.search_with_info(collection, vector, k, search_filter)[0]
+        """The ``k`` (or fewer) passages of ``collection`` nearest ``vector`` (made by the
+        embedding ``backend``, default this object's), best first."""
+        return self.search_with_info(collection, vector, k, search_filter, backend=backend)[0]
 
     def search_with_info(
         self,
@@ -364,6 +373,8 @@ class DocumentStore:
         vector: np.ndarray,
         k: int,
         search_filter: SearchFilter | None = None,
+        *,
+        backend: str | None = None,
     ) -> tuple[list[Passage], SearchInfo]:
         """``search``, and how it ran (``SearchInfo``: snapshot, index, device, method)."""
         query = np.ascontiguousarray(vector, dtype=np.float32)
@@ -374,7 +385,7 @@ class DocumentStore:
                 f"search takes one vector, shape (dim,) or (1, dim); got {vector.shape}"
             )
         snapshot = self._serving(collection)  # held to the end: a swap does not touch it
-        self._check_backend(collection)
+        self._check_backend(collection, backend)
         hits, method = snapshot.search(query, k, search_filter)
         rows = snapshot.rows(i for i, _ in hits)
         passages = [passage_of_row(collection, rows[i], score) for i, score in hits if i in rows]

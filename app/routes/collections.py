@@ -78,7 +78,7 @@ async def upload_documents(
         ingest_documents,
         documents,
         collection,
-        embedder=services.embedder,
+        embedder=services.embedders_for(collection),
         store=services.store,
     )
     failures = [IngestFailure(source=s, reason=r) for s, r in report.failures]

@@ -32,7 +32,7 @@ from app.stages.moderation import (
 from app.stages.retrieval import Embedded, EmbedQuestion, Found, Rerank, Reranked, SearchIndex
 from app.stages.threads import StageThreads
 from inference import GenerationBackend
-from retrieval import DocumentStore, Embedder, Reranker, RerankerUnavailable
+from retrieval import DocumentStore, Embedders, Reranker, RerankerUnavailable
 from tracing.budget import StageName
 
 log = logging.getLogger(__name__)
@@ -107,7 +107,7 @@ class Stages:
         settings: Settings,
         *,
         store: DocumentStore,
-        embedder: Embedder,
+        embedders: Embedders,
         reranker: Reranker,
         backend: GenerationBackend,
         moderator: Moderator,
@@ -119,7 +119,7 @@ class Stages:
 
         return cls(
             screen_question=ScreenQuestion(moderator, threads(StageName.MODERATE_QUESTION)),
-            embed=EmbedQuestion(embedder, threads(StageName.EMBED)),
+            embed=EmbedQuestion(embedders, threads(StageName.EMBED)),
             search=SearchIndex(store, threads(StageName.SEARCH)),
             rerank=Rerank(
                 reranker,
@@ -142,10 +142,11 @@ class Stages:
             moderate_answer=ModerateAnswer(moderator),
             # The question embedder, shared: attribution loads no second model.
             attribute=Attribute(
-                embedder,
+                embedders,
                 threads(StageName.ATTRIBUTE),
                 threshold=settings.attribution_threshold,
                 stored_rows=store.sentence_rows,
+                embedder_for=lambda collection: embedders.for_collection(store, collection),
             ),
         )
 

@@ -21,7 +21,7 @@ from app.citations import Attribution, Attributor, labels_in, sentences
 from app.stages.result import StageResult
 from app.stages.threads import StageThreads
 from inference.prompt import PromptPassage
-from retrieval import Embedder
+from retrieval import Embedder, Embedders
 from tracing.budget import DeadlinePassed, StageName
 
 #: A chunk's kept sentence vectors, by collection and chunk id (None: none kept).
@@ -87,21 +87,41 @@ class Attribute:
 
     def __init__(
         self,
-        embedder: Embedder,
+        embedder: Embedder | Embedders,
         threads: StageThreads,
         *,
         threshold: float,
         stored_rows: StoredRows = lambda collection, chunk_id: None,
+        embedder_for: Callable[[str], Embedder] | None = None,
     ) -> None:
-        self.embedder = embedder
+        self.embedders = embedder if isinstance(embedder, Embedders) else Embedders(embedder)
         self.threads = threads
-        self.attributor = Attributor(embedder.embed, model=embedder.model_name, threshold=threshold)
+        self.threshold = threshold
         self.stored_rows = stored_rows
         """A chunk's sentence vectors, as ingest kept them (``DocumentStore.sentence_rows``)."""
+        self.embedder_for = embedder_for or (lambda collection: self.embedders.default)
+        """A collection's embedder: its kept sentence vectors are of that embedder's backend."""
+        self._attributors: dict[str, Attributor] = {}
+
+    @property
+    def embedder(self) -> Embedder:
+        return self.embedders.default
+
+    @property
+    def attributor(self) -> Attributor:
+        """The configured embedder's attributor."""
+        return self._attributor(self.embedders.default)
+
+    def _attributor(self, embedder: Embedder) -> Attributor:
+        found = self._attributors.get(embedder.backend)
+        if found is None:
+            found = Attributor(embedder.embed, model=embedder.model_name, threshold=self.threshold)
+            self._attributors[embedder.backend] = found
+        return found
 
     async def warm_up(self) -> None:
         """The question embedder, which the embed stage loads too (a second call is free)."""
-        await asyncio.to_thread(self.embedder.load)
+        await asyncio.to_thread(self.embedders.default.load)
 
     @staticmethod
     def by_model(answer: str, labels: set[int]) -> Attributed | None:
@@ -148,13 +168,20 @@ class Attribute:
     ) -> Attribution:
         """On the stage's thread: the kept sentence vectors of the passages that have them,
         then the attribution."""
+        collections = {collection for collection, _, _ in chunks.values()}
+        embedder = self.embedders.default
+        if len(collections) == 1:  # one collection's passages: its own vectors
+            embedder = self.embedder_for(collections.pop())
+        embedder.load()  # at once when loaded
         stored = {}
         for label, (collection, chunk_id, text) in chunks.items():
             if label in passages:
                 rows = kept_rows(passages[label], text, self.stored_rows(collection, chunk_id))
                 if rows is not None:
                     stored[label] = rows
-        return self.attributor(answer, passages, stored)
+        if len({c for c, _, _ in chunks.values()}) > 1:
+            stored = {}  # vectors of several collections may be of several backends
+        return self._attributor(embedder)(answer, passages, stored)
 
 
 def kept_rows(prompt_text: str, text: str, rows: np.ndarray | None) -> np.ndarray | None:

@@ -16,12 +16,14 @@ from app.stages.threads import StageThreads
 from retrieval import (
     DocumentStore,
     Embedder,
+    Embedders,
     Passage,
     Reranker,
     SearchFilter,
     SearchInfo,
     UnknownCollection,
 )
+from retrieval.snapshot_writer import vector_family
 from tracing.budget import DeadlinePassed, StageName
 
 
@@ -36,10 +38,13 @@ class Embedded(StageResult):
     batch_size: int = 1
     batch_wait_ms: float = 0.0
     cached: bool = False
+    backend: str = ""
+    """The embedding backend that made it: the collection's own."""
 
     def attributes(self) -> dict[str, str | int | float]:
         return {
             "ragtime.embed.model": self.model,
+            "ragtime.embed.backend": self.backend,
             "ragtime.embed.batch_size": self.batch_size,
             "ragtime.embed.batch_wait_ms": round(self.batch_wait_ms, 3),
             "ragtime.embed.cached": self.cached,
@@ -57,44 +62,68 @@ def normalised(question: str) -> str:
 
 
 class EmbedQuestion:
-    """Embeds a question with the embedding model the index was built with, in one batch with
-    the questions of concurrent requests; a question asked again (as ``normalised`` reads it)
-    takes its vector from the cache of the ``cache_size`` most recent ones, without the model."""
+    """Embeds a question with the embedder of the collection it searches (``Embedders``: each
+    collection keeps the backend that built it), in one batch with the questions of concurrent
+    requests for the same vectors; a question asked again (as ``normalised`` reads it) takes its
+    vector from the cache of the ``cache_size`` most recent ones, without the model."""
 
     name = StageName.EMBED
     component = "embedder"
 
     def __init__(
-        self, embedder: Embedder, threads: StageThreads, *, cache_size: int = EMBED_CACHE_SIZE
+        self,
+        embedders: Embedder | Embedders,
+        threads: StageThreads,
+        *,
+        cache_size: int = EMBED_CACHE_SIZE,
     ) -> None:
-        self.embedder = embedder
+        self.embedders = embedders if isinstance(embedders, Embedders) else Embedders(embedders)
         self.threads = threads
         self.cache_size = cache_size
-        self._batcher = MicroBatcher[str, np.ndarray](self._embed, threads)
-        self._cache: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
+        self._batchers: dict[str, MicroBatcher[str, np.ndarray]] = {}
+        self._cache: OrderedDict[tuple[str, str, str], np.ndarray] = OrderedDict()
         """Used on the event loop only: no lock."""
 
-    async def warm_up(self) -> None:
-        await asyncio.to_thread(self.embedder.load)
+    @property
+    def embedder(self) -> Embedder:
+        """The configured embedder: new collections get its vectors."""
+        return self.embedders.default
 
-    async def run(self, question: str, *, deadline: float) -> Embedded:
-        model = self.embedder.model_name
-        key = (model, normalised(question))
+    async def warm_up(self) -> None:
+        await asyncio.to_thread(self.embedders.default.load)
+
+    async def run(
+        self, question: str, *, deadline: float, embedder: Embedder | None = None
+    ) -> Embedded:
+        """``question``'s vector from ``embedder`` (default: the configured one), loaded on its
+        first use."""
+        embedder = embedder or self.embedders.default
+        model, backend = embedder.model_name, embedder.backend
+        key = (model, vector_family(backend), normalised(question))
         vector = self._cache.get(key)
         if vector is not None:
             self._cache.move_to_end(key)
-            return Embedded(vector, model, batch_size=0, cached=True)
-        batched = await self._batcher.run(key[1], deadline=deadline)
+            return Embedded(vector, model, batch_size=0, cached=True, backend=backend)
+        batched = await self._batcher(embedder).run(key[2], deadline=deadline)
         vector = batched.value
         vector.setflags(write=False)  # shared by every request that asks it again
         if self.cache_size > 0:
             self._cache[key] = vector
             while len(self._cache) > self.cache_size:
                 self._cache.popitem(last=False)
-        return Embedded(vector, model, batched.batch_size, batched.wait_ms)
+        return Embedded(vector, model, batched.batch_size, batched.wait_ms, backend=backend)
 
-    def _embed(self, questions: list[str]) -> list[np.ndarray]:
-        return list(self.embedder.embed(questions))
+    def _batcher(self, embedder: Embedder) -> MicroBatcher[str, np.ndarray]:
+        family = vector_family(embedder.backend)
+        batcher = self._batchers.get(family)
+        if batcher is None:
+
+            def embed(questions: list[str]) -> list[np.ndarray]:
+                embedder.load()  # at once when loaded; a collection's other backend: first use
+                return list(embedder.embed(questions))
+
+            batcher = self._batchers[family] = MicroBatcher(embed, self.threads)
+        return batcher
 
 
 @dataclass(frozen=True)
@@ -153,11 +182,15 @@ class SearchIndex:
         *,
         deadline: float,
         search_filter: SearchFilter | None = None,
+        backend: str | None = None,
     ) -> Found:
+        """The ``k`` nearest passages to ``vector``, made by the embedding ``backend`` (the
+        store's own when None; another collection's vectors are a 409)."""
         self.check(collection)
         passages, info = await self.threads.run(
-            self.store.search_with_info, collection, vector, k, search_filter, deadline=deadline
-        )
+            self.store.search_with_info, collection, vector, k, search_filter,
+            backend=backend, deadline=deadline,
+        )  # fmt: skip
         active = search_filter if search_filter is not None and search_filter.active else None
         return Found(collection, k, passages, info, active)
 

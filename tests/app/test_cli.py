@@ -12,7 +12,7 @@ import pytest
 from app import cli, services
 from app.config import get_settings
 from retrieval import DocumentStore
-from tests.fakes.hash_embedder import HashEmbedder
+from tests.fakes.hash_embedder import HashEmbedder, hash_embedder_of
 from tests.helpers.legacy_store import write_legacy_collection
 from tests.helpers.processes import run_ingest
 
@@ -113,11 +113,17 @@ def test_ingest_rebuild_changes_a_collections_embedding_backend(
     (docs / "lists.md").write_text("# Lists\n\nA list holds items in order.\n")
     (docs / "dicts.md").write_text("# Dicts\n\nA dict maps keys to values.\n")
     assert cli.main(["ingest", str(docs), "--collection", "notes"]) == 0  # torch
-    int8 = HashEmbedder()
-    int8.backend = "onnx-int8"
-    monkeypatch.setattr(services, "default_embedder", lambda settings: int8)
-    assert cli.main(["ingest", str(docs / "lists.md"), "--collection", "notes"]) == 1
-    assert "--rebuild" in capsys.readouterr().err  # the other source is torch's: refused
+    monkeypatch.setenv("RAGTIME_EMBEDDING_BACKEND", "onnx-int8")
+    monkeypatch.setattr(services, "default_embedder", hash_embedder_of)
+    get_settings.cache_clear()
+    (docs / "lists.md").write_text("# Lists\n\nA list holds items in order, and more.\n")
+    # An existing collection keeps the backend that built it: no refusal, no rebuild.
+    assert cli.main(["ingest", str(docs / "lists.md"), "--collection", "notes"]) == 0
+    store = DocumentStore(data_dir / "store")
+    store.open()
+    assert store.embedding_backend_of("notes") == "torch"
+    assert store.sources("notes") == ["dicts.md", "lists.md"]
+    store.close()
     assert cli.main(["ingest", str(docs / "lists.md"), "--collection", "notes", "--rebuild"]) == 0
     assert "rebuilding 'notes' from nothing" in capsys.readouterr().err
     store = DocumentStore(data_dir / "store")
@@ -127,25 +133,24 @@ def test_ingest_rebuild_changes_a_collections_embedding_backend(
     store.close()
 
 
-def test_setup_demo_rebuilds_a_demo_of_other_vectors(
+def test_setup_demo_keeps_a_demo_of_other_vectors(
     data_dir: Path,
     one_file_demo: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
+    """A demo built by another backend is served with its own: nothing to rebuild."""
     assert cli.main(["setup-demo"]) == 0  # torch
-    int8 = HashEmbedder()
-    int8.backend = "onnx-int8"
-    monkeypatch.setattr(services, "default_embedder", lambda settings: int8)
+    monkeypatch.setenv("RAGTIME_EMBEDDING_BACKEND", "onnx-int8")
+    monkeypatch.setattr(services, "default_embedder", hash_embedder_of)
+    get_settings.cache_clear()
     capsys.readouterr()
     assert cli.main(["setup-demo"]) == 0
-    assert "ingested 1 file(s)" in capsys.readouterr().out
+    assert "ingested" not in capsys.readouterr().out
     store = DocumentStore(data_dir / "store")
     store.open()
-    assert store.embedding_backend_of("demo") == "onnx-int8"
+    assert store.embedding_backend_of("demo") == "torch"
     store.close()
-    assert cli.main(["setup-demo"]) == 0  # now it serves: nothing to do
-    assert "ingested" not in capsys.readouterr().out
 
 
 def test_setup_demo_over_the_old_store_layout_migrates_it(

@@ -397,7 +397,8 @@ MULTIPART_SHAPES = [
     b'--B\r\nContent-Disposition: form-data; filename="a.md"\r\n\r\nx\r\n--B--\r\n',
     b'--B\r\nContent-Disposition: form-data; name="f"; filename=""\r\n\r\nx\r\n--B--\r\n',
     b'--B\r\nContent-Disposition: form-data; name="f"; filename="a\x00.md"\r\n\r\nx\r\n--B--\r\n',
-    b"--B\r\nContent-Disposition: form-data; name=\"f\"; filename*=UTF-8''%C3%A9.md\r\n\r\nx\r\n--B--\r\n",
+    b"--B\r\nContent-Disposition: form-data; name=\"f\"; filename*=UTF-8''%C3%A9.md"
+    b"\r\n\r\nx\r\n--B--\r\n",
     b"--B\r\nNo-Disposition: x\r\n\r\nx\r\n--B--\r\n",
     b"\xff\xfe garbage \x00\x01",
 ]

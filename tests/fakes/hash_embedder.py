@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Sequence
+from typing import Any
 from zlib import crc32
 
 import numpy as np
@@ -78,3 +79,11 @@ class CountingEmbedder(HashEmbedder):
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         self.texts += list(texts)
         return super().embed(texts)
+
+
+def hash_embedder_of(settings: Any) -> HashEmbedder:
+    """A ``HashEmbedder`` that says it is of ``settings.embedding_backend``: in place of
+    ``app.services.default_embedder``, for tests of which backend a collection gets."""
+    embedder = HashEmbedder()
+    embedder.backend = settings.embedding_backend
+    return embedder

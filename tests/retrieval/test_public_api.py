@@ -11,6 +11,7 @@ EXPORTED = {
     "Embedder",
     "BrokenIndex",
     "EmbeddingMismatch",
+    "Embedders",
     "IndexSettings",
     "IndexSpec",
     "IngestProgress",
