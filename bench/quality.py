@@ -153,7 +153,11 @@ async def measure_quality(
             if not passages:
                 continue
             key = content_words(passages[0].text)
-            embedded = await stages.embed.run(question, deadline=ledger.deadline)
+            embedded = await stages.embed.run(
+                question,
+                deadline=ledger.deadline,
+                embedder=services.embedders_for(settings.default_collection),
+            )
             prompt = assembler.assemble(question, passages, context_tokens=full_ctx)
             deltas, prefill, per_token = await generate(prompt, full_out)
             full_scores.append(len(content_words("".join(deltas)) & key))
