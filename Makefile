@@ -78,7 +78,8 @@ test: lint typecheck alert-tools k8s-tools test-servers
 # caching with ragtime's prompt layout against question first (llama.cpp, then the simulated
 # SGLang server of bench/sglang_sim), and llama.cpp's kept prompt states on repeat traffic; the
 # null-backend server is sampled with py-spy during the overhead run, for the targets table; then
-# the budget engine: the quality each saving keeps, and goodput per budget on the CPU default and
+# the budget engine: the quality each saving keeps (answers to 36 Python FAQ questions scored
+# against the FAQ's own answers, `make eval-data`), and goodput per budget on the CPU default and
 # on the simulated SGLang server with GPU-like timings; then fresh processes of both (3 starts
 # each, about 2 minutes), their first 10 requests at 2.5 s. Servers run as subprocesses on free
 # ports of 127.0.0.1; raw results and server logs go to bench-results/, plots to benchmarks/.
@@ -89,7 +90,7 @@ FAKE_SGLANG := fixed_ms=30,prefill_ms_per_token=0.05,decode_ms_per_token=10,max_
 # The GPU of issue 22's burst targets: TTFT 40 ms, 8 ms a token, 64 slots, answers to the cap.
 FAKE_GPU := fixed_ms=40,decode_ms_per_token=8,max_running=64,natural_tokens=400
 RAGTIME := $(VENV)/bin/ragtime
-bench: install
+bench: install eval-data
 	RAGTIME_DATA_DIR=$(BENCH)/data $(RAGTIME) setup-demo
 	$(RAGTIME) bench load --serve benchmarks/cpu-default.env --concurrency 1,2 --requests 16 \
 		--warmup 1 --json $(BENCH)/cpu-default.json
@@ -112,7 +113,8 @@ bench: install
 		--serve benchmarks/prefix-sim-naive.env --fake-sglang natural_tokens=4 \
 		--questions demo/questions-grouped.txt --concurrency 1 --requests 24 --warmup 0 \
 		--json $(BENCH)/prefix-fake.json
-	RAGTIME_DATA_DIR=$(BENCH)/data $(RAGTIME) bench quality --limit 12 \
+	RAGTIME_DATA_DIR=$(BENCH)/data $(RAGTIME) bench quality --python-faq $(EVAL_DATA) \
+		--work-dir $(BENCH)/eval-work --limit 36 \
 		--json $(BENCH)/quality.json --table tracing/budget/quality.json
 	$(RAGTIME) bench budget --serve benchmarks/budget.env --budgets 0.3,0.5,0.75,1,1.5 \
 		--concurrency 1,2 --requests 8 --json $(BENCH)/goodput-cpu.json

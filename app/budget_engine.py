@@ -24,7 +24,8 @@ def build_budget_engine(settings: Settings) -> BudgetEngine:
             min_context_tokens=min(s.min_context_tokens, s.context_tokens),
             min_output_tokens=min(s.min_output_tokens, s.max_output_tokens),
             prune=s.context_pruning,
-            ttft_target_ms=s.ttft_target_ms,
+            ttft_target_ms=s.ttft_target_ms or None,
+            ttft_min_quality=s.ttft_min_quality,
         ),
         PlanLimits(
             rerank_candidates=s.rerank_candidates,

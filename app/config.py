@@ -259,11 +259,19 @@ class Settings(BaseSettings):
         description="Each stage's share of a request's budget (JSON object).",
     )
     ttft_target_ms: int = Field(
-        2000,
-        ge=1,
+        600,
+        ge=0,
         description="Time-to-first-token target, from arrival: the budget engine prefers plans "
-        "predicted to meet it (pruning or cutting the context), and a first token later than "
-        "it is marked on the trace.",
+        "predicted to meet it (pruning or cutting the context) while they keep "
+        "`ttft_min_quality` of the answer, and a first token later than it is marked on the "
+        "trace; 0: none.",
+    )
+    ttft_min_quality: float = Field(
+        0.9,
+        ge=0.0,
+        le=1.0,
+        description="The least quality, as a share of the best plan's (quality.json), that a "
+        "plan may keep to meet the TTFT target; below it the target is missed instead.",
     )
     context_pruning: bool = Field(
         True,

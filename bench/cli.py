@@ -306,13 +306,26 @@ def _register_quality(bench_sub: Any) -> None:
     quality = bench_sub.add_parser(
         "quality",
         help="what each saving (smaller context, capped output) costs in answer quality",
-        description="In-process on the configured models and collection (RAGTIME_* settings): "
-        "answers with the full plan, with smaller contexts and cut short, scored by the "
-        "reference passage's content words they keep (bench.quality). Writes the curves the "
-        "degradation policy weighs its savings with.",
+        description="In-process on the configured models (RAGTIME_* settings): answers with "
+        "the full plan, with smaller contexts (cut and pruned) and cut short, scored by the "
+        "reference's content words they keep (bench.quality): each question's own answer with "
+        "--python-faq, else the first passage of the configured collection. Writes the curves "
+        "the degradation policy weighs its savings with.",
     )
     quality.add_argument("--questions", type=Path, default=DEMO_QUESTIONS)
     quality.add_argument("--limit", type=int, default=12, help="questions used")
+    quality.add_argument(
+        "--python-faq",
+        type=Path,
+        metavar="DATA",
+        help="measure on the Python FAQ evaluation fetched into DATA (`make eval-data`)",
+    )
+    quality.add_argument(
+        "--work-dir", type=Path, help="its store, as `ragtime eval retrieval` keeps it"
+    )
+    quality.add_argument(
+        "--sample", type=float, default=0.25, help="share of the other documents kept"
+    )
     quality.add_argument(
         "--table", type=Path, help="write the QualityTable here (e.g. tracing/budget/quality.json)"
     )
@@ -469,19 +482,75 @@ def cmd_quality(args: argparse.Namespace) -> int:
     import asyncio
 
     from app.config import get_settings
-    from bench.quality import QualityResult, measure_quality, quality_table, table
+    from bench.quality import QualityResult, measure_quality
+
+    settings = get_settings()
+    if args.python_faq:
+        return _quality_on_python_faq(args, settings)
+    questions = read_questions(args.questions)[: args.limit]
+    measured = asyncio.run(measure_quality(questions, settings=settings))
+    return _write_quality(args, settings, measured, QualityResult.model_fields["measure"].default)
+
+
+def _quality_on_python_faq(args: argparse.Namespace, settings: Any) -> int:
+    import asyncio
+
+    from app.services import default_embedder
+    from bench.quality import faq_cases, measure_quality
+    from retrieval.eval import EvalDataMissing, build_dataset, require_sources
+    from retrieval.eval.runner import COLLECTION, ragtime_store
+
+    def say(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    work = args.work_dir or settings.data_dir / "eval" / "work"
+    try:
+        dataset = build_dataset(
+            require_sources(args.python_faq), work / "corpus", sample=args.sample
+        )
+    except EvalDataMissing as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    embedder = default_embedder(settings)
+    embedder.load()
+    store = ragtime_store(
+        dataset,
+        embedder,
+        work,
+        say,
+        chunk_tokens=settings.chunk_tokens,
+        overlap_tokens=settings.chunk_overlap_tokens,
+    )
+    try:
+        step = max(1, len(dataset.questions) // max(args.limit, 1))
+        chosen = dataset.questions[::step][: args.limit]  # spread over the FAQ's pages
+        answers = {
+            q.text: (dataset.corpus_dir / q.answer_source).read_text(encoding="utf-8")
+            for q in chosen
+        }
+        cases = faq_cases(store, COLLECTION, embedder, answers, settings.top_k)
+        measured = asyncio.run(measure_quality(list(answers), settings=settings, cases=cases))
+    finally:
+        store.close()
+    measure = (
+        "the content words of each question's own answer (the Python FAQ's, as its authors "
+        f"wrote it) that the answer holds, relative to the full plan, over {measured.questions} "
+        f"Python FAQ questions (other documents sampled at {args.sample:.0%})"
+    )
+    return _write_quality(args, settings, measured, measure)
+
+
+def _write_quality(args: argparse.Namespace, settings: Any, measured: Any, measure: str) -> int:
+    from bench.quality import QualityResult, quality_table, table
     from bench.report import command_line, machine_info, now_iso, versions, write_json
     from tracing.budget import DEFAULT_QUALITY_PATH, QualityTable
 
-    settings = get_settings()
-    questions = read_questions(args.questions)[: args.limit]
-    measured = asyncio.run(measure_quality(questions, settings=settings))
     result = QualityResult(
         created=now_iso(),
         command=command_line(getattr(args, "argv", None) or sys.argv[1:]),
         machine=machine_info(),
         versions=versions(),
-        questions=len(questions),
+        questions=measured.questions,
         context_tokens=settings.context_tokens,
         max_output_tokens=settings.max_output_tokens,
         full_score_mean=round(measured.full_score, 3),
@@ -489,6 +558,7 @@ def cmd_quality(args: argparse.Namespace) -> int:
         context=measured.context,
         output=measured.output,
         pruned=measured.pruned,
+        measure=measure,
     )
     print(table(result))
     if args.json:

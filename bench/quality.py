@@ -11,14 +11,24 @@ each question: retrieve its passages once, then generate
 * and, for output caps, the full answer cut after each share of its tokens (decoding is greedy,
   so a capped answer is the full answer's first tokens).
 
-An answer's score is how much of the **reference passage's key content** it keeps: the content
-words (four letters or more, not stop words) it shares with the passage ranked first. A knob's
-quality at a share is the sum of the scores there over the sum of the full plan's, capped at 1.
-Beside each share go the milliseconds it saves at the median, priced at the rates measured on
-the full plan's run (prefill per uncached token, decode per token): the prompt tokens and answer
-tokens it removes. (A smaller prompt run right after the full one finds most of its prefix
-cached, so its own timing would flatter it.) The curves are written as a ``QualityTable``
-(``tracing/budget/quality.json`` is the shipped one), which orders the policy's savings.
+An answer's score is how many of the **reference's content words** (four letters or more, not
+stop words) it holds. Two references:
+
+* ``--python-faq DATA`` (what ``make bench`` runs): the Python FAQ evaluation's questions
+  (``retrieval.eval``), their passages from its store, and as reference each question's own
+  answer, as the FAQ's authors wrote it. An answer scores for saying what the right answer says,
+  whichever passage it took it from;
+* otherwise the demo questions on the configured collection, and as reference the passage
+  ranked first. That rewards copying the first passage, so a context cut down to little more
+  than it scores above the full one: it prices output caps, not contexts.
+
+A knob's quality at a share is the sum of the scores there over the sum of the full plan's
+(capped at 1 in the table). Beside each share go the milliseconds it saves at the median, priced
+at the rates measured on the full plan's run (prefill per uncached token, decode per token): the
+prompt tokens and answer tokens it removes. (A smaller prompt run right after the full one finds
+most of its prefix cached, so its own timing would flatter it.) The curves are written as a
+``QualityTable`` (``tracing/budget/quality.json`` is the shipped one), which orders the
+policy's savings.
 
 Rerank is not measured here: no cross-encoder ships offline, so its curve stays as assumed
 (``notes`` say so) until a reranker and a retrieval evaluation exist.
@@ -29,7 +39,7 @@ from __future__ import annotations
 import re
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,6 +84,11 @@ class QualityResult(BaseModel):
     context: list[KnobPoint]
     output: list[KnobPoint]
     pruned: list[KnobPoint] = Field(default_factory=list)
+    measure: str = Field(
+        "the reference passage's content words the answer keeps, relative to the full plan, "
+        "over the demo questions",
+        description="What an answer's score counts, over which questions.",
+    )
     notes: list[str] = Field(default_factory=list)
 
 
@@ -86,28 +101,92 @@ class Measured:
     pruned: list[KnobPoint]
     full_score: float
     full_ms: float
+    questions: int = 0
+
+
+@dataclass
+class Case:
+    """One question as measured: its passages (best first), the content words an answer is
+    scored on, and each passage's scored pieces for pruning."""
+
+    question: str
+    passages: list[Any]
+    reference: set[str]
+    pieces: list[list[Any]]
+
+
+#: Builds a question's ``Case`` from the started services (None: nothing retrieved).
+CaseBuilder = Callable[[Any, str], Awaitable["Case | None"]]
+
+
+def demo_cases(settings: Any) -> CaseBuilder:
+    """Cases from the configured collection; the reference is the first passage's content
+    words. It rewards copying that passage, so a smaller context that holds little else can
+    score above the full one: fit for the output curve, not for comparing contexts."""
+    from app.pipeline import Pipeline
+    from retrieval.sentences import scored_pieces
+    from tracing.budget import BudgetLedger
+
+    collection = settings.default_collection
+
+    async def build(services: Any, question: str) -> Case | None:
+        ledger = BudgetLedger(120_000)
+        passages = await Pipeline(services).retrieve(
+            question, collection, settings.top_k, ledger, route="bench"
+        )
+        if not passages:
+            return None
+        embedded = await services.stages.embed.run(
+            question, deadline=ledger.deadline, embedder=services.embedders_for(collection)
+        )
+        pieces = [
+            scored_pieces(p.text, services.store.sentence_rows(collection, p.id), embedded.vector)
+            for p in passages
+        ]
+        return Case(question, passages, content_words(passages[0].text), pieces)
+
+    return build
+
+
+def faq_cases(
+    store: Any, collection: str, embedder: Any, answers: dict[str, str], k: int
+) -> CaseBuilder:
+    """Cases from the Python FAQ evaluation (``retrieval.eval``): its store's passages, and as
+    reference the content words of the question's own answer, written by the FAQ's authors."""
+    from retrieval.sentences import scored_pieces
+
+    async def build(services: Any, question: str) -> Case | None:
+        vector = embedder.embed([question])[0]
+        passages = store.search(collection, vector, k)
+        if not passages:
+            return None
+        pieces = [
+            scored_pieces(p.text, store.sentence_rows(collection, p.id), vector) for p in passages
+        ]
+        return Case(question, passages, content_words(answers[question]), pieces)
+
+    return build
 
 
 async def measure_quality(
     questions: Sequence[str],
     *,
     settings: Any,
+    cases: CaseBuilder | None = None,
     shares: Sequence[float] = SHARES,
     pruned_shares: Sequence[float] = PRUNED_SHARES,
 ) -> Measured:
-    """The context, output and pruned-context curves, against the full plan."""
-    from app.pipeline import Pipeline
+    """The context, output and pruned-context curves, against the full plan, over the cases
+    ``cases`` builds (``demo_cases`` unless given)."""
     from app.services import Services
     from inference import GenerationDone, TextDelta
-    from tracing.budget import BudgetLedger
 
+    build = cases or demo_cases(settings)
     services = Services.build(settings)
     await services.start()
     assembler = services.stages.assemble.assembler
     if services.problems or assembler is None:
         raise RuntimeError(f"the service did not load: {services.problems}")
-    pipeline = Pipeline(services)
-    stages = services.stages
     backend = services.backend
     full_ctx, full_out = settings.context_tokens, settings.max_output_tokens
 
@@ -146,18 +225,10 @@ async def measure_quality(
 
     try:
         for question in questions:
-            ledger = BudgetLedger(120_000)
-            passages = await pipeline.retrieve(
-                question, settings.default_collection, settings.top_k, ledger, route="bench"
-            )
-            if not passages:
+            case = await build(services, question)
+            if case is None:
                 continue
-            key = content_words(passages[0].text)
-            embedded = await stages.embed.run(
-                question,
-                deadline=ledger.deadline,
-                embedder=services.embedders_for(settings.default_collection),
-            )
+            key, passages = case.reference, case.passages
             prompt = assembler.assemble(question, passages, context_tokens=full_ctx)
             deltas, prefill, per_token = await generate(prompt, full_out)
             full_scores.append(len(content_words("".join(deltas)) & key))
@@ -171,8 +242,11 @@ async def measure_quality(
                 )
                 await score_smaller(smaller, ctx_scores[share], ctx_saved[share])
             for share in pruned_shares:
-                pruned = stages.assemble.assemble(
-                    question, passages, max(round(full_ctx * share), 1), embedded.vector
+                pruned = assembler.assemble(
+                    question,
+                    passages,
+                    context_tokens=max(round(full_ctx * share), 1),
+                    pieces=case.pieces,
                 )
                 await score_smaller(pruned, pruned_scores[share], pruned_saved[share])
     finally:
@@ -195,6 +269,7 @@ async def measure_quality(
         curve(pruned_scores, pruned_saved),
         statistics.fmean(full_scores) if full_scores else 0.0,
         statistics.median(full_ms) if full_ms else 0.0,
+        len(full_scores),
     )
 
 
@@ -214,8 +289,7 @@ def quality_table(result: QualityResult, rerank: Sequence[tuple[float, float]]) 
         curves,
         {
             "source": f"ragtime bench quality, {result.created}: {result.command}",
-            "measure": "share of the reference passage's content words the answer keeps, "
-            "relative to the full plan, over the demo questions",
+            "measure": result.measure,
             "questions": result.questions,
             "rerank": "assumed, not measured: no cross-encoder ships offline",
         },

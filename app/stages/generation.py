@@ -255,7 +255,7 @@ def record_first_token(span: Span, ttft_ms: float, target_ms: float) -> None:
     """The answer's first token: on the TTFT histogram and the generate span."""
     metrics.TTFT_SECONDS.observe(ttft_ms / 1000.0)
     span.add_event("first_token", {"ragtime.ttft_ms": ttft_ms})
-    span.set_attribute("ragtime.ttft.over_target", ttft_ms > target_ms)
+    span.set_attribute("ragtime.ttft.over_target", 0 < target_ms < ttft_ms)
 
 
 def record_generation_end(

@@ -272,7 +272,17 @@ def test_plans_count_on_the_prefix_that_recent_requests_found_cached() -> None:
     assert est.prompt_ttft_ms(920) == pytest.approx(est.ttft_ms(860))
 
 
-PRUNING = QualityTable({**LINEAR.curves, "pruned": [(0.0, 0.0), (0.5, 0.95), (1.0, 1.0)]})
+#: Cutting the context costs much, pruning little.
+PRUNING = QualityTable(
+    {**LINEAR.curves, "pruned": [(0.0, 0.0), (0.25, 0.9), (0.375, 0.95), (1.0, 1.0)]}
+)
+#: Cutting the context to 37.5% keeps 92% of the answer.
+CHEAP_CONTEXT = QualityTable(
+    {
+        "context": [(0.0, 0.0), (0.25, 0.85), (0.375, 0.92), (1.0, 1.0)],
+        "output": LINEAR.curves["output"],
+    }
+)
 
 
 def pruning_policy(table: QualityTable = PRUNING, ttft_ms: float | None = 1000.0) -> Any:
@@ -282,7 +292,7 @@ def pruning_policy(table: QualityTable = PRUNING, ttft_ms: float | None = 1000.0
 
 def test_the_ttft_target_prunes_the_context_where_pruning_keeps_more() -> None:
     # First token: 50 ms + 2 ms x (context + 100 overhead) <= 1000 ms: 375 context tokens at
-    # most; the ladder's 300 (37.5%), pruned (0.71) rather than cut (0.375).
+    # most; the ladder's 300 (37.5%), pruned (0.95) rather than cut (0.375).
     plan = pruning_policy().plan(60_000, k=4, rerank_available=False, target="t", ttft_left_ms=1000)
     assert (plan.context_tokens, plan.prune, plan.meets_ttft) == (300, True, True)
     assert plan.first_token_ms <= 1000
@@ -296,11 +306,20 @@ def test_without_a_ttft_target_the_whole_context_is_kept_whole() -> None:
 
 
 def test_without_a_measured_pruned_curve_the_context_is_cut_not_pruned() -> None:
-    plan = pruning_policy(LINEAR).plan(
+    plan = pruning_policy(CHEAP_CONTEXT).plan(
         60_000, k=4, rerank_available=False, target="t", ttft_left_ms=1000
     )
     assert (plan.context_tokens, plan.prune) == (300, False)
     assert [a.action for a in plan.actions] == ["context_reduced"]
+
+
+def test_the_ttft_target_is_given_up_where_meeting_it_costs_too_much_of_the_answer() -> None:
+    """Cut to 37.5%, the context keeps 37.5% of the answer (LINEAR): under the 90% floor."""
+    plan = pruning_policy(LINEAR).plan(
+        60_000, k=4, rerank_available=False, target="t", ttft_left_ms=1000
+    )
+    assert (plan.context_tokens, plan.prune, plan.meets_ttft) == (800, False, False)
+    assert plan.actions == []
 
 
 def test_where_no_plan_meets_the_ttft_target_quality_decides() -> None:

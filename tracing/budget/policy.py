@@ -15,11 +15,12 @@ When not even the smallest plan (``min_context_tokens``, ``min_output_tokens``, 
 sentences closest to the question (``inference.prompt``) instead of the first passages whole,
 weighed by the table's ``pruned`` curve; without that curve pruning is never chosen.
 
-**The TTFT target** (``PlanLimits.ttft_target_ms``): a plan whose first token is predicted
-within the target (counted from the request's arrival) wins over one that is not, whatever
-their qualities; among plans on the same side of it, quality decides as above. So on a slow
-prefill (the CPU default) the context is pruned or cut to reach the first token in time, and
-where nothing meets the target the plan of highest quality is kept.
+**The TTFT target** (``PlanLimits.ttft_target_ms``): of the plans whose first token is
+predicted within the target (counted from the request's arrival) and that keep at least
+``ttft_min_quality`` of the best plan's quality, the best is kept; where there is none, the best
+of all. So on a slow prefill (the CPU default) the context is pruned or cut to reach the first
+token in time, as long as that costs little of the answer; a machine too slow for the target
+at any acceptable quality keeps the answer and misses the target.
 """
 
 from __future__ import annotations
@@ -50,6 +51,9 @@ class PlanLimits:
     """Whether a context may be pruned to the passages' sentences closest to the question."""
     ttft_target_ms: float | None = None
     """From arrival to the first answer token: plans predicted to meet it are preferred."""
+    ttft_min_quality: float = 0.9
+    """The least quality, as a share of the best plan's, a plan may keep to meet the TTFT
+    target: below it the target is given up, not the answer."""
 
 
 @dataclass(frozen=True)
@@ -127,7 +131,7 @@ class DegradationPolicy:
             else [lim.context_tokens]
         )
         fills = (False, True) if generating and self._prunes() else (False,)
-        best: Plan | None = None
+        plans: list[Plan] = []
         smallest_ms = math.inf
         for n in rerank_levels:
             rerank_ms = self.cost.predict(StageName.RERANK, n)
@@ -142,12 +146,16 @@ class DegradationPolicy:
                     smallest_ms = min(smallest_ms, plan.predicted_ms)
                     if ttft_left_ms is not None and plan.first_token_ms > ttft_left_ms:
                         plan = replace(plan, meets_ttft=False)
-                    # Equal quality (a knob the table does not weigh): the larger plan, and of
-                    # a pruned and a cut context of one size, the cut one.
-                    if best is None or _rank(plan) > _rank(best):
-                        best = plan
-        if best is None:
+                    plans.append(plan)
+        if not plans:
             raise BudgetInfeasible(smallest_ms, remaining_ms)
+        # Equal quality (a knob the table does not weigh): the larger plan, and of a pruned and
+        # a cut context of one size, the cut one.
+        best = max(plans, key=_rank)
+        floor = best.quality * self.limits.ttft_min_quality
+        in_time = [p for p in plans if p.meets_ttft and p.quality >= floor]
+        if in_time:
+            best = max(in_time, key=_rank)
         return self._explain(best, full_n)
 
     def _prunes(self) -> bool:
@@ -255,7 +263,7 @@ class DegradationPolicy:
         return replace(plan, actions=actions)
 
 
-def _rank(plan: Plan) -> tuple[bool, float, float, bool]:
-    """What makes one plan better than another: meeting the TTFT target, then quality, then the
-    larger plan, then a cut context over a pruned one of the same size."""
-    return (plan.meets_ttft, plan.quality, plan.predicted_ms, not plan.prune)
+def _rank(plan: Plan) -> tuple[float, float, bool]:
+    """What makes one plan better than another: quality, then the larger plan, then a cut
+    context over a pruned one of the same size."""
+    return (plan.quality, plan.predicted_ms, not plan.prune)
