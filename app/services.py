@@ -232,7 +232,7 @@ class Services:
         if not self.stages.assemble.ready or not self.backend.loaded:
             raise BackendUnavailable(
                 "the generation backend is not loaded: "
-                + self.problems.get("generator", "still starting")
+                + (self.problems.get("generator") or self.backend.not_ready() or "still starting")
             )
 
     def readiness(self) -> tuple[bool, dict[str, Any]]:
@@ -247,7 +247,7 @@ class Services:
             or (
                 f"loaded: {self.backend.name} {self.backend.model}"
                 if self.backend.loaded
-                else "not loaded"
+                else f"not loaded: {self.backend.not_ready() or 'still starting'}"
             ),
             "reranker": self.stages.rerank.status,
         }

@@ -42,6 +42,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from abc import abstractmethod
 from collections.abc import AsyncGenerator, Coroutine, Mapping, Sequence
 from contextlib import aclosing
@@ -125,6 +126,7 @@ class HTTPStreamBackend(GenerationBackend):
         self._poller: asyncio.Task[None] | None = None
         self._turn = 0
         self._views: dict[str, EndpointBackend] = {}
+        self._started_at = 0.0
 
     # -- state -------------------------------------------------------------------------------
 
@@ -144,6 +146,17 @@ class HTTPStreamBackend(GenerationBackend):
     @property
     def loaded(self) -> bool:
         return self._client is not None and any(s.serving for s in self._states.values())
+
+    def not_ready(self) -> str | None:
+        """What is known of the endpoints when none serves: each one's state and reason, and
+        how long since the backend started."""
+        if self.loaded:
+            return None
+        if self._client is None:
+            return f"{self.name}: not started"
+        age = time.monotonic() - self._started_at
+        states = "; ".join(f"{s.url} {s.health.value} ({s.reason})" for s in self._states.values())
+        return f"{self.name}: no endpoint is serving {age:.0f} s after start: {states}"
 
     @property
     def pending(self) -> int:
@@ -187,6 +200,7 @@ class HTTPStreamBackend(GenerationBackend):
         if self._client is not None:
             return
         await load_tokenizer(self._tokenizer, self.name)
+        self._started_at = time.monotonic()
         self._client = httpx.AsyncClient(
             timeout=self.timeout,
             headers=self._headers,

@@ -114,6 +114,11 @@ class GenerationBackend(ABC):
         """Whether ``stream()`` can serve now."""
         return True
 
+    def not_ready(self) -> str | None:
+        """Why ``stream()`` cannot serve now, as far as the backend knows (None: it can, or it
+        knows nothing more than that it has not loaded)."""
+        return None
+
     @property
     def pending(self) -> int:
         """Requests this backend is decoding or holding in its queue (0 when it cannot tell)."""

@@ -165,6 +165,12 @@ class RoutedBackend(GenerationBackend):
     def loaded(self) -> bool:
         return self._started and any(b.loaded for b in self._pools.values())
 
+    def not_ready(self) -> str | None:
+        if self.loaded:
+            return None
+        said = [f"pool {p}: {b.not_ready()}" for p, b in self._pools.items() if b.not_ready()]
+        return "; ".join(said) or None
+
     @property
     def pending(self) -> int:
         return sum(b.pending for b in self._pools.values())

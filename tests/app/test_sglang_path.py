@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import re
+import socket
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -285,3 +287,26 @@ async def test_a_64_slot_server_is_sent_64_answers_at_once_within_its_context(
     for answer in answers:  # 4,096 answer tokens would not fit beside the prompt: made to fit
         actions = {d["action"] for d in answer.json()["degradations"]}
         assert actions & {"context_reduced", "output_capped"}, answer.json()["degradations"]
+
+
+def test_a_server_that_never_answered_is_named_with_its_state_not_still_starting(
+    seeded_data_dir: Path, auth: dict[str, str], tmp_path: Path
+) -> None:
+    """Nothing listens at the endpoint: the 503 and /readyz say so, and since when (issue 24,
+    "not reachable, not ready after N s" instead of "still starting")."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"  # closed once the block ends
+    backend = sglang_backend(url, tmp_path)
+    with running_app(seeded_data_dir, backend=backend, calibrate=False) as client:
+        ready = client.get("/readyz", headers=auth)  # an admin's key: what each part says
+        answer = client.post("/v1/ask", json={"question": "What is a list?"}, headers=auth)
+    assert ready.status_code == 503
+    generator = ready.json()["components"]["generator"]
+    assert generator.startswith("not loaded: sglang: no endpoint is serving ")
+    assert f"{url} down (" in generator and "still starting" not in generator
+    assert answer.status_code == 503, answer.text
+    message = answer.json()["error"]["message"]
+    assert re.search(
+        r"no endpoint is serving \d+ s after start: http://127\.0\.0\.1:\d+ down", message
+    )
