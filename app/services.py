@@ -34,6 +34,7 @@ from inference import (
 )
 from retrieval import DocumentStore, Embedder, Embedders, Reranker
 from retrieval.trained_reranker import choose_reranker
+from tracing import metrics
 
 log = logging.getLogger(__name__)
 
@@ -255,9 +256,11 @@ class Services:
         components["collections"] = collections
         ready = not self.problems and self.embedder.loaded and self.backend.loaded
         broken = self.store.check() if "store" not in self.problems else {}
-        if broken:  # a collection that cannot be searched: re-ingest it
+        metrics.record_broken_collections(collections, broken)
+        if broken:  # a collection that cannot be searched answers 503 for itself: re-ingest it
             components["broken_indexes"] = broken
-            ready = False
+            if not set(collections) - set(broken):
+                ready = False  # none can be served
         if ready and not collections:
             components["index"] = "empty: run `ragtime ingest PATH`"
             ready = False

@@ -29,6 +29,7 @@ import sqlite3
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -53,10 +54,12 @@ from retrieval.snapshots import (
     Manifest,
     Snapshot,
     SourceRecord,
+    file_checksum,
     fsync_dir,
     published_versions,
     read_pointer,
     snapshots_dir,
+    verify_checksums,
     version_name,
     version_number,
 )
@@ -175,8 +178,10 @@ def write_snapshot_files(
     vectors: np.ndarray,
     index: Any,
     sentences: tuple[np.ndarray, np.ndarray] | None = None,
-) -> None:
-    """Step 1: the arrays, index and manifest beside the chunk table, all fsynced."""
+) -> Manifest:
+    """Step 1: the arrays, index and manifest (with every other file's checksum) beside the
+    chunk table, all fsynced, then read back and checked against the checksums; returns the
+    manifest as written."""
     np.save(staging / IDS, ids)
     np.save(staging / VECTORS, vectors)
     if sentences is not None:
@@ -184,13 +189,17 @@ def write_snapshot_files(
         np.save(staging / SENTENCE_OFFSETS, sentences[1])
     if index is not None:
         write_faiss_index(index, staging / INDEX)
-    (staging / MANIFEST).write_text(manifest.to_json(), encoding="utf-8")
-    names = [CHUNKS_DB, IDS, VECTORS, MANIFEST]
+    names = [CHUNKS_DB, IDS, VECTORS]
     names += [INDEX] if index is not None else []
     names += [SENTENCE_VECTORS, SENTENCE_OFFSETS] if sentences is not None else []
     for name in names:
         _fsync_file(staging / name)
+    manifest = replace(manifest, checksums={name: file_checksum(staging / name) for name in names})
+    (staging / MANIFEST).write_text(manifest.to_json(), encoding="utf-8")
+    _fsync_file(staging / MANIFEST)
     fsync_dir(staging)
+    verify_checksums(staging, manifest)  # what reached the disk, before it is published
+    return manifest
 
 
 def rename_into_place(staging: Path, final: Path) -> None:
@@ -458,7 +467,9 @@ class SnapshotWriter:
         rename_into_place(self.staging, final)
         point_current(self.collection_path, self.version)
         prune(self.collection_path, self.keep)
-        self.published = Snapshot.load(final, use_gpu=self.index_settings.use_gpu)
+        self.published = Snapshot.load(
+            final, use_gpu=self.index_settings.use_gpu, verify=False
+        )  # verified as written
         return self.published
 
     def _sentence_arrays(

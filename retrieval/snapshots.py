@@ -25,6 +25,7 @@ names the same text in every snapshot that holds it.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -39,7 +40,7 @@ from typing import Any
 import faiss
 import numpy as np
 
-from retrieval.errors import RetrievalError
+from retrieval.errors import BrokenIndex, RetrievalError
 from retrieval.filters import SearchFilter
 from retrieval.index_types import IndexSpec, search_parameters, to_device
 
@@ -142,6 +143,9 @@ class Manifest:
     kinds: dict[str, int] = field(default_factory=dict)
     files: dict[str, SourceRecord] = field(default_factory=dict)
     format: int = FORMAT
+    checksums: dict[str, str] = field(default_factory=dict)
+    """SHA-256 of each file of the snapshot but the manifest, by name; empty in a snapshot
+    written before they were kept (then nothing is verified)."""
 
     def to_json(self) -> str:
         data = asdict(self)
@@ -156,6 +160,31 @@ class Manifest:
         data["index"] = IndexSpec.from_json(data["index"])
         data["files"] = {k: SourceRecord(**v) for k, v in data["files"].items()}
         return cls(**data)
+
+
+def file_checksum(path: Path) -> str:
+    """The SHA-256 of the file at ``path``, read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def verify_checksums(path: Path, manifest: Manifest) -> None:
+    """``BrokenIndex`` naming the first file of the snapshot at ``path`` whose content is not
+    what its manifest recorded (flipped bytes, a truncated or swapped file)."""
+    for name, expected in sorted(manifest.checksums.items()):
+        try:
+            actual = file_checksum(path / name)
+        except OSError as exc:
+            raise BrokenIndex(f"cannot read snapshot {path}: {name}: {exc}") from exc
+        if actual != expected:
+            raise BrokenIndex(
+                f"snapshot {path}: {name} does not match its checksum (SHA-256 {actual[:16]}..., "
+                f"the manifest says {expected[:16]}...): the file was changed or damaged "
+                "after it was written"
+            )
 
 
 def connect_read_only(path: Path) -> sqlite3.Connection:
@@ -203,10 +232,14 @@ class Snapshot:
         self._lock = threading.Lock()
 
     @classmethod
-    def load(cls, path: Path, *, use_gpu: bool = False) -> Snapshot:
-        """Read the snapshot at ``path``; ``RetrievalError`` saying what is wrong."""
+    def load(cls, path: Path, *, use_gpu: bool = False, verify: bool = True) -> Snapshot:
+        """Read the snapshot at ``path``, its files checked against the manifest's checksums
+        unless ``verify`` is false (its writer has just checked them); ``RetrievalError``
+        saying what is wrong (``BrokenIndex`` for a checksum that does not match)."""
         try:
             manifest = Manifest.from_json((path / MANIFEST).read_text(encoding="utf-8"))
+            if verify:
+                verify_checksums(path, manifest)
             ids = np.load(path / IDS, mmap_mode="r")
             vectors = np.load(path / VECTORS, mmap_mode="r")
             index = faiss.read_index(str(path / INDEX)) if manifest.chunks else None

@@ -17,6 +17,7 @@ migrated on ``open()`` (``retrieval.legacy``).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import threading
@@ -62,6 +63,11 @@ LEGACY_BACKEND = "torch"
 def check_collection_name(name: str) -> None:
     if not _COLLECTION_NAME.match(name):
         raise ValueError(f"collection name {name!r} must be 1-64 letters, digits, '_', '.' or '-'")
+
+
+#: The largest absolute score a search may return: cosine similarities of unit vectors lie in
+#: [-1, 1]; IVF-PQ's approximate scores may stray a little past it, never far.
+MAX_ABS_SCORE = 1.1
 
 
 class DocumentStore:
@@ -387,6 +393,19 @@ class DocumentStore:
         snapshot = self._serving(collection)  # held to the end: a swap does not touch it
         self._check_backend(collection, backend)
         hits, method = snapshot.search(query, k, search_filter)
+        wild = next((score for _, score in hits if not abs(score) <= MAX_ABS_SCORE), None)
+        if wild is not None:  # unit vectors: a cosine similarity; anything else is damage
+            reason = (
+                f"a search of snapshot {snapshot.version} scored {wild:.3g}, outside the cosine "
+                "range [-1, 1]: its index is damaged; re-ingest the collection"
+            )
+            with self._lock:
+                if self._snapshots.get(collection) is snapshot:
+                    self._snapshots = {n: s for n, s in self._snapshots.items() if n != collection}
+                    self._mark_broken(collection, reason)
+                    with contextlib.suppress(OSError):  # not reloaded until CURRENT changes
+                        self._remember_pointer(collection)
+            raise BrokenIndex(f"collection {collection!r} cannot be searched: {reason}")
         rows = snapshot.rows(i for i, _ in hits)
         passages = [passage_of_row(collection, rows[i], score) for i, score in hits if i in rows]
         info = SearchInfo(snapshot.version, snapshot.manifest.index, snapshot.device, method)

@@ -117,6 +117,30 @@ COST_MODEL = Gauge(
 )
 
 
+COLLECTION_BROKEN = Gauge(
+    "ragtime_collection_broken",
+    "1 while a collection cannot be served (its index is damaged or unreadable), else 0",
+    ["collection"],
+    registry=REGISTRY,
+)
+
+
+_COLLECTION_SERIES: set[str] = set()
+
+
+def record_broken_collections(collections: Iterable[str], broken: Iterable[str]) -> None:
+    """Set ``ragtime_collection_broken`` for every known collection (and drop the series of
+    collections gone)."""
+    bad = set(broken)
+    names = set(collections) | bad
+    for gone in _COLLECTION_SERIES - names:
+        COLLECTION_BROKEN.remove(gone)
+    for name in names:
+        COLLECTION_BROKEN.labels(collection=name).set(1.0 if name in bad else 0.0)
+    _COLLECTION_SERIES.clear()
+    _COLLECTION_SERIES.update(names)
+
+
 def metrics_payload(accept: str = "") -> tuple[bytes, str]:
     """The exposition and its content type, for ``GET /metrics``.
 

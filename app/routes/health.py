@@ -33,6 +33,7 @@ async def readyz(request: Request, services: ServicesDep) -> JSONResponse:
 
 
 @router.get("/metrics")
-async def metrics(request: Request) -> Response:
+async def metrics(request: Request, services: ServicesDep) -> Response:
+    services.readiness()  # per-collection state, as of this scrape
     body, content_type = metrics_payload(request.headers.get("accept", ""))
     return Response(body, media_type=content_type)

@@ -77,7 +77,7 @@ def test_a_snapshot_without_them_still_loads(store: DocumentStore, tmp_path: Pat
     assert snapshot is not None
     (snapshot.path / SENTENCE_VECTORS).unlink()
     (snapshot.path / SENTENCE_OFFSETS).unlink()
-    older = Snapshot.load(snapshot.path)
+    older = Snapshot.load(snapshot.path, verify=False)  # nor did they keep checksums
     assert older.sentences is None
     assert older.sentence_rows(int(older.ids[0])) is None
 

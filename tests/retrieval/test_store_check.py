@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from retrieval import BrokenIndex, Chunk, DocumentStore
+from retrieval.snapshots import MANIFEST, file_checksum
 
 DIM = 8
 
@@ -48,7 +49,7 @@ def test_a_truncated_index_is_reported_and_refused(tmp_path: Path) -> None:
     try:
         problems = store.check()
         assert list(problems) == ["docs"]
-        assert "cannot read" in problems["docs"] and "index.faiss" in problems["docs"]
+        assert "index.faiss does not match its checksum" in problems["docs"]
         with pytest.raises(BrokenIndex, match="re-ingest") as caught:
             store.search("docs", np.ones(DIM, dtype=np.float32), 2)
         assert caught.value.status_code == 503
@@ -77,5 +78,71 @@ def test_a_sound_store_has_no_problems(tmp_path: Path) -> None:
     store.open()
     try:
         assert store.check() == {}
+    finally:
+        store.close()
+
+
+def flip_bytes(path: Path) -> None:
+    """Flip every bit of a run of bytes in the middle: the same length, other content."""
+    data = bytearray(path.read_bytes())
+    middle = len(data) // 2
+    data[middle : middle + 16] = bytes(b ^ 0xFF for b in data[middle : middle + 16])
+    path.write_bytes(bytes(data))
+
+
+def test_flipped_bytes_of_the_same_length_are_caught_by_the_checksum(tmp_path: Path) -> None:
+    """The adversarial case: same-length index.faiss with flipped bytes once loaded without
+    error and searched with scores near 60. Now it is a broken index, named with its file."""
+    root = tmp_path / "store"
+    _store_with(root, "docs", "faq")
+    for path in index_files(root, "docs"):
+        flip_bytes(path)
+    store = DocumentStore(root)
+    store.open()
+    try:
+        problems = store.check()
+        assert list(problems) == ["docs"]
+        assert "index.faiss does not match its checksum" in problems["docs"]
+        with pytest.raises(BrokenIndex) as caught:
+            store.search("docs", np.ones(DIM, dtype=np.float32), 2)
+        assert caught.value.status_code == 503
+        assert len(store.search("faq", np.ones(DIM, dtype=np.float32), 2)) == 2
+    finally:
+        store.close()
+
+
+def test_the_manifest_holds_the_checksum_of_every_other_file(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    _store_with(root, "docs")
+    store = DocumentStore(root)
+    store.open()
+    try:
+        snapshot = store.snapshot("docs")
+        assert snapshot is not None
+        files = {p.name for p in snapshot.path.iterdir()} - {MANIFEST}
+        assert set(snapshot.manifest.checksums) == files
+        for name, digest in snapshot.manifest.checksums.items():
+            assert file_checksum(snapshot.path / name) == digest
+    finally:
+        store.close()
+
+
+def test_a_score_outside_the_cosine_range_is_an_error_never_a_result(tmp_path: Path) -> None:
+    """Vectors of norm 60 (no checksum can catch what was written so): a search's scores near
+    60 are refused as a damaged index, and the collection is reported broken from then on."""
+    root = tmp_path / "store"
+    store = DocumentStore(root)
+    store.open()
+    try:
+        vectors = np.full((2, DIM), 60.0 / np.sqrt(DIM), dtype=np.float32)
+        chunks = [Chunk("a.rst", "Doc", "Part", i, f"chunk {i}") for i in range(2)]
+        store.replace_source("docs", "a.rst", chunks, vectors)
+        query = np.full(DIM, 1.0 / np.sqrt(DIM), dtype=np.float32)
+        with pytest.raises(BrokenIndex, match="outside the cosine range") as caught:
+            store.search("docs", query, 2)
+        assert "60" in str(caught.value)
+        assert "outside the cosine range" in store.check()["docs"]
+        with pytest.raises(BrokenIndex):
+            store.search("docs", query, 2)
     finally:
         store.close()
