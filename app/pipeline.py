@@ -59,6 +59,9 @@ class Pipeline:
         self.stages = services.stages
         self.settings = services.settings
         self.budget = budget or build_budget_engine(self.settings)
+        overhead = self.stages.assemble.overhead_tokens
+        if overhead is not None:  # measured at warm-up with the served model's tokenizer
+            self.budget.set_prompt_overhead(overhead)
 
     # -- retrieval -------------------------------------------------------------------------
 

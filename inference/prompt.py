@@ -42,6 +42,8 @@ PromptLayout = Literal["shared_prefix_first", "question_first"]
 """``shared_prefix_first`` is ragtime's layout; ``question_first`` is the naive one, kept so the
 two can be measured side by side (``RAGTIME_PROMPT_LAYOUT``)."""
 _NO_PASSAGES = "No passages were found."
+NO_PASSAGES_BLOCK = _NO_PASSAGES + _SEPARATOR
+"""What a prompt holds in place of passages when there are none."""
 _GAP = " … "
 """Between the sentences of a pruned passage that were not next to each other."""
 # A sentence ends at . ! or ? followed by whitespace (or the end), or at a newline.

@@ -28,10 +28,13 @@ from inference import (
     Usage,
     common_prefix,
 )
-from inference.prompt import ContextPassage, PromptLayout
+from inference.prompt import NO_PASSAGES_BLOCK, ContextPassage, PromptLayout
 from retrieval.sentences import scored_pieces
 from tracing import metrics
 from tracing.budget import StageName, next_before_deadline
+
+#: A question of typical length, for measuring what a prompt holds besides its passages.
+TYPICAL_QUESTION = "How do I give a parameter of a function a default value?"
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,9 @@ class AssemblePrompt:
         what pruning scores a passage's sentences with."""
         self.assembler: PromptAssembler | None = None
         self.shared_prefix_tokens: int | None = None
+        self.overhead_tokens: int | None = None
+        """The tokens a prompt holds besides its passages (system prompt, template, a typical
+        question), measured with the served model's tokenizer: what the budget plans with."""
         """The tokens every prompt starts with (system prompt, template): what a new question
         can count on finding in a prefix cache."""
 
@@ -89,6 +95,8 @@ class AssemblePrompt:
         )
         one = assembler.assemble("What is one thing?", []).token_ids
         other = assembler.assemble("Why another?", []).token_ids
+        typical = assembler.assemble(TYPICAL_QUESTION, []).prompt_tokens
+        self.overhead_tokens = typical - assembler.tokenizer.count(NO_PASSAGES_BLOCK)
         self.assembler, self.shared_prefix_tokens = assembler, common_prefix(one, other)
 
     @property

@@ -253,5 +253,18 @@ def test_a_ttft_target_prunes_the_context_to_the_sentences_closest_to_the_questi
     assert "sentences closest to the question" in reason
     assembles = [s for s in spans.get_finished_spans() if s.name == "assemble"]
     assert [attributes(s)["ragtime.prompt.pruned"] for s in assembles] == [True, False]
-    assert number(assembles[0], "ragtime.prompt.context_tokens_used") <= 192
+    assert number(assembles[0], "ragtime.prompt.context_tokens_used") <= 384  # of 768
     assert number(assembles[0], "ragtime.prompt.passages") >= 2  # more than the first, cut
+
+
+def test_plans_count_the_prompt_overhead_measured_with_the_served_tokenizer(
+    seeded_data_dir: Path,
+) -> None:
+    """Not the assumed 120 tokens: what the system prompt, template and a typical question take
+    with the served model's tokenizer, measured when the prompt stage warms up."""
+    with budget_app(seeded_data_dir) as client:
+        state = app_state(client)
+        measured = state.services.stages.assemble.overhead_tokens
+        limits = state.pipeline.budget.answer_policy.limits
+    assert measured is not None and 0 < measured != 120
+    assert limits.prompt_overhead_tokens == measured

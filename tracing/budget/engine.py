@@ -12,7 +12,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tracing import metrics
 from tracing.budget.calibration import Calibrator, Probe
@@ -63,6 +63,12 @@ class BudgetEngine:
         self.loop_lag_ms: Callable[[], float] = lambda: 0.0
         """The serving event loop's recent lag (``tracing.loop_lag``), set by the app: an
         answer keeps that much more in reserve before its deadline."""
+
+    def set_prompt_overhead(self, tokens: int) -> None:
+        """What an answer's prompt holds besides its passages (system prompt, template,
+        question), as measured, instead of ``PlanLimits``' assumed 120 tokens."""
+        policy = self.answer_policy
+        policy.limits = replace(policy.limits, prompt_overhead_tokens=max(int(tokens), 0))
 
     def plan_answer(
         self,

@@ -15,12 +15,13 @@ When not even the smallest plan (``min_context_tokens``, ``min_output_tokens``, 
 sentences closest to the question (``inference.prompt``) instead of the first passages whole,
 weighed by the table's ``pruned`` curve; without that curve pruning is never chosen.
 
-**The TTFT target** (``PlanLimits.ttft_target_ms``): of the plans whose first token is
-predicted within the target (counted from the request's arrival) and that keep at least
-``ttft_min_quality`` of the best plan's quality, the best is kept; where there is none, the best
-of all. So on a slow prefill (the CPU default) the context is pruned or cut to reach the first
-token in time, as long as that costs little of the answer; a machine too slow for the target
-at any acceptable quality keeps the answer and misses the target.
+**The TTFT target** (``PlanLimits.ttft_target_ms``, a median target): of the plans whose
+typical first token (the cost model's fitted line, without the margin that sizes budgets to
+their quantile), counted from the request's arrival, is predicted within the target and that
+keep at least ``ttft_min_quality`` of the best plan's quality, the best is kept; where there is
+none, the best of all. So on a slow prefill (the CPU default) the context is pruned or cut to
+reach the first token in time, as long as that costs little of the answer; a machine too slow
+for the target at any acceptable quality keeps the answer and misses the target.
 """
 
 from __future__ import annotations
@@ -79,7 +80,8 @@ class Plan:
     prune: bool = False
     """The context is filled with the passages' sentences closest to the question."""
     first_token_ms: float = 0.0
-    """Predicted from now to the first answer token (rerank, queue, prefill)."""
+    """Predicted from now to the typical first answer token (rerank, queue, prefill at the
+    fitted cost, without the quantile's margin)."""
     meets_ttft: bool = True
     """Whether ``first_token_ms`` is within what the TTFT target leaves (True without one)."""
 
@@ -210,7 +212,9 @@ class DegradationPolicy:
             quality=quality,
             target=target,
             prune=prune,
-            first_token_ms=rerank_ms + queue_ms + first_ms,
+            # The target is for the typical first token (the fitted line, without the margin
+            # that sizes the budget to its quantile): a TTFT p50 target.
+            first_token_ms=rerank_ms + queue_ms + first_ms - gen.ttft_margin_ms,
         )
 
     def _explain(self, plan: Plan, full_n: int) -> Plan:
