@@ -65,7 +65,7 @@ class ScoredPiece:
     text: str
     score: float | None
     """Cosine similarity of its sentence to the question; None for a piece ``sentences`` leaves
-    out (too short to weigh), or a passage without kept vectors."""
+    out (too short to weigh), a question, or a passage without kept vectors."""
 
 
 def scored_pieces(
@@ -74,7 +74,8 @@ def scored_pieces(
     """``text`` cut where ``sentences`` cuts it, every character kept (labels aside), each piece
     scored by its row of ``rows`` (the kept vectors, in ``sentences(text)`` order) against the
     unit vector ``query``. Unscored when there are no rows, no query, or rows that do not match
-    the text's sentences."""
+    the text's sentences; and a piece that is itself a question (an FAQ's next heading, say),
+    which is close to a question without answering it."""
     stripped = _LABEL_WITH_SPACE.sub("", text)
     bounds = [0, *(m.end() for m in _BREAK.finditer(stripped)), len(stripped)]
     spans = [(a, b) for a, b in pairwise(bounds) if b > a]
@@ -86,7 +87,8 @@ def scored_pieces(
     for (a, b), has_row in zip(spans, counted, strict=True):
         score = None
         if has_row:
-            score = float(scores[row]) if scores is not None else None
+            asks = stripped[a:b].rstrip().endswith("?")
+            score = float(scores[row]) if scores is not None and not asks else None
             row += 1
         out.append(ScoredPiece(stripped[a:b], score))
     return out

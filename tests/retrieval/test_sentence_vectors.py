@@ -152,3 +152,12 @@ def test_the_stored_sentence_closest_to_the_question_is_the_one_pruning_keeps(
     pieces = scored_pieces(passage.text, rows, question)
     best = max((p for p in pieces if p.score is not None), key=lambda p: p.score or 0.0)
     assert best.text.strip() == "The append method adds an item to its end."
+
+
+def test_a_question_in_a_passage_is_not_scored() -> None:
+    """An FAQ chunk holds the next question's heading: close to a question, no answer to it."""
+    text = "Use None as the default. How do I pass keyword arguments on? Collect them with **kw."
+    rows = np.eye(3, 4, dtype=np.float32)
+    query = np.array([0.0, 1.0, 0.0, 0.0], dtype=np.float32)
+    pieces = scored_pieces(text, rows, query)
+    assert [p.score for p in pieces] == [0.0, None, 0.0]
