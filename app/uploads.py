@@ -5,7 +5,9 @@ A body is ``multipart/form-data`` (one or more files, under any field name) or J
 document's name must end in a suffix that ``retrieval`` ingests (415 names them); a name is
 reduced to its last path component, so an upload cannot write outside the collection's sources,
 normalised (NFC), refused with a 422 when it holds a control character (a NUL byte, say), and
-shortened with a hash suffix when longer than ``MAX_NAME_BYTES``.
+shortened with a hash suffix when longer than ``MAX_NAME_BYTES``. A document whose bytes
+disagree with its name (a PDF named ``.md``, text named ``.pdf``, NUL bytes in a text type) is
+refused with a 415 that says what the bytes are (``check_content``).
 The documents are written to a private temporary directory and ingested with
 ``retrieval.ingest_path`` on a worker thread, into the running service's store: the next search
 sees them.
@@ -20,6 +22,7 @@ import re
 import shutil
 import tempfile
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -93,6 +96,47 @@ def _shortened(source: str, suffix: str) -> str:
     return stem.rstrip() + tag
 
 
+#: What a file's first bytes say it is, and the suffixes that may name it (none: not ingested).
+_MAGIC: tuple[tuple[Callable[[bytes], bool], str, frozenset[str]], ...] = (
+    (lambda d: b"%PDF-" in d[:1024], "a PDF document", frozenset({".pdf"})),
+    (lambda d: d.startswith(b"PK\x03\x04"), "a zip archive", frozenset({".docx", ".xlsx"})),
+    (lambda d: d.startswith(b"\x89PNG\r\n\x1a\n"), "a PNG image", frozenset({".png"})),
+    (lambda d: d.startswith(b"\xff\xd8\xff"), "a JPEG image", frozenset({".jpg", ".jpeg"})),
+    (lambda d: d[:6] in (b"GIF87a", b"GIF89a"), "a GIF image", frozenset({".gif"})),
+    (lambda d: d[:4] in (b"II*\x00", b"MM\x00*"), "a TIFF image", frozenset({".tif", ".tiff"})),
+    (lambda d: d[:4] == b"RIFF" and d[8:12] == b"WEBP", "a WebP image", frozenset({".webp"})),
+    (lambda d: d.startswith(b"\x7fELF"), "an executable", frozenset()),
+    (lambda d: d.startswith(b"\x1f\x8b"), "a gzip archive", frozenset()),
+)
+#: Suffixes whose files are binary: their bytes must say what the name says.
+_BINARY = frozenset({".pdf", ".docx", ".xlsx", ".png", ".jpg", ".jpeg", ".gif", ".tif", ".tiff",
+                     ".webp", ".bmp"})  # fmt: skip
+
+
+def check_content(document: Document) -> None:
+    """415 when a document's bytes and its name disagree: a PDF named ``.md`` was once indexed
+    as raw PDF syntax. The bytes are told by their magic number; text holds no NUL byte."""
+    data, source = document.data, document.source
+    suffix = ".rst.txt" if source.lower().endswith(".rst.txt") else PurePosixPath(source).suffix
+    suffix = suffix.lower()
+    found = next(((what, names) for test, what, names in _MAGIC if test(data)), None)
+    if found is not None and suffix not in found[1]:
+        fix = f"name it {' or '.join(sorted(found[1]))}" if found[1] else "it is not ingested"
+        raise UnsupportedMediaType(
+            f"{source[:80]!r}: its bytes are {found[0]}, not what its name ({suffix}) says: {fix}"
+        )
+    if found is None and suffix in _BINARY - {".bmp"}:
+        raise UnsupportedMediaType(
+            f"{source[:80]!r}: named {suffix}, but its bytes are not such a file"
+        )
+    if suffix == ".bmp" and not data.startswith(b"BM"):
+        raise UnsupportedMediaType(f"{source[:80]!r}: named .bmp, but its bytes are not an image")
+    if suffix not in _BINARY and b"\x00" in data[:8192]:
+        raise UnsupportedMediaType(
+            f"{source[:80]!r}: named {suffix}, a text type, but its bytes are binary (NUL bytes)"
+        )
+
+
 async def read_documents(request: Request, limit: int) -> list[Document]:
     """The request's documents, multipart or JSON; 413, 415 or 422 when they cannot be."""
     media = request.headers.get("content-type", "").partition(";")[0].strip().lower()
@@ -106,6 +150,8 @@ async def read_documents(request: Request, limit: int) -> list[Document]:
             "send documents as multipart/form-data (files) or as JSON "
             '({"source": "notes.md", "text": "..."})'
         )
+    for document in documents:
+        check_content(document)
     sources = [d.source for d in documents]
     twice = sorted({s for s in sources if sources.count(s) > 1})
     if twice:

@@ -415,3 +415,34 @@ def test_no_multipart_shape_is_a_server_error(
         headers={**writer, "Content-Type": content_type},
     )
     assert response.status_code < 500, (body, response.status_code, response.text)
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "said"),
+    [
+        ("notes.md", b"%PDF-1.7\n1 0 obj << /Type /Catalog >> endobj\n", "a PDF document"),
+        ("report.pdf", b"# Not a PDF\n\nJust words.\n", "not such a file"),
+        ("sheet.txt", b"PK\x03\x04" + b"\x00" * 40, "a zip archive"),
+        ("tool.txt", b"\x7fELF\x02\x01\x01" + b"\x00" * 40, "an executable"),
+        ("photo.md", b"\x89PNG\r\n\x1a\n" + b"\x00" * 40, "a PNG image"),
+        ("data.csv", b"a,b\n1,\x002\n", "binary (NUL bytes)"),
+    ],
+)
+def test_bytes_that_disagree_with_the_name_are_refused_saying_what_they_are(
+    client: TestClient, writer: dict[str, str], name: str, data: bytes, said: str
+) -> None:
+    """Content sniffing (issue 24 §2): a PDF named .md was indexed as raw PDF syntax."""
+    before = _collections(client)
+    files = [("file", (name, data, "application/octet-stream"))]
+    response = client.post("/v1/collections/tea/documents", files=files, headers=writer)
+    message = _error(response, 415)["message"]
+    assert said in message and name in message
+    assert _collections(client) == before
+
+
+def test_text_that_happens_to_start_like_a_format_is_still_text(
+    client: TestClient, writer: dict[str, str]
+) -> None:
+    body = {"source": "cars.md", "text": "BMW and GIF87 are names here, not magic numbers.\n"}
+    response = client.post("/v1/collections/more/documents", json=body, headers=writer)
+    assert response.status_code == 201, response.text
