@@ -236,6 +236,15 @@ class Services:
                 + (self.problems.get("generator") or self.backend.not_ready() or "still starting")
             )
 
+    def collection_states(self) -> tuple[dict[str, int], dict[str, str]]:
+        """The collections (chunks each) and those that cannot be served (why), as
+        ``ragtime_collection_broken`` now says too; none when the store did not open. No I/O."""
+        if "store" in self.problems:
+            return {}, {}
+        collections, broken = self.store.collections(), self.store.check()
+        metrics.record_broken_collections(collections, broken)
+        return collections, broken
+
     def readiness(self) -> tuple[bool, dict[str, Any]]:
         """Whether every required part is loaded, and what each part's state is."""
         components: dict[str, Any] = {
@@ -252,11 +261,9 @@ class Services:
             ),
             "reranker": self.stages.rerank.status,
         }
-        collections = self.store.collections() if "store" not in self.problems else {}
+        collections, broken = self.collection_states()
         components["collections"] = collections
         ready = not self.problems and self.embedder.loaded and self.backend.loaded
-        broken = self.store.check() if "store" not in self.problems else {}
-        metrics.record_broken_collections(collections, broken)
         if broken:  # a collection that cannot be searched answers 503 for itself: re-ingest it
             components["broken_indexes"] = broken
             if not set(collections) - set(broken):

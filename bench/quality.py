@@ -124,7 +124,6 @@ def demo_cases(settings: Any) -> CaseBuilder:
     words. It rewards copying that passage, so a smaller context that holds little else can
     score above the full one: fit for the output curve, not for comparing contexts."""
     from app.pipeline import Pipeline
-    from retrieval.sentences import scored_pieces
     from tracing.budget import BudgetLedger
 
     collection = settings.default_collection
@@ -139,10 +138,7 @@ def demo_cases(settings: Any) -> CaseBuilder:
         embedded = await services.stages.embed.run(
             question, deadline=ledger.deadline, embedder=services.embedders_for(collection)
         )
-        pieces = [
-            scored_pieces(p.text, services.store.sentence_rows(collection, p.id), embedded.vector)
-            for p in passages
-        ]
+        pieces = [services.store.passage_pieces(p, embedded.vector) for p in passages]
         return Case(question, passages, content_words(passages[0].text), pieces)
 
     return build
@@ -153,16 +149,13 @@ def faq_cases(
 ) -> CaseBuilder:
     """Cases from the Python FAQ evaluation (``retrieval.eval``): its store's passages, and as
     reference the content words of the question's own answer, written by the FAQ's authors."""
-    from retrieval.sentences import scored_pieces
 
     async def build(services: Any, question: str) -> Case | None:
         vector = embedder.embed([question])[0]
         passages = store.search(collection, vector, k)
         if not passages:
             return None
-        pieces = [
-            scored_pieces(p.text, store.sentence_rows(collection, p.id), vector) for p in passages
-        ]
+        pieces = [store.passage_pieces(p, vector) for p in passages]
         return Case(question, passages, content_words(answers[question]), pieces)
 
     return build

@@ -39,6 +39,7 @@ from retrieval.filters import SearchFilter
 from retrieval.index_types import IndexSettings
 from retrieval.legacy import migrate_legacy_layout
 from retrieval.passages import Passage, SearchInfo, passage_of_row
+from retrieval.sentences import ScoredPiece, scored_pieces
 from retrieval.snapshot_writer import (
     SnapshotWriter,
     collection_lock,
@@ -292,17 +293,20 @@ class DocumentStore:
         built_with = self.embedding_backend_of(collection)
         return vector_family(built_with) == vector_family(backend or self.embedding_backend)
 
-    def sentence_rows(
-        self, collection: str, chunk_id: int, backend: str | None = None
-    ) -> np.ndarray | None:
+    def sentence_rows(self, collection: str, chunk_id: int) -> np.ndarray | None:
         """The sentence vectors ingest kept for chunk ``chunk_id`` of ``collection``
-        (``Snapshot.sentence_rows``), of the backend that built it; None when the serving
-        snapshot keeps none, does not hold the chunk, or, with ``backend`` given, was embedded
-        with vectors of another."""
+        (``Snapshot.sentence_rows``), of the backend that built it (``embedding_backend_of``);
+        None when the serving snapshot keeps none or does not hold the chunk."""
         snapshot = self._snapshots.get(collection)
-        if snapshot is None or (backend is not None and not self.serves(collection, backend)):
+        if snapshot is None:
             return None
         return snapshot.sentence_rows(chunk_id)
+
+    def passage_pieces(self, passage: Passage, query: np.ndarray) -> list[ScoredPiece]:
+        """``passage``'s text cut into sentences, each scored by its kept vector against the
+        unit vector ``query`` (of the collection's backend): what context pruning weighs."""
+        rows = self.sentence_rows(passage.collection, passage.id)
+        return scored_pieces(passage.text, rows, query)
 
     def _check_backend(self, collection: str, backend: str | None = None) -> None:
         wanted = backend or self.embedding_backend

@@ -34,6 +34,6 @@ async def readyz(request: Request, services: ServicesDep) -> JSONResponse:
 
 @router.get("/metrics")
 async def metrics(request: Request, services: ServicesDep) -> Response:
-    services.readiness()  # per-collection state, as of this scrape
+    services.collection_states()  # ragtime_collection_broken as of this scrape
     body, content_type = metrics_payload(request.headers.get("accept", ""))
     return Response(body, media_type=content_type)

@@ -103,15 +103,6 @@ class Attribute:
         """A collection's embedder: its kept sentence vectors are of that embedder's backend."""
         self._attributors: dict[str, Attributor] = {}
 
-    @property
-    def embedder(self) -> Embedder:
-        return self.embedders.default
-
-    @property
-    def attributor(self) -> Attributor:
-        """The configured embedder's attributor."""
-        return self._attributor(self.embedders.default)
-
     def _attributor(self, embedder: Embedder) -> Attributor:
         found = self._attributors.get(embedder.backend)
         if found is None:
@@ -169,9 +160,9 @@ class Attribute:
         """On the stage's thread: the kept sentence vectors of the passages that have them,
         then the attribution."""
         collections = {collection for collection, _, _ in chunks.values()}
-        embedder = self.embedders.default
-        if len(collections) == 1:  # one collection's passages: its own vectors
-            embedder = self.embedder_for(collections.pop())
+        if len(collections) != 1:  # none kept, or several collections' (maybe several backends)
+            return self._attributor(self.embedders.default)(answer, passages, {})
+        embedder = self.embedder_for(collections.pop())  # the one whose vectors ingest kept
         embedder.load()  # at once when loaded
         stored = {}
         for label, (collection, chunk_id, text) in chunks.items():
@@ -179,8 +170,6 @@ class Attribute:
                 rows = kept_rows(passages[label], text, self.stored_rows(collection, chunk_id))
                 if rows is not None:
                     stored[label] = rows
-        if len({c for c, _, _ in chunks.values()}) > 1:
-            stored = {}  # vectors of several collections may be of several backends
         return self._attributor(embedder)(answer, passages, stored)
 
 
@@ -200,14 +189,20 @@ def kept_rows(prompt_text: str, text: str, rows: np.ndarray | None) -> np.ndarra
     return rows[[i for i, sentence in enumerate(said) if sentence in shown]]
 
 
+def stored_chunk(passage: object) -> tuple[str, int] | None:
+    """The collection and chunk id of a passage that came from a collection, else None."""
+    chunk_id = getattr(passage, "id", None)
+    collection = getattr(passage, "collection", None)
+    if isinstance(chunk_id, int) and isinstance(collection, str):
+        return collection, chunk_id
+    return None
+
+
 def kept_chunks(passages: Iterable[PromptPassage]) -> dict[int, KeptChunk]:
     """Each prompt passage's stored chunk, by label (passages not from a collection left out)."""
     out: dict[int, KeptChunk] = {}
     for p in passages:
-        chunk_id, collection = (
-            getattr(p.passage, "id", None),
-            getattr(p.passage, "collection", None),
-        )
-        if isinstance(chunk_id, int) and isinstance(collection, str):
-            out[p.label] = (collection, chunk_id, p.passage.text)
+        found = stored_chunk(p.passage)
+        if found is not None:
+            out[p.label] = (*found, p.passage.text)
     return out

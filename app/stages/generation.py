@@ -12,7 +12,7 @@ import numpy as np
 from opentelemetry import trace
 from opentelemetry.trace import Span
 
-from app.stages.attribution import StoredRows
+from app.stages.attribution import StoredRows, stored_chunk
 from app.stages.result import StageResult
 from app.stages.threads import StageThreads
 from inference import (
@@ -81,11 +81,11 @@ class AssemblePrompt:
         what pruning scores a passage's sentences with."""
         self.assembler: PromptAssembler | None = None
         self.shared_prefix_tokens: int | None = None
+        """The tokens every prompt starts with (system prompt, template): what a new question
+        can count on finding in a prefix cache."""
         self.overhead_tokens: int | None = None
         """The tokens a prompt holds besides its passages (system prompt, template, a typical
         question), measured with the served model's tokenizer: what the budget plans with."""
-        """The tokens every prompt starts with (system prompt, template): what a new question
-        can count on finding in a prefix cache."""
 
     async def warm_up(self) -> None:
         """Needs the backend's tokenizer only: a remote backend may still be waiting for its
@@ -138,11 +138,8 @@ class AssemblePrompt:
         return assembler.assemble(question, passages, context_tokens=context_tokens, pieces=pieces)
 
     def _rows_of(self, passage: ContextPassage) -> np.ndarray | None:
-        chunk_id = getattr(passage, "id", None)
-        collection = getattr(passage, "collection", None)
-        if isinstance(chunk_id, int) and isinstance(collection, str):
-            return self.stored_rows(collection, chunk_id)
-        return None
+        found = stored_chunk(passage)
+        return None if found is None else self.stored_rows(*found)
 
 
 @dataclass(frozen=True)

@@ -84,11 +84,6 @@ class EmbedQuestion:
         self._cache: OrderedDict[tuple[str, str, str], np.ndarray] = OrderedDict()
         """Used on the event loop only: no lock."""
 
-    @property
-    def embedder(self) -> Embedder:
-        """The configured embedder: new collections get its vectors."""
-        return self.embedders.default
-
     async def warm_up(self) -> None:
         await asyncio.to_thread(self.embedders.default.load)
 

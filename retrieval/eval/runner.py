@@ -41,7 +41,7 @@ from retrieval.eval.python_faq import Dataset
 from retrieval.ingest import ingest_path, iter_documents
 from retrieval.passages import Passage
 from retrieval.rerank import Reranker
-from retrieval.sentences import ScoredPiece, scored_pieces
+from retrieval.sentences import ScoredPiece
 from retrieval.store import DocumentStore
 
 COLLECTION = "eval"
@@ -421,10 +421,7 @@ def evaluate(
             budgets = [max(round(context_tokens * s), min_context_tokens) for s in CONTEXT_SHARES]
             rows += _prompt_rows(questions, relevant, best_order, packer, top_k, budgets, order)
             pieces = [
-                [
-                    scored_pieces(p.text, store.sentence_rows(COLLECTION, p.id), vector)
-                    for p in ps[:top_k]
-                ]
+                [store.passage_pieces(p, vector) for p in ps[:top_k]]
                 for ps, vector in zip(best_order, query_vectors, strict=True)
             ]
             rows += _prompt_rows(
