@@ -34,6 +34,7 @@ from app.body import bounded_stream, is_json, parse_body, read_body
 from app.errors import InvalidBody, InvalidField, UnsupportedMediaType, UploadNotStored
 from app.schemas import DocumentText
 from retrieval import SUPPORTED_SUFFIXES, DocumentStore, Embedder, IngestReport, ingest_path
+from retrieval.formats import suffix_of
 
 #: At most this many documents in one upload.
 MAX_FILES = 100
@@ -109,29 +110,34 @@ _MAGIC: tuple[tuple[Callable[[bytes], bool], str, frozenset[str]], ...] = (
     (lambda d: d.startswith(b"\x1f\x8b"), "a gzip archive", frozenset()),
 )
 #: Suffixes whose files are binary: their bytes must say what the name says.
-_BINARY = frozenset({".pdf", ".docx", ".xlsx", ".png", ".jpg", ".jpeg", ".gif", ".tif", ".tiff",
-                     ".webp", ".bmp"})  # fmt: skip
+_BINARY = frozenset().union(*(names for _, _, names in _MAGIC))
+#: Binary types whose mark is too short to tell from text ("BM" begins words): checked only
+#: when the name says the type.
+_MARKED_WHEN_NAMED = {".bmp": b"BM"}
 
 
 def check_content(document: Document) -> None:
     """415 when a document's bytes and its name disagree: a PDF named ``.md`` was once indexed
     as raw PDF syntax. The bytes are told by their magic number; text holds no NUL byte."""
     data, source = document.data, document.source
-    suffix = ".rst.txt" if source.lower().endswith(".rst.txt") else PurePosixPath(source).suffix
-    suffix = suffix.lower()
+    suffix = suffix_of(source) or PurePosixPath(source).suffix.lower()
     found = next(((what, names) for test, what, names in _MAGIC if test(data)), None)
     if found is not None and suffix not in found[1]:
         fix = f"name it {' or '.join(sorted(found[1]))}" if found[1] else "it is not ingested"
         raise UnsupportedMediaType(
             f"{source[:80]!r}: its bytes are {found[0]}, not what its name ({suffix}) says: {fix}"
         )
-    if found is None and suffix in _BINARY - {".bmp"}:
+    mark = _MARKED_WHEN_NAMED.get(suffix)
+    if mark is not None:
+        if not data.startswith(mark):
+            raise UnsupportedMediaType(
+                f"{source[:80]!r}: named {suffix}, but its bytes are not an image"
+            )
+    elif found is None and suffix in _BINARY:
         raise UnsupportedMediaType(
             f"{source[:80]!r}: named {suffix}, but its bytes are not such a file"
         )
-    if suffix == ".bmp" and not data.startswith(b"BM"):
-        raise UnsupportedMediaType(f"{source[:80]!r}: named .bmp, but its bytes are not an image")
-    if suffix not in _BINARY and b"\x00" in data[:8192]:
+    elif suffix not in _BINARY and b"\x00" in data[:8192]:
         raise UnsupportedMediaType(
             f"{source[:80]!r}: named {suffix}, a text type, but its bytes are binary (NUL bytes)"
         )
