@@ -36,11 +36,29 @@ drive check notes "lists hold items" > "$OUT/check.json" 2> "$OUT/check.err"
 """
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root (CI runs as root)")
-def test_a_full_disk_during_ingest_loses_nothing(tmp_path: Path) -> None:
+def in_private_mounts(
+    script: str, mount_dir: Path, env: dict[str, str], *, timeout_s: float
+) -> subprocess.CompletedProcess[str]:
+    """``sh -c script sh mount_dir`` in a mount namespace of its own (``unshare -m``), so that
+    the tmpfs the script mounts on ``$1`` ends with it. Skips where unshare is missing or the
+    script cannot mount (it exits 97 then)."""
     unshare = shutil.which("unshare")
     if unshare is None:
         pytest.skip("needs unshare (util-linux)")
+    done = subprocess.run(
+        [unshare, "-m", "--propagation", "private", "sh", "-c", script, "sh", str(mount_dir)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )
+    if done.returncode == 97:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    return done
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root (CI runs as root)")
+def test_a_full_disk_during_ingest_loses_nothing(tmp_path: Path) -> None:
     data, out, docs = tmp_path / "data", tmp_path / "out", tmp_path / "docs"
     for path in (data, out, docs):
         path.mkdir()
@@ -55,15 +73,7 @@ def test_a_full_disk_during_ingest_loses_nothing(tmp_path: Path) -> None:
         "CORPUS": str(CORPUS),
         "OUT": str(out),
     }
-    done = subprocess.run(
-        [unshare, "-m", "--propagation", "private", "sh", "-c", SCRIPT, "sh", str(data)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    if done.returncode == 97:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    done = in_private_mounts(SCRIPT, data, env, timeout_s=300)
     assert done.returncode == 0, done.stderr
     err = (out / "ingest.err").read_text()
     assert (out / "ingest.rc").read_text().strip() == "1"
@@ -106,19 +116,8 @@ PY
 def test_faiss_running_out_of_disk_is_an_os_error_naming_the_file(tmp_path: Path) -> None:
     """faiss reports a failed write as a RuntimeError; the store raises it as the OSError it is,
     which every command turns into one line naming the path and the cause."""
-    unshare = shutil.which("unshare")
-    if unshare is None:
-        pytest.skip("needs unshare (util-linux)")
     env = {**os.environ, "PY": sys.executable, "PYTHONPATH": str(REPO)}
-    done = subprocess.run(
-        [unshare, "-m", "--propagation", "private", "sh", "-c", FAISS_SCRIPT, "sh", str(tmp_path)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    if done.returncode == 97:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    done = in_private_mounts(FAISS_SCRIPT, tmp_path, env, timeout_s=120)
     assert done.stdout.strip() == f"ENOSPC No space left on device {tmp_path / 'index.faiss'}", (
         done.stdout + done.stderr
     )
