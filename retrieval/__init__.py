@@ -15,6 +15,7 @@ from retrieval.errors import (
     BrokenIndex,
     EmbeddingMismatch,
     InvalidFilter,
+    LimitExceeded,
     NoTextLayer,
     RerankerUnavailable,
     RetrievalError,
@@ -22,7 +23,7 @@ from retrieval.errors import (
     UnreadableDocument,
 )
 from retrieval.filters import SearchFilter
-from retrieval.formats import SUPPORTED_SUFFIXES
+from retrieval.formats import SUPPORTED_SUFFIXES, ParseLimits
 from retrieval.index_types import IndexSettings, IndexSpec
 from retrieval.ingest import IngestProgress, IngestReport, ingest_path, iter_documents
 from retrieval.passages import Passage, SearchInfo
@@ -42,7 +43,9 @@ __all__ = [
     "IngestProgress",
     "IngestReport",
     "InvalidFilter",
+    "LimitExceeded",
     "NoTextLayer",
+    "ParseLimits",
     "Passage",
     "RerankResult",
     "Reranker",

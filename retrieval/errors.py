@@ -9,8 +9,10 @@
     ├── RerankerUnavailable (503)  no cross-encoder configured, or it failed to load or to
     │                              score; the app skips reranking
     └── UnreadableDocument (422)   a file to ingest could not be parsed; the message says why
-        └── NoTextLayer (422)      a scanned PDF or an image: it needs OCR, which ragtime
-                                   does not run
+        ├── NoTextLayer (422)      a scanned PDF or an image: it needs OCR, which ragtime
+        │                          does not run
+        └── LimitExceeded (413)    a file holds more than a parse limit allows (inflated
+                                   bytes, pages, rows, paragraphs); the message names it
 
 Outside failures (sentence-transformers, torch, FAISS) enter as ``raise ... from exc``.
 """
@@ -96,3 +98,16 @@ class NoTextLayer(UnreadableDocument):
 
     def __init__(self, what: str = "") -> None:
         super().__init__(f"no text layer: needs OCR{f' ({what})' if what else ''}")
+
+
+class LimitExceeded(UnreadableDocument):
+    """A file holds more than one of the parse limits (``retrieval.formats.ParseLimits``)
+    allows: ``limit`` names the limit ("max_pages"), ``value`` is its value, and the message
+    says what was found: "5000 pages: more than the limit of 2000 pages (max_pages)"."""
+
+    status_code = 413
+
+    def __init__(self, found: str, *, limit: str, value: int, unit: str) -> None:
+        super().__init__(f"{found}: more than the limit of {value} {unit} ({limit})")
+        self.limit = limit
+        self.value = value

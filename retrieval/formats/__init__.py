@@ -14,26 +14,34 @@
 
 ``parse_file`` reads a file with its parser. Whatever goes wrong comes out as
 ``UnreadableDocument`` with the reason (``NoTextLayer`` for a scan or an image), so ingest can
-name the file and go on. No parser runs code from a file or fetches anything.
+name the file and go on. No parser runs code from a file or fetches anything. Every parser
+keeps to ``ParseLimits`` (inflated bytes, pages, rows, paragraphs; ``limits``) while it reads,
+and raises ``LimitExceeded`` naming the limit a file is over.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from functools import partial
 from pathlib import Path, PurePosixPath
+from typing import Protocol
 
 from retrieval.errors import UnreadableDocument
 from retrieval.formats.document import PATH_SEPARATOR, Block, Document
 from retrieval.formats.email_message import parse_eml
 from retrieval.formats.html import parse_html
 from retrieval.formats.images import IMAGE_SUFFIXES, parse_image
+from retrieval.formats.limits import DEFAULT_LIMITS, ParseLimits
 from retrieval.formats.markup import parse_markup, parse_markup_bytes
 from retrieval.formats.pdf import parse_pdf
 from retrieval.formats.spreadsheet import parse_csv, parse_xlsx
 from retrieval.formats.word import parse_docx
 
-Parser = Callable[[bytes], Document]
+
+class Parser(Protocol):
+    """Reads one format's bytes as a document, within ``limits``."""
+
+    def __call__(self, data: bytes, *, limits: ParseLimits = ...) -> Document: ...
+
 
 #: Longest suffixes first, so ".rst.txt" is reST and not plain text.
 PARSERS: dict[str, Parser] = {
@@ -68,14 +76,15 @@ def stem_of(source: str) -> str:
     return name[: -len(suffix)] if suffix else name
 
 
-def parse_bytes(data: bytes, name: str) -> Document:
-    """``data`` read as the format of file ``name``; ``UnreadableDocument`` says why not."""
+def parse_bytes(data: bytes, name: str, limits: ParseLimits | None = None) -> Document:
+    """``data`` read as the format of file ``name`` within ``limits`` (the defaults when None);
+    ``UnreadableDocument`` says why not, ``LimitExceeded`` (one) which limit it is over."""
     suffix = suffix_of(name)
     if suffix is None:
         raise UnreadableDocument(f"unsupported file type: {PurePosixPath(name).suffix or name}")
     try:
-        return PARSERS[suffix](data)
-    except UnreadableDocument:
+        return PARSERS[suffix](data, limits=limits or DEFAULT_LIMITS)
+    except UnreadableDocument:  # LimitExceeded and NoTextLayer among them: kept as they are
         raise
     except RecursionError as exc:
         raise UnreadableDocument(f"cannot parse as {suffix}: nested too deeply") from exc
@@ -84,9 +93,10 @@ def parse_bytes(data: bytes, name: str) -> Document:
         raise UnreadableDocument(f"cannot parse as {suffix[1:]}: {reason}") from exc
 
 
-def parse_file(path: Path, name: str | None = None) -> Document:
-    """The file at ``path`` parsed by its suffix (or ``name``'s); ``OSError`` if unreadable."""
-    return parse_bytes(Path(path).read_bytes(), name or Path(path).name)
+def parse_file(path: Path, name: str | None = None, limits: ParseLimits | None = None) -> Document:
+    """The file at ``path`` parsed by its suffix (or ``name``'s) within ``limits``; ``OSError``
+    if unreadable."""
+    return parse_bytes(Path(path).read_bytes(), name or Path(path).name, limits)
 
 
 __all__ = [
@@ -95,6 +105,7 @@ __all__ = [
     "SUPPORTED_SUFFIXES",
     "Block",
     "Document",
+    "ParseLimits",
     "Parser",
     "parse_bytes",
     "parse_file",

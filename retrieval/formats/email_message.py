@@ -3,7 +3,9 @@
 The Subject is the title; From, To, Date and Subject open the text as a header block, so a
 question about who wrote or when finds it. The body is the plain-text part, else the HTML part
 made text. Text attachments (``text/*``) follow, each its own section "Attachment: <name>",
-read by the parser of their file name's format when there is one. Nothing is fetched.
+read by the parser of their file name's format when there is one. Nothing is fetched. The
+blocks of the body and of all attachments together count against ``max_paragraphs``, checked
+after each part.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from email.message import EmailMessage, Message
 
 from retrieval.formats.document import Block, Document
 from retrieval.formats.html import html_to_document
+from retrieval.formats.limits import DEFAULT_LIMITS, ParseLimits
 from retrieval.formats.markup import parse_markup
 
 _HEADERS = ("From", "To", "Cc", "Date", "Subject")
@@ -36,7 +39,7 @@ def _as_document(part: Message, name: str) -> Document:
     return parse_markup(text, "rst" if lower.endswith((".rst", ".rst.txt")) else "txt")
 
 
-def parse_eml(data: bytes) -> Document:
+def parse_eml(data: bytes, *, limits: ParseLimits = DEFAULT_LIMITS) -> Document:
     message = email.message_from_bytes(data, policy=policy.default)
     assert isinstance(message, EmailMessage)
     subject = " ".join(str(message.get("Subject", "")).split())
@@ -47,14 +50,16 @@ def parse_eml(data: bytes) -> Document:
         blocks += [
             Block(b.text, (), code=b.code) for b in _as_document(body, "").blocks
         ]  # the body's own headings are noise in a mail; keep its text flat
+    paragraphs = limits.tally("max_paragraphs")
+    paragraphs.add(len(blocks))
     for part in message.iter_attachments():
         if part.get_content_maintype() != "text":
             continue
         name = part.get_filename() or "attachment"
         section = (f"Attachment: {name}",)
-        blocks += [
-            Block(b.text, section + b.path, code=b.code) for b in _as_document(part, name).blocks
-        ]
+        attached = _as_document(part, name).blocks
+        paragraphs.add(len(attached))
+        blocks += [Block(b.text, section + b.path, code=b.code) for b in attached]
     if headers and len(blocks) == 1:
         blocks = []  # headers alone are not a document
     return Document("eml", title=subject, blocks=blocks)

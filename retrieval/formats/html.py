@@ -3,7 +3,8 @@
 Headings (``h1``-``h6``) open sections, block elements (paragraphs, list items, table rows,
 ...) become blocks, ``pre`` stays a code block. Scripts, styles, templates and the like are
 dropped, and nothing is fetched or run: ``html.parser`` resolves no external entity and loads
-no linked resource.
+no linked resource. Parsing is linear in the markup, which the upload size bounds: the blocks
+are counted against ``max_paragraphs`` once read.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from bs4 import BeautifulSoup, NavigableString, Tag
 
 from retrieval.formats.document import Block, Document, SectionPath, drop_title
+from retrieval.formats.limits import DEFAULT_LIMITS, ParseLimits
 
 _DROPPED = frozenset(
     {
@@ -90,5 +92,7 @@ def html_to_document(markup: str | bytes, kind: str = "html") -> Document:
     return drop_title(Document(kind, title=title, blocks=[b for b in blocks if b.text]))
 
 
-def parse_html(data: bytes) -> Document:
-    return html_to_document(data)
+def parse_html(data: bytes, *, limits: ParseLimits = DEFAULT_LIMITS) -> Document:
+    document = html_to_document(data)
+    limits.check("max_paragraphs", len(document.blocks))
+    return document

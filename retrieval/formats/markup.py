@@ -3,6 +3,9 @@
 Heading levels follow each format's rule: in reStructuredText a style (underline character,
 with or without overline) gets the next level the first time it appears; in Markdown ``#``
 headings have their own level, a ``===`` underline is level 1 and ``---`` level 2.
+
+Reading is linear in the text, which the upload size bounds: the blocks are counted against
+``max_paragraphs`` once read.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 from retrieval._markup import iter_blocks, split_sections, strip_noise
 from retrieval.errors import UnreadableDocument
 from retrieval.formats.document import Block, Document, SectionPath, drop_title
+from retrieval.formats.limits import DEFAULT_LIMITS, ParseLimits
 
 _MARKDOWN_UNDERLINES: dict[str | int, int] = {"=": 1, "-": 2}
 
@@ -49,5 +53,7 @@ def parse_markup(text: str, kind: str) -> Document:
     return drop_title(Document(kind, blocks=blocks))
 
 
-def parse_markup_bytes(data: bytes, kind: str) -> Document:
-    return parse_markup(decode_text(data), kind)
+def parse_markup_bytes(data: bytes, kind: str, *, limits: ParseLimits = DEFAULT_LIMITS) -> Document:
+    document = parse_markup(decode_text(data), kind)
+    limits.check("max_paragraphs", len(document.blocks))
+    return document

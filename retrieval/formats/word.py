@@ -3,6 +3,10 @@
 python-docx parses the package's XML with lxml and ``resolve_entities=False``: no entity is
 expanded and nothing is fetched. A table's row is written with its header row's cells
 ("Header: value; ..."), as spreadsheets are.
+
+Limits: the package's members are measured before python-docx inflates them
+(``archive.check_archive``), and the document's paragraphs (those in table cells too) and table
+rows are counted in the parsed XML, at C speed, before a Python object is made for any of them.
 """
 
 from __future__ import annotations
@@ -14,7 +18,9 @@ import docx
 from docx.table import Table
 from docx.text.paragraph import Paragraph
 
+from retrieval.formats.archive import check_archive
 from retrieval.formats.document import Block, Document, SectionPath, drop_title
+from retrieval.formats.limits import DEFAULT_LIMITS, ParseLimits
 from retrieval.formats.spreadsheet import row_text
 
 _HEADING_STYLE = re.compile(r"^heading (\d)$", re.IGNORECASE)
@@ -36,8 +42,11 @@ def _table_rows(table: Table) -> list[str]:
     return [text for row in body if (text := row_text(header, row))] if body else []
 
 
-def parse_docx(data: bytes) -> Document:
+def parse_docx(data: bytes, *, limits: ParseLimits = DEFAULT_LIMITS) -> Document:
+    check_archive(data, limits)
     document = docx.Document(io.BytesIO(data))
+    paragraphs_and_rows = int(document.element.xpath("count(.//w:p | .//w:tr)"))
+    limits.check("max_paragraphs", paragraphs_and_rows)
     path = SectionPath()
     blocks: list[Block] = []
     for item in document.iter_inner_content():
