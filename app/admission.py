@@ -13,9 +13,8 @@ time for the work ahead to drain).
 ``max_in_flight`` (plus the decoding slots of the remote generation servers serving now,
 ``GenerationBackend.remote_slots``) remains a hard bound on what one process holds.
 
-From the moment the server is told to stop (``drain_when_stopping``), every new question request
-is refused so (``shutting_down``), and the live ones are let finish: a stream may run for
-``shutdown_grace_s``, then it ends with an ``error`` event (``app.routes.ask``).
+From the moment the server is told to stop, every new request is refused with 503
+``shutting_down`` (``app.shutdown``), and the live ones are let finish within the grace.
 
 Refusals are deliberate, not failures: each is counted in ``ragtime_admission_refused_total``
 (by route and reason), and the error-ratio alert takes them out of both sides of its ratio
@@ -30,7 +29,6 @@ import json
 import time
 from collections.abc import Callable, Iterable
 
-from sse_starlette.sse import AppStatus
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tracing import metrics
@@ -102,15 +100,6 @@ class Admission:
         except TimeoutError:
             return False
         return True
-
-
-async def drain_when_stopping(admission: Admission, *, poll_s: float = 0.1) -> None:
-    """Drain ``admission`` as soon as the server begins to stop (SIGTERM or SIGINT): uvicorn
-    then waits for the open connections, and their new questions must be refused, while live
-    streams run on for their grace period. sse_starlette records the signal in ``AppStatus``."""
-    while not AppStatus.should_exit:
-        await asyncio.sleep(poll_s)
-    admission.drain()
 
 
 def refusal_body(reason: str, *, openai: bool = False, detail: str = "") -> bytes:
@@ -190,23 +179,36 @@ class AdmissionMiddleware:
     async def _refuse(
         self, scope: Scope, send: Send, reason: str, retry_after_s: int, *, detail: str = ""
     ) -> None:
-        metrics.ADMISSION_REFUSED.labels(route=scope["path"], reason=reason).inc()
-        body = refusal_body(reason, openai=scope["path"] in self.openai_routes, detail=detail)
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 503,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                    (b"retry-after", str(retry_after_s).encode()),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
-        arrived = scope.get("state", {}).get("arrived_at")
-        if arrived is not None:
-            metrics.ADMISSION_REFUSAL_SECONDS.observe(time.perf_counter() - arrived)
+        openai = scope["path"] in self.openai_routes
+        await send_refusal(scope, send, reason, retry_after_s, openai=openai, detail=detail)
+
+
+async def send_refusal(
+    scope: Scope,
+    send: Send,
+    reason: str,
+    retry_after_s: int,
+    *,
+    openai: bool = False,
+    detail: str = "",
+    close: bool = False,
+) -> None:
+    """Answer 503 ``reason`` with ``Retry-After``, counted in ``ragtime_admission_refused_total``
+    (``close``: and ask the client to close the connection: this server is going away)."""
+    metrics.ADMISSION_REFUSED.labels(route=scope["path"], reason=reason).inc()
+    body = refusal_body(reason, openai=openai, detail=detail)
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"retry-after", str(retry_after_s).encode()),
+    ]
+    if close:
+        headers.append((b"connection", b"close"))
+    await send({"type": "http.response.start", "status": 503, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+    arrived = scope.get("state", {}).get("arrived_at")
+    if arrived is not None:
+        metrics.ADMISSION_REFUSAL_SECONDS.observe(time.perf_counter() - arrived)
 
 
 async def peek_budget(scope: Scope, receive: Receive, default_ms: float) -> tuple[float, Receive]:

@@ -39,6 +39,7 @@ from app.report import (
     timing_headers,
 )
 from app.schemas import Citation, Report
+from app.shutdown import Shutdown
 from tracing import BudgetLedger
 
 
@@ -150,7 +151,10 @@ async def collect_while_connected(
                     await collecting
                 return None
     finally:
-        collecting.cancel()  # a no-op once done; stops the work if this request is cancelled
+        if not collecting.done():  # this request was cancelled (the shutdown's grace ended):
+            collecting.cancel()  # stop the work, and let it close its stream before ours
+            with contextlib.suppress(asyncio.CancelledError):
+                await collecting
 
 
 async def collect(events: AsyncGenerator[AnswerEvent, None]) -> tuple[str, AnswerOutcome]:
@@ -164,31 +168,30 @@ async def collect(events: AsyncGenerator[AnswerEvent, None]) -> tuple[str, Answe
 
 
 class Drain:
-    """A stream's view of the server shutting down: ``started`` is set (by sse-starlette, given
-    as its ``shutdown_event``) when shutdown begins; the stream may go on for ``grace_s`` less a
-    margin to send its last event."""
+    """A stream's view of the server stopping (``app.shutdown.Shutdown``): once it begins, the
+    stream may go on until the grace ends, less a margin to send its last event. ``started`` is
+    for sse-starlette (its ``shutdown_event``: it sets it when it sees the stop itself)."""
 
     MARGIN_S = 0.25
 
-    def __init__(self, grace_s: float) -> None:
-        self.grace_s = grace_s
+    def __init__(self, shutdown: Shutdown) -> None:
+        self.shutdown = shutdown
+        self.grace_s = shutdown.grace_s
         self.started = anyio.Event()
-        self._ends_at: float | None = None
 
     async def next(self, events: AsyncGenerator[AnswerEvent, None]) -> AnswerEvent | None:
         """The next event, or None when the shutdown's grace runs out first."""
         following = asyncio.ensure_future(anext(events))
         try:
-            if self._ends_at is None:
-                shutdown = asyncio.ensure_future(self.started.wait())
+            if not self.shutdown.begun:
+                begun = asyncio.ensure_future(self.shutdown.wait_begun())
                 done, _ = await asyncio.wait(
-                    {following, shutdown}, return_when=asyncio.FIRST_COMPLETED
+                    {following, begun}, return_when=asyncio.FIRST_COMPLETED
                 )
-                shutdown.cancel()
+                begun.cancel()
                 if following in done:
                     return following.result()
-                self._ends_at = time.monotonic() + max(self.grace_s - self.MARGIN_S, 0.0)
-            left = self._ends_at - time.monotonic()
+            left = self.shutdown.grace_ends_at - self.MARGIN_S - time.monotonic()
             done, _ = await asyncio.wait({following}, timeout=max(left, 0.0))
             return following.result() if done else None
         finally:
@@ -256,7 +259,7 @@ class AnswerStream:
             close_request(ledger, root, route, error_outcome(exc))
             raise
         model = pipeline.services.backend.model
-        drain = Drain(pipeline.settings.shutdown_grace_s)
+        drain = Drain(pipeline.shutdown)
         return cls(first, events, prepared, ledger, root, route, model, drain)
 
     async def items(self) -> AsyncGenerator[str | Evidence | Finished, None]:

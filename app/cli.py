@@ -12,7 +12,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -63,20 +63,29 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from app.main import create_app
+    from app.shutdown import serve
     from tracing import shutdown_tracing
 
     settings = get_settings()
     host = args.host or settings.host
     port = args.port or int(os.environ.get("PORT", settings.port))
     workers = args.workers or settings.workers
-    fast = {"loop": "uvloop", "http": "httptools", "log_level": args.log_level}
+    # uvloop and httptools; what is still open after the shutdown's grace gets a second to
+    # close (app.shutdown).
+    options: dict[str, Any] = {
+        "loop": "uvloop",
+        "http": "httptools",
+        "log_level": args.log_level,
+        "timeout_graceful_shutdown": 1,
+    }
+    if workers > 1:
+        config = uvicorn.Config(
+            "app.main:create_app", factory=True, host=host, port=port, workers=workers, **options
+        )
+    else:
+        config = uvicorn.Config(create_app(settings), host=host, port=port, **options)
     try:
-        if workers > 1:
-            uvicorn.run(
-                "app.main:create_app", factory=True, host=host, port=port, workers=workers, **fast
-            )
-        else:
-            uvicorn.run(create_app(settings), host=host, port=port, **fast)
+        serve(config)
     finally:
         shutdown_tracing()
     return 0

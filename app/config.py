@@ -249,8 +249,9 @@ class Settings(BaseSettings):
     shutdown_grace_s: float = Field(
         10.0,
         ge=0,
-        description="On SIGTERM, how long live streams may run on before an `error` event ends "
-        "them.",
+        description="On SIGTERM, how long requests in flight may run on (new ones get 503 "
+        "`shutting_down`); then a stream ends with an `error` event, a request not yet answered "
+        "gets the 503, and the process exits within 2 s.",
     )
 
     # The budget engine.

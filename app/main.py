@@ -14,7 +14,7 @@ from fastapi_offline import FastAPIOffline
 from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 
 from app import access_log, openapi
-from app.admission import Admission, AdmissionMiddleware, drain_when_stopping
+from app.admission import Admission, AdmissionMiddleware
 from app.calibration import probes, reported_itl_ms
 from app.config import Settings, get_settings
 from app.errors import install_error_handlers
@@ -22,6 +22,7 @@ from app.pipeline import Pipeline
 from app.ratelimit import build_limiter
 from app.routes import alerts, ask, budget, chat, collections, health, search
 from app.services import Services
+from app.shutdown import GracefulServer, Shutdown, ShutdownMiddleware
 from inference import GenerationBackend
 from tracing import RequestMetricsMiddleware, configure_tracing, flush_tracing
 from tracing.alerts import AlertEvaluator
@@ -108,13 +109,16 @@ def create_app(
         default_budget_ms=settings.budget_ms_default,
     )
 
+    shutdown = Shutdown(settings.shutdown_grace_s)
+
     @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    async def lifespan(app: FastAPI) -> AsyncIterator[dict[str, Shutdown]]:
+        shutdown.bind(asyncio.get_running_loop())
         live = services if services is not None else Services.build(settings, backend=backend)
         await live.start()
         admission.remote_slots = lambda: live.backend.remote_slots
         app.state.services = live
-        app.state.pipeline = pipeline = Pipeline(live)
+        app.state.pipeline = pipeline = Pipeline(live, shutdown=shutdown)
         finish.generation_floor_ms = generation_floor(pipeline, live.backend)
         app.state.rate_limiter = limiter = build_limiter(settings)
         gen = live.backend
@@ -127,7 +131,6 @@ def create_app(
             ),
             name="ragtime-budget-upkeep",
         )
-        draining = asyncio.create_task(drain_when_stopping(admission), name="ragtime-drain")
         pipeline.budget.loop_lag_ms = loop_lag.ms
         lag = asyncio.create_task(loop_lag.run(), name="ragtime-loop-lag")
         app.state.alerts = alert_evaluator(settings)
@@ -135,10 +138,10 @@ def create_app(
         ready, components = live.readiness()
         log.info("ragtime %s: %s", "ready" if ready else "NOT ready", components)
         try:
-            yield
+            yield {GracefulServer.STATE_KEY: shutdown}  # how the server finds it
         finally:
             admission.drain()
-            for task in (upkeep, draining, lag):
+            for task in (upkeep, lag):
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
@@ -157,6 +160,7 @@ def create_app(
         static_url="/docs/assets",
     )
     app.state.admission = admission
+    app.state.shutdown = shutdown
     app.state.loop_lag = loop_lag
     install_error_handlers(app, retry_after_s=settings.retry_after_s)
     app.include_router(ask.router)
@@ -179,6 +183,12 @@ def create_app(
         admission=admission,
         routes=QUESTION_ROUTES,
         openai_routes=(chat.ROUTE,),
+    )
+    app.add_middleware(
+        ShutdownMiddleware,
+        shutdown=shutdown,
+        retry_after_s=settings.retry_after_s,
+        openai_routes=frozenset({chat.ROUTE}),
     )
     app.add_middleware(RequestMetricsMiddleware, routes=API_ROUTES, lag_ms=loop_lag.ms)
     return app

@@ -34,6 +34,7 @@ from app.answer_events import (
 from app.budget_engine import build_budget_engine
 from app.errors import BudgetExhausted, InvalidField, budget_refusals
 from app.services import Services
+from app.shutdown import Shutdown
 from app.stages import Attributed, Generated
 from app.stages.attribution import kept_chunks
 from app.stages.generation import record_first_token, record_generation_end
@@ -54,8 +55,16 @@ R = TypeVar("R", bound=StageResult)
 class Pipeline:
     """Runs a request's stages in order, in their spans, within its budget."""
 
-    def __init__(self, services: Services, budget: BudgetEngine | None = None) -> None:
+    def __init__(
+        self,
+        services: Services,
+        budget: BudgetEngine | None = None,
+        *,
+        shutdown: Shutdown | None = None,
+    ) -> None:
         self.services = services
+        self.shutdown = shutdown or Shutdown(services.settings.shutdown_grace_s)
+        """The server's stop, which ends live streams at its grace (``app.answers.Drain``)."""
         self.stages = services.stages
         self.settings = services.settings
         self.budget = budget or build_budget_engine(self.settings)

@@ -21,10 +21,12 @@ async def healthz() -> dict[str, str]:
 
 @router.get("/readyz")
 async def readyz(request: Request, services: ServicesDep) -> JSONResponse:
-    """Models and index loaded (200) or not (503). What each part's state is (models, paths,
-    collections) only for a valid API key with the ``admin`` scope: a probe without one, or a
-    tenant's key, learns ready or not ready."""
+    """Models and index loaded (200) or not (503); not ready once the server is stopping. What
+    each part's state is (models, paths, collections) only for a valid API key with the
+    ``admin`` scope: a probe without one, or a tenant's key, learns ready or not ready."""
     ready, components = services.readiness()
+    if request.app.state.shutdown.begun:
+        ready, components = False, {**components, "server": "shutting down"}
     body: dict[str, Any] = {"ready": ready}
     key = await optional_key(request, services)
     if key is not None and "admin" in key.scopes:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import signal
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +16,7 @@ import pytest
 import uvicorn
 from sse_starlette.sse import AppStatus
 
-from app.admission import Admission
+from app.shutdown import Shutdown
 from tests.fakes.backends import ScriptedBackend
 from tests.helpers.app import base_url, build_app, uvicorn_serving
 
@@ -23,20 +24,20 @@ from tests.helpers.app import base_url, build_app, uvicorn_serving
 @pytest.fixture
 def server(
     seeded_data_dir: Path,
-) -> Iterator[tuple[str, uvicorn.Server, ScriptedBackend, Admission]]:
+) -> Iterator[tuple[str, uvicorn.Server, ScriptedBackend, Shutdown]]:
     backend = ScriptedBackend([f"word{i} " for i in range(400)], delay_s=0.02)  # 8 s
     app = build_app(seeded_data_dir, backend=backend, max_output_tokens=400, shutdown_grace_s=0.5)
     try:
         with uvicorn_serving(app) as server:
-            yield base_url(server), server, backend, app.state.admission
+            yield base_url(server), server, backend, app.state.shutdown
     finally:
         AppStatus.should_exit = False  # process-wide: later servers in this process run on
 
 
 def test_sigterm_ends_a_live_stream_with_an_error_event(
-    server: tuple[str, uvicorn.Server, ScriptedBackend, Admission], auth: dict[str, str]
+    server: tuple[str, uvicorn.Server, ScriptedBackend, Shutdown], auth: dict[str, str]
 ) -> None:
-    url, uv, backend, admission = server
+    url, uv, backend, shutdown = server
     events: list[str] = []
     data: list[str] = []
     ask = {"question": "What is a list?", "stream": True}
@@ -54,7 +55,7 @@ def test_sigterm_ends_a_live_stream_with_an_error_event(
             elif line.startswith("data:"):
                 data.append(line[5:].strip())
         ended_s = time.monotonic() - stopped
-    assert admission.draining  # new questions get 503 shutting_down
+    assert shutdown.begun  # new requests get 503 shutting_down
     assert events[-1] == "error", events[-3:]
     assert "done" not in events
     assert json.loads(data[-1])["error"]["type"] == "shutting_down"
@@ -64,3 +65,87 @@ def test_sigterm_ends_a_live_stream_with_an_error_event(
     produced = backend.yielded
     time.sleep(0.2)
     assert backend.yielded == produced
+
+
+@pytest.fixture
+def slow_server(
+    seeded_data_dir: Path,
+) -> Iterator[tuple[str, uvicorn.Server, ScriptedBackend, Shutdown]]:
+    """A server whose first token takes 5 s, with a grace of 0.5 s."""
+    backend = ScriptedBackend(["slow ", "answer "], delay_s=5.0)
+    app = build_app(
+        seeded_data_dir, backend=backend, shutdown_grace_s=0.5, budget_ms_default=30_000
+    )
+    try:
+        with uvicorn_serving(app) as server:
+            yield base_url(server), server, backend, app.state.shutdown
+    finally:
+        AppStatus.should_exit = False
+
+
+def test_requests_not_yet_answered_at_the_grace_end_get_a_503(
+    slow_server: tuple[str, uvicorn.Server, ScriptedBackend, Shutdown],
+    auth: dict[str, str],
+) -> None:
+    """A question waiting for its first token when the grace ends is cancelled (its generation
+    too) and answered 503 ``shutting_down``: in the service's shape on /v1/ask, in OpenAI's on
+    /v1/chat/completions (a stream not yet begun). What arrives during the grace gets the same
+    503 with ``Retry-After``; /healthz stays up and /readyz says not ready. The server closes
+    once nothing is in flight, not after the 5 s the answers would have taken."""
+    url, uv, backend, shutdown = slow_server
+    answers: dict[str, httpx.Response] = {}
+    chat = {
+        "model": backend.model,
+        "messages": [{"role": "user", "content": "What is a list?"}],
+        "stream": True,
+    }
+
+    def post(name: str, path: str, body: dict[str, object]) -> None:
+        answers[name] = httpx.post(url + path, json=body, headers=auth, timeout=30)
+
+    senders = [
+        threading.Thread(target=post, args=("ask", "/v1/ask", {"question": "What is a list?"})),
+        threading.Thread(target=post, args=("chat", "/v1/chat/completions", chat)),
+    ]
+    for sender in senders:
+        sender.start()
+    deadline = time.monotonic() + 10
+    while backend.started_streams < 2:
+        assert time.monotonic() < deadline, "the answers did not begin"
+        time.sleep(0.02)
+    uv.handle_exit(signal.SIGTERM, None)
+    stopped = time.monotonic()
+
+    late = httpx.post(url + "/v1/search", json={"query": "list"}, headers=auth, timeout=5)
+    assert late.status_code == 503, late.text
+    assert late.json()["error"]["type"] == "shutting_down"
+    assert int(late.headers["retry-after"]) >= 1
+    assert httpx.get(url + "/healthz", timeout=5).status_code == 200
+    ready = httpx.get(url + "/readyz", timeout=5)
+    assert ready.status_code == 503 and ready.json()["ready"] is False
+
+    for sender in senders:
+        sender.join(timeout=10)
+    assert answers["ask"].status_code == 503
+    assert answers["ask"].json()["error"]["type"] == "shutting_down"
+    assert answers["chat"].status_code == 503
+    assert answers["chat"].json()["error"]["code"] == "shutting_down"  # OpenAI's shape
+    assert answers["ask"].headers["retry-after"]
+    assert backend.closed_streams == 2 and backend.yielded == 0  # their generation cancelled
+    assert shutdown.done()  # the server may close: nothing is in flight
+    assert time.monotonic() - stopped < 4.0  # the grace, not the answers' 5 s
+
+
+def test_a_server_with_nothing_in_flight_stops_at_once(seeded_data_dir: Path) -> None:
+    app = build_app(seeded_data_dir, shutdown_grace_s=30.0)
+    try:
+        with uvicorn_serving(app) as server:
+            server.handle_exit(signal.SIGTERM, None)
+            stopped = time.monotonic()
+            deadline = stopped + 10
+            while not app.state.shutdown.done():
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            assert time.monotonic() - stopped < 5.0  # not the 30 s grace: nothing to wait for
+    finally:
+        AppStatus.should_exit = False

@@ -28,6 +28,7 @@ from app.config import Settings
 from app.main import create_app
 from app.moderation import Moderator
 from app.services import Services
+from app.shutdown import GracefulServer
 from inference import GenerationBackend
 from retrieval import DocumentStore, Embedder, Reranker, ingest_path
 from tests.fakes.backends import ScriptedBackend
@@ -157,8 +158,9 @@ async def asgi_client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
 @contextmanager
 def uvicorn_serving(app: FastAPI) -> Iterator[uvicorn.Server]:
     """``app`` served by uvicorn in a thread on a free port of 127.0.0.1 (its URL:
-    ``base_url(server)``), for what only a real connection shows; stopped after the block."""
-    server = uvicorn.Server(
+    ``base_url(server)``), for what only a real connection shows; stopped after the block.
+    It stops as ``ragtime serve`` does (``GracefulServer``), without the exit's watchdog."""
+    server = GracefulServer(
         uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning")
     )
     thread = threading.Thread(target=server.run, daemon=True)

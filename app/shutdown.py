@@ -1,0 +1,299 @@
+"""How the server stops (issue 24 §1): a grace for the work in flight, a 503 for what arrives
+during it, and an exit on time, whatever is still running.
+
+On SIGTERM or SIGINT (``GracefulServer.handle_exit``) the ``Shutdown`` begins:
+
+- the socket stays open, and every new request is answered at once with 503 ``shutting_down``
+  and ``Retry-After`` (``ShutdownMiddleware``; the probes and ``/metrics`` are answered as
+  usual, and ``/readyz`` says not ready), so a load balancer that has not yet taken the pod out
+  gets an answer it can retry elsewhere, not a refused connection;
+- a live answer stream runs on for ``RAGTIME_SHUTDOWN_GRACE_S`` and then ends with an ``error``
+  event ``shutting_down`` (``app.answers.Drain``), its generation cancelled;
+- a request still in flight at the end of the grace that has not begun its response (a
+  question waiting for its first token, an upload being ingested) is cancelled and answered
+  with the same 503; whatever is left half a second later is cancelled as it stands;
+- the server then closes its socket and shuts down as soon as nothing is in flight, and the
+  process exits within ``EXIT_AFTER_GRACE_S`` of the grace's end: past that, a watchdog
+  thread ends it (``os._exit``), naming what was still running. Leftovers of work cut so (a
+  half-built snapshot, an upload's temporary directory) are removed at the next start.
+
+A second SIGINT stops at once (uvicorn's ``force_exit``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import FrameType
+
+import uvicorn
+from sse_starlette.sse import AppStatus
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from uvicorn.server import STARTUP_FAILURE
+from uvicorn.supervisors import multiprocess
+
+from app.admission import SHUTTING_DOWN, send_refusal
+
+log = logging.getLogger("ragtime")
+
+#: The process is gone at most this long after the grace ends (connections closed, spans
+#: flushed); ``deploy/k8s`` sizes the pod's termination period with it.
+EXIT_AFTER_GRACE_S = 2.0
+#: A request that outlives the grace by this much is cancelled even if it is streaming.
+CUT_STREAMS_AFTER_S = 0.5
+#: Answered as usual during the grace: the probes (``/readyz`` says not ready) and metrics.
+PROBE_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
+
+
+@dataclass(eq=False)
+class InFlight:
+    """One request being served: its task, whether its response began, whether it was cut."""
+
+    task: asyncio.Task[object] | None
+    responded: bool = False
+    cut: bool = False
+
+
+class Shutdown:
+    """The process's stop: when it began, the grace, and the requests in flight.
+
+    ``begin`` may be called from a signal handler or another thread; the rest runs on the
+    serving loop (``bind``)."""
+
+    def __init__(self, grace_s: float) -> None:
+        self.grace_s = grace_s
+        self.begun_at: float | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._begun: asyncio.Event | None = None
+        self._in_flight: set[InFlight] = set()
+        self._cutter: asyncio.Task[None] | None = None
+
+    def bind(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Serve on ``loop`` (the app's lifespan calls it at start)."""
+        self._loop = loop
+        self._begun = asyncio.Event()
+        if self.begun_at is not None:
+            self._start_in_loop()
+
+    @property
+    def begun(self) -> bool:
+        return self.begun_at is not None
+
+    @property
+    def grace_ends_at(self) -> float:
+        """When the grace ends (``time.monotonic``); infinity before the stop begins."""
+        return float("inf") if self.begun_at is None else self.begun_at + self.grace_s
+
+    def begin(self) -> None:
+        """Begin the stop (again: nothing more). Safe in a signal handler and from any thread."""
+        if self.begun_at is not None:
+            return
+        self.begun_at = time.monotonic()
+        AppStatus.should_exit = True  # sse-starlette's own drain of open streams
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._start_in_loop)
+
+    def _start_in_loop(self) -> None:
+        assert self._begun is not None
+        self._begun.set()
+        if self._cutter is None:
+            self._cutter = asyncio.ensure_future(self._cut_at_grace_end())
+
+    async def wait_begun(self) -> None:
+        """Return once the stop has begun (never, if it does not)."""
+        if self.begun_at is not None:
+            return
+        if self._begun is None:  # not serving: nothing will begin it
+            await asyncio.Event().wait()
+        assert self._begun is not None
+        await self._begun.wait()
+
+    # -- requests in flight ---------------------------------------------------------------
+
+    def enter(self) -> InFlight:
+        request = InFlight(asyncio.current_task())
+        self._in_flight.add(request)
+        return request
+
+    def leave(self, request: InFlight) -> None:
+        self._in_flight.discard(request)
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._in_flight)
+
+    def done(self) -> bool:
+        """Whether the server may close now: the stop has begun and nothing is in flight, or
+        the grace is over and what was in flight has been cut."""
+        if self.begun_at is None:
+            return False
+        return not self._in_flight or time.monotonic() >= (
+            self.grace_ends_at + CUT_STREAMS_AFTER_S + 0.1
+        )
+
+    async def _cut_at_grace_end(self) -> None:
+        """At the grace's end, cancel the requests that have not begun their response (each is
+        answered with a 503); a little later, whatever is left."""
+        await asyncio.sleep(max(self.grace_ends_at - time.monotonic(), 0.0))
+        self._cut(lambda request: not request.responded)
+        await asyncio.sleep(CUT_STREAMS_AFTER_S)
+        self._cut(lambda request: True)
+
+    def _cut(self, which: Callable[[InFlight], bool]) -> None:
+        for request in list(self._in_flight):
+            if request.task is not None and not request.cut and which(request):
+                request.cut = True
+                request.task.cancel("the server is shutting down")
+
+
+class ShutdownMiddleware:
+    """Refuse new requests once the stop has begun (503 ``shutting_down``, in OpenAI's error
+    shape on ``openai_routes``), and answer a request cut at the grace's end the same way."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        shutdown: Shutdown,
+        *,
+        retry_after_s: int,
+        openai_routes: frozenset[str] = frozenset(),
+    ) -> None:
+        self.app = app
+        self.shutdown = shutdown
+        self.retry_after_s = retry_after_s
+        self.openai_routes = openai_routes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] in PROBE_PATHS:
+            await self.app(scope, receive, send)
+            return
+        if self.shutdown.begun:
+            await self._refuse(scope, send)
+            return
+        request = self.shutdown.enter()
+
+        async def watch(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                request.responded = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watch)
+        except asyncio.CancelledError:
+            if not request.cut:
+                raise
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+            if not request.responded:
+                await self._refuse(scope, send)
+        finally:
+            self.shutdown.leave(request)
+
+    async def _refuse(self, scope: Scope, send: Send) -> None:
+        await send_refusal(
+            scope,
+            send,
+            SHUTTING_DOWN,
+            self.retry_after_s,
+            openai=scope["path"] in self.openai_routes,
+            close=True,
+        )
+
+
+class GracefulServer(uvicorn.Server):
+    """uvicorn's server, stopping as ``Shutdown`` says: a signal begins the app's shutdown
+    (found in the lifespan's state, ``STATE_KEY``) instead of closing the socket; the server
+    closes it once that shutdown is done. ``hard_exit``: a watchdog ends the process
+    ``EXIT_AFTER_GRACE_S`` after the grace (for ``ragtime serve``; never in a test's thread)."""
+
+    STATE_KEY = "ragtime.shutdown"
+
+    def __init__(self, config: uvicorn.Config, *, hard_exit: bool = False) -> None:
+        super().__init__(config)
+        self.hard_exit = hard_exit
+        self._stop_asked = False
+
+    @property
+    def app_shutdown(self) -> Shutdown | None:
+        lifespan = getattr(self, "lifespan", None)
+        found = getattr(lifespan, "state", {}).get(self.STATE_KEY)
+        return found if isinstance(found, Shutdown) else None
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        shutdown = self.app_shutdown
+        if self._stop_asked or shutdown is None or not self.started:
+            super().handle_exit(sig, frame)  # a second signal, or nothing to drain: uvicorn's
+            return
+        self._captured_signals.append(sig)
+        self._stop_asked = True
+        shutdown.begin()
+        log.info(
+            "stopping: new requests get 503 shutting_down; %d in flight get %.1f s",
+            shutdown.in_flight,
+            shutdown.grace_s,
+        )
+        if self.hard_exit:
+            deadline = shutdown.grace_s + EXIT_AFTER_GRACE_S
+            threading.Thread(
+                target=_exit_after, args=(deadline, shutdown), name="ragtime-exit", daemon=True
+            ).start()
+
+    async def on_tick(self, counter: int) -> bool:
+        if await super().on_tick(counter):
+            return True
+        shutdown = self.app_shutdown
+        return self._stop_asked and (shutdown is None or shutdown.done())
+
+
+def _exit_after(seconds: float, shutdown: Shutdown) -> None:
+    """End the process ``seconds`` from now if it has not ended by then."""
+    time.sleep(seconds)
+    threads = sorted(t.name for t in threading.enumerate() if t is not threading.current_thread())
+    log.error(
+        "still running %.1f s after the shutdown grace (%d requests in flight; threads: %s): "
+        "exiting now",
+        EXIT_AFTER_GRACE_S,
+        shutdown.in_flight,
+        ", ".join(threads[:8]),
+    )
+    for handler in logging.getLogger().handlers + log.handlers:
+        handler.flush()
+    os._exit(1)
+
+
+class GracefulProcess(multiprocess.Process):
+    """One of ``ragtime serve --workers N``'s processes, serving with ``GracefulServer``."""
+
+    @property
+    def server(self) -> uvicorn.Server:
+        if self._server is None:
+            self._server = GracefulServer(self.config, hard_exit=True)
+        return self._server
+
+
+def serve(config: uvicorn.Config) -> None:
+    """Serve ``config`` as ``uvicorn.run`` would, each process with ``GracefulServer``."""
+    if config.workers > 1:
+        sock = config.bind_socket()
+        # uvicorn's supervisor makes its workers with its module's ``Process`` (in this
+        # parent only: each worker unpickles the GracefulProcess it was given).
+        original = multiprocess.Process
+        multiprocess.Process = GracefulProcess  # type: ignore[misc]
+        try:
+            multiprocess.Multiprocess(config, sockets=[sock]).run()
+        finally:
+            multiprocess.Process = original  # type: ignore[misc]
+        return
+    server = GracefulServer(config, hard_exit=True)
+    with contextlib.suppress(KeyboardInterrupt):
+        server.run()
+    if not server.started:
+        sys.exit(STARTUP_FAILURE)
