@@ -94,6 +94,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def _ingest(path: Path, collection: str, *, rebuild: bool = False) -> int:
     from app.ingest_progress import ProgressPrinter
     from app.services import default_embedders, default_store
+    from app.uploads import parse_limits
     from retrieval import EmbeddingMismatch, ingest_path
 
     settings = get_settings()
@@ -120,6 +121,7 @@ def _ingest(path: Path, collection: str, *, rebuild: bool = False) -> int:
                 on_progress=printer,
                 chunk_tokens=settings.chunk_tokens,
                 overlap_tokens=settings.chunk_overlap_tokens,
+                limits=parse_limits(settings),
             )
     except EmbeddingMismatch as exc:
         print(f"error: {exc}", file=sys.stderr)

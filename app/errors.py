@@ -20,7 +20,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.moderation import QuestionRejected
 from inference import BackendBusy, GenerationRejected, InferenceError
-from retrieval import BrokenIndex, RetrievalError
+from retrieval import BrokenIndex, LimitExceeded, RetrievalError
 from tracing.budget import BudgetInfeasible, TargetSaturated
 
 
@@ -66,6 +66,11 @@ class KeyStoreDown(ApiError):
 
     def __init__(self, message: str) -> None:
         super().__init__(503, f"{message}; retry later", type="key_store_unavailable")
+
+
+def limit_setting(limit: str) -> str:
+    """The setting of an ingest limit: ``max_pages`` is ``RAGTIME_INGEST_MAX_PAGES``."""
+    return f"RAGTIME_INGEST_{limit.upper()}"
 
 
 class UploadNotStored(ApiError):
@@ -249,6 +254,10 @@ def install_error_handlers(app: FastAPI, *, retry_after_s: int) -> None:
         kind = {404: "not_found", 409: "embedding_mismatch"}.get(exc.status_code, "retrieval_error")
         if isinstance(exc, BrokenIndex):
             kind = "index_unavailable"
+        if isinstance(exc, LimitExceeded):  # an upload's file: name the setting to raise
+            setting = limit_setting(exc.limit)
+            message = f"{exc}; the limit is {setting}. Nothing of this upload was ingested"
+            return respond(exc.status_code, error_body("limit_exceeded", message, limit=setting))
         return respond(exc.status_code, error_body(kind, str(exc)))
 
     @app.exception_handler(InferenceError)

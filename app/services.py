@@ -19,7 +19,7 @@ from app.config import Settings
 from app.key_stores import open_key_store
 from app.moderation import Moderator
 from app.stages import Stages
-from app.uploads import remove_abandoned_uploads
+from app.uploads import ingest_workers
 from inference import (
     BackendUnavailable,
     GenerationBackend,
@@ -33,6 +33,7 @@ from inference import (
     SGLangBackend,
 )
 from retrieval import DocumentStore, Embedder, Embedders, Reranker
+from retrieval.ingest_worker import IngestWorkers
 from retrieval.trained_reranker import choose_reranker
 from tracing import metrics
 
@@ -158,11 +159,15 @@ class Services:
     problems: dict[str, str] = field(default_factory=dict)
     embedders: Embedders | None = None
     """``embedder`` and one per other backend an existing collection was built with."""
+    uploads: IngestWorkers | None = None
+    """The worker processes that parse and embed uploads (as configured when not given)."""
     stages: Stages = field(init=False)
 
     def __post_init__(self) -> None:
         if self.embedders is None:
             self.embedders = Embedders(self.embedder)
+        if self.uploads is None:
+            self.uploads = ingest_workers(self.settings)
         self.stages = Stages.build(
             self.settings,
             store=self.store,
@@ -212,9 +217,7 @@ class Services:
         return self.embedders.for_collection(self.store, collection)
 
     async def start(self) -> None:
-        """Warm every stage up (models, the index); record what failed instead of raising.
-        Uploads a killed process left behind are removed first."""
-        await asyncio.to_thread(remove_abandoned_uploads)
+        """Warm every stage up (models, the index); record what failed instead of raising."""
         self.problems = await self.stages.warm_up()
         if "store" not in self.problems and "embedder" not in self.problems:
             await self._load_collection_embedders()
@@ -222,6 +225,8 @@ class Services:
             self.store.watch(self.settings.snapshot_poll_s)
 
     async def close(self) -> None:
+        assert self.uploads is not None
+        self.uploads.close()
         self.stages.close()
         await self.backend.close()
         self.store.close()

@@ -8,33 +8,43 @@ normalised (NFC), refused with a 422 when it holds a control character (a NUL by
 shortened with a hash suffix when longer than ``MAX_NAME_BYTES``. A document whose bytes
 disagree with its name (a PDF named ``.md``, text named ``.pdf``, NUL bytes in a text type) is
 refused with a 415 that says what the bytes are (``check_content``).
-The documents are written to a private temporary directory and ingested with
-``retrieval.ingest_path`` on a worker thread, into the running service's store: the next search
-sees them.
+The documents are parsed, chunked and embedded in a worker process (``ingest_documents``,
+``retrieval.ingest_worker``), within the limits ``RAGTIME_INGEST_MAX_*`` set (413 or 422 naming
+the one passed, and nothing ingested); a client that goes away cancels its ingest. Only the
+publishing of the result into the running service's store holds the collection's lock: the next
+search sees them.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
-import logging
-import os
 import re
-import shutil
-import tempfile
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
+from typing import TypeVar
 
 from starlette.datastructures import UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
 from starlette.requests import Request
 
 from app.body import bounded_stream, is_json, parse_body, read_body
-from app.errors import InvalidBody, InvalidField, UnsupportedMediaType, UploadNotStored
+from app.config import Settings
+from app.errors import (
+    ClientGone,
+    InvalidBody,
+    InvalidField,
+    UnsupportedMediaType,
+    UploadNotStored,
+)
 from app.schemas import DocumentText
-from retrieval import SUPPORTED_SUFFIXES, DocumentStore, Embedder, IngestReport, ingest_path
+from retrieval import SUPPORTED_SUFFIXES, DocumentStore, Embedder, IngestReport, ParseLimits
 from retrieval.formats import suffix_of
+from retrieval.ingest import publish_prepared
+from retrieval.ingest_worker import IngestWorkers, PrepareJob
 
 #: At most this many documents in one upload.
 MAX_FILES = 100
@@ -186,51 +196,74 @@ async def _multipart(request: Request, limit: int) -> list[Document]:
         await form.close()
 
 
-log = logging.getLogger(__name__)
-
-#: Uploads are written to ``<tmp>/ragtime-upload-<pid>-<random>/`` while they are ingested: the
-#: process id tells a later start which ones a killed process left behind.
-UPLOAD_PREFIX = "ragtime-upload-"
-_UPLOAD_DIR = re.compile(rf"{re.escape(UPLOAD_PREFIX)}(\d+)-.+")
-
-
-def remove_abandoned_uploads(tmp_dir: Path | None = None) -> list[str]:
-    """Remove the upload directories whose process is gone (killed mid-ingest); a live
-    process's are left alone. Returns the removed names."""
-    root = Path(tmp_dir) if tmp_dir is not None else Path(tempfile.gettempdir())
-    removed = []
-    for path in root.glob(f"{UPLOAD_PREFIX}*"):
-        match = _UPLOAD_DIR.fullmatch(path.name)
-        if match is None or not path.is_dir() or _alive(int(match.group(1))):
-            continue
-        shutil.rmtree(path, ignore_errors=True)
-        removed.append(path.name)
-    if removed:
-        log.warning("removed %d upload directories left by a killed process", len(removed))
-    return removed
+def parse_limits(settings: Settings) -> ParseLimits:
+    """What one file may make ingest do, as configured (``RAGTIME_INGEST_MAX_*``)."""
+    return ParseLimits(
+        max_member_bytes=settings.ingest_max_member_bytes,
+        max_inflated_bytes=settings.ingest_max_inflated_bytes,
+        max_pages=settings.ingest_max_pages,
+        max_rows=settings.ingest_max_rows,
+        max_paragraphs=settings.ingest_max_paragraphs,
+        max_chunks=settings.ingest_max_chunks,
+    )
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process: alive, and not ours to judge
-        return True
-    return True
+def ingest_workers(settings: Settings) -> IngestWorkers:
+    """The worker processes that prepare uploads, as configured."""
+    return IngestWorkers(
+        max_workers=settings.ingest_workers,
+        max_parse_s=settings.ingest_max_parse_s,
+        max_memory_mb=settings.ingest_max_memory_mb,
+    )
 
 
-def ingest_documents(
-    documents: list[Document], collection: str, *, embedder: Embedder, store: DocumentStore
+async def ingest_documents(
+    documents: list[Document],
+    collection: str,
+    *,
+    request: Request,
+    settings: Settings,
+    embedder: Embedder,
+    store: DocumentStore,
+    workers: IngestWorkers,
 ) -> IngestReport:
-    """Ingest ``documents`` into ``collection`` with ``embedder`` (the collection's own; loaded
-    here when it is not) (blocking: call it on a worker thread)."""
-    embedder.load()
-    with tempfile.TemporaryDirectory(prefix=f"{UPLOAD_PREFIX}{os.getpid()}-") as tmp:
-        root = Path(tmp)
-        try:
-            for document in documents:
-                (root / document.source).write_bytes(document.data)
-        except OSError as exc:
-            raise UploadNotStored(exc.strerror or type(exc).__name__) from exc
-        return ingest_path(root, collection=collection, embedder=embedder, store=store)
+    """Ingest ``documents`` into ``collection`` with ``embedder`` (the collection's own): a
+    worker process parses and embeds them (``retrieval.ingest_worker``, killed at its limits
+    and when the client goes away), then the result is published, the one step that holds the
+    collection's lock."""
+    job = PrepareJob(
+        documents=[(d.source, d.data) for d in documents],
+        known=store.source_hashes(collection, embedder.backend),
+        embedder=embedder,
+        chunk_tokens=settings.chunk_tokens,
+        overlap_tokens=settings.chunk_overlap_tokens,
+        limits=parse_limits(settings),
+    )
+    prepared = await while_connected(request, workers.prepare(job))
+    try:
+        return await asyncio.to_thread(publish_prepared, prepared, store, collection)
+    except OSError as exc:  # a full disk, say: the snapshot is not published
+        raise UploadNotStored(exc.strerror or type(exc).__name__) from exc
+
+
+#: How often an upload being ingested checks that its client is still there.
+DISCONNECT_POLL_S = 0.1
+T = TypeVar("T")
+
+
+async def while_connected(request: Request, work: Awaitable[T]) -> T:
+    """``work``'s result, unless the client goes away first: then ``work`` is cancelled (which
+    kills an ingest worker) and ``ClientGone`` is raised."""
+    task = asyncio.ensure_future(work)
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=DISCONNECT_POLL_S)
+            if done:
+                return task.result()
+            if await request.is_disconnected():
+                raise ClientGone("the client went away before its upload was ingested")
+    finally:
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task

@@ -69,6 +69,18 @@ class Embedder:
         self._dim = 0
         self._lock = threading.Lock()
 
+    def __getstate__(self) -> dict[str, object]:
+        """Pickled unloaded (for an ingest worker, ``retrieval.ingest_worker``): the model is
+        loaded again where it is unpickled."""
+        state = self.__dict__.copy()
+        state.update(_model=None, _onnx=None, _dim=0)
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
     def _load_onnx(self) -> None:
         from retrieval.onnx_embed import OnnxSentenceEncoder, default_cache_dir
 

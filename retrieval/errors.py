@@ -107,7 +107,18 @@ class LimitExceeded(UnreadableDocument):
 
     status_code = 413
 
-    def __init__(self, found: str, *, limit: str, value: int, unit: str) -> None:
+    def __init__(
+        self, found: str, *, limit: str, value: int, unit: str, status_code: int = 413
+    ) -> None:
         super().__init__(f"{found}: more than the limit of {value} {unit} ({limit})")
+        self.status_code = status_code  # 422 for time: the file is not too large, too hard
+        self.found = found
         self.limit = limit
         self.value = value
+        self.unit = unit
+
+    def of(self, source: str) -> LimitExceeded:
+        """The same, its message naming the file ``source``."""
+        return LimitExceeded(
+            f"{source}: {self.found}", limit=self.limit, value=self.value, unit=self.unit
+        )

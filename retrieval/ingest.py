@@ -25,9 +25,8 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -40,9 +39,8 @@ from retrieval.chunking import (
     embedding_input,
 )
 from retrieval.embeddings import Embedder
-from retrieval.errors import UnreadableDocument
-from retrieval.formats import parse_bytes, suffix_of
-from retrieval.formats.document import Document
+from retrieval.errors import LimitExceeded, UnreadableDocument
+from retrieval.formats import ParseLimits, parse_bytes, suffix_of
 from retrieval.sentences import sentence_vectors
 from retrieval.snapshot_writer import SnapshotWriter, file_sha256
 from retrieval.store import DocumentStore
@@ -51,7 +49,17 @@ from retrieval.tokens import TokenCounter, approximate_tokens, wordpiece_counter
 #: Chunks gathered (from one file or several) before they are embedded together.
 EMBED_GATHER = 256
 
-__all__ = ["IngestProgress", "IngestReport", "embedding_input", "ingest_path", "iter_documents"]
+__all__ = [
+    "DocumentReader",
+    "IngestProgress",
+    "IngestReport",
+    "PreparedDocuments",
+    "embedding_input",
+    "ingest_path",
+    "iter_documents",
+    "prepare_documents",
+    "publish_prepared",
+]
 
 
 @dataclass
@@ -157,6 +165,38 @@ def default_token_counter(embedder: Embedder) -> TokenCounter:
     return approximate_tokens
 
 
+@dataclass(frozen=True)
+class DocumentReader:
+    """How ingest turns one file's bytes into chunks: parsed within ``limits`` (a file over
+    one raises ``LimitExceeded``, ``max_chunks`` included), chunked to ``chunk_tokens`` tokens
+    counted by ``count_tokens``, consecutive chunks of a section sharing ``overlap_tokens``."""
+
+    count_tokens: TokenCounter
+    chunk_tokens: int = DEFAULT_CHUNK_TOKENS
+    overlap_tokens: int = DEFAULT_OVERLAP_TOKENS
+    limits: ParseLimits = field(default_factory=ParseLimits)
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.overlap_tokens < self.chunk_tokens:
+            raise ValueError(
+                f"overlap_tokens must be in [0, chunk_tokens={self.chunk_tokens}), "
+                f"got {self.overlap_tokens}"
+            )
+
+    def chunks(self, data: bytes, name: str, source: str) -> list[Chunk]:
+        """The chunks of file ``name``'s bytes, stored as ``source``."""
+        document = parse_bytes(data, name, self.limits)
+        chunks = chunk_document(
+            document,
+            source,
+            max_tokens=self.chunk_tokens,
+            overlap_tokens=self.overlap_tokens,
+            count=self.count_tokens,
+        )
+        self.limits.check("max_chunks", len(chunks))
+        return chunks
+
+
 @dataclass
 class _Pending:
     source: str
@@ -165,6 +205,176 @@ class _Pending:
     sha256: str
     root: str  # the folder it was ingested from ("" for a file named alone)
     new: bool  # not in the current snapshot
+
+
+@dataclass
+class PreparedSource:
+    """One file parsed, chunked and embedded, ready to be written into a snapshot."""
+
+    source: str
+    chunks: list[Chunk]
+    vectors: np.ndarray
+    sentence_vectors: list[np.ndarray]
+    sha256: str
+    root: str
+    new: bool
+
+
+@dataclass
+class PreparedDocuments:
+    """Documents prepared for a collection (``prepare_documents``), and what became of each
+    one not among ``sources`` (in ``report``: unchanged, failed, duplicates)."""
+
+    sources: list[PreparedSource]
+    report: IngestReport
+    embedding_backend: str
+    embedding_model: str
+
+
+def _take(
+    reader: DocumentReader,
+    report: IngestReport,
+    seen_texts: set[str],
+    pending: _Pending,
+    data: bytes,
+    name: str,
+    known_sha256: str | None,
+    *,
+    refuse_over_limits: bool = False,
+) -> _Pending | None:
+    """``pending`` (a file whose ``data`` was read) with its chunks, or None when it is
+    unchanged (its hash is ``known_sha256``) or cannot be ingested (recorded in ``report``;
+    ``refuse_over_limits``: a file over a limit raises ``LimitExceeded`` naming it instead)."""
+    if known_sha256 == pending.sha256:
+        report.unchanged.append(pending.source)
+        return None
+    try:
+        chunks = reader.chunks(data, name, pending.source)
+    except LimitExceeded as exc:
+        if refuse_over_limits:
+            raise exc.of(pending.source) from exc
+        report.failures.append((pending.source, str(exc)))
+        return None
+    except UnreadableDocument as exc:
+        report.failures.append((pending.source, str(exc)))
+        return None
+    if not chunks:
+        report.failures.append((pending.source, "no text to index"))
+        return None
+    unique = _first_seen(chunks, seen_texts)
+    report.duplicates += len(chunks) - len(unique)
+    if not unique:
+        report.failures.append((pending.source, "no text to index: every chunk is a duplicate"))
+        return None
+    pending.chunks = unique
+    return pending
+
+
+def _embedded(
+    pending: Sequence[_Pending],
+    embedder: Embedder,
+    on_batch: Callable[[int], None] | None = None,
+) -> list[PreparedSource]:
+    """``pending``'s chunks embedded together (and their sentences, for attribution)."""
+    chunks = [c for item in pending for c in item.chunks]
+    vectors = embed_by_length(embedder, [embedding_input(c) for c in chunks], on_batch)
+    said = sentence_vectors(
+        lambda texts: embed_by_length(embedder, texts), [c.text for c in chunks]
+    )
+    prepared = []
+    start = 0
+    for item in pending:
+        end = start + len(item.chunks)
+        prepared.append(
+            PreparedSource(
+                item.source,
+                item.chunks,
+                vectors[start:end],
+                said[start:end],
+                item.sha256,
+                item.root,
+                item.new,
+            )
+        )
+        start = end
+    return prepared
+
+
+def _write(writer: SnapshotWriter, prepared: PreparedSource, report: IngestReport) -> int:
+    """Write ``prepared`` into ``writer``'s snapshot; the chunks stored."""
+    stored = writer.replace_source(
+        prepared.source,
+        prepared.chunks,
+        prepared.vectors,
+        sha256=prepared.sha256,
+        root=prepared.root,
+        sentence_vectors=prepared.sentence_vectors,
+    )
+    report.chunks += stored
+    report.files += 1
+    (report.added if prepared.new else report.changed).append(prepared.source)
+    return stored
+
+
+def prepare_documents(
+    documents: Sequence[tuple[str, bytes]],
+    *,
+    known: Mapping[str, str],
+    embedder: Embedder,
+    reader: DocumentReader,
+    on_file: Callable[[str | None], None] | None = None,
+) -> PreparedDocuments:
+    """Parse, chunk and embed ``documents`` (``(source, bytes)``, each source a file name) for
+    a collection whose current snapshot holds the sources ``known`` (source -> SHA-256 of the
+    bytes its vectors came from, for this embedder's vectors): unchanged ones are left out.
+    Touches no store and holds no lock (``publish_prepared`` writes the result). ``on_file``
+    hears each source as its parsing begins, and None when embedding begins. A file over a
+    limit raises ``LimitExceeded``, its message naming the file; other failures are reported."""
+    embedder.load()
+    report = IngestReport()
+    seen_texts: set[str] = set()
+    pending: list[_Pending] = []
+    for source, data in documents:
+        if on_file is not None:
+            on_file(source)
+        item = _Pending(source, len(data), [], file_sha256(data), "", source not in known)
+        known_sha256 = known.get(source)
+        taken = _take(
+            reader, report, seen_texts, item, data, source, known_sha256, refuse_over_limits=True
+        )
+        if taken is not None:
+            pending.append(taken)
+    if on_file is not None:
+        on_file(None)
+    return PreparedDocuments(
+        _embedded(pending, embedder) if pending else [],
+        report,
+        embedder.backend,
+        embedder.model_name,
+    )
+
+
+def publish_prepared(
+    prepared: PreparedDocuments, store: DocumentStore, collection: str
+) -> IngestReport:
+    """Write ``prepared`` into ``collection``'s next snapshot and publish it: the one step
+    that holds the collection's lock. A source whose bytes the snapshot now holds already
+    (another upload published them meanwhile) is counted unchanged."""
+    report = prepared.report
+    with store.writer(
+        collection,
+        embedding_backend=prepared.embedding_backend,
+        embedding_model=prepared.embedding_model,
+    ) as writer:
+        files = writer.files if writer.reuses_vectors else {}
+        for item in prepared.sources:
+            known = files.get(item.source)
+            if known is not None and known.sha256 == item.sha256:
+                report.unchanged.append(item.source)
+                continue
+            _write(writer, item, report)
+        report.snapshot = writer.version if writer.changed else None
+    return report
 
 
 def ingest_path(
@@ -179,9 +389,11 @@ def ingest_path(
     chunk_tokens: int = DEFAULT_CHUNK_TOKENS,
     overlap_tokens: int = DEFAULT_OVERLAP_TOKENS,
     count_tokens: TokenCounter | None = None,
+    limits: ParseLimits | None = None,
 ) -> IngestReport:
     """Ingest a file, or every supported file under a directory, into ``collection``'s next
-    snapshot (``rebuild``: one that starts empty instead of from the current one).
+    snapshot (``rebuild``: one that starts empty instead of from the current one). A file over
+    one of ``limits`` is reported as a failure, with the limit.
 
     Sources are named relative to ``path`` (the file name when ``path`` is a file).
     ``progress`` is called once per ingested file with ``"<source>: <n> chunks"``;
@@ -193,11 +405,12 @@ def ingest_path(
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist")
-    if not 0 <= overlap_tokens < chunk_tokens:
-        raise ValueError(
-            f"overlap_tokens must be in [0, chunk_tokens={chunk_tokens}), got {overlap_tokens}"
-        )
-    count = count_tokens or default_token_counter(embedder)
+    reader = DocumentReader(
+        chunk_tokens=chunk_tokens,
+        overlap_tokens=overlap_tokens,
+        count_tokens=count_tokens or default_token_counter(embedder),
+        limits=limits or ParseLimits(),
+    )
     report = IngestReport()
     with store.writer(
         collection,
@@ -210,9 +423,7 @@ def ingest_path(
             path,
             report,
             embedder=embedder,
-            chunk=partial(
-                chunk_document, max_tokens=chunk_tokens, overlap_tokens=overlap_tokens, count=count
-            ),
+            reader=reader,
             progress=progress,
             on_progress=on_progress,
         )
@@ -226,7 +437,7 @@ def _ingest_into(
     report: IngestReport,
     *,
     embedder: Embedder,
-    chunk: Callable[[Document, str], list[Chunk]],
+    reader: DocumentReader,
     progress: Callable[[str], None] | None,
     on_progress: Callable[[IngestProgress], None] | None,
 ) -> None:
@@ -264,28 +475,10 @@ def _ingest_into(
         tell()
 
     def flush() -> None:
-        chunks = [c for item in pending for c in item.chunks]
-        vectors = embed_by_length(embedder, [embedding_input(c) for c in chunks], embedded)
-        # Each chunk's sentence vectors, kept for attribution (retrieval.sentences).
-        said = sentence_vectors(
-            lambda texts: embed_by_length(embedder, texts), [c.text for c in chunks]
-        )
-        start = 0
-        for item in pending:
-            end = start + len(item.chunks)
-            report.chunks += writer.replace_source(
-                item.source,
-                item.chunks,
-                vectors[start:end],
-                sha256=item.sha256,
-                root=item.root,
-                sentence_vectors=said[start:end],
-            )
-            report.files += 1
-            (report.added if item.new else report.changed).append(item.source)
-            start = end
+        for item, prepared in zip(pending, _embedded(pending, embedder, embedded), strict=True):
+            stored = _write(writer, prepared, report)
             if progress is not None:
-                progress(f"{item.source}: {len(item.chunks)} chunks")
+                progress(f"{item.source}: {stored} chunks")
             tick(item.size)
         pending.clear()
 
@@ -297,33 +490,20 @@ def _ingest_into(
             continue
         seen_sources.add(source)
         known = previous.get(source)
-        chunks: list[Chunk] = []
         try:
             data = file.read_bytes()
-            digest = file_sha256(data)
-            if known is not None and known.sha256 == digest and writer.reuses_vectors:
-                report.unchanged.append(source)
-                tick(sizes[file])
-                continue
-            chunks = chunk(parse_bytes(data, file.name), source)
         except OSError as exc:
-            reason = f"cannot read: {exc.strerror or exc}"
-        except UnreadableDocument as exc:
-            reason = str(exc)
-        else:
-            reason = "no text to index" if not chunks else ""
-        if reason:
-            report.failures.append((source, reason))
-            tick(sizes[file])
-            continue
-        unique = _first_seen(chunks, seen_texts)
-        report.duplicates += len(chunks) - len(unique)
-        if not unique:
-            report.failures.append((source, "no text to index: every chunk is a duplicate"))
+            report.failures.append((source, f"cannot read: {exc.strerror or exc}"))
             tick(sizes[file])
             continue
         where = root_key or (known.root if known else "")
-        pending.append(_Pending(source, sizes[file], unique, digest, where, known is None))
+        item = _Pending(source, sizes[file], [], file_sha256(data), where, known is None)
+        known_sha256 = known.sha256 if known is not None and writer.reuses_vectors else None
+        taken = _take(reader, report, seen_texts, item, data, file.name, known_sha256)
+        if taken is None:
+            tick(sizes[file])
+            continue
+        pending.append(taken)
         if sum(len(item.chunks) for item in pending) >= EMBED_GATHER:
             flush()
     if pending:

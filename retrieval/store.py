@@ -293,6 +293,14 @@ class DocumentStore:
         built_with = self.embedding_backend_of(collection)
         return vector_family(built_with) == vector_family(backend or self.embedding_backend)
 
+    def source_hashes(self, collection: str, backend: str) -> dict[str, str]:
+        """Each source ``collection`` holds, with the SHA-256 of the bytes its vectors came
+        from, when those are ``backend``'s vectors (else none: every source is embedded anew)."""
+        snapshot = self._snapshots.get(collection)
+        if snapshot is None or not self.serves(collection, backend):
+            return {}
+        return {source: r.sha256 for source, r in snapshot.manifest.files.items() if r.sha256}
+
     def sentence_rows(self, collection: str, chunk_id: int) -> np.ndarray | None:
         """The sentence vectors ingest kept for chunk ``chunk_id`` of ``collection``
         (``Snapshot.sentence_rows``), of the backend that built it (``embedding_backend_of``);

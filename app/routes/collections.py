@@ -9,8 +9,6 @@ tenants. Upload limits and formats: ``app.uploads``.
 
 from __future__ import annotations
 
-import asyncio
-
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
@@ -70,16 +68,21 @@ async def upload_documents(
 ) -> JSONResponse:
     """Ingest the uploaded documents into collection ``name`` (a document uploaded again
     replaces its chunks; unchanged, it is not embedded again). 413 over
-    ``RAGTIME_MAX_UPLOAD_BYTES``, 415 for a type not ingested, 422 for a body or document that
-    cannot be read."""
+    ``RAGTIME_MAX_UPLOAD_BYTES`` or a document over one of the ``RAGTIME_INGEST_MAX_*`` limits
+    (422 for the time to parse one), 415 for a type not ingested, 422 for a body or document
+    that cannot be read; 499 when the client goes away before the ingest ends (it is
+    cancelled)."""
     collection = readable_collection(key, check_collection_name(name))
     documents = await read_documents(request, settings.max_upload_bytes)
-    report = await asyncio.to_thread(
-        ingest_documents,
+    assert services.uploads is not None
+    report = await ingest_documents(
         documents,
         collection,
+        request=request,
+        settings=settings,
         embedder=services.embedders_for(collection),
         store=services.store,
+        workers=services.uploads,
     )
     failures = [IngestFailure(source=s, reason=r) for s, r in report.failures]
     if not (report.files or report.unchanged):

@@ -1,4 +1,5 @@
-"""How much one file may make its parser do: ``ParseLimits``, and the checks that enforce them.
+"""How much one file may make its parser (and ingest) do: ``ParseLimits``, and the checks that
+enforce them.
 
 A small upload can stand for a huge document: a zip member that inflates a thousandfold, a
 million empty paragraphs, five thousand blank pages, a sheet of a million rows. Each parser
@@ -20,7 +21,12 @@ MiB = 1024 * 1024
 
 #: The name of one of ``ParseLimits``' fields: what ``LimitExceeded.limit`` holds.
 LimitName = Literal[
-    "max_member_bytes", "max_inflated_bytes", "max_pages", "max_rows", "max_paragraphs"
+    "max_member_bytes",
+    "max_inflated_bytes",
+    "max_pages",
+    "max_rows",
+    "max_paragraphs",
+    "max_chunks",
 ]
 
 _UNITS: dict[LimitName, str] = {
@@ -29,6 +35,7 @@ _UNITS: dict[LimitName, str] = {
     "max_pages": "pages",
     "max_rows": "rows",
     "max_paragraphs": "paragraphs",
+    "max_chunks": "chunks",
 }
 
 T = TypeVar("T")
@@ -54,6 +61,10 @@ class ParseLimits:
     """Text blocks of one document: paragraphs (those in table cells too) and table rows of a
     DOCX, paragraphs of a PDF, blocks of Markdown, reST, plain text, HTML or an e-mail with its
     attachments."""
+
+    max_chunks: int = 20_000
+    """Chunks one file makes once parsed (checked by ingest, after chunking): the cost of its
+    embedding."""
 
     def check(
         self, limit: LimitName, count: int, *, what: str = "", at_least: bool = False

@@ -19,7 +19,7 @@ import io
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from defusedxml import DefusedXmlException  # type: ignore[import-untyped]  # no stubs
+from defusedxml import DefusedXmlException
 from openpyxl import load_workbook
 from openpyxl.utils import get_column_letter
 

@@ -6,17 +6,20 @@ expanded and nothing is fetched. A table's row is written with its header row's 
 
 Limits: the package's members are measured before python-docx inflates them
 (``archive.check_archive``), and the document's paragraphs (those in table cells too) and table
-rows are counted in the parsed XML, at C speed, before a Python object is made for any of them.
+rows are counted as the main part's XML streams past, before python-docx parses it (and again
+in the parsed tree, for a package whose main part is named otherwise).
 """
 
 from __future__ import annotations
 
 import io
 import re
+import zipfile
 
 import docx
 from docx.table import Table
 from docx.text.paragraph import Paragraph
+from lxml import etree
 
 from retrieval.formats.archive import check_archive
 from retrieval.formats.document import Block, Document, SectionPath, drop_title
@@ -42,8 +45,32 @@ def _table_rows(table: Table) -> list[str]:
     return [text for row in body if (text := row_text(header, row))] if body else []
 
 
+_W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
+_MAIN_PART = "word/document.xml"
+
+
+def _count_paragraphs(data: bytes, limits: ParseLimits) -> None:
+    """Count the main part's paragraphs and table rows as its XML streams past, each element
+    dropped once counted, and stop at the limit: a paragraph bomb is refused before python-docx
+    builds its tree (memory held: one paragraph)."""
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        if _MAIN_PART not in archive.namelist():
+            return  # named otherwise: counted in the parsed tree instead
+        with archive.open(_MAIN_PART) as part:
+            counted = limits.tally("max_paragraphs")
+            events = etree.iterparse(
+                part, events=("end",), tag=(f"{_W}p", f"{_W}tr"), resolve_entities=False
+            )
+            for _, element in events:
+                counted.add()
+                element.clear()
+                while element.getprevious() is not None:
+                    del element.getparent()[0]
+
+
 def parse_docx(data: bytes, *, limits: ParseLimits = DEFAULT_LIMITS) -> Document:
     check_archive(data, limits)
+    _count_paragraphs(data, limits)
     document = docx.Document(io.BytesIO(data))
     paragraphs_and_rows = int(document.element.xpath("count(.//w:p | .//w:tr)"))
     limits.check("max_paragraphs", paragraphs_and_rows)

@@ -7,9 +7,6 @@ from __future__ import annotations
 import asyncio
 import errno
 import logging
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,8 +14,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from app.uploads import remove_abandoned_uploads
 from retrieval import SUPPORTED_SUFFIXES
+from retrieval.snapshot_writer import SnapshotWriter
 from tests.fakes.backends import ScriptedBackend
 from tests.fakes.hash_embedder import HashEmbedder
 from tests.helpers.app import app_state, asgi_client, build_app, create_key, running_app
@@ -267,11 +264,11 @@ async def test_an_upload_is_ingested_off_the_event_loop(
 def test_an_upload_the_server_cannot_store_is_507_and_ingests_nothing(
     client: TestClient, writer: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def full_disk(self: Path, data: bytes) -> int:
+    def full_disk(self: SnapshotWriter) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
     before = _collections(client)
-    monkeypatch.setattr(Path, "write_bytes", full_disk)
+    monkeypatch.setattr(SnapshotWriter, "publish", full_disk)
     response = client.post(
         "/v1/collections/tea/documents", json={"source": "full.md", "text": NOTES}, headers=writer
     )
@@ -280,23 +277,6 @@ def test_an_upload_the_server_cannot_store_is_507_and_ingests_nothing(
         "the upload could not be stored (No space left on device); nothing was ingested"
     )
     assert _collections(client) == before
-
-
-def test_uploads_a_killed_process_left_are_removed_at_the_next_start(tmp_path: Path) -> None:
-    gone = subprocess.run(
-        [sys.executable, "-c", "import os; print(os.getpid())"],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    dead = tmp_path / f"ragtime-upload-{gone.stdout.strip()}-abc123"
-    live = tmp_path / f"ragtime-upload-{os.getpid()}-def456"
-    other = tmp_path / "ragtime-upload-notapid"
-    for path in (dead, live, other):
-        path.mkdir()
-        (path / "notes.md").write_text("# Notes\n")
-    assert remove_abandoned_uploads(tmp_path) == [dead.name]
-    assert not dead.exists() and live.is_dir() and other.is_dir()
 
 
 def test_a_file_name_with_a_control_character_is_a_422_naming_the_field(

@@ -15,150 +15,25 @@ from pathlib import Path
 
 import openpyxl
 import pytest
-from pypdf import PdfWriter
 
 import retrieval
 from retrieval import LimitExceeded, ParseLimits, UnreadableDocument
 from retrieval.formats import parse_bytes, parse_file
 from tests.helpers.documents import make_docx, make_pdf, make_xlsx
-
-MiB = 1024 * 1024
-W_NS = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
-S_NS = "http://schemas.openxmlformats.org/spreadsheetml/2006/main"
-REL_NS = "http://schemas.openxmlformats.org/package/2006/relationships"
-DOC_REL = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
-CONTENT_TYPES = "http://schemas.openxmlformats.org/package/2006/content-types"
-XML = '<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n'
-SECRET = "TOPSECRET"
-#: An internal entity a billion characters long once expanded ("billion laughs").
-LAUGHS = '<!ENTITY lol0 "lol">' + "".join(
-    f'<!ENTITY lol{n} "{f"&lol{n - 1};" * 10}">' for n in range(1, 10)
+from tests.helpers.hostile_documents import (
+    LAUGHS,
+    PARAGRAPH,
+    S_NS,
+    SECRET,
+    XML,
+    MiB,
+    declaring,
+    docx_with_body,
+    pdf_of_blank_pages,
+    sheet_rows,
+    with_zeros,
+    xlsx_with_sheets,
 )
-PARAGRAPH = "<w:p><w:r><w:t>Hello.</w:t></w:r></w:p>"
-
-
-def _zip(members: dict[str, bytes | str]) -> bytes:
-    """A deflated zip archive of ``members``."""
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        for name, data in members.items():
-            archive.writestr(name, data)
-    return buffer.getvalue()
-
-
-def _relationships(*targets: tuple[str, str, str]) -> str:
-    """A ``.rels`` part of (id, type, target) relationships."""
-    items = "".join(
-        f'<Relationship Id="{rid}" Type="{DOC_REL}/{kind}" Target="{target}"/>'
-        for rid, kind, target in targets
-    )
-    return f'{XML}<Relationships xmlns="{REL_NS}">{items}</Relationships>'
-
-
-def _content_types(**overrides: str) -> str:
-    """``[Content_Types].xml``: rels and xml parts, ``overrides`` part -> content type."""
-    parts = "".join(
-        f'<Override PartName="/{part}" ContentType="application/vnd.openxmlformats-officedocument.'
-        f'{kind}+xml"/>'
-        for part, kind in overrides.items()
-    )
-    return (
-        f'{XML}<Types xmlns="{CONTENT_TYPES}">'
-        '<Default Extension="rels" '
-        'ContentType="application/vnd.openxmlformats-package.relationships+xml"/>'
-        f'<Default Extension="xml" ContentType="application/xml"/>{parts}</Types>'
-    )
-
-
-def _docx(body: str, doctype: str = "") -> bytes:
-    """A minimal DOCX whose ``word/document.xml`` body is ``body``, after ``doctype``."""
-    document = f'{XML}{doctype}<w:document xmlns:w="{W_NS}"><w:body>{body}</w:body></w:document>'
-    return _zip(
-        {
-            "[Content_Types].xml": _content_types(
-                **{"word/document.xml": "wordprocessingml.document.main"}
-            ),
-            "_rels/.rels": _relationships(("rId1", "officeDocument", "word/document.xml")),
-            "word/document.xml": document,
-        }
-    )
-
-
-def _sheet_rows(count: int, start: int = 1) -> str:
-    """``count`` rows of one number each, from row ``start``."""
-    return "".join(
-        f'<row r="{n}"><c r="A{n}"><v>{n}</v></c></row>' for n in range(start, start + count)
-    )
-
-
-def _xlsx(*sheets: str, dimension: str = "", shared_strings: str = "", doctype: str = "") -> bytes:
-    """A minimal XLSX of sheets whose ``<sheetData>`` holds the given rows; each sheet XML
-    starts with ``doctype`` and declares ``dimension`` (none when empty)."""
-    names = [f"xl/worksheets/sheet{n}.xml" for n in range(1, len(sheets) + 1)]
-    listed = "".join(
-        f'<sheet name="Sheet{n}" sheetId="{n}" r:id="rId{n}"/>' for n in range(1, len(sheets) + 1)
-    )
-    links = [(f"rId{n}", "worksheet", name[3:]) for n, name in enumerate(names, start=1)]
-    kinds = {"xl/workbook.xml": "spreadsheetml.sheet.main"}
-    kinds |= dict.fromkeys(names, "spreadsheetml.worksheet")
-    members: dict[str, bytes | str] = {
-        "_rels/.rels": _relationships(("rId1", "officeDocument", "xl/workbook.xml")),
-        "xl/workbook.xml": (
-            f'{XML}<workbook xmlns="{S_NS}" xmlns:r="{DOC_REL}"><sheets>{listed}</sheets>'
-            "</workbook>"
-        ),
-    }
-    if shared_strings:
-        links.append(("rIdS", "sharedStrings", "sharedStrings.xml"))
-        kinds["xl/sharedStrings.xml"] = "spreadsheetml.sharedStrings"
-        members["xl/sharedStrings.xml"] = shared_strings
-    members["[Content_Types].xml"] = _content_types(**kinds)
-    members["xl/_rels/workbook.xml.rels"] = _relationships(*links)
-    size = f'<dimension ref="{dimension}"/>' if dimension else ""
-    for name, rows in zip(names, sheets, strict=True):
-        members[name] = (
-            f'{XML}{doctype}<worksheet xmlns="{S_NS}">{size}<sheetData>{rows}</sheetData>'
-            "</worksheet>"
-        )
-    return _zip(members)
-
-
-def _with_members(package: bytes, extra: dict[str, bytes]) -> bytes:
-    """``package`` (a zip) with the ``extra`` members added."""
-    with zipfile.ZipFile(io.BytesIO(package)) as archive:
-        members: dict[str, bytes | str] = {name: archive.read(name) for name in archive.namelist()}
-    return _zip({**members, **extra})
-
-
-def _declaring(package: bytes, member: str, size: int) -> bytes:
-    """``package`` with ``member``'s headers, local and central, declaring ``size`` bytes
-    inflated: a lie, as its data inflates to what it did."""
-    patched = bytearray(package)
-    with zipfile.ZipFile(io.BytesIO(package)) as archive:
-        local = archive.getinfo(member).header_offset
-    central = package.rindex(member.encode()) - 46  # the central directory comes last
-    assert package[local : local + 4] == b"PK\x03\x04"
-    assert package[central : central + 4] == b"PK\x01\x02"
-    patched[local + 22 : local + 26] = size.to_bytes(4, "little")
-    patched[central + 24 : central + 28] = size.to_bytes(4, "little")
-    return bytes(patched)
-
-
-def _with_zeros(name: str, **members: int) -> bytes:
-    """A small DOCX or XLSX (by ``name``'s suffix) with extra members ``media/<key>.bin``, each
-    of that many zero bytes (a thousandth of it deflated). No part links to them: only the
-    archive check reads them."""
-    package = _docx(PARAGRAPH) if name.endswith(".docx") else _xlsx(_sheet_rows(2))
-    return _with_members(package, {f"media/{key}.bin": bytes(n) for key, n in members.items()})
-
-
-def _pdf_of_blank_pages(count: int) -> bytes:
-    writer = PdfWriter()
-    for _ in range(count):
-        writer.add_blank_page(width=612, height=792)
-    buffer = io.BytesIO()
-    writer.write(buffer)
-    return buffer.getvalue()
 
 
 def test_limit_exceeded_is_an_unreadable_document_answered_413() -> None:
@@ -179,7 +54,7 @@ def test_limit_exceeded_is_an_unreadable_document_answered_413() -> None:
 
 @pytest.mark.parametrize("name", ["bomb.docx", "bomb.xlsx"])
 def test_zip_bomb_member_is_refused_by_its_declared_size(name: str) -> None:
-    bomb = _with_zeros(name, bomb=20 * MiB)
+    bomb = with_zeros(name, bomb=20 * MiB)
     assert len(bomb) < 100_000
     with pytest.raises(LimitExceeded, match=r"media/bomb\.bin declares 20971520 bytes") as exc:
         parse_bytes(bomb, name, ParseLimits(max_member_bytes=MiB))
@@ -190,7 +65,7 @@ def test_zip_bomb_member_is_refused_by_its_declared_size(name: str) -> None:
 def test_zip_bomb_lying_about_its_size_is_refused_in_bounded_memory(name: str) -> None:
     """The headers declare 100 bytes; the member inflates to 20 MiB. It is inflated no further
     than the limit, and never held whole."""
-    bomb = _declaring(_with_zeros(name, bomb=20 * MiB), "media/bomb.bin", 100)
+    bomb = declaring(with_zeros(name, bomb=20 * MiB), "media/bomb.bin", 100)
     tracemalloc.start()
     try:
         with pytest.raises(LimitExceeded, match=r"bomb\.bin inflates to at least") as exc:
@@ -205,10 +80,10 @@ def test_zip_bomb_lying_about_its_size_is_refused_in_bounded_memory(name: str) -
 @pytest.mark.parametrize("lying", [False, True])
 def test_members_together_over_the_inflated_limit_are_refused(lying: bool) -> None:
     """Three members of 900 KiB pass the member limit of 1 MiB, not the total of 2 MiB."""
-    package = _with_zeros("many.docx", a=900 * 1024, b=900 * 1024, c=900 * 1024)
+    package = with_zeros("many.docx", a=900 * 1024, b=900 * 1024, c=900 * 1024)
     if lying:
         for key in "abc":
-            package = _declaring(package, f"media/{key}.bin", 10)
+            package = declaring(package, f"media/{key}.bin", 10)
     limits = ParseLimits(max_member_bytes=MiB, max_inflated_bytes=2 * MiB)
     with pytest.raises(LimitExceeded, match="inflate to at least" if lying else "declare") as exc:
         parse_bytes(package, "many.docx", limits)
@@ -224,26 +99,28 @@ def test_member_compressed_with_a_method_office_does_not_use_is_refused() -> Non
 
 
 def test_paragraph_bomb_docx_is_refused_by_paragraph_count() -> None:
-    bomb = _docx("<w:p/>" * 1_000_000)
+    bomb = docx_with_body("<w:p/>" * 1_000_000)
     assert len(bomb) < 50_000
     with pytest.raises(LimitExceeded) as exc:
         parse_bytes(bomb, "bomb.docx")
     assert str(exc.value) == (
-        "1000000 paragraphs: more than the limit of 200000 paragraphs (max_paragraphs)"
+        "at least 200001 paragraphs: more than the limit of 200000 paragraphs (max_paragraphs)"
     )
 
 
 def test_docx_paragraphs_and_table_rows_count_up_to_the_limit() -> None:
     row = f"<w:tr><w:tc>{PARAGRAPH}</w:tc></w:tr>"
     body = PARAGRAPH * 3 + f"<w:tbl>{row * 2}</w:tbl>"  # 3 + 2 x (a row and its paragraph)
-    assert len(parse_bytes(_docx(body), "ok.docx", ParseLimits(max_paragraphs=7)).blocks) == 4
+    assert (
+        len(parse_bytes(docx_with_body(body), "ok.docx", ParseLimits(max_paragraphs=7)).blocks) == 4
+    )
     with pytest.raises(LimitExceeded, match="7 paragraphs"):
-        parse_bytes(_docx(body), "over.docx", ParseLimits(max_paragraphs=6))
+        parse_bytes(docx_with_body(body), "over.docx", ParseLimits(max_paragraphs=6))
 
 
 def test_pdf_of_5000_pages_is_refused_before_any_text_is_read() -> None:
     with pytest.raises(LimitExceeded) as exc:
-        parse_bytes(_pdf_of_blank_pages(5000), "long.pdf")
+        parse_bytes(pdf_of_blank_pages(5000), "long.pdf")
     assert str(exc.value) == "5000 pages: more than the limit of 2000 pages (max_pages)"
     assert (exc.value.limit, exc.value.value) == ("max_pages", 2000)
 
@@ -258,7 +135,7 @@ def test_limits_pass_through_parse_bytes_and_parse_file(tmp_path: Path) -> None:
 
 
 def test_xlsx_of_200000_rows_is_refused_by_its_declared_size() -> None:
-    sheet = _xlsx(_sheet_rows(200_000), dimension="A1:A200000")
+    sheet = xlsx_with_sheets(sheet_rows(200_000), dimension="A1:A200000")
     with pytest.raises(LimitExceeded) as exc:
         parse_bytes(sheet, "big.xlsx")
     assert str(exc.value) == (
@@ -269,18 +146,18 @@ def test_xlsx_of_200000_rows_is_refused_by_its_declared_size() -> None:
 def test_xlsx_rows_of_all_sheets_count_as_they_stream() -> None:
     """Sheets that declare no size: the rows are counted as read, across sheets, and reading
     stops at the first row over the limit."""
-    two_sheets = _xlsx(_sheet_rows(600), _sheet_rows(600))
+    two_sheets = xlsx_with_sheets(sheet_rows(600), sheet_rows(600))
     with pytest.raises(LimitExceeded) as exc:
         parse_bytes(two_sheets, "two.xlsx", ParseLimits(max_rows=1000))
     assert str(exc.value).startswith("at least 1001 rows: more than the limit of 1000 rows")
     assert exc.value.limit == "max_rows"
-    gap = _xlsx(_sheet_rows(1) + _sheet_rows(1, start=1_000_000))  # openpyxl fills the gap
+    gap = xlsx_with_sheets(sheet_rows(1) + sheet_rows(1, start=1_000_000))  # openpyxl fills the gap
     with pytest.raises(LimitExceeded, match="max_rows"):
         parse_bytes(gap, "gap.xlsx", ParseLimits(max_rows=1000))
 
 
 def test_xlsx_within_the_row_limit_reads() -> None:
-    document = parse_bytes(_xlsx(_sheet_rows(3)), "small.xlsx", ParseLimits(max_rows=3))
+    document = parse_bytes(xlsx_with_sheets(sheet_rows(3)), "small.xlsx", ParseLimits(max_rows=3))
     assert [b.text for b in document.blocks] == ["1: 2", "1: 3"]  # row 1 is the header row
 
 
@@ -337,15 +214,17 @@ def _texts_or_refused(data: bytes, name: str) -> list[str] | None:
 def _workbook_citing(member: str, doctype: str, entity: str) -> bytes:
     """An XLSX whose header cell reads "Head <entity>", in the sheet's XML (inline) or in
     ``sharedStrings.xml``, that XML starting with ``doctype``."""
-    data_row = _sheet_rows(1, start=2)
+    data_row = sheet_rows(1, start=2)
     if member == "sheet":
         cell = f'<c r="A1" t="inlineStr"><is><t>Head {entity}</t></is></c>'
-        return _xlsx(f'<row r="1">{cell}</row>{data_row}', doctype=doctype)
+        return xlsx_with_sheets(f'<row r="1">{cell}</row>{data_row}', doctype=doctype)
     strings = (
         f'{XML}{doctype}<sst xmlns="{S_NS}" count="1" uniqueCount="1">'
         f"<si><t>Head {entity}</t></si></sst>"
     )
-    return _xlsx(f'<row r="1"><c r="A1" t="s"><v>0</v></c></row>{data_row}', shared_strings=strings)
+    return xlsx_with_sheets(
+        f'<row r="1"><c r="A1" t="s"><v>0</v></c></row>{data_row}', shared_strings=strings
+    )
 
 
 @pytest.mark.parametrize("entity", ["&xxe;", "&lol9;"])
@@ -371,7 +250,7 @@ def test_docx_expands_no_xml_entity(tmp_path: Path, entity: str) -> None:
     secret = tmp_path / "secret.txt"
     secret.write_text(SECRET)
     body = f"<w:p><w:r><w:t>Before {entity} after.</w:t></w:r></w:p>"
-    texts = _texts_or_refused(_docx(body, doctype=_external(secret)), "x.docx")
+    texts = _texts_or_refused(docx_with_body(body, doctype=_external(secret)), "x.docx")
     assert texts is None or (texts[0].startswith("Before") and len(texts[0]) < 20)
     assert texts is None or not any(SECRET in text for text in texts)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import faiss
 import pytest
 
-from retrieval import DocumentStore, Embedder, ingest_path, iter_documents
+from retrieval import DocumentStore, Embedder, ParseLimits, ingest_path, iter_documents
 
 pytestmark = pytest.mark.slow
 
@@ -94,6 +94,19 @@ def test_a_single_file_is_named_by_its_file_name(
     )
     assert (report.files, report.failures) == (1, [])
     assert store.sources("one") == ["loops.rst.txt"]
+
+
+def test_a_file_over_a_limit_is_reported_and_the_others_ingested(
+    docs: Path, store: DocumentStore, embedder: Embedder
+) -> None:
+    """``ragtime ingest`` keeps to the per-file limits: one over is a failure naming it."""
+    (docs / "long.md").write_text("\n\n".join(f"# Part {i}\n\n" + "word " * 300 for i in range(6)))
+    report = ingest_path(
+        docs, collection="bounded", embedder=embedder, store=store, limits=ParseLimits(max_chunks=4)
+    )
+    failures = dict(report.failures)
+    assert "more than the limit of 4 chunks (max_chunks)" in failures["long.md"]
+    assert "long.md" not in store.sources("bounded") and "lists.md" in store.sources("bounded")
 
 
 def test_a_missing_path_is_an_error(
