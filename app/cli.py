@@ -393,6 +393,8 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:  # what no command foresaw: still one line, with the path
         where = f" {exc.filename}" if exc.filename else ""
         print(f"error: cannot use{where}: {_cause(exc)}", file=sys.stderr)
+    except sqlite3.Error as exc:  # likewise, from a database no command named
+        print(f"error: database: {_cause(exc)}", file=sys.stderr)
     return 1
 
 

@@ -12,6 +12,8 @@ watches it while it works:
   (``max_memory_mb``, 413);
 - a caller that is cancelled (its client went away, the server is shutting down) kills it.
 
+Workers run at a lower CPU priority (``NICENESS``) than the serving process.
+
 At most ``max_workers`` work at once (others wait their turn); one idle worker is kept, its
 embedding model loaded, for the next upload. The caller publishes the result
 (``retrieval.ingest.publish_prepared``): only that step holds the collection's lock.
@@ -44,6 +46,9 @@ from retrieval.ingest import (
 
 #: How often a working worker is checked (its time on a file, its memory).
 WATCH_S = 0.05
+#: A worker's CPU priority below the serving process's: an upload's parsing and embedding take
+#: the cores the answers leave.
+NICENESS = 10
 _PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
@@ -252,5 +257,6 @@ def _exit_with_parent(parent: int) -> None:
 
 
 if __name__ == "__main__":
+    os.nice(NICENESS)  # questions being answered come first
     threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
     _serve(Connection(int(sys.argv[1])))

@@ -121,3 +121,54 @@ def test_faiss_running_out_of_disk_is_an_os_error_naming_the_file(tmp_path: Path
     assert done.stdout.strip() == f"ENOSPC No space left on device {tmp_path / 'index.faiss'}", (
         done.stdout + done.stderr
     )
+
+
+COMMANDS_SCRIPT = r"""
+set -u
+mount -t tmpfs -o size=1m tmpfs "$1" || exit 97
+export RAGTIME_DATA_DIR="$1/data"
+drive() { "$PY" -m tests.helpers.cli_driver "$@"; }
+drive keys create first > /dev/null 2>&1 || exit 98
+drive ingest "$DOCS" --collection notes > /dev/null 2>&1 || exit 98
+dd if=/dev/zero of="$1/filler" bs=4k 2>/dev/null  # until the disk is full
+run() {
+  name="$1"; shift
+  drive "$@" > "$OUT/$name.out" 2> "$OUT/$name.err"; echo $? > "$OUT/$name.rc"
+}
+run keys-create keys create second
+run keys-revoke keys revoke 1
+run ingest ingest "$CORPUS" --collection more
+run rebuild ingest "$DOCS" --collection notes --rebuild
+run setup-demo setup-demo
+"""
+#: Each command run on the full disk, by the name its output is kept under.
+FULL_DISK_COMMANDS = ("keys-create", "keys-revoke", "ingest", "rebuild", "setup-demo")
+DISK_CAUSES = ("No space left on device", "database or disk is full", "disk I/O error")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root (CI runs as root)")
+def test_every_command_on_a_full_disk_says_one_line(tmp_path: Path) -> None:
+    """Issue 24 §5: on a full disk each command that writes (keys, ingest, a rebuild, the demo
+    set-up) exits 1 with one line naming the path and the cause, and no traceback."""
+    mount, out, docs = tmp_path / "mnt", tmp_path / "out", tmp_path / "docs"
+    for path in (mount, out, docs):
+        path.mkdir()
+    (docs / "lists.md").write_text("# Lists\n\nLists hold items in order.\n")
+    env = {
+        **os.environ,
+        "PY": sys.executable,
+        "PYTHONPATH": str(REPO),
+        "DOCS": str(docs),
+        "CORPUS": str(CORPUS),
+        "OUT": str(out),
+    }
+    done = in_private_mounts(COMMANDS_SCRIPT, mount, env, timeout_s=300)
+    assert done.returncode == 0, done.stderr
+    for name in FULL_DISK_COMMANDS:
+        err = (out / f"{name}.err").read_text()
+        assert (out / f"{name}.rc").read_text().strip() == "1", (name, err)
+        assert "Traceback" not in err, (name, err)
+        errors = [line for line in err.splitlines() if line.startswith("error: ")]
+        assert len(errors) == 1, (name, err)
+        assert f"{mount}/data" in errors[0], (name, errors[0])  # names the path
+        assert errors[0].endswith(DISK_CAUSES), (name, errors[0])  # and the cause
