@@ -27,7 +27,8 @@ from starlette.requests import Request
 
 from app.answer_events import AnswerDone, AnswerEvent, AnswerOutcome, Prepared
 from app.config import Settings
-from app.errors import STREAM_FAILURES, ClientGone, ShuttingDown
+from app.disconnects import while_connected
+from app.errors import STREAM_FAILURES, ShuttingDown
 from app.limits import check_text, resolve_count
 from app.pipeline import Pipeline
 from app.report import (
@@ -108,10 +109,6 @@ async def _prepare(
     )
 
 
-#: How often a whole answer being collected checks that its client is still there.
-DISCONNECT_POLL_S = 0.05
-
-
 async def answer(
     pipeline: Pipeline, question: Asked, ledger: BudgetLedger, route: str, request: Request
 ) -> Finished:
@@ -121,10 +118,7 @@ async def answer(
     try:
         prepared = await _prepare(pipeline, question, ledger, route)
         async with aclosing(pipeline.generate(prepared)) as events:
-            collected = await collect_while_connected(request, events)
-        if collected is None:
-            raise ClientGone("the client went away before its answer was ready")
-        text, outcome = collected
+            text, outcome = await while_connected(request, collect(events), what="its answer")
     except BaseException as exc:
         close_request(ledger, root, route, error_outcome(exc))
         raise
@@ -132,29 +126,6 @@ async def answer(
     model = pipeline.services.backend.model
     report = answer_report(prepared, outcome, ledger, model)
     return Finished(text, report, timing_headers(ledger, root))
-
-
-async def collect_while_connected(
-    request: Request, events: AsyncGenerator[AnswerEvent, None]
-) -> tuple[str, AnswerOutcome] | None:
-    """``collect``, unless the client disconnects first: then the collection is cancelled,
-    which closes the pipeline's stream and so stops the backend, and the result is None."""
-    collecting = asyncio.ensure_future(collect(events))
-    try:
-        while True:
-            done, _ = await asyncio.wait({collecting}, timeout=DISCONNECT_POLL_S)
-            if done:
-                return collecting.result()
-            if await request.is_disconnected():
-                collecting.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await collecting
-                return None
-    finally:
-        if not collecting.done():  # this request was cancelled (the shutdown's grace ended):
-            collecting.cancel()  # stop the work, and let it close its stream before ours
-            with contextlib.suppress(asyncio.CancelledError):
-                await collecting
 
 
 async def collect(events: AsyncGenerator[AnswerEvent, None]) -> tuple[str, AnswerOutcome]:

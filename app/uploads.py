@@ -18,14 +18,12 @@ search sees them.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import re
 import unicodedata
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import TypeVar
 
 from starlette.datastructures import UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
@@ -33,8 +31,8 @@ from starlette.requests import Request
 
 from app.body import bounded_stream, is_json, parse_body, read_body
 from app.config import Settings
+from app.disconnects import while_connected
 from app.errors import (
-    ClientGone,
     InvalidBody,
     InvalidField,
     UnsupportedMediaType,
@@ -205,6 +203,7 @@ def parse_limits(settings: Settings) -> ParseLimits:
         max_rows=settings.ingest_max_rows,
         max_paragraphs=settings.ingest_max_paragraphs,
         max_chunks=settings.ingest_max_chunks,
+        max_image_pixels=settings.ingest_max_image_pixels,
     )
 
 
@@ -239,31 +238,8 @@ async def ingest_documents(
         overlap_tokens=settings.chunk_overlap_tokens,
         limits=parse_limits(settings),
     )
-    prepared = await while_connected(request, workers.prepare(job))
+    prepared = await while_connected(request, workers.prepare(job), what="its upload")
     try:
         return await asyncio.to_thread(publish_prepared, prepared, store, collection)
     except OSError as exc:  # a full disk, say: the snapshot is not published
         raise UploadNotStored(exc.strerror or type(exc).__name__) from exc
-
-
-#: How often an upload being ingested checks that its client is still there.
-DISCONNECT_POLL_S = 0.1
-T = TypeVar("T")
-
-
-async def while_connected(request: Request, work: Awaitable[T]) -> T:
-    """``work``'s result, unless the client goes away first: then ``work`` is cancelled (which
-    kills an ingest worker) and ``ClientGone`` is raised."""
-    task = asyncio.ensure_future(work)
-    try:
-        while True:
-            done, _ = await asyncio.wait({task}, timeout=DISCONNECT_POLL_S)
-            if done:
-                return task.result()
-            if await request.is_disconnected():
-                raise ClientGone("the client went away before its upload was ingested")
-    finally:
-        if not task.done():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task

@@ -57,6 +57,19 @@ def in_private_mounts(
     return done
 
 
+def script_env(docs: Path, out: Path) -> dict[str, str]:
+    """A script's environment: the Python to drive the CLI with (``$PY``), documents to ingest
+    (``$DOCS``, ``$CORPUS``) and where its outputs go (``$OUT``)."""
+    return {
+        **os.environ,
+        "PY": sys.executable,
+        "PYTHONPATH": str(REPO),
+        "DOCS": str(docs),
+        "CORPUS": str(CORPUS),
+        "OUT": str(out),
+    }
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root (CI runs as root)")
 def test_a_full_disk_during_ingest_loses_nothing(tmp_path: Path) -> None:
     data, out, docs = tmp_path / "data", tmp_path / "out", tmp_path / "docs"
@@ -64,15 +77,7 @@ def test_a_full_disk_during_ingest_loses_nothing(tmp_path: Path) -> None:
         path.mkdir()
     (docs / "lists.md").write_text("# Lists\n\nLists hold items in order.\n")
     (docs / "dicts.md").write_text("# Dicts\n\nA dict maps keys to values.\n")
-    env = {
-        **os.environ,
-        "PY": sys.executable,
-        "PYTHONPATH": str(REPO),
-        "RAGTIME_DATA_DIR": str(data),
-        "DOCS": str(docs),
-        "CORPUS": str(CORPUS),
-        "OUT": str(out),
-    }
+    env = script_env(docs, out) | {"RAGTIME_DATA_DIR": str(data)}
     done = in_private_mounts(SCRIPT, data, env, timeout_s=300)
     assert done.returncode == 0, done.stderr
     err = (out / "ingest.err").read_text()
@@ -154,15 +159,7 @@ def test_every_command_on_a_full_disk_says_one_line(tmp_path: Path) -> None:
     for path in (mount, out, docs):
         path.mkdir()
     (docs / "lists.md").write_text("# Lists\n\nLists hold items in order.\n")
-    env = {
-        **os.environ,
-        "PY": sys.executable,
-        "PYTHONPATH": str(REPO),
-        "DOCS": str(docs),
-        "CORPUS": str(CORPUS),
-        "OUT": str(out),
-    }
-    done = in_private_mounts(COMMANDS_SCRIPT, mount, env, timeout_s=300)
+    done = in_private_mounts(COMMANDS_SCRIPT, mount, script_env(docs, out), timeout_s=300)
     assert done.returncode == 0, done.stderr
     for name in FULL_DISK_COMMANDS:
         err = (out / f"{name}.err").read_text()
