@@ -1,6 +1,8 @@
 # The ragtime API on the offline CPU default (MiniLM + SmolLM2 via llama.cpp).
 FROM python:3.11-slim
+# tesseract-ocr and its English and Spanish data: ingest reads scanned PDF pages and images.
 RUN apt-get update && apt-get install -y --no-install-recommends build-essential cmake make \
+    tesseract-ocr tesseract-ocr-eng tesseract-ocr-spa \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY . .

@@ -15,7 +15,7 @@ export TRANSFORMERS_OFFLINE ?= 1
 # module's asserts: 5 s of each worker's collection, and seconds per `ragtime` process.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: install serve test test-fast lint typecheck alert-tools k8s-tools test-servers bench clean
+.PHONY: install serve test test-fast lint typecheck alert-tools k8s-tools test-servers ocr-tools bench clean
 
 install: $(STAMP)
 
@@ -59,6 +59,16 @@ test-servers:
 	ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || (apt-get update && $(APT_INSTALL) postgresql)
 	command -v chromium >/dev/null || (apt-get update && $(APT_INSTALL) chromium)
 
+# Tesseract, which ingest runs to read scanned PDF pages and images (retrieval/formats/ocr.py),
+# with its English and Spanish data, from Debian's packages when missing. `make serve` uses it
+# when present: without it, ingest reports such files as needing tesseract-ocr. The OCR tests
+# and `ragtime bench ocr` draw their pages in DejaVu Sans (Pillow's own font has no accents).
+ocr-tools:
+	tesseract --list-langs 2>/dev/null | grep -qx spa && tesseract --list-langs | grep -qx eng \
+		|| (apt-get update && $(APT_INSTALL) tesseract-ocr tesseract-ocr-eng tesseract-ocr-spa)
+	test -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf \
+		|| (apt-get update && $(APT_INSTALL) fonts-dejavu-core)
+
 # The fast tests: all but those marked `slow` (they load the real models or torch, or run ragtime
 # behind SGLang's gateway as processes), on one pytest-xdist worker per CPU (about 80 s on 2 cores).
 # `make test` runs them so, then the slow ones in one process: they share the MiniLM-seeded data
@@ -67,7 +77,7 @@ PYTEST_FAST := $(PY) -m pytest -q -m "not slow" -n logical
 test-fast: install
 	$(PYTEST_FAST)
 
-test: lint typecheck alert-tools k8s-tools test-servers
+test: lint typecheck alert-tools k8s-tools test-servers ocr-tools
 	$(PYTEST_FAST)
 	$(PY) -m pytest -q -m slow
 

@@ -131,13 +131,18 @@ def _ingest(path: Path, collection: str, *, rebuild: bool = False) -> int:
     published = f"published snapshot {report.snapshot}" if report.snapshot else "nothing changed"
     print(
         f"ingested {report.files} file(s), {report.chunks} chunk(s) into {collection!r}"
+        + (f" and {len(report.attachments)} attachment(s)" if report.attachments else "")
         + (f"; skipped {len(report.skipped)} unsupported" if report.skipped else "")
         + (f"; {report.duplicates} duplicate chunk(s) stored once" if report.duplicates else "")
+        + (f"; {len(report.copies)} file(s) recorded as copies" if report.copies else "")
         + f"; files: {report.summary()}; {published}"
     )
+    for source, original in report.copies:
+        print(f"copy: {source}: the same bytes as {original}, searchable as both", file=sys.stderr)
     for source, reason in report.failures:
         print(f"failed: {source}: {reason}", file=sys.stderr)
-    return 1 if report.failures and not (report.files or report.unchanged) else 0
+    stored = report.files or report.attachments or report.unchanged or report.copies
+    return 1 if report.failures and not stored else 0
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
@@ -369,15 +374,23 @@ def _register_bench(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     register(sub)
 
 
-#: Libraries whose INFO lines say nothing to a user of the CLI: faiss's loader tells how it
-#: looked for its AVX builds, a ``ModuleNotFoundError`` among them, at every start.
-QUIET_LOGGERS = ("faiss.loader",)
+#: The loggers whose INFO lines the CLI prints: ragtime's own. Every other library says only its
+#: warnings: faiss's loader tells at every start how it looked for its AVX builds (a
+#: ``ModuleNotFoundError`` among them), httpx every request, and so on.
+OWN_LOGGERS = ("ragtime", "app", "retrieval", "inference", "tracing", "bench")
+
+
+def configure_logging() -> None:
+    """Log ragtime's INFO lines and libraries' warnings to stderr, and no library progress
+    bars (transformers' "Loading weights" when a model is exported); idempotent."""
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    for name in OWN_LOGGERS:
+        logging.getLogger(name).setLevel(logging.INFO)
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # read as huggingface loads
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    for name in QUIET_LOGGERS:
-        logging.getLogger(name).setLevel(logging.WARNING)
+    configure_logging()
     parser = build_parser()
     # parse_args, except that without the bench extra ``ragtime bench ...`` takes any arguments.
     args, unknown = parser.parse_known_args(argv)

@@ -360,6 +360,12 @@ class Settings(BaseSettings):
         200_000, ge=1, description="Paragraphs (text blocks, table rows) of one document."
     )
     ingest_max_chunks: int = Field(20_000, ge=1, description="Chunks one document makes.")
+    ingest_max_image_pixels: int = Field(
+        40_000_000,
+        ge=10_000,
+        description="Pixels of an image (a TIFF's frame) to OCR, read from its header before it "
+        "is decoded; a scanned PDF page is rendered within it.",
+    )
     ingest_max_parse_s: float = Field(
         60.0,
         gt=0,

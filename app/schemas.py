@@ -72,6 +72,16 @@ class PassageOut(BaseModel):
     section: str
     score: float
     rerank_score: float | None = None
+    message: str | None = Field(
+        None,
+        description="For an e-mail's attachment (source `thread.eml#report.pdf`): the e-mail "
+        "it came with (`thread.eml`); else null.",
+    )
+    also: list[str] = Field(
+        default_factory=list,
+        description="The other names of the same file: byte-identical copies of it (or, when "
+        "`source` is a copy, the file it copies and its other copies).",
+    )
 
     @classmethod
     def fields_of(cls, passage: Passage) -> dict[str, Any]:
@@ -82,6 +92,8 @@ class PassageOut(BaseModel):
             "section": passage.section,
             "score": round(passage.score, 6),
             "rerank_score": passage.rerank_score,
+            "message": passage.message or None,
+            "also": list(passage.also),
         }
 
 
@@ -129,11 +141,16 @@ class SearchHit(PassageOut):
     text: str
     kind: str = Field("", description="The file type the chunk came from.")
     page: int | None = Field(None, description="1-based page of a paged format, else null.")
+    ocr: bool = Field(False, description="Whether its text was read by OCR (a scan, an image).")
 
     @classmethod
     def from_passage(cls, passage: Passage) -> SearchHit:
         return cls(
-            text=passage.text, kind=passage.kind, page=passage.page, **cls.fields_of(passage)
+            text=passage.text,
+            kind=passage.kind,
+            page=passage.page,
+            ocr=passage.ocr,
+            **cls.fields_of(passage),
         )
 
 
@@ -336,9 +353,24 @@ class IngestFailure(BaseModel):
     reason: str
 
 
+class IngestCopy(BaseModel):
+    source: str
+    of: str = Field(description="The source it is a byte-identical copy of.")
+
+
 class IngestResponse(BaseModel):
     collection: str
-    files: int = Field(description="Documents ingested.")
+    files: int = Field(description="Documents ingested (copies among them).")
     chunks: int = Field(description="Chunks they made.")
-    sources: list[str] = Field(description="The sources ingested, as searches will name them.")
-    failures: list[IngestFailure] = Field(description="Documents that could not be ingested.")
+    sources: list[str] = Field(
+        description="The sources ingested, as searches will name them: an e-mail's "
+        "attachments follow it, each named `<e-mail>#<file name>`."
+    )
+    failures: list[IngestFailure] = Field(
+        description="Documents (or attachments) that could not be ingested."
+    )
+    copies: list[IngestCopy] = Field(
+        default_factory=list,
+        description="Documents recorded as byte-identical copies of a source the collection "
+        "holds (or of another document of the upload): no failure; searchable under both names.",
+    )

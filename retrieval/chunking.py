@@ -6,7 +6,8 @@ under their headings. Blocks are cut into sentences (code into lines) of at most
 ``max_tokens`` tokens of the embedding model, counting the heading line that ``embedding_input``
 puts above the text, so what is embedded fits the model's window (MiniLM: 256). Chunks fill up
 across sections: a chunk that reaches into the next section holds that heading as a line of
-its text, and is named by the section it starts in; pages are never mixed. With
+its text, and is named by the section it starts in; pages are never mixed, nor text read by
+OCR with a text layer's (a chunk's ``ocr`` says which it holds). With
 ``overlap_tokens``, each chunk after the first of a page starts with the last words of the one
 before. On the Python FAQ evaluation (whole corpus) this took nDCG@10 from 0.667, with a chunk
 per section at most, to 0.720 (BENCHMARKS.md, retrieval evaluation).
@@ -51,6 +52,7 @@ class Chunk:
     text: str
     page: int | None = None  # 1-based page of a paged format (PDF), else None
     kind: str = ""  # the file type it came from: "md", "rst", "txt", "pdf", "html", ...
+    ocr: bool = False  # its text was read by OCR (a scanned page, an image)
 
 
 def heading_line(title: str, section: str) -> str:
@@ -173,14 +175,16 @@ def chunk_document(
     shown = embedded_title(title, source)
     least = max((max_tokens - overlap_tokens) // 2, 1)  # the smallest budget a chunk gets
     chunks: list[Chunk] = []
-    for page, group in groupby(document.blocks, key=lambda block: block.page):
+    for (page, ocr), group in groupby(document.blocks, key=lambda b: (b.page, b.ocr)):
         pieces = _pieces(list(group), min(PIECE_TOKENS, least), count)
         packed = _pack_sections(pieces, shown, max_tokens - overlap_tokens, least, count)
         previous = ""
         for section, text in packed:
             tail = _tail(previous, overlap_tokens, count) if overlap_tokens and previous else ""
             body = f"{tail} {text}" if tail else text
-            chunks.append(Chunk(source, title, section, len(chunks), body, page, document.kind))
+            chunks.append(
+                Chunk(source, title, section, len(chunks), body, page, document.kind, ocr)
+            )
             previous = text
     return chunks
 

@@ -9,8 +9,8 @@
     ├── RerankerUnavailable (503)  no cross-encoder configured, or it failed to load or to
     │                              score; the app skips reranking
     └── UnreadableDocument (422)   a file to ingest could not be parsed; the message says why
-        ├── NoTextLayer (422)      a scanned PDF or an image: it needs OCR, which ragtime
-        │                          does not run
+        ├── NoTextLayer (422)      a scanned PDF or an image, and no Tesseract to read it
+        │                          (OCR): the message names the package to install
         └── LimitExceeded (413)    a file holds more than a parse limit allows (inflated
                                    bytes, pages, rows, paragraphs); the message names it
 
@@ -94,7 +94,8 @@ class UnreadableDocument(RetrievalError):
 
 
 class NoTextLayer(UnreadableDocument):
-    """A scanned PDF or an image: there is no text to index until OCR has read it."""
+    """A scanned PDF or an image, and OCR cannot run (``retrieval.formats.ocr``): there is no
+    text to index until it has read it."""
 
     def __init__(self, what: str = "") -> None:
         super().__init__(f"no text layer: needs OCR{f' ({what})' if what else ''}")

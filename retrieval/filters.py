@@ -7,7 +7,7 @@ and says which chunks it keeps as a SQL condition over a snapshot's ``chunks`` t
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from retrieval.errors import InvalidFilter
@@ -59,14 +59,18 @@ class SearchFilter:
     def active(self) -> bool:
         return bool(self.source_prefix or self.kinds)
 
-    def sql(self) -> tuple[str, list[str]]:
+    def sql(self, also_sources: Sequence[str] = ()) -> tuple[str, list[str]]:
         """``(condition, parameters)`` over the ``chunks`` table; ``1`` keeps every row. The
-        prefix is a range on ``source`` (its index serves it), not a ``LIKE`` pattern."""
+        prefix is a range on ``source`` (its index serves it), not a ``LIKE`` pattern; the
+        prefix keeps ``also_sources`` too (the originals whose copies it keeps)."""
         clauses: list[str] = []
         params: list[str] = []
         if self.source_prefix:
-            clauses.append("source >= ? AND source < ?")
-            params += [self.source_prefix, self.source_prefix + "\U0010ffff"]
+            prefix = "source >= ? AND source < ?"
+            if also_sources:
+                prefix = f"({prefix} OR source IN ({','.join('?' * len(also_sources))}))"
+            clauses.append(prefix)
+            params += [self.source_prefix, self.source_prefix + "\U0010ffff", *also_sources]
         if self.kinds:
             clauses.append(f"kind IN ({','.join('?' * len(self.kinds))})")
             params += list(self.kinds)

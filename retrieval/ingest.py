@@ -12,7 +12,9 @@ Each file is read by the parser of its format (``retrieval.formats``); one that 
 or parsed, holds no text, or needs OCR is reported with its reason, keeps its previous chunks,
 and the others go on; files of other types are listed as skipped. A chunk whose normalised text
 was already taken in this ingest (a licence footer, a repeated notice) is stored once, with its
-first source.
+first source. An e-mail's attachments are sources of their own (``thread.eml#report.pdf``),
+replaced and removed with their message; a byte-identical copy of another source is recorded
+as its copy (``IngestReport.copies``), searchable under both names (``retrieval.ingest_files``).
 
 Embedding is batched across files: chunks of several files are gathered, sorted by length,
 embedded in batches of similar lengths (little padding), and put back in order before each
@@ -26,7 +28,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -35,12 +37,11 @@ from retrieval.chunking import (
     DEFAULT_CHUNK_TOKENS,
     DEFAULT_OVERLAP_TOKENS,
     Chunk,
-    chunk_document,
     embedding_input,
 )
 from retrieval.embeddings import Embedder
-from retrieval.errors import LimitExceeded, UnreadableDocument
-from retrieval.formats import ParseLimits, parse_bytes, suffix_of
+from retrieval.formats import ParseLimits, suffix_of
+from retrieval.ingest_files import DocumentReader, FileTaker, Holders, Pending
 from retrieval.sentences import sentence_vectors
 from retrieval.snapshot_writer import SnapshotWriter, file_sha256
 from retrieval.store import DocumentStore
@@ -69,6 +70,9 @@ class IngestReport:
     failures: list[tuple[str, str]] = field(default_factory=list)  # (source, reason)
     skipped: list[str] = field(default_factory=list)  # unsupported suffix
     duplicates: int = 0  # chunks not stored again: their text was already taken
+    copies: list[tuple[str, str]] = field(default_factory=list)  # (copy, the source it copies)
+    # e-mail attachments stored, (source, its message); their chunks are counted in ``chunks``
+    attachments: list[tuple[str, str]] = field(default_factory=list)
     added: list[str] = field(default_factory=list)  # new sources
     changed: list[str] = field(default_factory=list)  # sources whose content hash changed
     unchanged: list[str] = field(default_factory=list)  # carried over, not embedded again
@@ -130,10 +134,6 @@ def iter_documents(path: Path) -> Iterator[Path]:
     yield from (file for file in _walk(path) if _supported(file))
 
 
-def _normalised(text: str) -> str:
-    return " ".join(text.casefold().split())
-
-
 def embed_by_length(
     embedder: Embedder,
     texts: Sequence[str],
@@ -165,48 +165,6 @@ def default_token_counter(embedder: Embedder) -> TokenCounter:
     return approximate_tokens
 
 
-@dataclass(frozen=True)
-class DocumentReader:
-    """How ingest turns one file's bytes into chunks: parsed within ``limits`` (a file over
-    one raises ``LimitExceeded``, ``max_chunks`` included), chunked to ``chunk_tokens`` tokens
-    counted by ``count_tokens``, consecutive chunks of a section sharing ``overlap_tokens``."""
-
-    count_tokens: TokenCounter
-    chunk_tokens: int = DEFAULT_CHUNK_TOKENS
-    overlap_tokens: int = DEFAULT_OVERLAP_TOKENS
-    limits: ParseLimits = field(default_factory=ParseLimits)
-
-    def __post_init__(self) -> None:
-        if not 0 <= self.overlap_tokens < self.chunk_tokens:
-            raise ValueError(
-                f"overlap_tokens must be in [0, chunk_tokens={self.chunk_tokens}), "
-                f"got {self.overlap_tokens}"
-            )
-
-    def chunks(self, data: bytes, name: str, source: str) -> list[Chunk]:
-        """The chunks of file ``name``'s bytes, stored as ``source``."""
-        document = parse_bytes(data, name, self.limits)
-        chunks = chunk_document(
-            document,
-            source,
-            max_tokens=self.chunk_tokens,
-            overlap_tokens=self.overlap_tokens,
-            count=self.count_tokens,
-        )
-        self.limits.check("max_chunks", len(chunks))
-        return chunks
-
-
-@dataclass
-class _Pending:
-    source: str
-    size: int  # bytes
-    chunks: list[Chunk]
-    sha256: str
-    root: str  # the folder it was ingested from ("" for a file named alone)
-    new: bool  # not in the current snapshot
-
-
 @dataclass
 class PreparedSource:
     """One file parsed, chunked and embedded, ready to be written into a snapshot."""
@@ -218,6 +176,8 @@ class PreparedSource:
     sha256: str
     root: str
     new: bool
+    message: str = ""  # an attachment's e-mail
+    copy_of: str = ""  # a copy's original (no chunks of its own)
 
 
 @dataclass
@@ -231,56 +191,20 @@ class PreparedDocuments:
     embedding_model: str
 
 
-def _take(
-    reader: DocumentReader,
-    report: IngestReport,
-    seen_texts: set[str],
-    pending: _Pending,
-    data: bytes,
-    name: str,
-    known_sha256: str | None,
-    *,
-    refuse_over_limits: bool = False,
-) -> _Pending | None:
-    """``pending`` (a file whose ``data`` was read) with its chunks, or None when it is
-    unchanged (its hash is ``known_sha256``) or cannot be ingested (recorded in ``report``;
-    ``refuse_over_limits``: a file over a limit raises ``LimitExceeded`` naming it instead)."""
-    if known_sha256 == pending.sha256:
-        report.unchanged.append(pending.source)
-        return None
-    try:
-        chunks = reader.chunks(data, name, pending.source)
-    except LimitExceeded as exc:
-        if refuse_over_limits:
-            raise exc.of(pending.source) from exc
-        report.failures.append((pending.source, str(exc)))
-        return None
-    except UnreadableDocument as exc:
-        report.failures.append((pending.source, str(exc)))
-        return None
-    if not chunks:
-        report.failures.append((pending.source, "no text to index"))
-        return None
-    unique = _first_seen(chunks, seen_texts)
-    report.duplicates += len(chunks) - len(unique)
-    if not unique:
-        report.failures.append((pending.source, "no text to index: every chunk is a duplicate"))
-        return None
-    pending.chunks = unique
-    return pending
-
-
 def _embedded(
-    pending: Sequence[_Pending],
+    pending: Sequence[Pending],
     embedder: Embedder,
     on_batch: Callable[[int], None] | None = None,
 ) -> list[PreparedSource]:
     """``pending``'s chunks embedded together (and their sentences, for attribution)."""
     chunks = [c for item in pending for c in item.chunks]
-    vectors = embed_by_length(embedder, [embedding_input(c) for c in chunks], on_batch)
-    said = sentence_vectors(
-        lambda texts: embed_by_length(embedder, texts), [c.text for c in chunks]
-    )
+    if chunks:
+        vectors = embed_by_length(embedder, [embedding_input(c) for c in chunks], on_batch)
+        said = sentence_vectors(
+            lambda texts: embed_by_length(embedder, texts), [c.text for c in chunks]
+        )
+    else:  # copies only
+        vectors, said = np.zeros((0, 0), np.float32), []
     prepared = []
     start = 0
     for item in pending:
@@ -294,6 +218,8 @@ def _embedded(
                 item.sha256,
                 item.root,
                 item.new,
+                item.message,
+                item.copy_of,
             )
         )
         start = end
@@ -302,6 +228,23 @@ def _embedded(
 
 def _write(writer: SnapshotWriter, prepared: PreparedSource, report: IngestReport) -> int:
     """Write ``prepared`` into ``writer``'s snapshot; the chunks stored."""
+    if prepared.copy_of:
+        of = writer.record_copy(
+            prepared.source,
+            prepared.copy_of,
+            sha256=prepared.sha256,
+            root=prepared.root,
+            message=prepared.message,
+        )
+        if of is None:  # another upload changed it meanwhile
+            reason = f"a copy of {prepared.copy_of}, which has changed since: ingest it again"
+            report.failures.append((prepared.source, reason))
+        else:
+            report.copies.append((prepared.source, of))
+        return 0
+    if not prepared.chunks:  # a message without text of its own: its attachments follow
+        writer.remove_source(prepared.source)
+        return 0
     stored = writer.replace_source(
         prepared.source,
         prepared.chunks,
@@ -309,10 +252,14 @@ def _write(writer: SnapshotWriter, prepared: PreparedSource, report: IngestRepor
         sha256=prepared.sha256,
         root=prepared.root,
         sentence_vectors=prepared.sentence_vectors,
+        message=prepared.message,
     )
     report.chunks += stored
-    report.files += 1
-    (report.added if prepared.new else report.changed).append(prepared.source)
+    if prepared.message:
+        report.attachments.append((prepared.source, prepared.message))
+    else:
+        report.files += 1
+        (report.added if prepared.new else report.changed).append(prepared.source)
     return stored
 
 
@@ -332,18 +279,13 @@ def prepare_documents(
     limit raises ``LimitExceeded``, its message naming the file; other failures are reported."""
     embedder.load()
     report = IngestReport()
-    seen_texts: set[str] = set()
-    pending: list[_Pending] = []
+    taker = FileTaker(reader, report, Holders(known), refuse_over_limits=True)
+    pending: list[Pending] = []
     for source, data in documents:
         if on_file is not None:
             on_file(source)
-        item = _Pending(source, len(data), [], file_sha256(data), "", source not in known)
-        known_sha256 = known.get(source)
-        taken = _take(
-            reader, report, seen_texts, item, data, source, known_sha256, refuse_over_limits=True
-        )
-        if taken is not None:
-            pending.append(taken)
+        item = Pending(source, len(data), [], file_sha256(data), "", source not in known)
+        pending += taker.take(item, data, source, known.get(source))
     if on_file is not None:
         on_file(None)
     return PreparedDocuments(
@@ -367,10 +309,14 @@ def publish_prepared(
         embedding_model=prepared.embedding_model,
     ) as writer:
         files = writer.files if writer.reuses_vectors else {}
+        unchanged: set[str] = set()
         for item in prepared.sources:
+            if item.message in unchanged:
+                continue  # with its message
             known = files.get(item.source)
-            if known is not None and known.sha256 == item.sha256:
+            if not item.message and known is not None and known.sha256 == item.sha256:
                 report.unchanged.append(item.source)
+                unchanged.add(item.source)
                 continue
             _write(writer, item, report)
         report.snapshot = writer.version if writer.changed else None
@@ -444,12 +390,13 @@ def _ingest_into(
     root = path if path.is_dir() else path.parent
     root_key = str(root.resolve()) if path.is_dir() else ""
     previous = writer.files
+    hashes = {s: r.sha256 for s, r in previous.items() if r.sha256 and writer.reuses_vectors}
+    taker = FileTaker(reader, report, Holders(hashes))
     files = list(_walk(path))
     sizes = {file: _size(file) for file in files}
     started = time.perf_counter()
     seen_sources: set[str] = set()
-    seen_texts: set[str] = set()
-    pending: list[_Pending] = []
+    pending: list[Pending] = []
     done = {"files": 0, "bytes": 0, "chunks": 0}
 
     def tell() -> None:
@@ -478,8 +425,10 @@ def _ingest_into(
         for item, prepared in zip(pending, _embedded(pending, embedder, embedded), strict=True):
             stored = _write(writer, prepared, report)
             if progress is not None:
-                progress(f"{item.source}: {stored} chunks")
-            tick(item.size)
+                copied = f"a copy of {item.copy_of}" if item.copy_of else ""
+                progress(f"{item.source}: {copied or f'{stored} chunks'}")
+            if not item.message:  # an attachment is counted with its message
+                tick(item.size)
         pending.clear()
 
     for file in files:
@@ -497,22 +446,22 @@ def _ingest_into(
             tick(sizes[file])
             continue
         where = root_key or (known.root if known else "")
-        item = _Pending(source, sizes[file], [], file_sha256(data), where, known is None)
+        item = Pending(source, sizes[file], [], file_sha256(data), where, known is None)
         known_sha256 = known.sha256 if known is not None and writer.reuses_vectors else None
-        taken = _take(reader, report, seen_texts, item, data, file.name, known_sha256)
-        if taken is None:
+        taken = taker.take(item, data, file.name, known_sha256)
+        if not taken:
             tick(sizes[file])
             continue
-        pending.append(taken)
+        pending += taken
         if sum(len(item.chunks) for item in pending) >= EMBED_GATHER:
             flush()
     if pending:
         flush()
-    if root_key:  # a folder: its files that are gone go too
-        for source, record in previous.items():
-            if record.root == root_key and source not in seen_sources:
-                writer.remove_source(source)
-                report.removed.append(source)
+    if root_key:  # a folder: its files that are gone go too (an e-mail with its attachments)
+        gone = {r.message or s for s, r in previous.items() if r.root == root_key}
+        for source in sorted(gone - seen_sources):
+            writer.remove_source(source)
+            report.removed.append(source)
 
 
 def _size(file: Path) -> int:
@@ -520,15 +469,3 @@ def _size(file: Path) -> int:
         return file.stat().st_size
     except OSError:
         return 0
-
-
-def _first_seen(chunks: list[Chunk], seen: set[str]) -> list[Chunk]:
-    """The chunks whose normalised text is not in ``seen`` (which takes them), renumbered."""
-    unique: list[Chunk] = []
-    for chunk in chunks:
-        key = _normalised(chunk.text)
-        if key in seen:
-            continue
-        seen.add(key)
-        unique.append(replace(chunk, ordinal=len(unique)))
-    return unique

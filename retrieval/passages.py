@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from retrieval.index_types import IndexSpec
+from retrieval.source_names import SourceNames
 
 
 @dataclass(frozen=True)
@@ -24,12 +25,40 @@ class Passage:
     rerank_score: float | None = None
     page: int | None = None  # 1-based page of a paged format, else None
     kind: str = ""  # the file type it came from ("md", "pdf", ...)
+    ocr: bool = False  # its text was read by OCR (a scanned page, an image)
+    message: str = ""  # for an e-mail's attachment ("thread.eml#report.pdf"): the e-mail
+    also: tuple[str, ...] = ()  # the other names of the same file: its byte-identical copies
 
 
-def passage_of_row(collection: str, row: Sequence[Any], score: float = 0.0) -> Passage:
-    """A snapshot's chunk row (``snapshots.CHUNK_COLUMNS``) as a passage."""
-    id_, source, title, section, text, page, kind = row  # snapshots.CHUNK_COLUMNS order
-    return Passage(id_, collection, source, title, section, text, score, page=page, kind=kind)
+def passage_of_row(
+    collection: str,
+    row: Sequence[Any],
+    score: float = 0.0,
+    names: SourceNames | None = None,
+    prefix: str = "",
+) -> Passage:
+    """A snapshot's chunk row (``snapshots.CHUNK_COLUMNS``) as a passage; its ``ocr`` column,
+    which snapshots written before OCR lack, reads as false where it is missing or NULL.
+    ``names`` (the snapshot's) name it: by the first of its source and that source's copies
+    that starts with ``prefix`` (a search's filter), the others in ``also``, and its message."""
+    id_, source, title, section, text, page, kind = row[:7]  # snapshots.CHUNK_COLUMNS order
+    ocr = bool(row[7]) if len(row) > 7 else False
+    shown, also = names.shown(source, prefix) if names is not None else (source, ())
+    message = names.message_of(shown) if names is not None else ""
+    return Passage(
+        id_,
+        collection,
+        shown,
+        title,
+        section,
+        text,
+        score,
+        page=page,
+        kind=kind,
+        ocr=ocr,
+        message=message,
+        also=also,
+    )
 
 
 @dataclass(frozen=True)

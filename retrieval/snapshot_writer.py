@@ -75,14 +75,15 @@ CREATE TABLE chunks (
     ordinal INTEGER NOT NULL,
     page INTEGER,
     kind TEXT NOT NULL,
-    text TEXT NOT NULL
+    text TEXT NOT NULL,
+    ocr INTEGER NOT NULL DEFAULT 0
 );
 """
 _INDEXES = """
 CREATE INDEX IF NOT EXISTS chunks_source ON chunks (source);
 CREATE INDEX IF NOT EXISTS chunks_kind ON chunks (kind);
 """
-_COLUMNS = "id, source, title, section, ordinal, page, kind, text"
+_COLUMNS = "id, source, title, section, ordinal, page, kind, text, ocr"
 #: Backends that give the same vectors: ONNX fp32 matched torch with cosine 1.0000 on 200 demo
 #: chunks and the same top-10 for every question (``ragtime bench embed``); int8 does not.
 _SAME_VECTORS = {"torch": "fp32", "onnx": "fp32"}
@@ -275,6 +276,13 @@ class SnapshotWriter:
         # source -> each chunk's sentence vectors (None: not given, the snapshot keeps none)
         self._sentences: dict[str, list[np.ndarray] | None] = {}
         self._dropped: set[str] = set()  # base sources not carried over
+        # the base's sources whose rows are carried, by the name they carry them under (a copy
+        # that takes over its original's rows when the original goes: ``remove_source``)
+        self._base_rows: dict[str, str] = {s: s for s in self._files}
+        self._attached: dict[str, set[str]] = {}  # an e-mail -> its attachments
+        self._copies: dict[str, set[str]] = {}  # a source -> its copies
+        for source, record in list(self._files.items()):
+            self._set(source, record)
         self.rebuild = base is None
         self.published: Snapshot | None = None
 
@@ -298,7 +306,8 @@ class SnapshotWriter:
 
     @property
     def changed(self) -> bool:
-        return self.rebuild or bool(self._new or self._dropped)
+        base = dict(self.base.manifest.files) if self.base is not None else {}
+        return self.rebuild or bool(self._new or self._dropped) or self._files != base
 
     def _dim(self) -> int | None:
         if self._new:
@@ -339,10 +348,12 @@ class SnapshotWriter:
         sha256: str = "",
         root: str = "",
         sentence_vectors: Sequence[np.ndarray] | None = None,
+        message: str = "",
     ) -> int:
         """Make ``chunks`` (with ``vectors``, and each chunk's ``sentence_vectors`` when
-        given: ``retrieval.sentences``) the whole of ``source``; no chunks removes it. Returns
-        the number stored. A ``ValueError`` changes nothing."""
+        given: ``retrieval.sentences``) the whole of ``source`` (an attachment of the e-mail
+        ``message``, when given); no chunks removes it. Returns the number stored. A
+        ``ValueError`` changes nothing."""
         if sentence_vectors is not None and len(sentence_vectors) != len(chunks):
             raise ValueError(
                 f"{len(chunks)} chunk(s) but sentence vectors for {len(sentence_vectors)}"
@@ -367,7 +378,7 @@ class SnapshotWriter:
         ids = np.arange(self._next_id, self._next_id + len(chunks), dtype=np.int64)
         self._next_id += len(chunks)
         self._db.executemany(
-            f"INSERT INTO chunks ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            f"INSERT INTO chunks ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 (
                     int(i),
@@ -378,24 +389,78 @@ class SnapshotWriter:
                     c.page,
                     c.kind or kind_of(source),
                     c.text,
+                    int(c.ocr),
                 )
                 for i, c in zip(ids, chunks, strict=True)
             ],
         )
         self._new[source] = (ids, matrix)
         self._sentences[source] = list(sentence_vectors) if sentence_vectors is not None else None
-        self._files[source] = SourceRecord(sha256, len(chunks), root)
+        self._set(source, SourceRecord(sha256, len(chunks), root, message=message))
         return len(chunks)
 
+    def _set(self, source: str, record: SourceRecord) -> None:
+        """``record`` is ``source``'s now (indexed by its message and its original)."""
+        self._unset(source)
+        self._files[source] = record
+        if record.message:
+            self._attached.setdefault(record.message, set()).add(source)
+        if record.duplicate_of:
+            self._copies.setdefault(record.duplicate_of, set()).add(source)
+
+    def _unset(self, source: str) -> None:
+        record = self._files.pop(source, None)
+        if record is not None:
+            self._attached.get(record.message, set()).discard(source)
+            self._copies.get(record.duplicate_of, set()).discard(source)
+
     def remove_source(self, source: str) -> None:
-        """Leave ``source`` out of the next snapshot (nothing when it holds no such source)."""
+        """Leave ``source`` out of the next snapshot (nothing when it holds no such source),
+        and an e-mail's attachments with it. A source with copies leaves its chunks to the
+        first of them (by name), which the others then copy."""
+        for attached in sorted(self._attached.get(source, ())):
+            self.remove_source(attached)
+        record = self._files.get(source)
+        heirs = sorted(self._copies.get(source, ()))
+        if record is not None and heirs:
+            heir, *others = heirs
+            self._move_rows(source, heir)
+            self._set(heir, replace(self._files[heir], chunks=record.chunks, duplicate_of=""))
+            for other in others:
+                self._set(other, replace(self._files[other], duplicate_of=heir))
+            self._unset(source)
+            return
         if source in self._new:
             self._db.execute("DELETE FROM chunks WHERE source = ?", (source,))
             del self._new[source]
             self._sentences.pop(source, None)
-        if self.base is not None and source in self.base.manifest.files:
-            self._dropped.add(source)
-        self._files.pop(source, None)
+        if source in self._base_rows:
+            self._dropped.add(self._base_rows.pop(source))
+        self._unset(source)
+
+    def _move_rows(self, source: str, heir: str) -> None:
+        """``source``'s chunks become ``heir``'s (which holds none)."""
+        if source in self._new:
+            self._db.execute("UPDATE chunks SET source = ? WHERE source = ?", (heir, source))
+            self._new[heir] = self._new.pop(source)
+            self._sentences[heir] = self._sentences.pop(source, None)
+        if source in self._base_rows:
+            self._base_rows[heir] = self._base_rows.pop(source)
+
+    def record_copy(
+        self, source: str, of: str, *, sha256: str, root: str = "", message: str = ""
+    ) -> str | None:
+        """Record ``source`` (bytes of SHA-256 ``sha256``) as a copy of ``of``, or of the
+        source ``of`` copies: it holds no chunks and shares theirs. Returns the source it
+        copies, or None when that holds other bytes now (nothing is changed)."""
+        original = self._files.get(of)
+        if original is not None and original.duplicate_of:
+            of, original = original.duplicate_of, self._files.get(original.duplicate_of)
+        if original is None or original.sha256 != sha256 or not original.chunks or of == source:
+            return None
+        self.remove_source(source)
+        self._set(source, SourceRecord(sha256, 0, root, duplicate_of=of, message=message))
+        return of
 
     # -- publish -----------------------------------------------------------------------------
 
@@ -409,8 +474,16 @@ class SnapshotWriter:
         self._db.execute("BEGIN")
         self._db.execute("CREATE TEMP TABLE dropped (source TEXT PRIMARY KEY)")
         self._db.executemany("INSERT INTO dropped VALUES (?)", [(s,) for s in self._dropped])
+        self._db.execute("CREATE TEMP TABLE renamed (old TEXT PRIMARY KEY, new TEXT NOT NULL)")
+        renamed = [(old, new) for new, old in self._base_rows.items() if new != old]
+        self._db.executemany("INSERT INTO renamed VALUES (?, ?)", renamed)
+        carried = _COLUMNS.replace(
+            "source", "COALESCE((SELECT new FROM renamed WHERE old = source), source)", 1
+        )
+        if "ocr" not in {row[1] for row in self._db.execute("PRAGMA base.table_info(chunks)")}:
+            carried = carried.replace(", ocr", ", 0")  # a base written before OCR
         self._db.execute(
-            f"INSERT INTO chunks ({_COLUMNS}) SELECT {_COLUMNS} FROM base.chunks "
+            f"INSERT INTO chunks ({_COLUMNS}) SELECT {carried} FROM base.chunks "
             "WHERE source NOT IN (SELECT source FROM dropped)"
         )
         gone = np.fromiter(

@@ -7,7 +7,9 @@ Layout under the store root (``$RAGTIME_DATA_DIR/store``)::
     collections/<name>/snapshots/<version>/   an immutable snapshot, ``v000001``, ``v000002``...
         manifest.json    embedding backend and model, index kind and parameters, counts,
                          file types, each source file's SHA-256, chunk count and ingest root
-        chunks.sqlite3   table ``chunks`` (id, source, title, section, ordinal, page, kind, text)
+                         (and the source a copy shares chunks with, an attachment's message)
+        chunks.sqlite3   table ``chunks`` (id, source, title, section, ordinal, page, kind, text,
+                         ocr; a table written before OCR lacks ``ocr``: read as 0)
         ids.npy          int64 (n,): the chunk ids, ascending
         vectors.npy      float32 (n, dim): row i is the vector of chunk ``ids[i]``
         index.faiss      the FAISS index over those vectors, by chunk id
@@ -43,6 +45,7 @@ import numpy as np
 from retrieval.errors import BrokenIndex, RetrievalError
 from retrieval.filters import SearchFilter
 from retrieval.index_types import IndexSpec, search_parameters, to_device
+from retrieval.source_names import SourceNames
 
 log = logging.getLogger(__name__)
 
@@ -121,11 +124,16 @@ def read_pointer(collection: Path) -> str | None:
 @dataclass(frozen=True)
 class SourceRecord:
     """What a snapshot knows of one source file: its content hash (empty when unknown, e.g.
-    migrated from the old layout), its chunk count, and the directory it was ingested from."""
+    migrated from the old layout), its chunk count, and the directory it was ingested from.
+    An e-mail's attachment (``thread.eml#report.pdf``) names its ``message``; a byte-identical
+    copy holds no chunks and names the source whose chunks it shares (``duplicate_of``). Both
+    are empty in manifests written before they were kept."""
 
     sha256: str
     chunks: int
     root: str = ""
+    duplicate_of: str = ""
+    message: str = ""
 
 
 @dataclass(frozen=True)
@@ -150,6 +158,10 @@ class Manifest:
     def to_json(self) -> str:
         data = asdict(self)
         data["index"] = self.index.to_json()
+        for record in data["files"].values():  # written only when set: as before they were kept
+            for name in ("duplicate_of", "message"):
+                if not record[name]:
+                    del record[name]
         return json.dumps(data, indent=1, sort_keys=True)
 
     @classmethod
@@ -228,8 +240,12 @@ class Snapshot:
         self.device = device
         """Where the index runs, and why: ``cpu: <reason>`` or ``gpu: <devices>``."""
         self.on_gpu = device.startswith("gpu")
+        self.names = SourceNames.of(manifest.files)
+        """The copies of each source and the message of each attachment."""
         self._db = db
         self._lock = threading.Lock()
+        has_ocr = any(row[1] == "ocr" for row in db.execute("PRAGMA table_info(chunks)"))
+        self._columns = f"{CHUNK_COLUMNS}, ocr" if has_ocr else CHUNK_COLUMNS
 
     @classmethod
     def load(cls, path: Path, *, use_gpu: bool = False, verify: bool = True) -> Snapshot:
@@ -277,19 +293,23 @@ class Snapshot:
         return self.manifest.chunks
 
     def rows(self, ids: Iterable[int]) -> dict[int, tuple[Any, ...]]:
-        """The chunk rows (``CHUNK_COLUMNS``) of ``ids`` this snapshot holds."""
+        """The chunk rows (``CHUNK_COLUMNS``, then ``ocr`` where the table has it) of ``ids``
+        this snapshot holds."""
         wanted = sorted({int(i) for i in ids})
         rows: dict[int, tuple[Any, ...]] = {}
         with self._lock:
             for start in range(0, len(wanted), 500):  # stay under SQLite's variable limit
                 batch = wanted[start : start + 500]
                 marks = ",".join("?" * len(batch))
-                query = f"SELECT {CHUNK_COLUMNS} FROM chunks WHERE id IN ({marks})"
+                query = f"SELECT {self._columns} FROM chunks WHERE id IN ({marks})"
                 rows.update((row[0], row) for row in self._db.execute(query, batch))
         return rows
 
     def matching_ids(self, search_filter: SearchFilter) -> np.ndarray:
-        condition, params = search_filter.sql()
+        """The ids of the chunks ``search_filter`` keeps (a copy's name keeps its original's)."""
+        condition, params = search_filter.sql(
+            self.names.originals_under(search_filter.source_prefix)
+        )
         with self._lock:
             found = self._db.execute(f"SELECT id FROM chunks WHERE {condition}", params)
             return np.fromiter((row[0] for row in found), dtype=np.int64)

@@ -346,7 +346,8 @@ class DocumentStore:
         left out), score 0."""
         found: dict[int, Passage] = {}
         for name, snapshot in self._snapshots.items():
-            found |= {i: passage_of_row(name, row) for i, row in snapshot.rows(ids).items()}
+            rows = snapshot.rows(ids).items()
+            found |= {i: passage_of_row(name, row, names=snapshot.names) for i, row in rows}
         return [found[i] for i in ids if i in found]
 
     def check_filter(self, collection: str, search_filter: SearchFilter) -> None:
@@ -419,7 +420,12 @@ class DocumentStore:
                         self._remember_pointer(collection)
             raise BrokenIndex(f"collection {collection!r} cannot be searched: {reason}")
         rows = snapshot.rows(i for i, _ in hits)
-        passages = [passage_of_row(collection, rows[i], score) for i, score in hits if i in rows]
+        prefix = search_filter.source_prefix if search_filter is not None else ""
+        passages = [
+            passage_of_row(collection, rows[i], score, snapshot.names, prefix)
+            for i, score in hits
+            if i in rows
+        ]
         info = SearchInfo(snapshot.version, snapshot.manifest.index, snapshot.device, method)
         return passages, info
 

@@ -18,6 +18,7 @@ from app.schemas import (
     CollectionList,
     CollectionOut,
     DocumentText,
+    IngestCopy,
     IngestFailure,
     IngestResponse,
 )
@@ -85,15 +86,22 @@ async def upload_documents(
         workers=services.uploads,
     )
     failures = [IngestFailure(source=s, reason=r) for s, r in report.failures]
-    if not (report.files or report.unchanged):
+    if not (report.files or report.attachments or report.unchanged or report.copies):
         reasons = "; ".join(f"{f.source}: {f.reason}" for f in failures) or "nothing to ingest"
         raise InvalidField("documents", f"no document could be ingested ({reasons})")
     failed = {f.source for f in failures}
+    sources = [
+        source
+        for d in documents
+        for source in (d.source, *[a for a, m in report.attachments if m == d.source])
+        if source not in failed
+    ]
     response = IngestResponse(
         collection=collection,
-        files=report.files + len(report.unchanged),
+        files=report.files + len(report.unchanged) + len(report.copies),
         chunks=report.chunks,
-        sources=[d.source for d in documents if d.source not in failed],
+        sources=sources,
         failures=failures,
+        copies=[IngestCopy(source=s, of=o) for s, o in report.copies],
     )
     return JSONResponse(response.model_dump(mode="json"), status_code=201)

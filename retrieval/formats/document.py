@@ -3,8 +3,10 @@
 A parser reads one file and gives a ``Document``: its ``kind`` (the file type), a ``title``
 ("" when the file names none: the file stem stands in) and its ``blocks`` in reading order.
 Each ``Block`` is a paragraph (or a code block, or a table row) with the ``path`` of headings
-above it and, for paged formats, its 1-based ``page``. The chunker packs blocks into chunks
-and never needs to know the format.
+above it and, for paged formats, its 1-based ``page``; ``ocr`` when OCR read it off an image.
+The chunker packs blocks into chunks and never needs to know the format.
+
+A file may carry others (an e-mail its attachments): ``Attachment`` is one such file, unread.
 
 ``SectionPath`` turns headings with levels into paths; ``drop_title`` takes the document's
 title off the front of every path when one heading stands above all others.
@@ -26,15 +28,25 @@ class Block:
     path: tuple[str, ...] = ()  # headings above it, outermost first
     page: int | None = None  # 1-based page of a paged format
     code: bool = False  # cut at lines, never at sentences
+    ocr: bool = False  # read by OCR from a scanned page or an image (``formats.ocr``)
 
 
 @dataclass(frozen=True)
 class Document:
     """One parsed file."""
 
-    kind: str  # "md", "rst", "txt", "html", "pdf", "docx", "eml", "xlsx", "csv"
+    kind: str  # "md", "rst", "txt", "html", "pdf", "docx", "eml", "xlsx", "csv", "png"...
     title: str = ""  # "" = the first heading, else the file stem
     blocks: list[Block] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Attachment:
+    """A file that another file carries (an e-mail's attachment), to be read as a document of
+    its own: its file name (its suffix says its format) and its bytes."""
+
+    name: str
+    data: bytes
 
 
 class SectionPath:

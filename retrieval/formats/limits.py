@@ -27,6 +27,7 @@ LimitName = Literal[
     "max_rows",
     "max_paragraphs",
     "max_chunks",
+    "max_image_pixels",
 ]
 
 _UNITS: dict[LimitName, str] = {
@@ -36,6 +37,7 @@ _UNITS: dict[LimitName, str] = {
     "max_rows": "rows",
     "max_paragraphs": "paragraphs",
     "max_chunks": "chunks",
+    "max_image_pixels": "pixels",
 }
 
 T = TypeVar("T")
@@ -65,6 +67,11 @@ class ParseLimits:
     max_chunks: int = 20_000
     """Chunks one file makes once parsed (checked by ingest, after chunking): the cost of its
     embedding."""
+
+    max_image_pixels: int = 40_000_000
+    """Pixels of an image to OCR (a frame of a TIFF), checked from its header before it is
+    decoded: a decompression bomb is refused. An A4 page scanned at 600 dpi holds 35 million.
+    A scanned PDF page is rendered at a resolution that keeps within it."""
 
     def check(
         self, limit: LimitName, count: int, *, what: str = "", at_least: bool = False

@@ -239,8 +239,8 @@ async def test_an_upload_is_ingested_off_the_event_loop(
     rounds: list[list[str]] = []
     async with asgi_client(app) as client:
 
-        async def upload(name: str) -> None:
-            body = {"source": f"{name}.md", "text": NOTES}
+        async def upload(name: str) -> None:  # its own text: a copy would not be embedded
+            body = {"source": f"{name}.md", "text": f"{NOTES}\nNoted in {name}.\n"}
             response = await client.post("/v1/collections/c/documents", json=body, headers=auth)
             assert response.status_code == 201
 

@@ -1,5 +1,6 @@
 """Builders of small document files for the format tests: PDF (fpdf2), DOCX (python-docx), XLSX
-(openpyxl), e-mail (the standard library's ``email``), and broken ones of each binary type."""
+(openpyxl), e-mail (the standard library's ``email``), and broken ones of each binary type; PDFs
+of scanned pages (Pillow, fpdf2) from images of text (``bench.ocr.render_text``)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 import docx
 from fpdf import FPDF
 from openpyxl import Workbook
+from PIL.Image import Image
 
 
 def make_pdf(path: Path, pages: list[list[str]], *, title: str = "") -> Path:
@@ -34,6 +36,27 @@ def make_scanned_pdf(path: Path, pages: int = 2) -> Path:
         pdf.add_page()
         pdf.set_fill_color(40, 40, 40)
         pdf.rect(20, 20, 120, 40, style="F")
+    pdf.output(str(path))
+    return path
+
+
+def make_image_pdf(path: Path, pages: list[Image], *, dpi: int = 200) -> Path:
+    """A PDF of images only, one a page, as Pillow writes it: a scan, with no text layer."""
+    first, *rest = pages
+    first.save(path, "PDF", resolution=dpi, save_all=True, append_images=rest)
+    return path
+
+
+def make_mixed_pdf(path: Path, text: list[str], scan: Image) -> Path:
+    """Page 1 with a text layer (``text``, a paragraph each), page 2 the image ``scan`` alone."""
+    pdf = FPDF()
+    pdf.set_font("helvetica", size=11)
+    pdf.add_page()
+    for paragraph in text:
+        pdf.multi_cell(0, 6, paragraph)
+        pdf.ln(6)
+    pdf.add_page()
+    pdf.image(scan, x=10, y=10, w=190)
     pdf.output(str(path))
     return path
 

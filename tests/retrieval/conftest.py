@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -39,3 +40,12 @@ def embedder() -> Embedder:
 def tiny_cross_encoder_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A randomly initialised one-layer BERT cross-encoder saved locally (scores are noise)."""
     return build_tiny_cross_encoder(tmp_path_factory.mktemp("tiny-cross-encoder"))
+
+
+@pytest.fixture
+def no_tesseract(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tesseract cannot be found: ``PATH`` without the folders that hold it (as on a machine
+    without Debian's tesseract-ocr)."""
+    folders = os.environ.get("PATH", "").split(os.pathsep)
+    kept = [folder for folder in folders if not (Path(folder) / "tesseract").exists()]
+    monkeypatch.setenv("PATH", os.pathsep.join(kept))

@@ -187,11 +187,14 @@ def test_markup_blocks_count_against_the_paragraph_limit(name: str) -> None:
 
 
 def test_eml_attachment_over_the_paragraph_limit_is_refused_as_such() -> None:
+    """A text attachment of no type ingest reads is read into the message (one of a type it
+    reads is a document of its own, read within a file's limits: tests/retrieval/test_email_
+    attachments.py)."""
     message = EmailMessage()
     message["Subject"] = "Minutes"
     message.set_content("See the attached minutes.")
     minutes = "\n\n".join(f"Point {n} was agreed." for n in range(50))
-    message.add_attachment(minutes, subtype="plain", filename="minutes.txt")
+    message.add_attachment(minutes, subtype="plain", filename="minutes.log")
     data = bytes(message)
     assert len(parse_bytes(data, "m.eml", ParseLimits(max_paragraphs=52)).blocks) == 52
     with pytest.raises(LimitExceeded) as exc:

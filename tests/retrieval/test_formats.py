@@ -6,10 +6,18 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from PIL import Image
 
 from retrieval import NoTextLayer, UnreadableDocument
 from retrieval.chunking import chunk_document
-from retrieval.formats import SUPPORTED_SUFFIXES, parse_bytes, parse_file, stem_of, suffix_of
+from retrieval.formats import (
+    SUPPORTED_SUFFIXES,
+    parse_bytes,
+    parse_file,
+    parse_with_attachments,
+    stem_of,
+    suffix_of,
+)
 from tests.helpers.documents import (
     make_broken,
     make_docx,
@@ -143,12 +151,17 @@ def test_pdf_text_layer_keeps_page_numbers(tmp_path: Path) -> None:
     assert {c.kind for c in chunks} == {"pdf"}
 
 
+@pytest.mark.usefixtures("no_tesseract")
 def test_scanned_pdf_and_images_need_ocr(tmp_path: Path) -> None:
-    with pytest.raises(NoTextLayer, match="no text layer: needs OCR"):
+    """Without Tesseract (tests/retrieval/test_ocr.py reads them with it)."""
+    with pytest.raises(NoTextLayer, match=r"no text layer: needs OCR .*tesseract-ocr"):
         parse_file(make_scanned_pdf(tmp_path / "scan.pdf"))
-    (tmp_path / "photo.png").write_bytes(b"\x89PNG\r\n\x1a\n")
-    with pytest.raises(NoTextLayer, match="needs OCR"):
+    Image.new("L", (64, 32), 255).save(tmp_path / "photo.png")
+    with pytest.raises(NoTextLayer, match=r"needs OCR .*tesseract-ocr is not installed"):
         parse_file(tmp_path / "photo.png")
+    (tmp_path / "fake.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    with pytest.raises(UnreadableDocument, match="cannot parse as png: not a PNG, JPEG"):
+        parse_file(tmp_path / "fake.png")
 
 
 @pytest.mark.parametrize("name", ["broken.pdf", "broken.docx", "broken.xlsx"])
@@ -209,7 +222,7 @@ def test_office_files_expand_no_external_entity(
     assert texts and not any("TOPSECRET" in text for text in texts)
 
 
-def test_eml_headers_body_and_text_attachments(tmp_path: Path) -> None:
+def test_eml_headers_body_and_attachments(tmp_path: Path) -> None:
     document = parse_file(make_eml(tmp_path / "mail.eml"))
     assert (document.kind, document.title) == ("eml", "Quarterly report is late")
     header = document.blocks[0].text
@@ -217,10 +230,12 @@ def test_eml_headers_body_and_text_attachments(tmp_path: Path) -> None:
     assert "Date: Tue, 01 Dec 2026 09:30:00 +0000" in header
     texts = [b.text for b in document.blocks]
     assert "The quarterly report will arrive on Friday." in texts
-    [attached] = [b for b in document.blocks if b.path]
-    assert attached.text == "Revenue grew by 12 percent."
-    assert attached.path == ("Attachment: figures.rst", "Figures")
-    assert not any("PNG" in text for text in texts)  # a binary attachment is not text
+    assert not any(b.path for b in document.blocks)  # no attachment is read into the message
+    assert not any("PNG" in text for text in texts)
+    # Attachments of a type ingest reads are files of their own (test_email_attachments.py).
+    _, attachments = parse_with_attachments((tmp_path / "mail.eml").read_bytes(), "mail.eml")
+    assert [a.name for a in attachments] == ["figures.rst", "chart.png"]
+    assert attachments[0].data.startswith(b"Figures\n=======")
 
 
 def test_eml_html_body_is_made_text(tmp_path: Path) -> None:

@@ -6,14 +6,13 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
+from PIL import Image
 
-from retrieval import Chunk, DocumentStore, IngestProgress, ingest_path
+from retrieval import DocumentStore, IngestProgress, ingest_path
 from retrieval.ingest import embed_by_length
-from retrieval.snapshot_writer import SnapshotWriter
 from tests.fakes.hash_embedder import HashEmbedder
 from tests.helpers.documents import (
     make_broken,
@@ -23,12 +22,15 @@ from tests.helpers.documents import (
     make_scanned_pdf,
     make_xlsx,
 )
+from tests.helpers.store_spy import recording_writes
 
 FOOTER = "This document is confidential and meant for its addressees only."
 
 
 @pytest.fixture
-def mixed(tmp_path: Path) -> Path:
+def mixed(tmp_path: Path, no_tesseract: None) -> Path:
+    """Files of every format, and some that fail; without Tesseract (tests/retrieval/test_ocr.py
+    ingests scans with it)."""
     root = tmp_path / "mixed"
     root.mkdir()
     (root / "a.md").write_text(f"# Lists\n\nA list holds items in order.\n\n{FOOTER}\n")
@@ -40,39 +42,29 @@ def mixed(tmp_path: Path) -> Path:
     make_xlsx(root / "g.xlsx")
     make_eml(root / "h.eml")
     make_scanned_pdf(root / "scan.pdf")
-    (root / "photo.jpg").write_bytes(b"\xff\xd8\xff\xe0 not really a jpeg")
+    Image.new("L", (64, 32), 255).save(root / "photo.jpg")
+    (root / "fake.png").write_bytes(b"\x89PNG\r\n\x1a\n not really a png")
     make_broken(root / "broken.docx")
     (root / "archive.bin").write_bytes(b"\x00\x01")
     return root
 
 
-def _recording(store: DocumentStore, monkeypatch: pytest.MonkeyPatch) -> dict[str, list[Chunk]]:
-    """What the snapshot writer is given to store, per source (chunks with their ordinals)."""
-    given: dict[str, list[Chunk]] = {}
-    replace = SnapshotWriter.replace_source
-
-    def record(
-        writer: SnapshotWriter, source: str, chunks: Sequence[Chunk], vectors: Any, **kw: Any
-    ) -> int:
-        given[source] = list(chunks)
-        return replace(writer, source, chunks, vectors, **kw)
-
-    monkeypatch.setattr(SnapshotWriter, "replace_source", record)
-    return given
-
-
 def test_every_format_is_ingested_and_failures_are_named(
     mixed: Path, store: DocumentStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    given = _recording(store, monkeypatch)
+    given = recording_writes(monkeypatch)
     report = ingest_path(mixed, collection="mix", embedder=HashEmbedder(), store=store)
     ingested = ["a.md", "b.rst.txt", "c.html", "d.csv", "e.pdf", "f.docx", "g.xlsx", "h.eml"]
-    assert store.sources("mix") == ingested
-    assert report.files == len(ingested)
+    assert store.sources("mix") == [*ingested, "h.eml#figures.rst"]  # an attachment: its own
+    assert report.files == len(ingested) and report.attachments == [("h.eml#figures.rst", "h.eml")]
     failures = dict(report.failures)
-    assert set(failures) == {"scan.pdf", "photo.jpg", "broken.docx"}
-    assert failures["scan.pdf"].startswith("no text layer: needs OCR")
-    assert failures["photo.jpg"].startswith("no text layer: needs OCR")
+    assert set(failures) == {"scan.pdf", "photo.jpg", "fake.png", "broken.docx", "h.eml#chart.png"}
+    needs = "no text layer: needs OCR ({}; tesseract-ocr is not installed)"
+    assert failures["scan.pdf"] == needs.format("2 page(s) without text")
+    assert failures["photo.jpg"] == needs.format("an image")
+    assert (
+        failures["fake.png"] == "cannot parse as png: not a PNG, JPEG, GIF, BMP, TIFF or WebP image"
+    )
     assert failures["broken.docx"].startswith("cannot parse as docx: ")
     assert report.skipped == ["archive.bin"]
     kinds = {source: {c.kind for c in chunks} for source, chunks in given.items()}
@@ -85,6 +77,7 @@ def test_every_format_is_ingested_and_failures_are_named(
         "f.docx": {"docx"},
         "g.xlsx": {"xlsx"},
         "h.eml": {"eml"},
+        "h.eml#figures.rst": {"rst"},
     }
     assert [c.page for c in given["e.pdf"]] == [1, 2]
     docx = "\n".join(c.text for c in given["f.docx"])
@@ -95,7 +88,7 @@ def test_every_format_is_ingested_and_failures_are_named(
 def test_duplicate_chunks_are_stored_once(
     mixed: Path, store: DocumentStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    given = _recording(store, monkeypatch)
+    given = recording_writes(monkeypatch)
     # z.md is a.md once normalised (case, spaces): each of its chunks is one of a.md's.
     (mixed / "z.md").write_text(f"# LISTS\n\nA  LIST HOLDS ITEMS IN ORDER.\n\n{FOOTER.upper()}\n")
     report = ingest_path(
