@@ -19,13 +19,18 @@ from tracing.budget import StageName
 if TYPE_CHECKING:
     from retrieval.index_types import IndexSettings
 
+#: How a search finds passages: by vector (``dense``), by BM25 over their words (``keyword``), or
+#: both fused by reciprocal rank (``hybrid``).
+SearchMode = Literal["dense", "keyword", "hybrid"]
+
 #: Default share of a request's budget per stage; generation gets most of it.
 DEFAULT_BUDGET_SHARES: dict[str, float] = {
     StageName.AUTH: 0.01,
     StageName.MODERATE_QUESTION: 0.01,
     StageName.EMBED: 0.04,
     StageName.SEARCH: 0.02,
-    StageName.RERANK: 0.12,
+    StageName.KEYWORD: 0.01,
+    StageName.RERANK: 0.11,
     StageName.MODERATE_PASSAGES: 0.01,
     StageName.ASSEMBLE: 0.02,
     StageName.GENERATE: 0.72,
@@ -115,7 +120,21 @@ class Settings(BaseSettings):
 
     reranker_model: str | None = Field(None, description="Cross-encoder id or path; empty = none.")
     rerank_candidates: int = Field(20, ge=1, le=200, description="Passages scored by rerank.")
+    rerank_batch_size: int = Field(
+        8,
+        ge=1,
+        le=200,
+        description="Candidates scored together: rerank scores batches best-first while the "
+        "next one fits its share of the budget, then keeps the found order for the rest.",
+    )
     top_k: int = Field(4, ge=1, le=50, description="Passages given to the prompt by default.")
+    # Measured with `ragtime eval retrieval` on the Python FAQ and keyword sets (BENCHMARKS.md,
+    # "Hybrid retrieval"): the mode that did best on both together.
+    search_mode: SearchMode = Field(
+        "hybrid",
+        description="How /v1/ask (and /v1/search without `mode`) finds passages: dense "
+        "vectors, BM25 keywords, or both fused by reciprocal rank (k=60).",
+    )
     max_top_k: int = Field(20, ge=1, le=200)
 
     # Snapshots and indexes (retrieval/store.py, retrieval/index_types.py).

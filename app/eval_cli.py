@@ -1,7 +1,9 @@
 """``ragtime eval retrieval``: the retrieval evaluation on the configured models and settings.
 
-The command builds the dataset from data fetched at set-up (``make eval-data``), runs
-``retrieval.eval.evaluate`` with the configured embedder and chunking, the configured
+The command builds the dataset from data fetched at set-up (``make eval-data``): the Python
+FAQ's questions, or keyword queries drawn from the same corpus (``python-keywords``); runs
+``retrieval.eval.evaluate`` in the search ``--mode`` (default the configured one), with the
+configured embedder and chunking, the configured
 cross-encoder (when one loads) and any ``--reranker``, the configured rerank candidates,
 ``top_k`` and context tokens, and the llama.cpp model's tokenizer for the prompt rows, and prints
 a Markdown table (``--json`` writes the figures). A trained reranker's gain goes into its
@@ -17,7 +19,7 @@ from typing import Any
 
 from app.config import Settings, get_settings
 
-DATASETS = ("python-faq",)
+DATASETS = ("python-faq", "python-keywords")
 
 
 def register_eval(sub: Any) -> None:
@@ -37,6 +39,12 @@ def register_eval(sub: Any) -> None:
     retrieval.add_argument(
         "--work-dir", type=Path, help="store and vectors (default: <data_dir>/eval/work)"
     )
+    retrieval.add_argument(
+        "--mode",
+        choices=("dense", "keyword", "hybrid"),
+        help="how ragtime's rows search: vectors, BM25 keywords, or both fused by reciprocal "
+        "rank (default: RAGTIME_SEARCH_MODE)",
+    )
     retrieval.add_argument("--depth", type=int, default=100, help="chunks retrieved per question")
     retrieval.add_argument("--limit", type=int, default=0, help="use the first N questions only")
     retrieval.add_argument(
@@ -54,8 +62,28 @@ def register_eval(sub: Any) -> None:
         "RAGTIME_RERANKER_MODEL. A model `ragtime reranker train` saved gets this run's figures "
         "in its ragtime-training.json (`evaluation`), which decides whether the service uses it",
     )
+    retrieval.add_argument(
+        "--rerank-budgets",
+        type=_milliseconds,
+        default=(),
+        metavar="MS,MS,...",
+        help="also rerank within each of these shares of time per question, as the rerank "
+        "stage does (batches of RAGTIME_RERANK_BATCH_SIZE, best first, until the share runs "
+        "out): nDCG@10 against rerank time",
+    )
     retrieval.add_argument("--json", type=Path, help="write the figures here")
     retrieval.set_defaults(func=cmd_eval_retrieval)
+
+
+def _milliseconds(text: str) -> tuple[float, ...]:
+    """``"5,10,20"`` as milliseconds, each 0 or more."""
+    try:
+        values = tuple(float(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of milliseconds: {text!r}") from None
+    if not values or any(v < 0 for v in values):
+        raise argparse.ArgumentTypeError(f"milliseconds must be 0 or more: {text!r}")
+    return values
 
 
 def _packer(settings: Settings) -> Any:
@@ -126,7 +154,14 @@ def _record_gains(report: Any, say: Any) -> None:
 
 def cmd_eval_retrieval(args: argparse.Namespace) -> int:
     from app.services import default_embedder
-    from retrieval.eval import EvalDataMissing, build_dataset, evaluate, require_sources, table
+    from retrieval.eval import (
+        EvalDataMissing,
+        build_dataset,
+        evaluate,
+        keyword_dataset,
+        require_sources,
+        table,
+    )
 
     settings = get_settings()
 
@@ -146,16 +181,21 @@ def cmd_eval_retrieval(args: argparse.Namespace) -> int:
     except EvalDataMissing as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if args.dataset == "python-keywords":
+        dataset = keyword_dataset(dataset)
     if args.limit > 0:
         dataset.questions[:] = dataset.questions[: args.limit]
     say(f"{dataset.name}: {len(dataset.questions)} questions, {dataset.documents} documents")
     report = evaluate(
         dataset,
+        mode=args.mode or settings.search_mode,
         embedder=default_embedder(settings),
         baseline_embedder=_baseline_embedder(settings),
         rerankers=_rerankers(settings, args.reranker, say),
         packer=_packer(settings),
         rerank_candidates=settings.rerank_candidates,
+        rerank_budgets_ms=args.rerank_budgets,
+        rerank_batch_size=settings.rerank_batch_size,
         top_k=settings.top_k,
         context_tokens=settings.context_tokens,
         min_context_tokens=settings.min_context_tokens,

@@ -1,11 +1,12 @@
 """The request pipeline: the stages of one question (``app.stages``), in order, each in its span
 and charged to the request's budget.
 
-moderate.question -> embed -> search -> (plan) -> rerank -> moderate.passages (passages that
-carry instructions for the model are quarantined) -> assemble -> generate (the answer filtered as
-it streams) -> moderate.answer -> attribute (which passages the final answer cites: its own
-``[n]`` labels, else its sentences attributed by similarity; skipped, and said so, when the
-budget has no time left for it). Retrieval-only requests stop after rerank.
+moderate.question -> embed -> search (dense), keyword (BM25), or both fused by reciprocal rank
+(the request's or ``RAGTIME_SEARCH_MODE``'s mode) -> (plan) -> rerank -> moderate.passages
+(passages that carry instructions for the model are quarantined) -> assemble -> generate (the
+answer filtered as it streams) -> moderate.answer -> attribute (which passages the final answer
+cites: its own ``[n]`` labels, else its sentences attributed by similarity; skipped, and said
+so, when the budget has no time left for it). Retrieval-only requests stop after rerank.
 
 The pipeline runs the stages and plans nothing: each request's budget session
 (``tracing.budget.session``) admits it, plans it after search, holds its generation time at the
@@ -19,6 +20,7 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncGenerator, Awaitable
 from contextlib import aclosing
+from dataclasses import replace
 from typing import TypeVar
 
 import numpy as np
@@ -32,6 +34,7 @@ from app.answer_events import (
     finish_reason,
 )
 from app.budget_engine import build_budget_engine
+from app.config import SearchMode
 from app.errors import BudgetExhausted, InvalidField, budget_refusals
 from app.services import Services
 from app.shutdown import Shutdown
@@ -40,7 +43,7 @@ from app.stages.attribution import kept_chunks
 from app.stages.generation import record_first_token, record_generation_end
 from app.stages.result import StageResult
 from inference import RouteDecision
-from retrieval import InvalidFilter, Passage, SearchFilter
+from retrieval import InvalidFilter, Passage, SearchFilter, fuse_passages, keyword_weight
 from tracing.budget import (
     BudgetEngine,
     BudgetLedger,
@@ -83,11 +86,14 @@ class Pipeline:
         *,
         route: str,
         search_filter: SearchFilter | None = None,
+        mode: SearchMode | None = None,
     ) -> list[Passage]:
-        """Embed, search (within ``search_filter``) and rerank (sized to the budget): the ``k``
-        best passages."""
+        """Embed, search (within ``search_filter``, in ``mode``: default the setting's) and
+        rerank (sized to the budget): the ``k`` best passages."""
         session = BudgetSession(self.budget, ledger, route=route)
-        passages, _ = await self._retrieve(query, collection, k, session, search_filter)
+        passages, _ = await self._retrieve(
+            query, collection, k, session, search_filter, mode=mode, need_vector=False
+        )
         return passages
 
     async def _retrieve(
@@ -97,40 +103,70 @@ class Pipeline:
         k: int,
         session: BudgetSession,
         search_filter: SearchFilter | None = None,
-    ) -> tuple[list[Passage], np.ndarray]:
-        """The passages, and the query's vector (which pruning weighs sentences by)."""
+        *,
+        mode: SearchMode | None = None,
+        need_vector: bool = True,
+    ) -> tuple[list[Passage], np.ndarray | None]:
+        """The passages, and the query's vector (which pruning weighs sentences by; None when
+        a keyword search did not ``need_vector``)."""
         stages, ledger = self.stages, session.ledger
+        mode = mode or self.settings.search_mode
         try:
             stages.search.check(collection, search_filter)
         except InvalidFilter as exc:
             raise InvalidField(exc.field, exc.reason) from exc
-        embedder = self.services.embedders_for(collection)
-        embedded = await self._stage(
-            session,
-            StageName.EMBED,
-            stages.embed.run(query, deadline=ledger.deadline, embedder=embedder),
-        )
+        vector: np.ndarray | None = None
         candidates = max(k, self.settings.rerank_candidates) if stages.rerank.available else k
-        found = await self._stage(
-            session,
-            StageName.SEARCH,
-            stages.search.run(
-                collection,
-                embedded.vector,
-                candidates,
-                deadline=ledger.deadline,
-                search_filter=search_filter,
-                backend=embedded.backend,
-            ),
+        dense: list[Passage] = []
+        keyword: list[Passage] = []
+        if mode != "keyword" or need_vector:
+            embedder = self.services.embedders_for(collection)
+            embedded = await self._stage(
+                session,
+                StageName.EMBED,
+                stages.embed.run(query, deadline=ledger.deadline, embedder=embedder),
+            )
+            vector = embedded.vector
+        if mode != "keyword" and vector is not None:
+            found = await self._stage(
+                session,
+                StageName.SEARCH,
+                stages.search.run(
+                    collection,
+                    vector,
+                    candidates,
+                    deadline=ledger.deadline,
+                    search_filter=search_filter,
+                    backend=embedded.backend,
+                ),
+            )
+            dense = found.passages
+        if mode == "keyword" or (mode == "hybrid" and self._keyword_side(session, query, k)):
+            keyword_found = await self._stage(
+                session,
+                StageName.KEYWORD,
+                stages.keyword.run(
+                    collection,
+                    query,
+                    candidates,
+                    deadline=ledger.deadline,
+                    search_filter=search_filter,
+                ),
+            )
+            keyword = keyword_found.passages
+        candidates_found = (
+            fuse_passages(dense, keyword, candidates, query=query)
+            if mode == "hybrid"
+            else [replace(p, found_by=(mode,)) for p in (dense if mode == "dense" else keyword)]
         )
         with budget_refusals():
             plan = session.plan(k=k, rerank_available=stages.rerank.available)
         with ledger.stage(StageName.RERANK) as span:
-            session.begin(StageName.RERANK, span, runs=bool(found.passages))
+            session.begin(StageName.RERANK, span, runs=bool(candidates_found))
             started = time.perf_counter()
             reranked = await stages.rerank.run(
                 query,
-                found.passages,
+                candidates_found,
                 k=k,
                 candidates=plan.rerank_candidates,
                 deadline=session.deadline_for(StageName.RERANK),
@@ -141,7 +177,21 @@ class Pipeline:
             if reranked.degradation is not None:
                 ledger.degrade(StageName.RERANK, *reranked.degradation, span)
             session.observe(StageName.RERANK, started, reranked.scored)
-        return reranked.passages, embedded.vector
+        return reranked.passages, vector
+
+    def _keyword_side(self, session: BudgetSession, query: str, k: int) -> bool:
+        """Whether hybrid search runs its keyword side: only for a query that holds an exact
+        term (otherwise its ranking weighs nothing in the fusion: ``keyword_weight``), and only
+        when the budget finds it worth its time; when not, the skip is a degradation, said on
+        the keyword span."""
+        if not keyword_weight(query):
+            return False
+        action = session.keyword_side(k=k, rerank_available=self.stages.rerank.available)
+        if action is None:
+            return True
+        with session.ledger.stage(StageName.KEYWORD) as span:
+            session.ledger.degrade(action.stage, action.action, action.reason, span)
+        return False
 
     # -- answering -------------------------------------------------------------------------
 

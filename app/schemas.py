@@ -50,6 +50,12 @@ class SearchRequest(BudgetedRequest):
     kind: StrictStr | list[StrictStr] | None = Field(
         None, description="Only chunks of this file type, or of one of these (`md`, `pdf`...)."
     )
+    mode: Literal["dense", "keyword", "hybrid"] | None = Field(
+        None,
+        description="dense (vectors), keyword (BM25 over the words: exact identifiers, "
+        "options, numbers), or hybrid (both, fused by reciprocal rank); default "
+        "RAGTIME_SEARCH_MODE.",
+    )
 
 
 class BudgetReport(BaseModel):
@@ -72,6 +78,11 @@ class PassageOut(BaseModel):
     section: str
     score: float
     rerank_score: float | None = None
+    found_by: list[str] = Field(
+        default_factory=list,
+        description="The searches that found it: `dense`, `keyword`, or both (hybrid); the "
+        "score is then the cosine, the BM25 score, or the fused rank score.",
+    )
     message: str | None = Field(
         None,
         description="For an e-mail's attachment (source `thread.eml#report.pdf`): the e-mail "
@@ -92,6 +103,7 @@ class PassageOut(BaseModel):
             "section": passage.section,
             "score": round(passage.score, 6),
             "rerank_score": passage.rerank_score,
+            "found_by": list(passage.found_by),
             "message": passage.message or None,
             "also": list(passage.also),
         }

@@ -603,7 +603,7 @@ def _write_quality(args: argparse.Namespace, settings: Any, measured: Any, measu
     if args.table:
         shipped = QualityTable.load(DEFAULT_QUALITY_PATH)
         rerank = shipped.curves.get("rerank", [(0.0, 0.95), (1.0, 1.0)])
-        quality_table(result, rerank).dump(args.table)
+        quality_table(result, rerank, shipped).dump(args.table)
         print(f"wrote {args.table}", file=sys.stderr)
     return 0
 

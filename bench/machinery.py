@@ -2,7 +2,7 @@
 
 One request's worth of it: a ``BudgetLedger``, a root span, the request's budget session (the
 real ``BudgetSession``: admission, one plan with the queue of its target, its reservation,
-stage deadlines, the cost model's observations), the ten stages each in its span and charged to
+stage deadlines, the cost model's observations), the eleven stages each in its span and charged to
 the ledger (``generate`` through ``begin``/``end`` as the pipeline does), a degradation recorded,
 the answer-moderation charge, and the root span's annotation and the budget summary. No
 HTTP and no stage work: the stages are empty, so what is timed is the machinery alone, with the
@@ -26,7 +26,7 @@ from inference import Usage
 from tracing.budget import BudgetEngine, BudgetLedger, BudgetSession, StageName
 from tracing.setup import configure_tracing
 
-STAGES = tuple(StageName)  # the ten stages of an answer
+STAGES = tuple(StageName)  # the eleven stages of a hybrid search's answer
 
 
 class MachineryCost(BaseModel):

@@ -266,9 +266,14 @@ async def measure_quality(
     )
 
 
-def quality_table(result: QualityResult, rerank: Sequence[tuple[float, float]]) -> QualityTable:
+def quality_table(
+    result: QualityResult,
+    rerank: Sequence[tuple[float, float]],
+    kept: QualityTable | None = None,
+) -> QualityTable:
     """The measured context and output curves, and the assumed rerank one, as the policy's
-    ``QualityTable`` (validated as it is built; ``dump`` writes its file)."""
+    ``QualityTable`` (validated as it is built; ``dump`` writes its file); the ``keyword``
+    curve and its note carried from ``kept`` (measured by ``ragtime eval retrieval``)."""
 
     def points(knob: list[KnobPoint]) -> list[tuple[float, float]]:
         measured = {p.share: min(p.quality, 1.0) for p in knob}
@@ -278,15 +283,17 @@ def quality_table(result: QualityResult, rerank: Sequence[tuple[float, float]]) 
     curves = {"context": points(result.context), "output": points(result.output), "rerank": rerank}
     if result.pruned:
         curves["pruned"] = points(result.pruned)
-    return QualityTable(
-        curves,
-        {
-            "source": f"ragtime bench quality, {result.created}: {result.command}",
-            "measure": result.measure,
-            "questions": result.questions,
-            "rerank": "assumed, not measured: no cross-encoder ships offline",
-        },
-    )
+    notes = {
+        "source": f"ragtime bench quality, {result.created}: {result.command}",
+        "measure": result.measure,
+        "questions": result.questions,
+        "rerank": "assumed, not measured: no cross-encoder ships offline",
+    }
+    if kept is not None and "keyword" in kept.curves:
+        curves["keyword"] = list(kept.curves["keyword"])
+        if "keyword" in kept.notes:
+            notes["keyword"] = kept.notes["keyword"]
+    return QualityTable(curves, notes)
 
 
 def _monotone(points: list[tuple[float, float]]) -> list[tuple[float, float]]:

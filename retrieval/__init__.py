@@ -3,7 +3,8 @@
 ``ingest_path`` reads files of many formats (``retrieval.formats``), chunks them by model tokens
 and publishes a collection's next snapshot in a ``DocumentStore`` (versioned snapshot
 directories of SQLite + FAISS, swapped atomically) using an ``Embedder``; at query time the app
-embeds the question, calls ``DocumentStore.search`` (with an optional ``SearchFilter``) and,
+embeds the question, calls ``DocumentStore.search`` (with an optional ``SearchFilter``; its
+BM25 twin ``keyword_search``, fused by ``rrf_fuse`` for hybrid search) and,
 when a cross-encoder is loaded, ``Reranker.rerank``. ``IndexSettings`` choose each snapshot's
 FAISS index by its size. Errors carry the HTTP status the app answers with.
 """
@@ -26,11 +27,13 @@ from retrieval.filters import SearchFilter
 from retrieval.formats import SUPPORTED_SUFFIXES, ParseLimits
 from retrieval.index_types import IndexSettings, IndexSpec
 from retrieval.ingest import IngestProgress, IngestReport, ingest_path, iter_documents
-from retrieval.passages import Passage, SearchInfo
-from retrieval.rerank import Reranker, RerankResult
+from retrieval.keyword import RRF_K, fuse_passages, keyword_weight, rrf_fuse
+from retrieval.passages import KeywordInfo, Passage, SearchInfo
+from retrieval.rerank import Reranker, RerankResult, RerankRound
 from retrieval.store import DocumentStore
 
 __all__ = [
+    "RRF_K",
     "SUPPORTED_SUFFIXES",
     "BrokenIndex",
     "Chunk",
@@ -43,11 +46,13 @@ __all__ = [
     "IngestProgress",
     "IngestReport",
     "InvalidFilter",
+    "KeywordInfo",
     "LimitExceeded",
     "NoTextLayer",
     "ParseLimits",
     "Passage",
     "RerankResult",
+    "RerankRound",
     "Reranker",
     "RerankerUnavailable",
     "RetrievalError",
@@ -57,6 +62,9 @@ __all__ = [
     "UnreadableDocument",
     "chunk_text",
     "default_embedding_model_path",
+    "fuse_passages",
     "ingest_path",
     "iter_documents",
+    "keyword_weight",
+    "rrf_fuse",
 ]

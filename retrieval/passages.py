@@ -21,13 +21,14 @@ class Passage:
     title: str
     section: str
     text: str
-    score: float  # inner product of normalised vectors: cosine similarity
+    score: float  # cosine similarity (dense), BM25 (keyword), or fused rank score (hybrid)
     rerank_score: float | None = None
     page: int | None = None  # 1-based page of a paged format, else None
     kind: str = ""  # the file type it came from ("md", "pdf", ...)
     ocr: bool = False  # its text was read by OCR (a scanned page, an image)
     message: str = ""  # for an e-mail's attachment ("thread.eml#report.pdf"): the e-mail
     also: tuple[str, ...] = ()  # the other names of the same file: its byte-identical copies
+    found_by: tuple[str, ...] = ()  # the searches that found it ("dense", "keyword"); () unknown
 
 
 def passage_of_row(
@@ -75,4 +76,22 @@ class SearchInfo:
             "ragtime.index.snapshot": self.version,
             "ragtime.index.device": self.device,
             "ragtime.search.method": self.method,
+        }
+
+
+@dataclass(frozen=True)
+class KeywordInfo:
+    """How a keyword search ran: the snapshot version, how a filter applied (``bm25`` or
+    ``bm25-filtered``), and where its BM25 index came from (``stored`` in the snapshot, or
+    ``built`` in memory for a snapshot written before it was kept)."""
+
+    version: str
+    method: str
+    index: str
+
+    def attributes(self) -> dict[str, str | int]:
+        return {
+            "ragtime.keyword.snapshot": self.version,
+            "ragtime.keyword.method": self.method,
+            "ragtime.keyword.index": self.index,
         }

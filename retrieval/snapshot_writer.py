@@ -5,7 +5,7 @@ replaced (new chunks and vectors) and sources removed; every other source of the
 carried over with its stored vectors, never embedded again. ``publish()`` then:
 
 1. writes the new snapshot into ``snapshots/.building-<version>-<pid>/`` (chunk table, ids,
-   vectors, FAISS index, manifest), each file fsynced;
+   vectors, FAISS index, BM25 keyword index, manifest), each file fsynced;
 2. renames that directory to ``snapshots/<version>`` (and fsyncs ``snapshots/``);
 3. writes ``CURRENT.tmp``, fsyncs it and ``os.replace``s it over ``CURRENT`` (and fsyncs the
    collection directory): the one step that makes the new snapshot the served one;
@@ -40,6 +40,7 @@ import numpy as np
 from retrieval.chunking import Chunk
 from retrieval.errors import EmbeddingMismatch
 from retrieval.index_types import IndexSettings, build_index, choose_spec
+from retrieval.keyword import KEYWORD_DIR, KeywordIndex, chunk_document
 from retrieval.snapshots import (
     CHUNKS_DB,
     IDS,
@@ -179,10 +180,11 @@ def write_snapshot_files(
     vectors: np.ndarray,
     index: Any,
     sentences: tuple[np.ndarray, np.ndarray] | None = None,
+    keyword: KeywordIndex | None = None,
 ) -> Manifest:
-    """Step 1: the arrays, index and manifest (with every other file's checksum) beside the
-    chunk table, all fsynced, then read back and checked against the checksums; returns the
-    manifest as written."""
+    """Step 1: the arrays, indexes (FAISS, and BM25 when given) and manifest (with every
+    other file's checksum) beside the chunk table, all fsynced, then read back and checked
+    against the checksums; returns the manifest as written."""
     np.save(staging / IDS, ids)
     np.save(staging / VECTORS, vectors)
     if sentences is not None:
@@ -193,8 +195,13 @@ def write_snapshot_files(
     names = [CHUNKS_DB, IDS, VECTORS]
     names += [INDEX] if index is not None else []
     names += [SENTENCE_VECTORS, SENTENCE_OFFSETS] if sentences is not None else []
+    if keyword is not None:
+        written = keyword.save(staging / KEYWORD_DIR)
+        names += [path.relative_to(staging).as_posix() for path in written]
     for name in names:
         _fsync_file(staging / name)
+    if keyword is not None:
+        fsync_dir(staging / KEYWORD_DIR)
     manifest = replace(manifest, checksums={name: file_checksum(staging / name) for name in names})
     (staging / MANIFEST).write_text(manifest.to_json(), encoding="utf-8")
     _fsync_file(staging / MANIFEST)
@@ -518,6 +525,7 @@ class SnapshotWriter:
         ids, vectors = ids[order], np.ascontiguousarray(vectors[order])
         self._db.executescript(_INDEXES)
         kinds = dict(self._db.execute("SELECT kind, COUNT(*) FROM chunks GROUP BY kind"))
+        keyword = self._keyword_index(len(ids))
         self._db.close()
         spec = choose_spec(len(ids), self.index_settings, dim or 384)
         index = build_index(vectors, ids, spec) if len(ids) else None
@@ -535,7 +543,7 @@ class SnapshotWriter:
             kinds=kinds,
             files=dict(sorted(self._files.items())),
         )
-        write_snapshot_files(self.staging, manifest, ids, vectors, index, sentences)
+        write_snapshot_files(self.staging, manifest, ids, vectors, index, sentences, keyword)
         final = snapshots_dir(self.collection_path) / self.version
         rename_into_place(self.staging, final)
         point_current(self.collection_path, self.version)
@@ -544,6 +552,17 @@ class SnapshotWriter:
             final, use_gpu=self.index_settings.use_gpu, verify=False
         )  # verified as written
         return self.published
+
+    def _keyword_index(self, count: int) -> KeywordIndex | None:
+        """The BM25 index of every chunk of the next snapshot, in id order (the order of
+        ``ids``), from the staged table; None for an empty snapshot."""
+        if not count:
+            return None
+        rows = self._db.execute("SELECT title, section, text FROM chunks ORDER BY id")
+        documents = [chunk_document(*row) for row in rows]
+        if len(documents) != count:
+            raise RuntimeError(f"{len(documents)} chunk rows for {count} ids")
+        return KeywordIndex.build(documents)
 
     def _sentence_arrays(
         self, kept_ids: np.ndarray, ids: np.ndarray, dim: int

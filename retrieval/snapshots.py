@@ -18,6 +18,10 @@ Layout under the store root (``$RAGTIME_DATA_DIR/store``)::
         sentence_offsets.npy   int64 (n + 1,): chunk ``ids[i]``'s sentences are rows
                          ``offsets[i]:offsets[i + 1]`` (both files absent in snapshots
                          written before they were kept: attribution then embeds passages)
+        bm25/            the BM25 keyword index over every chunk's title, section and text,
+                         in ``ids`` order (bm25s's files; ``retrieval.keyword``); a snapshot
+                         written before it was kept builds it in memory at its first keyword
+                         search
     collections/<name>/snapshots/.building-<version>-<pid>/   a snapshot being written
 
 A snapshot is never changed once its directory has its final name; ``CURRENT`` is replaced
@@ -45,6 +49,7 @@ import numpy as np
 from retrieval.errors import BrokenIndex, RetrievalError
 from retrieval.filters import SearchFilter
 from retrieval.index_types import IndexSpec, search_parameters, to_device
+from retrieval.keyword import KEYWORD_DIR, KeywordIndex, chunk_document
 from retrieval.source_names import SourceNames
 
 log = logging.getLogger(__name__)
@@ -246,6 +251,12 @@ class Snapshot:
         self._lock = threading.Lock()
         has_ocr = any(row[1] == "ocr" for row in db.execute("PRAGMA table_info(chunks)"))
         self._columns = f"{CHUNK_COLUMNS}, ocr" if has_ocr else CHUNK_COLUMNS
+        self._keyword: KeywordIndex | None = None
+        self._keyword_lock = threading.Lock()
+        self.keyword_source = "stored" if (path / KEYWORD_DIR).is_dir() else "none"
+        """Where the BM25 index comes from: ``stored`` in the snapshot, or (a snapshot written
+        before it was kept) ``none`` until the first keyword search builds it in memory:
+        ``built``."""
 
     @classmethod
     def load(cls, path: Path, *, use_gpu: bool = False, verify: bool = True) -> Snapshot:
@@ -370,6 +381,56 @@ class Snapshot:
             if len(kept) >= k or fetch >= self.index.ntotal:
                 return kept[:k]
             fetch *= 4
+
+    def keyword_index(self) -> KeywordIndex:
+        """The BM25 index, loaded on first use (its files were checked with the others at
+        open); a snapshot without one builds it in memory from its chunk table, once."""
+        with self._keyword_lock:
+            if self._keyword is None:
+                if self.keyword_source == "stored":
+                    try:
+                        self._keyword = KeywordIndex.load(self.path / KEYWORD_DIR)
+                    except (OSError, ValueError, KeyError) as exc:
+                        raise BrokenIndex(
+                            f"snapshot {self.path}: its keyword index cannot be read: {exc}"
+                        ) from exc
+                else:
+                    with self._lock:
+                        rows = self._db.execute(
+                            "SELECT title, section, text FROM chunks ORDER BY id"
+                        ).fetchall()
+                    self._keyword = KeywordIndex.build([chunk_document(*r) for r in rows])
+                    self.keyword_source = "built"
+                    log.info(
+                        "snapshot %s keeps no keyword index: built one in memory (%d chunks)",
+                        self.path,
+                        len(rows),
+                    )
+                if self._keyword.count != self.count:
+                    raise BrokenIndex(
+                        f"snapshot {self.path}: its keyword index holds {self._keyword.count} "
+                        f"chunks, the manifest {self.count}"
+                    )
+            return self._keyword
+
+    def keyword_search(
+        self, query: str, k: int, search_filter: SearchFilter | None = None
+    ) -> tuple[list[tuple[int, float]], str]:
+        """The ``k`` chunks that best match ``query``'s words (BM25) as ``(id, score)``, best
+        first, only those holding one of its words, and how they were found (``bm25`` or
+        ``bm25-filtered``)."""
+        if not self.count or k <= 0:
+            return [], "empty"
+        index = self.keyword_index()
+        allowed = None
+        method = "bm25"
+        if search_filter is not None and search_filter.active:
+            method = "bm25-filtered"
+            allowed = np.searchsorted(self.ids, self.matching_ids(search_filter))
+            if not len(allowed):
+                return [], method
+        hits = index.search(query, k, allowed)
+        return [(int(self.ids[i]), score) for i, score in hits], method
 
     def sources(self) -> list[str]:
         return sorted(self.manifest.files)

@@ -38,7 +38,7 @@ from retrieval.errors import (
 from retrieval.filters import SearchFilter
 from retrieval.index_types import IndexSettings
 from retrieval.legacy import migrate_legacy_layout
-from retrieval.passages import Passage, SearchInfo, passage_of_row
+from retrieval.passages import KeywordInfo, Passage, SearchInfo, passage_of_row
 from retrieval.sentences import ScoredPiece, scored_pieces
 from retrieval.snapshot_writer import (
     SnapshotWriter,
@@ -428,6 +428,27 @@ class DocumentStore:
         ]
         info = SearchInfo(snapshot.version, snapshot.manifest.index, snapshot.device, method)
         return passages, info
+
+    def keyword_search(
+        self,
+        collection: str,
+        query: str,
+        k: int,
+        search_filter: SearchFilter | None = None,
+    ) -> tuple[list[Passage], KeywordInfo]:
+        """The ``k`` (or fewer) passages of ``collection`` that best match ``query``'s words
+        (BM25 over title, section and text; only passages holding one of them), best first,
+        and how the search ran."""
+        snapshot = self._serving(collection)
+        hits, method = snapshot.keyword_search(query, k, search_filter)
+        rows = snapshot.rows(i for i, _ in hits)
+        prefix = search_filter.source_prefix if search_filter is not None else ""
+        passages = [
+            passage_of_row(collection, rows[i], score, snapshot.names, prefix)
+            for i, score in hits
+            if i in rows
+        ]
+        return passages, KeywordInfo(snapshot.version, method, snapshot.keyword_source)
 
     # -- writes ------------------------------------------------------------------------------
 

@@ -1,7 +1,8 @@
 """``POST /v1/search``: ranked passages for a query, retrieval only, budgeted and traced; personal
 data and secrets in the hits are redacted. ``k`` has its own limit (``RAGTIME_MAX_SEARCH_K``),
 apart from the prompt's passage limit; ``source_prefix`` and ``kind`` filter the hits (422
-naming the field for a malformed value or a file type the collection does not hold)."""
+naming the field for a malformed value or a file type the collection does not hold); ``mode``
+searches by vector, by keyword (BM25) or both (default ``RAGTIME_SEARCH_MODE``)."""
 
 from __future__ import annotations
 
@@ -53,10 +54,17 @@ async def search(
     except InvalidFilter as exc:
         raise InvalidField(exc.field, exc.reason) from exc
     root = trace.get_current_span()
-    root.set_attributes({"ragtime.collection": collection, "ragtime.k": k})
+    mode = body.mode or settings.search_mode
+    root.set_attributes({"ragtime.collection": collection, "ragtime.k": k, "ragtime.mode": mode})
     try:
         passages = await pipeline.retrieve(
-            body.query, collection, k, ledger, route=ROUTE, search_filter=search_filter
+            body.query,
+            collection,
+            k,
+            ledger,
+            route=ROUTE,
+            search_filter=search_filter,
+            mode=mode,
         )
     except BaseException as exc:
         close_request(ledger, root, ROUTE, error_outcome(exc))

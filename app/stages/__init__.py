@@ -6,7 +6,8 @@ events, then its result). Blocking work runs on the stage's own threads (``threa
 no later than the deadline the caller passes. No stage knows about HTTP or plans: the pipeline
 (``app/pipeline.py``) calls them in order, each in its span, and charges the budget.
 
-    screen question -> embed -> search -> rerank -> screen passages -> assemble -> generate
+    screen question -> embed -> search (dense) and/or keyword (BM25) -> rerank
+    -> screen passages -> assemble -> generate
     -> moderate answer -> attribute (the passages the answer cites)
 """
 
@@ -29,7 +30,16 @@ from app.stages.moderation import (
     ScreenPassages,
     ScreenQuestion,
 )
-from app.stages.retrieval import Embedded, EmbedQuestion, Found, Rerank, Reranked, SearchIndex
+from app.stages.retrieval import (
+    Embedded,
+    EmbedQuestion,
+    Found,
+    KeywordFound,
+    KeywordSearch,
+    Rerank,
+    Reranked,
+    SearchIndex,
+)
 from app.stages.threads import StageThreads
 from inference import GenerationBackend
 from retrieval import DocumentStore, Embedders, Reranker, RerankerUnavailable
@@ -46,6 +56,7 @@ STAGE_WORKERS = {
     StageName.MODERATE_QUESTION: 1,
     StageName.EMBED: 1,
     StageName.SEARCH: 4,
+    StageName.KEYWORD: 2,
     StageName.RERANK: 1,
     StageName.MODERATE_PASSAGES: 1,
     StageName.ASSEMBLE: 2,
@@ -64,6 +75,8 @@ __all__ = [
     "Generate",
     "GenerateEvent",
     "Generated",
+    "KeywordFound",
+    "KeywordSearch",
     "ModerateAnswer",
     "ModeratedTail",
     "Quarantined",
@@ -94,6 +107,7 @@ class Stages:
     screen_question: ScreenQuestion
     embed: EmbedQuestion
     search: SearchIndex
+    keyword: KeywordSearch
     rerank: Rerank
     screen_passages: ScreenPassages
     assemble: AssemblePrompt
@@ -121,9 +135,11 @@ class Stages:
             screen_question=ScreenQuestion(moderator, threads(StageName.MODERATE_QUESTION)),
             embed=EmbedQuestion(embedders, threads(StageName.EMBED)),
             search=SearchIndex(store, threads(StageName.SEARCH)),
+            keyword=KeywordSearch(store, threads(StageName.KEYWORD)),
             rerank=Rerank(
                 reranker,
                 threads(StageName.RERANK),
+                batch_size=settings.rerank_batch_size,
                 delay_ms_per_pair=settings.fault_rerank_delay_ms,
             ),
             screen_passages=ScreenPassages(threads(StageName.MODERATE_PASSAGES)),
@@ -183,6 +199,7 @@ class Stages:
             self.screen_question,
             self.embed,
             self.search,
+            self.keyword,
             self.rerank,
             self.screen_passages,
             self.assemble,

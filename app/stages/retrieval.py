@@ -1,4 +1,5 @@
-"""The retrieval stages: embed the question, search the collection's index, rerank candidates."""
+"""The retrieval stages: embed the question, search the collection's index (its vectors, its
+BM25 keyword index, or both), rerank candidates."""
 
 from __future__ import annotations
 
@@ -17,8 +18,10 @@ from retrieval import (
     DocumentStore,
     Embedder,
     Embedders,
+    KeywordInfo,
     Passage,
     Reranker,
+    RerankRound,
     SearchFilter,
     SearchInfo,
     UnknownCollection,
@@ -191,38 +194,115 @@ class SearchIndex:
 
 
 @dataclass(frozen=True)
+class KeywordFound(StageResult):
+    """The passages of a collection that best match the query's words (BM25), best first, and
+    how the search ran: the snapshot, where its keyword index came from, and the filter."""
+
+    collection: str
+    k: int
+    passages: list[Passage]
+    info: KeywordInfo | None = None
+    search_filter: SearchFilter | None = None
+
+    def attributes(self) -> dict[str, str | int | float]:
+        attributes: dict[str, str | int | float] = {
+            "ragtime.keyword.collection": self.collection,
+            "ragtime.keyword.k": self.k,
+            "ragtime.keyword.results": len(self.passages),
+            "ragtime.keyword.top_score": self.passages[0].score if self.passages else 0.0,
+        }
+        if self.info is not None:
+            attributes |= self.info.attributes()
+        if self.search_filter is not None:
+            attributes |= self.search_filter.attributes()
+        return attributes
+
+
+class KeywordSearch:
+    """Finds the ``k`` passages of one collection that best match a query's words, in its
+    snapshot's BM25 index (loaded at the first keyword search; built in memory, once, for a
+    snapshot written before it was kept)."""
+
+    name = StageName.KEYWORD
+    component = "store"
+
+    def __init__(self, store: DocumentStore, threads: StageThreads) -> None:
+        self.store = store
+        self.threads = threads
+
+    async def warm_up(self) -> None:
+        await asyncio.to_thread(self.store.open)
+
+    async def run(
+        self,
+        collection: str,
+        query: str,
+        k: int,
+        *,
+        deadline: float,
+        search_filter: SearchFilter | None = None,
+    ) -> KeywordFound:
+        if not self.store.has_collection(collection):
+            raise UnknownCollection(f"unknown collection {collection!r}")
+        passages, info = await self.threads.run(
+            self.store.keyword_search, collection, query, k, search_filter, deadline=deadline
+        )
+        active = search_filter if search_filter is not None and search_filter.active else None
+        return KeywordFound(collection, k, passages, info, active)
+
+
+@dataclass(frozen=True)
 class Reranked(StageResult):
     """The passages in their final order. ``scored`` is how many the cross-encoder scored (0
-    when the vector order stands); ``degradation`` says why it stands when that was not the
-    plan (``(action, reason)``), and ``error`` holds the reranker's exception, if it raised."""
+    when the found order stands) of the ``planned`` candidates; ``degradation`` says why fewer
+    were scored than planned (``(action, reason)``), and ``error`` holds the reranker's
+    exception, if it raised."""
 
     passages: list[Passage]
     scored: int = 0
     model: str | None = None
     degradation: tuple[str, str] | None = None
     error: BaseException | None = None
+    planned: int = 0
 
     def attributes(self) -> dict[str, str | int | bool]:
         if not self.scored:
             return {"ragtime.rerank.skipped": True}
-        return {"ragtime.rerank.model": self.model or "", "ragtime.rerank.candidates": self.scored}
+        return {
+            "ragtime.rerank.model": self.model or "",
+            "ragtime.rerank.candidates": self.scored,
+            "ragtime.rerank.planned": self.planned,
+        }
 
 
 class Rerank:
-    """Reorders the best candidates with a cross-encoder, when one is loaded. A reranker that is
-    missing, fails or runs past its time leaves the vector order, and says so."""
+    """Reorders the best candidates with a cross-encoder, when one is loaded, within the time
+    it is given: batches of ``batch_size`` candidates, best-first in the found order, while the
+    next batch is predicted to end in time (``retrieval.RerankRound``, at the milliseconds per
+    pair measured so far); the rest keep the found order, and it says so. A reranker that is
+    missing, fails, or scores nothing in its time leaves the found order, and says so."""
 
     name = StageName.RERANK
     component = "reranker"
+    #: The weight of the newest round in the milliseconds per pair carried to the next one.
+    SMOOTHING = 0.3
 
     def __init__(
-        self, reranker: Reranker, threads: StageThreads, *, delay_ms_per_pair: float = 0.0
+        self,
+        reranker: Reranker,
+        threads: StageThreads,
+        *,
+        batch_size: int = 8,
+        delay_ms_per_pair: float = 0.0,
     ) -> None:
         self.reranker = reranker
         self.threads = threads
+        self.batch_size = batch_size
         self.delay_ms_per_pair = delay_ms_per_pair
         """A fault for benches and tests: a slower model, per scored pair."""
         self.status = "not loaded"
+        self.ms_per_pair: float | None = None
+        """Milliseconds per scored pair, smoothed over rounds (None before the first)."""
 
     async def warm_up(self) -> None:
         """Load the cross-encoder; raises ``RerankerUnavailable`` saying why not (reranking is
@@ -237,25 +317,53 @@ class Rerank:
     async def run(
         self, query: str, passages: list[Passage], *, k: int, candidates: int, deadline: float
     ) -> Reranked:
-        """The ``k`` best of the first ``candidates`` passages (the vector order's ``k`` best
-        when ``candidates`` is 0), waited for until ``deadline``."""
+        """The ``k`` best of the first ``candidates`` passages, as many of them scored as fit
+        before ``deadline`` (the found order's ``k`` best when ``candidates`` is 0)."""
         if not self.available:
             return Reranked(passages[:k], degradation=("rerank_skipped", self.status))
         if not candidates or not passages:
             return Reranked(passages[:k])
         pool = passages[:candidates]
         allowed_ms = (deadline - time.perf_counter()) * 1000.0
+        round_ = RerankRound(pool, self.batch_size, self.ms_per_pair)
         try:
-            result = await self.threads.run(self._score, query, pool, k, deadline=deadline)
+            while (batch := round_.next_batch(deadline)) is not None:
+                started = time.perf_counter()
+                scored = await self.threads.run(self._score, query, batch, deadline=deadline)
+                round_.add(scored, time.perf_counter() - started)
         except DeadlinePassed:
-            reason = f"rerank ran past its {allowed_ms:.0f} ms; vector order kept"
-            return Reranked(passages[:k], degradation=("rerank_timeout", reason))
-        except Exception as exc:  # a reranker that fails is skipped: the vector order stands
-            reason = f"the reranker failed ({type(exc).__name__}: {exc}); vector order kept"
-            return Reranked(passages[:k], degradation=("rerank_failed", reason), error=exc)
-        return Reranked(result, len(pool), self.reranker.model_name)
+            pass  # what was scored in time stands
+        except Exception as exc:  # a reranker that fails is skipped: the found order stands
+            reason = f"the reranker failed ({type(exc).__name__}: {exc}); found order kept"
+            return Reranked(
+                passages[:k], degradation=("rerank_failed", reason), error=exc, planned=len(pool)
+            )
+        self._learn(round_)
+        if not round_.scored:
+            reason = f"no batch of candidates fitted its {allowed_ms:.0f} ms; found order kept"
+            return Reranked(passages[:k], degradation=("rerank_timeout", reason), planned=len(pool))
+        degradation = None
+        if not round_.complete:
+            degradation = (
+                "rerank_cut",
+                f"{round_.scored} of {len(pool)} candidates scored in its {allowed_ms:.0f} ms; "
+                "the rest keep the found order",
+            )
+        ranked = round_.ranked()[:k]
+        return Reranked(
+            ranked, round_.scored, self.reranker.model_name, degradation, None, len(pool)
+        )
 
-    def _score(self, query: str, pool: list[Passage], k: int) -> list[Passage]:
+    def _learn(self, round_: RerankRound) -> None:
+        measured = round_.ms_per_pair if round_.scored else None
+        if measured is None:
+            return
+        before = self.ms_per_pair
+        self.ms_per_pair = (
+            measured if before is None else before + self.SMOOTHING * (measured - before)
+        )
+
+    def _score(self, query: str, batch: list[Passage]) -> list[Passage]:
         if self.delay_ms_per_pair:
-            time.sleep(self.delay_ms_per_pair * len(pool) / 1000.0)
-        return self.reranker.rerank(query, pool, k).passages
+            time.sleep(self.delay_ms_per_pair * len(batch) / 1000.0)
+        return self.reranker.score(query, batch)

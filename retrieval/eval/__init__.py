@@ -1,8 +1,10 @@
 """Retrieval evaluation on real questions: datasets, ranking metrics, and the runner.
 
 ``build_dataset`` turns the Python FAQ and the rest of the Python documentation (fetched at
-set-up by ``make eval-data``) into a corpus and questions; ``evaluate`` scores a plain baseline,
-ragtime's vector order, each reranker and each saving of the budget engine with ``metrics``.
+set-up by ``make eval-data``) into a corpus and questions, and ``keyword_dataset`` draws typed
+keyword queries (identifiers, options, numbers, error messages) from that corpus; ``evaluate``
+scores a plain baseline, ragtime's order in a search mode, each reranker and each saving of the
+budget engine with ``metrics``.
 """
 
 from retrieval.eval.metrics import Scores, ndcg_at, recall_at, reciprocal_rank, score_rankings
@@ -13,6 +15,7 @@ from retrieval.eval.python_faq import (
     build_dataset,
     require_sources,
 )
+from retrieval.eval.python_keywords import keyword_dataset
 from retrieval.eval.runner import EvalReport, EvalRow, evaluate, fixed_word_chunks, table
 
 __all__ = [
@@ -25,6 +28,7 @@ __all__ = [
     "build_dataset",
     "evaluate",
     "fixed_word_chunks",
+    "keyword_dataset",
     "ndcg_at",
     "recall_at",
     "reciprocal_rank",

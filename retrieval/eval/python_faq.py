@@ -50,6 +50,7 @@ class Question:
     id: str  # "programming-012": its FAQ page and number there
     text: str
     answer_source: str  # the relevant document, relative to the corpus directory
+    relevant: tuple[str, ...] = ()  # all the relevant documents, when more than the one
 
 
 @dataclass(frozen=True)

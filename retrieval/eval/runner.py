@@ -4,11 +4,16 @@ The retrievers, all over the same dataset (``python_faq``):
 
 * **baseline**: the corpus cut into fixed windows of 200 words, embedded by the given embedder
   (plain MiniLM), searched exactly (``faiss.IndexFlatIP``), no chunking or headings of ours;
-* **vector order**: ragtime's own ingest (``ingest_path``) into a ``DocumentStore`` and its
-  ``search``: what ``/v1/search`` returns without a reranker;
+* **vector order** (``mode`` dense), or keyword or hybrid order: ragtime's own ingest
+  (``ingest_path``) into a ``DocumentStore`` and its ``search`` (dense), ``keyword_search``
+  (BM25), or both fused by reciprocal rank (hybrid): what ``/v1/search`` returns in that mode
+  without a reranker;
 * **rerank**: each given ``Reranker`` over the vector order's first ``rerank_candidates``
   passages, and over the fewer candidates the budget engine may cut to
   (``tracing.budget.policy``: half of them, then ``top_k``); the rest keep the vector order;
+* **rerank within a share**: each ``Reranker`` given each of ``rerank_budgets_ms`` per
+  question (``Reranker.rerank_within``, as the rerank stage runs: batches best-first until the
+  share runs out, the rest in the found order): nDCG@10 against rerank time;
 * **prompt**: the ``top_k`` passages the answer is given, packed by the prompt assembler into
   the configured context tokens and into each smaller context of the policy's ladder: the
   passages that reach the prompt, as the generator sees them; and the same sizes **pruned** to
@@ -39,6 +44,7 @@ from retrieval.embeddings import Embedder
 from retrieval.eval.metrics import Scores, score_rankings
 from retrieval.eval.python_faq import Dataset
 from retrieval.ingest import ingest_path, iter_documents
+from retrieval.keyword import fuse_passages
 from retrieval.passages import Passage
 from retrieval.rerank import Reranker
 from retrieval.sentences import ScoredPiece
@@ -56,13 +62,14 @@ class EvalRow:
     """One retriever's figures."""
 
     name: str
-    kind: str  # "baseline", "vector", "rerank" or "prompt"
+    kind: str  # "baseline", "vector", "rerank", "rerank_budget" or "prompt"
     scores: Scores
     ms_per_query_p50: float
     ms_per_candidate_p50: float | None = None  # rerank only
     note: str = ""
     model: str = ""  # rerank only: the cross-encoder's name or path
-    level: str = ""  # rerank only: "full" or "rerank_reduced"
+    level: str = ""  # rerank only: "full" or "rerank_reduced"; rerank_budget: "<ms> ms"
+    scored_mean: float | None = None  # rerank_budget only: candidates scored per question
 
 
 @dataclass
@@ -309,6 +316,67 @@ def _rerank_rows(
     return rows, best_order
 
 
+def _rerank_budget_rows(
+    questions: Sequence[str],
+    relevant: Sequence[Sequence[str]],
+    found: list[list[Passage]],
+    rerankers: Sequence[Reranker],
+    candidates: int,
+    budgets_ms: Sequence[float],
+    batch_size: int,
+) -> list[EvalRow]:
+    """A row per reranker and share of time: each question's first ``candidates`` reranked
+    within it (``Reranker.rerank_within``), the rest in the found order. Each reranker first
+    scores every pool once, untimed, so that the rate carried between questions (as the stage
+    carries it between requests) starts from a warm model."""
+    rows: list[EvalRow] = []
+    if not budgets_ms:
+        return rows
+    for reranker in rerankers:
+        reranker.load()
+        rates = []
+        for question, passages in zip(questions, found, strict=True):
+            started = time.perf_counter()
+            reranker.score(question, passages[:candidates])
+            rates.append(
+                (time.perf_counter() - started) * 1000.0 / max(len(passages[:candidates]), 1)
+            )
+        rate = statistics.median(rates) if rates else None
+        for budget in budgets_ms:
+            ordered: list[list[Passage]] = []
+            times, scored = [], []
+            for question, passages in zip(questions, found, strict=True):
+                pool = passages[:candidates]
+                started = time.perf_counter()
+                result = reranker.rerank_within(
+                    question,
+                    pool,
+                    len(pool),
+                    share_s=budget / 1000.0,
+                    batch_size=batch_size,
+                    ms_per_pair=rate,
+                )
+                times.append((time.perf_counter() - started) * 1000.0)
+                scored.append(result.candidates)
+                ordered.append(result.passages + passages[candidates:])
+            name = (
+                f"ragtime + rerank {_model_label(reranker.model_name or '')} within {budget:g} ms, "
+                f"{candidates} candidates in batches of {batch_size}"
+            )
+            rows.append(
+                EvalRow(
+                    name,
+                    "rerank_budget",
+                    score_rankings([_sources(p) for p in ordered], relevant),
+                    _p50(times),
+                    model=reranker.model_name or "",
+                    level=f"{budget:g} ms",
+                    scored_mean=round(statistics.fmean(scored), 2) if scored else 0.0,
+                )
+            )
+    return rows
+
+
 def _prompt_rows(
     questions: Sequence[str],
     relevant: Sequence[Sequence[str]],
@@ -343,14 +411,33 @@ def _prompt_rows(
     return rows
 
 
+MODES = ("dense", "keyword", "hybrid")
+
+
+def _search(
+    store: DocumentStore, mode: str, question: str, vector: np.ndarray, depth: int
+) -> list[Passage]:
+    """The ``depth`` best passages for a question in ``mode`` (as the pipeline searches)."""
+    if mode == "dense":
+        return store.search(COLLECTION, vector, depth)
+    keyword, _ = store.keyword_search(COLLECTION, question, depth)
+    if mode == "keyword":
+        return keyword
+    dense = store.search(COLLECTION, vector, depth)
+    return fuse_passages(dense, keyword, depth, query=question)
+
+
 def evaluate(
     dataset: Dataset,
     *,
+    mode: str = "dense",
     embedder: Embedder,
     baseline_embedder: Embedder,
     rerankers: Sequence[Reranker] = (),
     packer: PromptPacker | None = None,
     rerank_candidates: int = 20,
+    rerank_budgets_ms: Sequence[float] = (),
+    rerank_batch_size: int = 8,
     top_k: int = 4,
     context_tokens: int = 768,
     min_context_tokens: int = 64,
@@ -363,10 +450,12 @@ def evaluate(
     """Every retriever's scores on ``dataset`` (models are loaded here)."""
     if depth < 10:
         raise ValueError(f"depth must be at least 10 (nDCG@10 and recall@10), got {depth}")
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     work_dir = Path(work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
     questions = [q.text for q in dataset.questions]
-    relevant = [[q.answer_source] for q in dataset.questions]
+    relevant = [list(q.relevant) or [q.answer_source] for q in dataset.questions]
     rows: list[EvalRow] = []
     notes: list[str] = []
 
@@ -399,25 +488,36 @@ def evaluate(
         query_vectors = embedder.embed(questions)
         found: list[list[Passage]] = []
         times = []
-        for vector in query_vectors:
+        store.keyword_search(COLLECTION, "warm", 1)  # its index loaded before the clock
+        for question, vector in zip(questions, query_vectors, strict=True):
             started = time.perf_counter()
-            found.append(store.search(COLLECTION, vector, depth))
+            found.append(_search(store, mode, question, vector, depth))
             times.append((time.perf_counter() - started) * 1000.0)
         vector_scores = score_rankings([_sources(p) for p in found], relevant)
+        order_name = "vector order" if mode == "dense" else f"{mode} order"
         rows.append(
-            EvalRow("ragtime: vector order (no rerank)", "vector", vector_scores, _p50(times))
+            EvalRow(f"ragtime: {order_name} (no rerank)", "vector", vector_scores, _p50(times))
         )
 
         rerank_rows, best_order = _rerank_rows(
             questions, relevant, found, rerankers, rerank_levels(rerank_candidates, top_k)
         )
         rows += rerank_rows
+        rows += _rerank_budget_rows(
+            questions,
+            relevant,
+            found,
+            rerankers,
+            rerank_candidates,
+            rerank_budgets_ms,
+            rerank_batch_size,
+        )
         if not rerankers:
             notes.append("no cross-encoder was available: no rerank rows")
         if packer is None:
             notes.append("no prompt tokenizer: no context rows")
         else:
-            order = "vector order" if best_order is found else "best rerank"
+            order = order_name if best_order is found else "best rerank"
             budgets = [max(round(context_tokens * s), min_context_tokens) for s in CONTEXT_SHARES]
             rows += _prompt_rows(questions, relevant, best_order, packer, top_k, budgets, order)
             pieces = [
@@ -441,11 +541,14 @@ def evaluate(
             "embedder": embedder.model_name,
             "embedding_backend": embedder.backend,
             "rerank_candidates": rerank_candidates,
+            "rerank_budgets_ms": list(rerank_budgets_ms),
+            "rerank_batch_size": rerank_batch_size,
             "top_k": top_k,
             "context_tokens": context_tokens,
             "chunk_tokens": chunk_tokens,
             "chunk_overlap_tokens": overlap_tokens,
             "depth": depth,
+            "mode": mode,
         },
         notes=notes,
     )
@@ -459,8 +562,8 @@ def table(report: EvalReport) -> str:
         f"baseline {report.baseline_chunks} chunks, ragtime {report.ragtime_chunks} chunks",
         "",
         "| retriever | recall@1 | recall@5 | recall@10 | MRR@10 | nDCG@10 | ms/query p50 "
-        "| ms/candidate p50 |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| ms/candidate p50 | candidates scored |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for row in report.rows:
         s = row.scores
@@ -468,7 +571,8 @@ def table(report: EvalReport) -> str:
         ms = f"{row.ms_per_query_p50:.2f}" if row.kind != "prompt" else ""
         lines.append(
             f"| {row.name} | {s.recall_at_1:.3f} | {s.recall_at_5:.3f} | {s.recall_at_10:.3f} "
-            f"| {s.mrr_at_10:.3f} | {s.ndcg_at_10:.3f} | {ms} | {per} |"
+            f"| {s.mrr_at_10:.3f} | {s.ndcg_at_10:.3f} | {ms} | {per} "
+            f"| {'' if row.scored_mean is None else f'{row.scored_mean:.1f}'} |"
         )
     lines += [f"\n{note}" for note in report.notes]
     return "\n".join(lines)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import retrieval
 
 EXPORTED = {
+    "RRF_K",
     "SUPPORTED_SUFFIXES",
     "Chunk",
     "DocumentStore",
@@ -17,11 +18,13 @@ EXPORTED = {
     "IngestProgress",
     "IngestReport",
     "InvalidFilter",
+    "KeywordInfo",
     "LimitExceeded",
     "NoTextLayer",
     "ParseLimits",
     "Passage",
     "RerankResult",
+    "RerankRound",
     "Reranker",
     "RerankerUnavailable",
     "RetrievalError",
@@ -31,8 +34,11 @@ EXPORTED = {
     "UnreadableDocument",
     "chunk_text",
     "default_embedding_model_path",
+    "fuse_passages",
+    "keyword_weight",
     "ingest_path",
     "iter_documents",
+    "rrf_fuse",
 }
 
 

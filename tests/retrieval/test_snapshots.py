@@ -39,6 +39,7 @@ def test_layout_and_manifest(tmp_path: Path) -> None:
     assert (folder / "CURRENT").read_text() == "v000001\n"
     snapshot_dir = folder / "snapshots" / "v000001"
     assert sorted(p.name for p in snapshot_dir.iterdir()) == [
+        "bm25",
         "chunks.sqlite3",
         "ids.npy",
         "index.faiss",

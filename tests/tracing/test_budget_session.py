@@ -17,11 +17,13 @@ from tracing.budget import (
     BudgetSession,
     GenerationPrior,
     PlanLimits,
+    QualityTable,
     Rules,
     StageName,
     TargetSaturated,
 )
 from tracing.budget.admission import FinishAdmission, Ticket, hold, release
+from tracing.budget.policy import Action
 
 SEARCH = PlanLimits(20, 0, 0, 0, 0, 0, 0.0)
 FAST = GenerationPrior(fixed_ms=20.0, prefill_ms_per_token=0.05, decode_ms_per_token=5.0)
@@ -260,3 +262,54 @@ def test_generating_is_out_of_the_requests_own_work_only_when_it_waits_on_a_mode
         release(token)
     assert in_own_work is not waits
     assert ticket.in_own_work
+
+
+def keyword_engine(keyword_ms: float) -> BudgetEngine:
+    """``engine()`` whose quality table prices the keyword side: half the quality without."""
+    table = QualityTable({**LINEAR.curves, "keyword": [(0.0, 0.5), (1.0, 1.0)]})
+    built = BudgetEngine(LIMITS, SEARCH, quality=table)
+    built.cost.seed(
+        {"rerank": 1.0, "embed": 1.0, "search": 1.0, "moderate.answer": 1.0, "keyword": keyword_ms}
+    )
+    built.cost.calibrate("large", FAST)
+    built.cost.calibrate("small", FAST)
+    return built
+
+
+def keyword_side(built: BudgetEngine, budget_ms: float, *, serving: bool = True) -> Action | None:
+    session = BudgetSession(
+        built,
+        BudgetLedger(budget_ms),
+        route="/v1/ask" if serving else "/v1/search",
+        question="q",
+        serving=Serving() if serving else None,
+    )
+    return session.keyword_side(k=4, rerank_available=True)
+
+
+def test_the_keyword_side_runs_when_the_plan_keeps_more_with_it() -> None:
+    assert keyword_side(keyword_engine(1.0), 60_000) is None
+    assert keyword_side(keyword_engine(1.0), 60_000, serving=False) is None
+
+
+def test_the_keyword_side_is_dropped_when_its_time_buys_more_elsewhere() -> None:
+    """The full answer takes about 585 ms: with 700, the keyword side's 450 ms would leave a
+    plan of 100 context tokens and a short answer (quality well under a half), where the full
+    plan without it keeps half (the table's keyword knob at 0)."""
+    action = keyword_side(keyword_engine(450.0), 700)
+    assert action is not None
+    assert (action.stage, action.action) == ("keyword", "keyword_skipped")
+    assert "the plan keeps 0.50 of its quality without it" in action.reason
+
+
+def test_the_keyword_side_is_dropped_when_only_the_plan_without_it_fits() -> None:
+    action = keyword_side(keyword_engine(10_000.0), 1500)
+    assert action is not None and action.action == "keyword_skipped"
+    assert action.reason.endswith("the smallest plan fits only without it")
+
+
+def test_nothing_is_dropped_where_nothing_fits_or_nothing_degrades() -> None:
+    assert keyword_side(keyword_engine(10_000.0), 5) is None  # the plan refuses it instead
+    built = keyword_engine(10_000.0)
+    built.rules = Rules(degrade=False)
+    assert keyword_side(built, 1500) is None

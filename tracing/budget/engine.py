@@ -185,6 +185,37 @@ class BudgetEngine:
                 f"{smallest:.0f} ms more, and {ledger.remaining_ms:.0f} ms are left"
             )
 
+    def plan_quality(
+        self,
+        ledger: BudgetLedger,
+        *,
+        spend_first_ms: float,
+        k: int,
+        rerank_available: bool,
+        target: str | None,
+        queue: TargetQueue | None = None,
+    ) -> float | None:
+        """The quality of the best plan (an answer's at ``target``, a search's without one)
+        left once ``spend_first_ms`` more are spent before it; None when none would fit. It
+        decides nothing, holds nothing and asks nobody to stop."""
+        remaining_ms = ledger.remaining_ms - spend_first_ms
+        try:
+            if target is None:
+                policy = self.search_policy
+                return policy.plan(remaining_ms, k=k, rerank_available=rerank_available).quality
+            wait = self._queue_wait(target, ledger, queue or TargetQueue())
+            ttft_left_ms = self._ttft_left_ms(ledger)
+            return self.answer_policy.plan(
+                remaining_ms,
+                k=k,
+                rerank_available=rerank_available,
+                target=target,
+                queue_ms=wait.ms,
+                ttft_left_ms=None if ttft_left_ms is None else ttft_left_ms - spend_first_ms,
+            ).quality
+        except BudgetInfeasible:
+            return None
+
     def plan_search(self, ledger: BudgetLedger, *, k: int, rerank_available: bool) -> Plan:
         return self.search_policy.plan(ledger.remaining_ms, k=k, rerank_available=rerank_available)
 

@@ -6,6 +6,8 @@ a fraction of that knob's full setting:
 * ``context``: the share of the configured context tokens the prompt may hold;
 * ``output``: the share of the configured output tokens the answer may have;
 * ``rerank``: the share of the configured rerank candidates scored (0 = vector order);
+* ``keyword``: 1 when hybrid search fuses the keyword (BM25) ranking in, 0 when the dense
+  order stands alone (only a query with an exact term runs the keyword side at all);
 * ``pruned``: the share of the configured context tokens, filled with each passage's sentences
   closest to the question (``inference.prompt``'s pruning) instead of the first passages whole.
   It replaces ``context`` in a pruned plan; without it, no plan is pruned.
@@ -26,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_QUALITY_PATH = Path(__file__).with_name("quality.json")
-KNOBS = ("context", "output", "rerank", "pruned")
+KNOBS = ("context", "output", "rerank", "pruned", "keyword")
 
 
 @dataclass(frozen=True)

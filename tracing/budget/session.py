@@ -6,6 +6,8 @@ runs the stages, in their spans; the session decides:
 * **admission** (``admit``): a budget no plan can meet is refused before any work (504), a
   target whose queue has no room for it too (503); the refusals are counted under the request's
   own route;
+* **the keyword side** (``keyword_side``): whether hybrid search's BM25 ranking is worth its
+  predicted time, priced against what that time buys in the plan after search;
 * **the plan** (``plan``): rerank candidates, context and output tokens for what is left after
   search, the caller's own output cap kept (not a degradation), the context fitted to the
   serving target's context length, and the target itself: the first of the candidate targets
@@ -227,6 +229,47 @@ class BudgetSession:
         return TargetQueue(slots=slots, external=max(load.waiting - max(ours - slots, 0), 0))
 
     # -- the plan --------------------------------------------------------------------------
+
+    def keyword_side(self, *, k: int, rerank_available: bool) -> Action | None:
+        """Whether hybrid search's keyword side runs: None when it does; else the action that
+        drops it (``keyword_skipped``, a priced saving like the plan's): when the best plan
+        after search keeps more quality without its predicted time (the ``keyword`` knob of the
+        quality table at 0) than with it, or fits only without it. Nothing is dropped where
+        nothing fits either way: the plan refuses then."""
+        engine = self.engine
+        if not self.rules.degrade:
+            return None
+        keyword_ms = engine.cost.predict(StageName.KEYWORD, 1)
+        target = self.targets[0] if self.targets else None
+        queue = self.queue(target) if target is not None else None
+
+        def quality(spend_first_ms: float) -> float | None:
+            return engine.plan_quality(
+                self.ledger,
+                spend_first_ms=spend_first_ms,
+                k=k,
+                rerank_available=rerank_available,
+                target=target,
+                queue=queue,
+            )
+
+        without = quality(0.0)
+        if without is None:
+            return None
+        with_side = quality(keyword_ms)
+        kept = without * engine.quality.quality("keyword", 0.0)
+        if with_side is not None and with_side * engine.quality.quality("keyword", 1.0) >= kept:
+            return None
+        if with_side is None:
+            reason = (
+                f"keyword search needs ~{keyword_ms:.1f} ms: the smallest plan fits only without it"
+            )
+        else:
+            reason = (
+                f"keyword search needs ~{keyword_ms:.1f} ms: the plan keeps {kept:.2f} of its "
+                f"quality without it, {with_side:.2f} with it"
+            )
+        return Action(StageName.KEYWORD, "keyword_skipped", reason)
 
     def plan(self, *, k: int, rerank_available: bool) -> Plan:
         """The plan for what is left of the budget (an answer's, or a search's when the engine

@@ -17,6 +17,7 @@ class StageName(StrEnum):
     MODERATE_QUESTION = "moderate.question"
     EMBED = "embed"
     SEARCH = "search"
+    KEYWORD = "keyword"
     RERANK = "rerank"
     MODERATE_PASSAGES = "moderate.passages"
     ASSEMBLE = "assemble"

@@ -135,3 +135,29 @@ def test_a_depth_below_ten_is_refused(eval_data: Path, tmp_path: Path) -> None:
             depth=5,
             work_dir=tmp_path / "work",
         )
+
+
+def test_rerank_within_a_share_gives_a_row_per_budget(eval_data: Path, tmp_path: Path) -> None:
+    """A share of 0 ms scores nothing (the found order stands); a share far past what the
+    doubles take scores every candidate, as the full rerank does."""
+    dataset = build_dataset(require_sources(eval_data), tmp_path / "corpus")
+    report = evaluate(
+        dataset,
+        embedder=HashEmbedder(),
+        baseline_embedder=HashEmbedder(),
+        rerankers=[OverlapReranker()],
+        rerank_candidates=6,
+        rerank_budgets_ms=(0.0, 60_000.0),
+        rerank_batch_size=2,
+        top_k=4,
+        depth=10,
+        work_dir=tmp_path / "work",
+    )
+    vector = next(r for r in report.rows if r.kind == "vector")
+    full = next(r for r in report.rows if r.kind == "rerank" and r.level == "full")
+    none, every = [r for r in report.rows if r.kind == "rerank_budget"]
+    assert (none.level, every.level) == ("0 ms", "60000 ms")
+    assert none.scored_mean == 0.0 and none.scores == vector.scores
+    assert every.scored_mean == 6.0 and every.scores == full.scores
+    assert report.settings["rerank_budgets_ms"] == [0.0, 60_000.0]
+    assert "| 6.0 |" in table(report)
