@@ -43,12 +43,18 @@ _PART = re.compile(r"(?u)\w\w+")
 #: prose (``thread-safe``) and ``e.g`` are not.
 _EXACT = re.compile(r"^-{1,2}[A-Za-z]|\w\.\w\w|_|\d|[a-z][A-Z]|^[A-Z]{2,}\w*[a-z]")
 _ABBREVIATION = re.compile(r"[A-Za-z]\.[A-Za-z]")
-#: The keyword ranking's weight in hybrid fusion: the dense one's (1) when the query holds an
-#: exact term, else none (the dense order stands). Chosen on ``ragtime eval retrieval``: with
-#: any fixed weight above 0, BM25 over the FAQ's prose questions lowered their nDCG@10 (0.730
-#: dense; 0.706 at 0.1, 0.580 at 1), while the keyword set needs it (BENCHMARKS.md, "Hybrid
-#: retrieval").
+#: The keyword ranking's weight in hybrid fusion: the dense one's (1) when the query is short
+#: (``SHORT_QUERY_WORDS``) and holds an exact term, else none (the dense order stands). Chosen
+#: on ``ragtime eval retrieval``: with any fixed weight above 0, BM25 over the FAQ's prose
+#: questions lowered their nDCG@10 (0.730 dense; 0.706 at 0.1, 0.580 at 1), and so did weight 1
+#: for every question with an exact term (0.721), while the keyword set needs it
+#: (BENCHMARKS.md, "Hybrid retrieval").
 EXACT_TERM_WEIGHT = 1.0
+#: The most words (split at white space) of a query whose exact terms bring the keyword ranking
+#: in: what is typed into a search box (``os.path.join``, ``OSError: [Errno 9] Bad file
+#: descriptor``), not a question that mentions one. At 6 the FAQ's nDCG@10 equals dense's
+#: (0.7304) and the keyword set's is 0.818; at 7, 0.727 and 0.824; with no limit, 0.721 and 0.847.
+SHORT_QUERY_WORDS = 6
 
 
 def split_tokens(text: str) -> list[str]:
@@ -93,7 +99,10 @@ def exact_terms(query: str) -> list[str]:
 
 
 def keyword_weight(query: str) -> float:
-    """The keyword ranking's weight in hybrid fusion for ``query`` (``EXACT_TERM_WEIGHT``)."""
+    """The keyword ranking's weight in hybrid fusion for ``query``: ``EXACT_TERM_WEIGHT`` for a
+    query of at most ``SHORT_QUERY_WORDS`` words that holds an exact term, else 0."""
+    if len(query.split()) > SHORT_QUERY_WORDS:
+        return 0.0
     return EXACT_TERM_WEIGHT if exact_terms(query) else 0.0
 
 

@@ -171,7 +171,7 @@ def test_fused_passages_say_what_found_them() -> None:
 
 def test_exact_terms_decide_the_keyword_weight_in_hybrid_fusion() -> None:
     """Chosen on the evaluation (BM25 over prose questions lowered their nDCG@10): the keyword
-    ranking counts in hybrid fusion only for a query that holds an exact term."""
+    ranking counts in hybrid fusion only for a short query that holds an exact term."""
     assert exact_terms("Why doesn't list.sort() return the sorted list?") == ["list.sort"]
     assert exact_terms("pass --verbose, catch UnicodeDecodeError, on RS232 with __slots__") == [
         "--verbose",
@@ -181,6 +181,8 @@ def test_exact_terms_decide_the_keyword_weight_in_hybrid_fusion() -> None:
     ]
     assert exact_terms("Why are floating-point calculations thread-safe, e.g. here?") == []
     assert keyword_weight("os.path.join") == 1.0 and keyword_weight("what is a list") == 0.0
+    assert keyword_weight("OSError: [Errno 9] Bad file descriptor") == 1.0  # six words
+    assert keyword_weight("Why doesn't list.sort() return the sorted list?") == 0.0  # seven
 
     def passage(i: int) -> Passage:
         return Passage(i, "docs", f"s{i}", "", "", "text", 0.5)
