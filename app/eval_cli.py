@@ -1,7 +1,8 @@
 """``ragtime eval retrieval``: the retrieval evaluation on the configured models and settings.
 
 The command builds the dataset from data fetched at set-up (``make eval-data``): the Python
-FAQ's questions, or keyword queries drawn from the same corpus (``python-keywords``); runs
+FAQ's questions, or keyword queries (``python-keywords``) or remembered phrases
+(``python-phrases``) drawn from the same corpus; runs
 ``retrieval.eval.evaluate`` in the search ``--mode`` (default the configured one), with the
 configured embedder and chunking, the configured
 cross-encoder (when one loads) and any ``--reranker``, the configured rerank candidates,
@@ -19,7 +20,7 @@ from typing import Any
 
 from app.config import Settings, get_settings
 
-DATASETS = ("python-faq", "python-keywords")
+DATASETS = ("python-faq", "python-keywords", "python-phrases")
 
 
 def register_eval(sub: Any) -> None:
@@ -159,6 +160,7 @@ def cmd_eval_retrieval(args: argparse.Namespace) -> int:
         build_dataset,
         evaluate,
         keyword_dataset,
+        phrase_dataset,
         require_sources,
         table,
     )
@@ -183,6 +185,8 @@ def cmd_eval_retrieval(args: argparse.Namespace) -> int:
         return 2
     if args.dataset == "python-keywords":
         dataset = keyword_dataset(dataset)
+    elif args.dataset == "python-phrases":
+        dataset = phrase_dataset(dataset)
     if args.limit > 0:
         dataset.questions[:] = dataset.questions[: args.limit]
     say(f"{dataset.name}: {len(dataset.questions)} questions, {dataset.documents} documents")

@@ -180,10 +180,11 @@ class Pipeline:
         return reranked.passages, vector
 
     def _keyword_side(self, session: BudgetSession, query: str, k: int) -> bool:
-        """Whether hybrid search runs its keyword side: only for a query that holds an exact
-        term (otherwise its ranking weighs nothing in the fusion: ``keyword_weight``), and only
-        when the budget finds it worth its time; when not, the skip is a degradation, said on
-        the keyword span."""
+        """Whether hybrid search runs its keyword side: only for a query typed to be found by
+        its words, a short one that holds an exact term or is not a question (otherwise its
+        ranking weighs nothing in the fusion: ``keyword_weight``), and only when the budget
+        finds it worth its time; when not, the skip is a degradation, said on the keyword
+        span."""
         if not keyword_weight(query):
             return False
         action = session.keyword_side(k=k, rerank_available=self.stages.rerank.available)

@@ -43,18 +43,25 @@ _PART = re.compile(r"(?u)\w\w+")
 #: prose (``thread-safe``) and ``e.g`` are not.
 _EXACT = re.compile(r"^-{1,2}[A-Za-z]|\w\.\w\w|_|\d|[a-z][A-Z]|^[A-Z]{2,}\w*[a-z]")
 _ABBREVIATION = re.compile(r"[A-Za-z]\.[A-Za-z]")
-#: The keyword ranking's weight in hybrid fusion: the dense one's (1) when the query is short
-#: (``SHORT_QUERY_WORDS``) and holds an exact term, else none (the dense order stands). Chosen
-#: on ``ragtime eval retrieval``: with any fixed weight above 0, BM25 over the FAQ's prose
-#: questions lowered their nDCG@10 (0.730 dense; 0.706 at 0.1, 0.580 at 1), and so did weight 1
-#: for every question with an exact term (0.721), while the keyword set needs it
-#: (BENCHMARKS.md, "Hybrid retrieval").
-EXACT_TERM_WEIGHT = 1.0
-#: The most words (split at white space) of a query whose exact terms bring the keyword ranking
-#: in: what is typed into a search box (``os.path.join``, ``OSError: [Errno 9] Bad file
-#: descriptor``), not a question that mentions one. At 6 the FAQ's nDCG@10 equals dense's
-#: (0.7304) and the keyword set's is 0.818; at 7, 0.727 and 0.824; with no limit, 0.721 and 0.847.
+#: The keyword ranking's weight in hybrid fusion, for a query typed to be found by its words
+#: (``keyword_weight``): twice the dense one's; none for any other query (the dense order
+#: stands). Chosen on ``ragtime eval retrieval`` over three sets (BENCHMARKS.md, "Hybrid
+#: retrieval"): BM25 over the FAQ's prose questions lowered their nDCG@10 at any weight (0.730
+#: dense; 0.706 at 0.1, 0.580 at 1), while typed keywords and remembered phrases need it; at 2
+#: the FAQ keeps dense's 0.7304, at 3 it falls to 0.7284.
+KEYWORD_WEIGHT = 2.0
+#: The most words (split at white space) of a query that brings the keyword ranking in: what is
+#: typed into a search box (``os.path.join``, ``OSError: [Errno 9] Bad file descriptor``, a
+#: phrase remembered from a clause), not a question. At 6 the FAQ's nDCG@10 equals dense's;
+#: at 7 it is lower (0.727).
 SHORT_QUERY_WORDS = 6
+#: A question, by its mark or its first word: searched by its meaning unless it holds an exact
+#: term.
+_QUESTION = re.compile(
+    r"\?\s*$|^\W*(?:who|what|when|where|why|how|which|can|could|should|shall|is|are|was|were|"
+    r"do|does|did|will|would|may|might|must)\b",
+    re.IGNORECASE,
+)
 
 
 def split_tokens(text: str) -> list[str]:
@@ -99,11 +106,14 @@ def exact_terms(query: str) -> list[str]:
 
 
 def keyword_weight(query: str) -> float:
-    """The keyword ranking's weight in hybrid fusion for ``query``: ``EXACT_TERM_WEIGHT`` for a
-    query of at most ``SHORT_QUERY_WORDS`` words that holds an exact term, else 0."""
-    if len(query.split()) > SHORT_QUERY_WORDS:
+    """The keyword ranking's weight in hybrid fusion for ``query``: ``KEYWORD_WEIGHT`` for a
+    query of at most ``SHORT_QUERY_WORDS`` words that holds an exact term or is not a question
+    (a name, a date, a phrase from a clause), else 0."""
+    if not query.strip() or len(query.split()) > SHORT_QUERY_WORDS:
         return 0.0
-    return EXACT_TERM_WEIGHT if exact_terms(query) else 0.0
+    if exact_terms(query) or not _QUESTION.search(query):
+        return KEYWORD_WEIGHT
+    return 0.0
 
 
 def chunk_document(title: str, section: str, text: str) -> str:

@@ -2,7 +2,8 @@
 
 ``build_dataset`` turns the Python FAQ and the rest of the Python documentation (fetched at
 set-up by ``make eval-data``) into a corpus and questions, and ``keyword_dataset`` draws typed
-keyword queries (identifiers, options, numbers, error messages) from that corpus; ``evaluate``
+keyword queries (identifiers, options, numbers, error messages) and ``phrase_dataset``
+remembered phrases from that corpus; ``evaluate``
 scores a plain baseline, ragtime's order in a search mode, each reranker and each saving of the
 budget engine with ``metrics``.
 """
@@ -16,6 +17,7 @@ from retrieval.eval.python_faq import (
     require_sources,
 )
 from retrieval.eval.python_keywords import keyword_dataset
+from retrieval.eval.python_phrases import phrase_dataset
 from retrieval.eval.runner import EvalReport, EvalRow, evaluate, fixed_word_chunks, table
 
 __all__ = [
@@ -30,6 +32,7 @@ __all__ = [
     "fixed_word_chunks",
     "keyword_dataset",
     "ndcg_at",
+    "phrase_dataset",
     "recall_at",
     "reciprocal_rank",
     "require_sources",

@@ -18,7 +18,7 @@ from retrieval import (
     fuse_passages,
     rrf_fuse,
 )
-from retrieval.eval import Dataset, keyword_dataset
+from retrieval.eval import Dataset, keyword_dataset, phrase_dataset
 from retrieval.keyword import KEYWORD_DIR, exact_terms, keyword_weight, tokens
 from retrieval.snapshots import MANIFEST, Snapshot
 from tests.fakes.hash_embedder import HashEmbedder
@@ -180,9 +180,15 @@ def test_exact_terms_decide_the_keyword_weight_in_hybrid_fusion() -> None:
         "__slots__",
     ]
     assert exact_terms("Why are floating-point calculations thread-safe, e.g. here?") == []
-    assert keyword_weight("os.path.join") == 1.0 and keyword_weight("what is a list") == 0.0
-    assert keyword_weight("OSError: [Errno 9] Bad file descriptor") == 1.0  # six words
+    assert keyword_weight("os.path.join") == 2.0 and keyword_weight("what is a list") == 0.0
+    assert keyword_weight("OSError: [Errno 9] Bad file descriptor") == 2.0  # six words
     assert keyword_weight("Why doesn't list.sort() return the sorted list?") == 0.0  # seven
+    assert keyword_weight("How do I use list.sort()?") == 2.0  # a question, with an exact term
+    # Not a question: a name, a phrase remembered from a clause.
+    assert keyword_weight("Guido van Rossum") == 2.0
+    assert keyword_weight("termination for convenience") == 2.0
+    assert keyword_weight("Is a list ordered") == keyword_weight("a list, ordered?") == 0.0
+    assert keyword_weight("") == keyword_weight("   ") == 0.0
 
     def passage(i: int) -> Passage:
         return Passage(i, "docs", f"s{i}", "", "", "text", 0.5)
@@ -191,7 +197,7 @@ def test_exact_terms_decide_the_keyword_weight_in_hybrid_fusion() -> None:
     prose = fuse_passages(dense, keyword, 3, query="how do lists grow")
     assert [p.id for p in prose[:2]] == [1, 2] and prose[1].found_by == ("dense", "keyword")
     exact = fuse_passages(dense, keyword, 3, query="list.append")
-    assert [p.id for p in exact] == [2, 1, 3]
+    assert [p.id for p in exact] == [2, 3, 1]  # the keyword ranking weighs twice the dense
 
 
 def test_the_keyword_dataset_is_drawn_reproducibly(tmp_path: Path) -> None:
@@ -210,3 +216,24 @@ def test_the_keyword_dataset_is_drawn_reproducibly(tmp_path: Path) -> None:
     assert by_text["ValueError: invalid literal for int()"] == ("docs/a.rst.txt",)
     assert by_text["sys_path_hooks"] == ("docs/b.rst.txt",)
     assert by_text["3.11.4"] == ("docs/b.rst.txt",)
+
+
+def test_the_phrase_dataset_is_drawn_reproducibly(tmp_path: Path) -> None:
+    """Four plain words in a row, within a sentence, found in at most three documents."""
+    corpus = tmp_path / "corpus"
+    (corpus / "docs").mkdir(parents=True)
+    (corpus / "docs" / "a.rst.txt").write_text(
+        "Generators yield values lazily whenever asked. Call os.path.join here.\n"
+    )
+    (corpus / "docs" / "b.rst.txt").write_text("Tuples remain immutable sequences forever.\n")
+    faq = Dataset("python-faq", corpus, [], 2, "f" * 16)
+    first, again = phrase_dataset(faq), phrase_dataset(faq)
+    assert first.name == "python-phrases" and first.questions == again.questions
+    assert len(first.questions) == 2  # one per document
+    by_text = {q.text: q.relevant for q in first.questions}
+    assert set(by_text.values()) == {("docs/a.rst.txt",), ("docs/b.rst.txt",)}
+    for text in by_text:
+        assert len(text.split()) == 4 and text == text.lower()
+        assert keyword_weight(text) == 2.0  # typed to be found by its words
+    a_phrase = next(t for t, sources in by_text.items() if sources == ("docs/a.rst.txt",))
+    assert a_phrase in {"generators yield values lazily", "yield values lazily whenever"}

@@ -7,7 +7,8 @@ a fraction of that knob's full setting:
 * ``output``: the share of the configured output tokens the answer may have;
 * ``rerank``: the share of the configured rerank candidates scored (0 = vector order);
 * ``keyword``: 1 when hybrid search fuses the keyword (BM25) ranking in, 0 when the dense
-  order stands alone (only a query with an exact term runs the keyword side at all);
+  order stands alone (only a short query that holds an exact term or is not a question runs
+  the keyword side at all);
 * ``pruned``: the share of the configured context tokens, filled with each passage's sentences
   closest to the question (``inference.prompt``'s pruning) instead of the first passages whole.
   It replaces ``context`` in a pruned plan; without it, no plan is pruned.
