@@ -414,16 +414,22 @@ def _prompt_rows(
 MODES = ("dense", "keyword", "hybrid")
 
 
-def _search(
-    store: DocumentStore, mode: str, question: str, vector: np.ndarray, depth: int
+def search_in_mode(
+    store: DocumentStore,
+    mode: str,
+    question: str,
+    vector: np.ndarray,
+    depth: int,
+    collection: str = COLLECTION,
 ) -> list[Passage]:
-    """The ``depth`` best passages for a question in ``mode`` (as the pipeline searches)."""
+    """The ``depth`` best passages for a question in ``mode`` (as ``/v1/search`` searches):
+    the dense ranking, the keyword one, or both fused."""
     if mode == "dense":
-        return store.search(COLLECTION, vector, depth)
-    keyword, _ = store.keyword_search(COLLECTION, question, depth)
+        return store.search(collection, vector, depth)
+    keyword, _ = store.keyword_search(collection, question, depth)
     if mode == "keyword":
         return keyword
-    dense = store.search(COLLECTION, vector, depth)
+    dense = store.search(collection, vector, depth)
     return fuse_passages(dense, keyword, depth, query=question)
 
 
@@ -491,7 +497,7 @@ def evaluate(
         store.keyword_search(COLLECTION, "warm", 1)  # its index loaded before the clock
         for question, vector in zip(questions, query_vectors, strict=True):
             started = time.perf_counter()
-            found.append(_search(store, mode, question, vector, depth))
+            found.append(search_in_mode(store, mode, question, vector, depth))
             times.append((time.perf_counter() - started) * 1000.0)
         vector_scores = score_rankings([_sources(p) for p in found], relevant)
         order_name = "vector order" if mode == "dense" else f"{mode} order"
