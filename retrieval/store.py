@@ -419,13 +419,7 @@ class DocumentStore:
                     with contextlib.suppress(OSError):  # not reloaded until CURRENT changes
                         self._remember_pointer(collection)
             raise BrokenIndex(f"collection {collection!r} cannot be searched: {reason}")
-        rows = snapshot.rows(i for i, _ in hits)
-        prefix = search_filter.source_prefix if search_filter is not None else ""
-        passages = [
-            passage_of_row(collection, rows[i], score, snapshot.names, prefix)
-            for i, score in hits
-            if i in rows
-        ]
+        passages = _passages(collection, snapshot, hits, search_filter)
         info = SearchInfo(snapshot.version, snapshot.manifest.index, snapshot.device, method)
         return passages, info
 
@@ -441,13 +435,7 @@ class DocumentStore:
         and how the search ran."""
         snapshot = self._serving(collection)
         hits, method = snapshot.keyword_search(query, k, search_filter)
-        rows = snapshot.rows(i for i, _ in hits)
-        prefix = search_filter.source_prefix if search_filter is not None else ""
-        passages = [
-            passage_of_row(collection, rows[i], score, snapshot.names, prefix)
-            for i, score in hits
-            if i in rows
-        ]
+        passages = _passages(collection, snapshot, hits, search_filter)
         return passages, KeywordInfo(snapshot.version, method, snapshot.keyword_source)
 
     # -- writes ------------------------------------------------------------------------------
@@ -521,3 +509,20 @@ class DocumentStore:
         with self.writer(collection, rebuild=True):
             pass
         return before.count if before is not None else 0
+
+
+def _passages(
+    collection: str,
+    snapshot: Snapshot,
+    hits: list[tuple[int, float]],
+    search_filter: SearchFilter | None,
+) -> list[Passage]:
+    """The passages of a search's ``(id, score)`` hits, in order, named as the filter's source
+    prefix asks (``passage_of_row``)."""
+    rows = snapshot.rows(i for i, _ in hits)
+    prefix = search_filter.source_prefix if search_filter is not None else ""
+    return [
+        passage_of_row(collection, rows[i], score, snapshot.names, prefix)
+        for i, score in hits
+        if i in rows
+    ]

@@ -124,6 +124,23 @@ class EmbedQuestion:
         return batcher
 
 
+def _found_attributes(stage: str, found: Found | KeywordFound) -> dict[str, str | int | float]:
+    """A search's span attributes, under ``ragtime.<stage>.``: what it looked for and found,
+    then how it ran and its filter."""
+    passages = found.passages
+    attributes: dict[str, str | int | float] = {
+        f"ragtime.{stage}.collection": found.collection,
+        f"ragtime.{stage}.k": found.k,
+        f"ragtime.{stage}.results": len(passages),
+        f"ragtime.{stage}.top_score": passages[0].score if passages else 0.0,
+    }
+    if found.info is not None:
+        attributes |= found.info.attributes()
+    if found.search_filter is not None:
+        attributes |= found.search_filter.attributes()
+    return attributes
+
+
 @dataclass(frozen=True)
 class Found(StageResult):
     """The nearest passages of a collection, best first, and how the search ran: the snapshot
@@ -136,17 +153,7 @@ class Found(StageResult):
     search_filter: SearchFilter | None = None
 
     def attributes(self) -> dict[str, str | int | float]:
-        attributes: dict[str, str | int | float] = {
-            "ragtime.search.collection": self.collection,
-            "ragtime.search.k": self.k,
-            "ragtime.search.results": len(self.passages),
-            "ragtime.search.top_score": self.passages[0].score if self.passages else 0.0,
-        }
-        if self.info is not None:
-            attributes |= self.info.attributes()
-        if self.search_filter is not None:
-            attributes |= self.search_filter.attributes()
-        return attributes
+        return _found_attributes("search", self)
 
 
 class SearchIndex:
@@ -205,17 +212,7 @@ class KeywordFound(StageResult):
     search_filter: SearchFilter | None = None
 
     def attributes(self) -> dict[str, str | int | float]:
-        attributes: dict[str, str | int | float] = {
-            "ragtime.keyword.collection": self.collection,
-            "ragtime.keyword.k": self.k,
-            "ragtime.keyword.results": len(self.passages),
-            "ragtime.keyword.top_score": self.passages[0].score if self.passages else 0.0,
-        }
-        if self.info is not None:
-            attributes |= self.info.attributes()
-        if self.search_filter is not None:
-            attributes |= self.search_filter.attributes()
-        return attributes
+        return _found_attributes("keyword", self)
 
 
 class KeywordSearch:
