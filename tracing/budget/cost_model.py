@@ -60,7 +60,7 @@ __all__ = [
 CPU_STAGE_PRIORS_MS: Mapping[str, float] = {
     StageName.EMBED: 15.0,  # per query
     StageName.SEARCH: 2.0,  # per query
-    StageName.KEYWORD: 2.0,  # per query (BM25; observed, not yet in the plan)
+    StageName.KEYWORD: 2.0,  # per query (BM25: priced before it runs, keyword_side)
     StageName.RERANK: 4.0,  # per candidate pair
     StageName.MODERATE_ANSWER: 5.0,  # per answer
     # per answer attributed: its sentences and its passages' (MiniLM, ONNX)
