@@ -46,6 +46,10 @@ def served(
             served_model="fake/tiny-chat",
             served_tokenizer=str(tokenizer),
             remote_poll_interval_s="0.5",
+            # Every answer at full size: a plan that learned from the first answer may give
+            # the repeat another context (seen once in a fresh clone: 132 of 450 tokens
+            # cached, the system prompt), and this test is about the gateway, not the plan.
+            degradation_policy="false",
         )
         url = f"http://127.0.0.1:{port}"
         try:
@@ -73,6 +77,6 @@ def test_ragtime_serves_behind_the_gateway(
     (done,) = [data for event, data in events if event == "done"]
     usage = done["usage"]
     # cache_aware sends the repeat to the worker that holds its prefix.
-    assert usage["cached_tokens"] >= usage["prompt_tokens"] - 1 > 0, usage
+    assert usage["cached_tokens"] >= usage["prompt_tokens"] - 1 > 0, (usage, done)
     answered = [s for w in workers for s in w.states.values() if s.finish_reason]
     assert len(answered) >= 2 and not any(w.aborts for w in workers)
