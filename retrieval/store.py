@@ -261,6 +261,22 @@ class DocumentStore:
         self._require_open()
         return name in self._snapshots or name in self._broken
 
+    def load_keyword_indexes(self) -> list[str]:
+        """Load the BM25 index each served snapshot keeps (bm25s and scipy imported with the
+        first), so that no request pays for it; a snapshot that keeps none builds it at its
+        first keyword search instead, not here. The collections loaded; one whose index cannot
+        be read is left to fail its own searches."""
+        loaded = []
+        for name, snapshot in sorted(self._snapshots.items()):
+            if snapshot.keyword_source == "stored":
+                try:
+                    snapshot.keyword_index()
+                except BrokenIndex as exc:
+                    log.warning("collection %r: %s", name, exc)
+                    continue
+                loaded.append(name)
+        return loaded
+
     def snapshot(self, name: str) -> Snapshot | None:
         """The snapshot ``name`` is served from now (None when it has none)."""
         return self._snapshots.get(name)

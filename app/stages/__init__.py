@@ -173,6 +173,7 @@ class Stages:
         problems: dict[str, str] = {}
         order: list[Stage] = [
             self.search,
+            self.keyword,
             self.embed,
             self.screen_question,
             self.screen_passages,

@@ -160,3 +160,13 @@ def test_the_budget_drops_the_keyword_side_when_it_does_not_fit_and_says_so(
     keyword = next(s for s in spans.get_finished_spans() if s.name == "keyword")
     assert attributes(keyword)["ragtime.degraded"] == "keyword_skipped"
     assert "ragtime.keyword.results" not in attributes(keyword)
+
+
+def test_the_keyword_index_is_loaded_before_the_first_search(data_dir: Path) -> None:
+    """Loading it (and importing bm25s) is start-up's work, not the first request's."""
+    with running_app(data_dir, search_mode="hybrid") as test_client:
+        store = app_state(test_client).services.store
+        [name] = store.collections()
+        snapshot = store.snapshot(name)
+        assert snapshot is not None and snapshot.keyword_source == "stored"
+        assert snapshot._keyword is not None  # loaded, with no search made
