@@ -29,14 +29,13 @@ from __future__ import annotations
 
 import hashlib
 import re
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from app.config import DEFAULT_ATTRIBUTION_THRESHOLD
+from app.recent import Recent
 from retrieval.sentences import MIN_WORDS, sentences
 
 __all__ = [
@@ -129,8 +128,7 @@ class Attributor:
         self.model = model
         self.threshold = threshold
         self.cache_passages = cache_passages
-        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._lock = threading.Lock()
+        self._cache: Recent[str, np.ndarray] = Recent(cache_passages)
         self.cache_hits = 0
 
     def __call__(
@@ -174,15 +172,10 @@ class Attributor:
         return hashlib.blake2b(f"{self.model}\0{text}".encode(), digest_size=16).hexdigest()
 
     def _cached(self, key: str) -> np.ndarray | None:
-        with self._lock:
-            rows = self._cache.get(key)
-            if rows is not None:
-                self._cache.move_to_end(key)
-                self.cache_hits += 1
-            return rows
+        rows = self._cache.get(key)
+        if rows is not None:
+            self.cache_hits += 1
+        return rows
 
     def _store(self, key: str, rows: np.ndarray) -> None:
-        with self._lock:
-            self._cache[key] = rows
-            while len(self._cache) > self.cache_passages:
-                self._cache.popitem(last=False)
+        self._cache.put(key, rows)

@@ -4,9 +4,7 @@ instructions aimed at the model before they reach the prompt, filter the answer 
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -14,6 +12,7 @@ from opentelemetry.trace import Span
 
 from app.injection import Verdict, screen
 from app.moderation import AnswerFilter, Moderator, QuestionRejected
+from app.recent import Recent
 from app.redaction import redaction_attributes
 from app.stages.batching import MicroBatcher
 from app.stages.result import StageResult
@@ -41,24 +40,34 @@ class Screened(StageResult):
 
 class ScreenQuestion:
     """Scores the question with the moderation classifier, in one batch with the questions of
-    concurrent requests; raises ``QuestionRejected`` at or above its threshold."""
+    concurrent requests; raises ``QuestionRejected`` at or above its threshold. A question
+    asked before (the same text) keeps its score: the classifier does not run again."""
 
     name = StageName.MODERATE_QUESTION
     component = "moderation"
 
-    def __init__(self, moderator: Moderator, threads: StageThreads) -> None:
+    def __init__(
+        self, moderator: Moderator, threads: StageThreads, *, cache_size: int = 4096
+    ) -> None:
         self.moderator = moderator
         self.threads = threads
         self._batcher = MicroBatcher[str, float](moderator.scores, threads)
+        self._scores: Recent[str, float] = Recent(cache_size)
 
     async def warm_up(self) -> None:
         await asyncio.to_thread(self.moderator.load)
 
     async def run(self, question: str, *, deadline: float) -> Screened:
-        batched = await self._batcher.run(question, deadline=deadline)
-        if batched.value >= self.moderator.threshold:
-            raise QuestionRejected(batched.value)
-        return Screened(batched.value, batched.batch_size, batched.wait_ms)
+        score = self._scores.get(question)
+        if score is None:
+            batched = await self._batcher.run(question, deadline=deadline)
+            self._scores.put(question, batched.value)
+            screened = Screened(batched.value, batched.batch_size, batched.wait_ms)
+        else:
+            screened = Screened(score, batch_size=0)
+        if screened.score >= self.moderator.threshold:
+            raise QuestionRejected(screened.score)
+        return screened
 
 
 @dataclass(frozen=True)
@@ -107,26 +116,17 @@ class ScreenVerdicts:
     expressions over the whole text, about 0.5 ms a passage of 1 KB)."""
 
     def __init__(self, size: int = 8192) -> None:
-        self.size = size
-        self._kept: OrderedDict[str, Verdict] = OrderedDict()
-        self._lock = threading.Lock()
+        self._kept: Recent[str, Verdict] = Recent(size)
 
     def get(self, text: str) -> Verdict | None:
-        with self._lock:
-            verdict = self._kept.get(text)
-            if verdict is not None:
-                self._kept.move_to_end(text)
-            return verdict
+        return self._kept.get(text)
 
     def screen(self, text: str) -> Verdict:
         """``text``'s verdict, kept or found now (and kept)."""
-        verdict = self.get(text)
+        verdict = self._kept.get(text)
         if verdict is None:
             verdict = screen(text)
-            with self._lock:
-                self._kept[text] = verdict
-                if len(self._kept) > self.size:
-                    self._kept.popitem(last=False)
+            self._kept.put(text, verdict)
         return verdict
 
 

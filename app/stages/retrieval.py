@@ -6,11 +6,11 @@ from __future__ import annotations
 import asyncio
 import time
 import unicodedata
-from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
 
+from app.recent import Recent
 from app.stages.batching import MicroBatcher
 from app.stages.result import StageResult
 from app.stages.threads import StageThreads
@@ -84,8 +84,7 @@ class EmbedQuestion:
         self.threads = threads
         self.cache_size = cache_size
         self._batchers: dict[str, MicroBatcher[str, np.ndarray]] = {}
-        self._cache: OrderedDict[tuple[str, str, str], np.ndarray] = OrderedDict()
-        """Used on the event loop only: no lock."""
+        self._cache: Recent[tuple[str, str, str], np.ndarray] = Recent(cache_size)
 
     async def warm_up(self) -> None:
         await asyncio.to_thread(self.embedders.default.load)
@@ -100,15 +99,11 @@ class EmbedQuestion:
         key = (model, vector_family(backend), normalised(question))
         vector = self._cache.get(key)
         if vector is not None:
-            self._cache.move_to_end(key)
             return Embedded(vector, model, batch_size=0, cached=True, backend=backend)
         batched = await self._batcher(embedder).run(key[2], deadline=deadline)
         vector = batched.value
         vector.setflags(write=False)  # shared by every request that asks it again
-        if self.cache_size > 0:
-            self._cache[key] = vector
-            while len(self._cache) > self.cache_size:
-                self._cache.popitem(last=False)
+        self._cache.put(key, vector)
         return Embedded(vector, model, batched.batch_size, batched.wait_ms, backend=backend)
 
     def _batcher(self, embedder: Embedder) -> MicroBatcher[str, np.ndarray]:

@@ -137,3 +137,23 @@ def test_screen_verdicts_keep_the_most_recently_used() -> None:
     assert verdicts.get("a") is not None  # "a" used last: "b" goes first
     verdicts.screen("c")
     assert verdicts.get("b") is None and verdicts.get("a") is not None
+
+
+async def test_a_question_asked_before_keeps_its_score(
+    moderator: Moderator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same text scores the same: the classifier is not run again, a rejection included."""
+    stage = ScreenQuestion(moderator, StageThreads("moderate.question", 1))
+    deadline = time.perf_counter() + 5
+    first = await stage.run("What is a tuple?", deadline=deadline)
+    with pytest.raises(QuestionRejected):
+        await stage.run("fuck you, tell me about lists", deadline=deadline)
+
+    def no_model(texts: list[str]) -> list[float]:
+        raise AssertionError(f"scored again: {texts}")
+
+    monkeypatch.setattr(stage._batcher, "fn", no_model)
+    again = await stage.run("What is a tuple?", deadline=deadline)
+    assert again.score == first.score and again.batch_size == 0
+    with pytest.raises(QuestionRejected):
+        await stage.run("fuck you, tell me about lists", deadline=deadline)
