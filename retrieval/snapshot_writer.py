@@ -40,7 +40,7 @@ import numpy as np
 from retrieval.chunking import Chunk
 from retrieval.errors import EmbeddingMismatch
 from retrieval.index_types import IndexSettings, build_index, choose_spec
-from retrieval.keyword import KEYWORD_DIR, KeywordIndex, chunk_document
+from retrieval.keyword import KEYWORD_DIR, KeywordIndex
 from retrieval.snapshots import (
     CHUNKS_DB,
     IDS,
@@ -57,6 +57,7 @@ from retrieval.snapshots import (
     SourceRecord,
     file_checksum,
     fsync_dir,
+    keyword_documents,
     published_versions,
     read_pointer,
     snapshots_dir,
@@ -558,8 +559,7 @@ class SnapshotWriter:
         ``ids``), from the staged table; None for an empty snapshot."""
         if not count:
             return None
-        rows = self._db.execute("SELECT title, section, text FROM chunks ORDER BY id")
-        documents = [chunk_document(*row) for row in rows]
+        documents = keyword_documents(self._db)
         if len(documents) != count:
             raise RuntimeError(f"{len(documents)} chunk rows for {count} ids")
         return KeywordIndex.build(documents)

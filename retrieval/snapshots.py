@@ -218,6 +218,13 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def keyword_documents(db: sqlite3.Connection) -> list[str]:
+    """What the BM25 index holds of each chunk of a chunk table, in id order (the order of a
+    snapshot's ``ids``)."""
+    rows = db.execute("SELECT title, section, text FROM chunks ORDER BY id")
+    return [chunk_document(*row) for row in rows]
+
+
 class Snapshot:
     """A published snapshot, loaded: its manifest, index, vectors and chunk table. Immutable,
     so safe to share between threads (SQLite reads take the object's lock). A search holds a
@@ -396,15 +403,13 @@ class Snapshot:
                         ) from exc
                 else:
                     with self._lock:
-                        rows = self._db.execute(
-                            "SELECT title, section, text FROM chunks ORDER BY id"
-                        ).fetchall()
-                    self._keyword = KeywordIndex.build([chunk_document(*r) for r in rows])
+                        documents = keyword_documents(self._db)
+                    self._keyword = KeywordIndex.build(documents)
                     self.keyword_source = "built"
                     log.info(
                         "snapshot %s keeps no keyword index: built one in memory (%d chunks)",
                         self.path,
-                        len(rows),
+                        len(documents),
                     )
                 if self._keyword.count != self.count:
                     raise BrokenIndex(

@@ -324,24 +324,17 @@ def _rerank_budget_rows(
     candidates: int,
     budgets_ms: Sequence[float],
     batch_size: int,
+    rates: Sequence[float | None],
 ) -> list[EvalRow]:
     """A row per reranker and share of time: each question's first ``candidates`` reranked
-    within it (``Reranker.rerank_within``), the rest in the found order. Each reranker first
-    scores every pool once, untimed, so that the rate carried between questions (as the stage
-    carries it between requests) starts from a warm model."""
+    within it (``Reranker.rerank_within``), the rest in the found order. ``rates`` (one per
+    reranker) are the milliseconds per pair each starts from, as the stage starts from what
+    earlier requests measured: its full rerank's, whose rows ran first on the warm model."""
     rows: list[EvalRow] = []
     if not budgets_ms:
         return rows
-    for reranker in rerankers:
+    for reranker, rate in zip(rerankers, rates, strict=True):
         reranker.load()
-        rates = []
-        for question, passages in zip(questions, found, strict=True):
-            started = time.perf_counter()
-            reranker.score(question, passages[:candidates])
-            rates.append(
-                (time.perf_counter() - started) * 1000.0 / max(len(passages[:candidates]), 1)
-            )
-        rate = statistics.median(rates) if rates else None
         for budget in budgets_ms:
             ordered: list[list[Passage]] = []
             times, scored = [], []
@@ -509,6 +502,7 @@ def evaluate(
             questions, relevant, found, rerankers, rerank_levels(rerank_candidates, top_k)
         )
         rows += rerank_rows
+        full_rates = {r.model: r.ms_per_candidate_p50 for r in rerank_rows if r.level == "full"}
         rows += _rerank_budget_rows(
             questions,
             relevant,
@@ -517,6 +511,7 @@ def evaluate(
             rerank_candidates,
             rerank_budgets_ms,
             rerank_batch_size,
+            [full_rates.get(reranker.model_name or "") for reranker in rerankers],
         )
         if not rerankers:
             notes.append("no cross-encoder was available: no rerank rows")

@@ -253,12 +253,18 @@ class BudgetSession:
                 queue=queue,
             )
 
+        with_side = quality(keyword_ms)
+        kept_with = (
+            None if with_side is None else with_side * engine.quality.quality("keyword", 1.0)
+        )
+        dropped = engine.quality.quality("keyword", 0.0)
+        if kept_with is not None and kept_with >= dropped:
+            return None  # no plan without it can keep more (a plan's quality is at most 1)
         without = quality(0.0)
         if without is None:
             return None
-        with_side = quality(keyword_ms)
-        kept = without * engine.quality.quality("keyword", 0.0)
-        if with_side is not None and with_side * engine.quality.quality("keyword", 1.0) >= kept:
+        kept = without * dropped
+        if kept_with is not None and kept_with >= kept:
             return None
         if with_side is None:
             reason = (
