@@ -11,8 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from tests.fakes.hash_embedder import HashEmbedder
-from tests.helpers.app import create_key, running_app, seed_data_dir
+from tests.helpers.app import create_key, running_app, seed_files
 from tests.helpers.spans import number, text
 
 FILES = {
@@ -25,11 +24,7 @@ FILES = {
 
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    corpus = tmp_path_factory.mktemp("corpus")
-    for name, body in FILES.items():
-        (corpus / name).parent.mkdir(parents=True, exist_ok=True)
-        (corpus / name).write_text(body)
-    return seed_data_dir(tmp_path_factory.mktemp("data"), corpus, HashEmbedder())
+    return seed_files(tmp_path_factory.mktemp("data"), tmp_path_factory.mktemp("corpus"), FILES)
 
 
 @pytest.fixture(scope="module")

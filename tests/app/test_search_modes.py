@@ -13,8 +13,7 @@ from fastapi.testclient import TestClient
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from tests.fakes.backends import ScriptedBackend
-from tests.fakes.hash_embedder import HashEmbedder
-from tests.helpers.app import app_state, create_key, running_app, seed_data_dir
+from tests.helpers.app import app_state, create_key, running_app, seed_files
 from tests.helpers.spans import attributes, number, text
 from tracing.budget import GenerationPrior
 
@@ -34,11 +33,7 @@ QUERY = "os.path.join"
 
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    corpus = tmp_path_factory.mktemp("corpus")
-    for name, body in FILES.items():
-        (corpus / name).parent.mkdir(parents=True, exist_ok=True)
-        (corpus / name).write_text(body)
-    return seed_data_dir(tmp_path_factory.mktemp("data"), corpus, HashEmbedder())
+    return seed_files(tmp_path_factory.mktemp("data"), tmp_path_factory.mktemp("corpus"), FILES)
 
 
 @pytest.fixture(scope="module")

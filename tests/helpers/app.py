@@ -67,6 +67,15 @@ def seed_data_dir(data_dir: Path, corpus: Path, embedder: Embedder) -> Path:
     return data_dir
 
 
+def seed_files(data_dir: Path, corpus: Path, files: dict[str, str]) -> Path:
+    """Write ``files`` (relative name to text) under ``corpus`` and ingest them into
+    ``data_dir``'s ``demo`` collection with the hash embedder; returns ``data_dir``."""
+    for name, body in files.items():
+        (corpus / name).parent.mkdir(parents=True, exist_ok=True)
+        (corpus / name).write_text(body)
+    return seed_data_dir(data_dir, corpus, HashEmbedder())
+
+
 def create_key(
     data_dir: Path,
     name: str = "tests",
