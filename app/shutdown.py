@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import socket
 import sys
 import threading
 import time
@@ -40,6 +41,8 @@ from uvicorn.server import STARTUP_FAILURE
 from uvicorn.supervisors import multiprocess
 
 from app.admission import SHUTTING_DOWN, send_refusal
+from app.config import get_settings
+from app.heap import freeze_startup_heap
 
 log = logging.getLogger("ragtime")
 
@@ -212,14 +215,24 @@ class GracefulServer(uvicorn.Server):
     """uvicorn's server, stopping as ``Shutdown`` says: a signal begins the app's shutdown
     (found in the lifespan's state, ``STATE_KEY``) instead of closing the socket; the server
     closes it once that shutdown is done. ``hard_exit``: a watchdog ends the process
-    ``EXIT_AFTER_GRACE_S`` after the grace (for ``ragtime serve``; never in a test's thread)."""
+    ``EXIT_AFTER_GRACE_S`` after the grace; ``freeze_heap``: once started, the process's heap is
+    frozen out of the collector's full passes (``app.heap``). Both for ``ragtime serve``, never
+    in a test's thread."""
 
     STATE_KEY = "ragtime.shutdown"
 
-    def __init__(self, config: uvicorn.Config, *, hard_exit: bool = False) -> None:
+    def __init__(
+        self, config: uvicorn.Config, *, hard_exit: bool = False, freeze_heap: bool = False
+    ) -> None:
         super().__init__(config)
         self.hard_exit = hard_exit
+        self.freeze_heap = freeze_heap
         self._stop_asked = False
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.freeze_heap:
+            freeze_startup_heap()
 
     @property
     def app_shutdown(self) -> Shutdown | None:
@@ -275,7 +288,8 @@ class GracefulProcess(multiprocess.Process):
     @property
     def server(self) -> uvicorn.Server:
         if self._server is None:
-            self._server = GracefulServer(self.config, hard_exit=True)
+            freeze = get_settings().gc_freeze  # this process's own, from the environment
+            self._server = GracefulServer(self.config, hard_exit=True, freeze_heap=freeze)
         return self._server
 
 
@@ -292,7 +306,7 @@ def serve(config: uvicorn.Config) -> None:
         finally:
             multiprocess.Process = original  # type: ignore[misc]
         return
-    server = GracefulServer(config, hard_exit=True)
+    server = GracefulServer(config, hard_exit=True, freeze_heap=get_settings().gc_freeze)
     with contextlib.suppress(KeyboardInterrupt):
         server.run()
     if not server.started:

@@ -28,6 +28,13 @@ LOOP_LAG_SECONDS = Gauge(
     registry=REGISTRY,
 )
 
+HEAP_FROZEN_OBJECTS = Gauge(
+    "ragtime_heap_frozen_objects",
+    "Objects alive after start-up, frozen out of the garbage collector's full passes "
+    "(RAGTIME_GC_FREEZE; 0 when off).",
+    registry=REGISTRY,
+)
+
 _LATENCY_BUCKETS = (
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
 )  # fmt: skip
