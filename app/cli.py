@@ -59,17 +59,19 @@ def _writable_dir(path: Path, what: str) -> None:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """Serve on uvloop and httptools. With several workers, uvicorn starts that many processes
-    on one socket, each building its own app from the environment."""
+    on one socket, each building its own app from the environment, their metrics in one
+    directory."""
     import uvicorn
 
     from app.main import create_app
     from app.shutdown import serve
     from tracing import shutdown_tracing
+    from tracing.metrics import shared_metrics_dir
 
     settings = get_settings()
     host = args.host or settings.host
     port = args.port or int(os.environ.get("PORT", settings.port))
-    workers = args.workers or settings.workers
+    workers = args.workers or settings.serve_workers
     # uvloop and httptools; what is still open after the shutdown's grace gets a second to
     # close (app.shutdown).
     options: dict[str, Any] = {
@@ -85,7 +87,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     else:
         config = uvicorn.Config(create_app(settings), host=host, port=port, **options)
     try:
-        serve(config)
+        with shared_metrics_dir(workers):  # /metrics answers for every process
+            serve(config)
     finally:
         shutdown_tracing()
     return 0
@@ -298,7 +301,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host")
     serve.add_argument("--port", type=int)
     serve.add_argument("--log-level", default="info")
-    serve.add_argument("--workers", type=int, help="server processes (default RAGTIME_WORKERS, 1)")
+    serve.add_argument(
+        "--workers", type=int, help="server processes (default RAGTIME_WORKERS: auto)"
+    )
     serve.set_defaults(func=cmd_serve)
 
     ingest = sub.add_parser("ingest", help="ingest a file or directory (re-ingest replaces)")

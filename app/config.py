@@ -7,9 +7,10 @@ embedder and SmolLM2 GGUF shipped as pip packages) and no cross-encoder is loade
 
 from __future__ import annotations
 
+import os
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -18,6 +19,9 @@ from tracing.budget import StageName
 
 if TYPE_CHECKING:
     from retrieval.index_types import IndexSettings
+
+#: ``RAGTIME_WORKERS=auto`` starts at most this many processes (each loads its own models).
+AUTO_WORKERS_MAX = 4
 
 #: How a search finds passages: by vector (``dense``), by BM25 over their words (``keyword``), or
 #: both fused by reciprocal rank (``hybrid``).
@@ -77,11 +81,13 @@ class Settings(BaseSettings):
     data_dir: Path = Field(Path(".ragtime"), description="Index, chunk store and API keys.")
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=1, le=65535)
-    workers: int = Field(
-        1,
-        ge=1,
-        le=64,
-        description="Server processes; each holds its own models, cost model and metrics.",
+    workers: Annotated[int, Field(ge=1, le=64)] | Literal["auto"] = Field(
+        "auto",
+        description="Server processes behind the one port; each holds its own models, stages "
+        "and cost model, and admits what it can finish itself. auto: one per core (at most "
+        f"{AUTO_WORKERS_MAX}), or one where more would not serve more: on the in-process "
+        "llama.cpp backend (each process would run its own model on the same cores), or with "
+        "per-key rate limits kept in process (each process would grant a key its whole rate).",
     )
     gc_freeze: bool = Field(
         True,
@@ -497,6 +503,17 @@ class Settings(BaseSettings):
                 "(with room for the system prompt and question)"
             )
         return self
+
+    @property
+    def serve_workers(self) -> int:
+        """The processes ``ragtime serve`` starts: ``workers``, with ``auto`` resolved."""
+        if self.workers != "auto":
+            return self.workers
+        if self.generation_backend == "llama.cpp":
+            return 1
+        if self.rate_limit_per_s > 0 and not self.redis_url:
+            return 1
+        return max(1, min(len(os.sched_getaffinity(0)), AUTO_WORKERS_MAX))
 
     @property
     def keys_path(self) -> Path:

@@ -43,6 +43,7 @@ from uvicorn.supervisors import multiprocess
 from app.admission import SHUTTING_DOWN, send_refusal
 from app.config import get_settings
 from app.heap import freeze_startup_heap
+from tracing.metrics import process_gone
 
 log = logging.getLogger("ragtime")
 
@@ -291,6 +292,10 @@ class GracefulProcess(multiprocess.Process):
             freeze = get_settings().gc_freeze  # this process's own, from the environment
             self._server = GracefulServer(self.config, hard_exit=True, freeze_heap=freeze)
         return self._server
+
+    def join(self) -> None:
+        super().join()
+        process_gone(self.process.pid)  # its live gauges leave /metrics with it
 
 
 def serve(config: uvicorn.Config) -> None:

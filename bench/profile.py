@@ -31,8 +31,20 @@ def py_spy() -> str | None:
     return str(beside) if beside.is_file() else shutil.which("py-spy")
 
 
+def has_children(pid: int) -> bool:
+    """Whether ``pid`` has child processes (Linux's ``/proc``; ``False`` where it cannot tell)."""
+    try:
+        return any(
+            task.joinpath("children").read_text().split()
+            for task in Path(f"/proc/{pid}/task").iterdir()
+        )
+    except OSError:
+        return False
+
+
 class Profiler:
-    """``py-spy record`` attached to one process until ``stop``; the samples go to ``path``."""
+    """``py-spy record`` attached to one process, and to its children when it has some (a
+    server of several processes), until ``stop``; the samples go to ``path``."""
 
     def __init__(self, pid: int, path: Path, *, rate: int = 200) -> None:
         self.path = path
@@ -42,6 +54,8 @@ class Profiler:
         path.parent.mkdir(parents=True, exist_ok=True)
         argv = [executable, "record", "--pid", str(pid), "--format", "raw", "--rate", str(rate)]
         argv += ["--output", str(path), "--nonblocking"]
+        if has_children(pid):
+            argv.append("--subprocesses")
         self._process = subprocess.Popen(
             argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
         )

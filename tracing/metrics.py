@@ -2,12 +2,22 @@
 
 Metrics live in one process-wide registry. ``RequestMetricsMiddleware`` (pure ASGI, so it never
 buffers a streamed body) counts requests by route and status and observes their duration.
+
+When ``ragtime serve`` runs several processes (``shared_metrics_dir``), each writes its values
+to files in one directory (prometheus_client's multiprocess mode, ``PROMETHEUS_MULTIPROC_DIR``)
+and ``/metrics`` answers, from whichever process takes the scrape, for all of them: counters and
+histograms summed, each gauge as its ``multiprocess_mode`` says (the worst loop lag, the
+requests in flight summed, per-process figures by ``pid``). Exemplars are not kept in that mode.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import shutil
+import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -16,15 +26,20 @@ from prometheus_client import (
     Gauge,
     Histogram,
     generate_latest,
+    multiprocess,
 )
 from prometheus_client.openmetrics import exposition as openmetrics
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 
+#: Where each process of a several-process server writes its values (prometheus_client's name).
+MULTIPROC_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
+
 LOOP_LAG_SECONDS = Gauge(
     "ragtime_event_loop_lag_seconds",
     "The largest lag of the event loop over the last quarter second: how late it ran what was due.",
+    multiprocess_mode="livemax",
     registry=REGISTRY,
 )
 
@@ -32,6 +47,7 @@ HEAP_FROZEN_OBJECTS = Gauge(
     "ragtime_heap_frozen_objects",
     "Objects alive after start-up, frozen out of the garbage collector's full passes "
     "(RAGTIME_GC_FREEZE; 0 when off).",
+    multiprocess_mode="liveall",
     registry=REGISTRY,
 )
 
@@ -53,7 +69,11 @@ REQUEST_SECONDS = Histogram(
     registry=REGISTRY,
 )
 IN_FLIGHT = Gauge(
-    "ragtime_requests_in_flight", "Requests being served now.", ["route"], registry=REGISTRY
+    "ragtime_requests_in_flight",
+    "Requests being served now.",
+    ["route"],
+    multiprocess_mode="livesum",
+    registry=REGISTRY,
 )
 STAGE_SECONDS = Histogram(
     "ragtime_stage_duration_seconds",
@@ -120,6 +140,7 @@ COST_MODEL = Gauge(
     "The budget engine's current costs: per generation target (term fixed_ms, "
     "prefill_ms_per_token, decode_ms_per_token) and per stage (term ms_per_unit), at its quantile.",
     ["target", "term"],
+    multiprocess_mode="liveall",
     registry=REGISTRY,
 )
 
@@ -128,6 +149,7 @@ COLLECTION_BROKEN = Gauge(
     "ragtime_collection_broken",
     "1 while a collection cannot be served (its index is damaged or unreadable), else 0",
     ["collection"],
+    multiprocess_mode="livemax",
     registry=REGISTRY,
 )
 
@@ -155,9 +177,41 @@ def metrics_payload(accept: str = "") -> tuple[bytes, str]:
     Prometheus does with exemplar storage on): only that format carries the exemplars that link a
     slow histogram bucket to its trace.
     """
+    registry = REGISTRY
+    if path := os.environ.get(MULTIPROC_DIR_ENV):
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry, path=path)
     if "application/openmetrics-text" in accept:
-        return openmetrics.generate_latest(REGISTRY), openmetrics.CONTENT_TYPE_LATEST
-    return generate_latest(REGISTRY), CONTENT_TYPE_LATEST
+        return openmetrics.generate_latest(registry), openmetrics.CONTENT_TYPE_LATEST
+    return generate_latest(registry), CONTENT_TYPE_LATEST
+
+
+@contextlib.contextmanager
+def shared_metrics_dir(processes: int) -> Iterator[str | None]:
+    """For a server of ``processes`` processes (started within the block, which inherit the
+    environment): a fresh directory for their metrics, named in ``PROMETHEUS_MULTIPROC_DIR`` and
+    removed after; an operator's own ``PROMETHEUS_MULTIPROC_DIR`` is used (and kept) instead.
+    One process needs none: ``None``."""
+    if processes <= 1:
+        yield None
+        return
+    if own := os.environ.get(MULTIPROC_DIR_ENV):
+        yield own
+        return
+    path = tempfile.mkdtemp(prefix="ragtime-metrics-")
+    os.environ[MULTIPROC_DIR_ENV] = path
+    try:
+        yield path
+    finally:
+        os.environ.pop(MULTIPROC_DIR_ENV, None)
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def process_gone(pid: int | None) -> None:
+    """Drop a server process's live gauges once it has exited (the supervisor's side)."""
+    path = os.environ.get(MULTIPROC_DIR_ENV)
+    if path and pid is not None:
+        multiprocess.mark_process_dead(pid, path)
 
 
 class RequestMetricsMiddleware:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from app.config import Settings
+from app.config import AUTO_WORKERS_MAX, Settings
 
 
 def test_environment_overrides_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -28,3 +28,35 @@ def test_environment_overrides_defaults(monkeypatch: pytest.MonkeyPatch) -> None
 def test_bad_values_are_rejected_with_a_reason(values: dict[str, int], fragment: str) -> None:
     with pytest.raises(ValidationError, match=fragment.replace("(", r"\(").replace(")", r"\)")):
         Settings(_env_file=None, **values)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        ({}, 1),  # the CPU default: each process would run its own llama.cpp on the same cores
+        ({"generation_backend": "null"}, "cores"),
+        ({"generation_backend": "null", "rate_limit_per_s": 5.0}, 1),
+        (
+            {
+                "generation_backend": "null",
+                "rate_limit_per_s": 5.0,
+                "redis_url": "redis://127.0.0.1:6379/0",
+            },
+            "cores",
+        ),
+        ({"generation_backend": "null", "workers": 3}, 3),
+    ],
+)
+def test_auto_workers_serve_with_every_core_where_more_processes_serve_more(
+    monkeypatch: pytest.MonkeyPatch, values: dict[str, object], expected: int | str
+) -> None:
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(6)))
+    settings = Settings(_env_file=None, **values)  # type: ignore[arg-type]
+    assert settings.serve_workers == (AUTO_WORKERS_MAX if expected == "cores" else expected)
+
+
+@pytest.mark.parametrize("value", ["0", "many", "65"])
+def test_workers_is_a_count_or_auto(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setenv("RAGTIME_WORKERS", value)
+    with pytest.raises(ValidationError, match="workers"):
+        Settings(_env_file=None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -106,25 +107,38 @@ def children_of(pid: int) -> list[int]:
     return found
 
 
-def test_two_workers_serve_one_port(minilm_data_dir: Path, minilm_api_key: str) -> None:
-    """``serve --workers 2``: two processes, each with its own app, answer on one port."""
+ASKED = re.compile(r'^ragtime_requests_total\{route="/v1/ask",status="200"\} (\S+)$', re.M)
+FROZEN_PIDS = re.compile(r'^ragtime_heap_frozen_objects\{pid="(\d+)"\} (\S+)$', re.M)
+
+
+def test_two_workers_serve_one_port(
+    minilm_data_dir: Path, minilm_api_key: str, tmp_path: Path
+) -> None:
+    """``serve --workers 2``: two processes, each with its own app, answer on one port, and
+    ``/metrics``, whichever process takes the scrape, counts both; their metrics' directory is
+    gone after the stop."""
     port = free_port()
     env = {
         **os.environ,
         "RAGTIME_DATA_DIR": str(minilm_data_dir),
         "RAGTIME_GENERATION_BACKEND": "null",
         "OTEL_TRACES_EXPORTER": "none",
+        "TMPDIR": str(tmp_path),
     }
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
     server = subprocess.Popen(
         [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--workers", "2"],
         env=env,
     )
+    asked = 8
     try:
         url = f"http://127.0.0.1:{port}"
         wait_ready(url, server)
         assert len(children_of(server.pid)) >= 2
+        assert list(tmp_path.glob("ragtime-metrics-*")), "no shared metrics directory"
         headers = {"Authorization": f"Bearer {minilm_api_key}"}
-        for _ in range(4):
+        for _ in range(asked):
+            # A new connection each time, so that the kernel may hand it to either process.
             response = httpx.post(
                 f"{url}/v1/ask",
                 json={"question": "What does the pass statement do?"},
@@ -133,9 +147,15 @@ def test_two_workers_serve_one_port(minilm_data_dir: Path, minilm_api_key: str) 
             )
             assert response.status_code == 200, response.text
             assert response.json()["answer"]
+        for _ in range(6):
+            text = httpx.get(f"{url}/metrics", timeout=10).text
+            assert [float(v) for v in ASKED.findall(text)] == [asked], text[:2000]
+            frozen = {pid: float(n) for pid, n in FROZEN_PIDS.findall(text)}
+            assert len(frozen) == 2 and min(frozen.values()) > 0, frozen
     finally:
         server.send_signal(signal.SIGINT)
         server.wait(timeout=60)
+    assert not list(tmp_path.glob("ragtime-metrics-*")), "the metrics directory was left"
 
 
 def test_shutdown_with_the_collector_down_is_quick(

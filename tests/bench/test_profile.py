@@ -39,6 +39,32 @@ def test_py_spy_samples_a_busy_process(tmp_path: Path) -> None:
     assert total > 20 and busy.inclusive > 0.9
 
 
+PARENT = f"""
+import subprocess, sys
+child = subprocess.Popen([sys.executable, "-c", {BUSY!r}], stdout=subprocess.PIPE, text=True)
+print(child.stdout.readline().strip(), flush=True)
+child.wait()
+"""
+
+
+@pytest.mark.skipif(py_spy() is None, reason="py-spy is not installed (the bench extra)")
+def test_a_server_of_several_processes_is_sampled_in_its_children(tmp_path: Path) -> None:
+    """``ragtime serve --workers N``'s work is in its children, not in the supervisor."""
+    process = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None and process.stdout.readline().strip() == "ready"
+        profiler = Profiler(process.pid, tmp_path / "busy.txt", rate=100)
+        time.sleep(1.5)
+        profiler.stop()
+    finally:
+        subprocess.run(["pkill", "-P", str(process.pid)], check=False)
+        process.kill()
+        process.wait()
+    total, shares = top_functions(tmp_path / "busy.txt")
+    assert total > 20
+    assert any(s.function.startswith("spin_for_the_profiler") for s in shares)
+
+
 def test_a_missing_profile_is_reported_not_raised(tmp_path: Path) -> None:
     empty = tmp_path / "none.txt"
     empty.write_text("")

@@ -19,7 +19,8 @@ def cli_env(data_dir: Path, **settings: str) -> dict[str, str]:
     ``settings`` (``snapshot_poll_s="0.2"`` -> ``RAGTIME_SNAPSHOT_POLL_S``)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAGTIME_")}
     env |= {"PYTHONPATH": str(ROOT), "RAGTIME_DATA_DIR": str(data_dir)}
-    env |= {"RAGTIME_GENERATION_BACKEND": "null"}
+    # One process: the hash embedder is patched into this one only (a second would load MiniLM).
+    env |= {"RAGTIME_GENERATION_BACKEND": "null", "RAGTIME_WORKERS": "1"}
     env |= {f"RAGTIME_{name.upper()}": value for name, value in settings.items()}
     env.pop("CRASH_AT", None)
     return env
