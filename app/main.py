@@ -50,7 +50,7 @@ ANSWER_ROUTES = frozenset({"/v1/ask", "/v1/chat/completions"})
 
 
 def alert_evaluator(settings: Settings) -> AlertEvaluator:
-    """The in-process alerts over this process's metrics, as configured."""
+    """The in-process alerts over the server's metrics (every process's), as configured."""
     return AlertEvaluator(
         webhook_url=settings.alert_webhook_url,
         interval_s=settings.alert_interval_s,

@@ -14,11 +14,18 @@ bounded number of tries; one that fails is tried again at the next evaluation.
 
 The evaluator runs as a background task of the app, never on a request's path, and never raises
 into the app: failures are logged and the next evaluation goes on.
+
+In a server of several processes every process evaluates the metrics of all of them
+(``tracing.metrics.scrape_registry``), so ``GET /v1/alerts`` says the same whichever answers,
+and one of them posts: the one holding ``NotifierLock``, an exclusive lock on a file of the
+processes' shared metrics directory. The others only track the alerts. When the holder exits
+the system frees its lock and another process takes it at its next evaluation.
 """
 
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import hashlib
 import logging
 import time
@@ -33,7 +40,7 @@ import httpx
 from prometheus_client import CollectorRegistry
 
 from tracing._alert_conditions import AlertRule, Labels, Snapshot, budget_rules
-from tracing.metrics import REGISTRY
+from tracing.metrics import scrape_registry, shared_metrics_path
 
 log = logging.getLogger(__name__)
 
@@ -77,18 +84,47 @@ class _Alert:
         }
 
 
+class NotifierLock:
+    """Whether this process is the one that posts the alerts: always with one process
+    (``path`` ``None``); else the one that holds an exclusive ``flock`` on ``path``, taken when
+    free and kept for the process's life (or until ``release``)."""
+
+    def __init__(self, path: str | None) -> None:
+        self.path = path
+        self._held: Any = None
+
+    def held(self) -> bool:
+        if self.path is None or self._held is not None:
+            return True
+        file = open(self.path, "a")  # noqa: SIM115 (kept open: the lock lives with it)
+        try:
+            fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            file.close()
+            return False
+        self._held = file
+        return True
+
+    def release(self) -> None:
+        held, self._held = self._held, None
+        if held is not None:
+            held.close()
+
+
 class AlertEvaluator:
     """Evaluates the alert rules over the registry's recent history and notifies a webhook.
 
-    ``registry`` defaults to the process's metrics; ``clock`` (wall seconds) and ``transport``
-    are there for tests. Without ``webhook_url`` the evaluator still tracks alerts for
-    ``firing()`` and logs each transition.
+    ``registry`` defaults to the server's metrics (every process's, in a server of several);
+    ``notifier`` to the lock that picks the one process that posts; ``clock`` (wall seconds) and
+    ``transport`` are there for tests. Without ``webhook_url``, or without the lock, the
+    evaluator still tracks alerts for ``firing()`` and logs each transition.
     """
 
     def __init__(
         self,
         *,
-        registry: CollectorRegistry = REGISTRY,
+        registry: CollectorRegistry | None = None,
+        notifier: NotifierLock | None = None,
         webhook_url: str | None = None,
         interval_s: float = 15.0,
         window_s: float = 300.0,
@@ -106,7 +142,8 @@ class AlertEvaluator:
     ) -> None:
         if interval_s <= 0 or window_s <= 0 or for_s < 0 or cooldown_s < 0 or max_tries < 1:
             raise ValueError("alert intervals must be positive and max_tries at least 1")
-        self.registry = registry
+        self.registry = registry if registry is not None else scrape_registry()
+        self.notifier = notifier or NotifierLock(shared_metrics_path("alerts.lock"))
         self.webhook_url = webhook_url
         self.interval_s = interval_s
         self.window_s = window_s
@@ -146,6 +183,7 @@ class AlertEvaluator:
         client, self._client = self._client, None
         if client is not None:
             await client.aclose()
+        self.notifier.release()
 
     @property
     def running(self) -> bool:
@@ -174,8 +212,10 @@ class AlertEvaluator:
                 self._update(rule, rule.breaches(increase), now)
             due = self._due(now)
             payloads = [self._payload(alert) for alert in due]
-            delivered = [True] * len(due)  # without a webhook, the log is the notification
-            if self.webhook_url and due:
+            # Without a webhook the log is the notification; without the lock another process
+            # posts it.
+            delivered = [True] * len(due)
+            if self.webhook_url and due and self.notifier.held():
                 delivered = await asyncio.gather(*(self._post(p) for p in payloads))
             self._settle(due, delivered, now)
             return payloads

@@ -177,13 +177,28 @@ def metrics_payload(accept: str = "") -> tuple[bytes, str]:
     Prometheus does with exemplar storage on): only that format carries the exemplars that link a
     slow histogram bucket to its trace.
     """
-    registry = REGISTRY
-    if path := os.environ.get(MULTIPROC_DIR_ENV):
-        registry = CollectorRegistry()
-        multiprocess.MultiProcessCollector(registry, path=path)
+    registry = scrape_registry()
     if "application/openmetrics-text" in accept:
         return openmetrics.generate_latest(registry), openmetrics.CONTENT_TYPE_LATEST
     return generate_latest(registry), CONTENT_TYPE_LATEST
+
+
+def scrape_registry() -> CollectorRegistry:
+    """What ``/metrics`` and the in-process alerts read: this process's registry, or in a server
+    of several processes (``PROMETHEUS_MULTIPROC_DIR``) all of theirs, read afresh at each
+    collection."""
+    path = os.environ.get(MULTIPROC_DIR_ENV)
+    if not path:
+        return REGISTRY
+    registry = CollectorRegistry()
+    multiprocess.MultiProcessCollector(registry, path=path)
+    return registry
+
+
+def shared_metrics_path(name: str) -> str | None:
+    """A file of the several processes' shared metrics directory (``None`` with one process)."""
+    path = os.environ.get(MULTIPROC_DIR_ENV)
+    return os.path.join(path, name) if path else None
 
 
 @contextlib.contextmanager

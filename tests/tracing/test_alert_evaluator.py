@@ -30,7 +30,7 @@ from tracing._alert_conditions import (
     error_ratio,
     histogram_quantile,
 )
-from tracing.alerts import ZERO_TIME, AlertEvaluator
+from tracing.alerts import ZERO_TIME, AlertEvaluator, NotifierLock
 
 T0 = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 ALERTS_YML = Path(__file__).resolve().parents[2] / "deploy" / "prometheus" / "alerts.yml"
@@ -200,6 +200,27 @@ async def test_cooldown_keeps_one_incident_to_one_message_then_it_resolves(
     assert evaluator.firing() == []
     await evaluator.evaluate_once(T0 + 700)
     assert len(receiver.bodies) == 3
+
+
+async def test_of_several_processes_one_posts_and_another_takes_over_when_it_stops(
+    receiver: Receiver, driven: Metrics, evaluator_for: EvaluatorFor, tmp_path: Path
+) -> None:
+    """Processes of one server evaluate the same metrics; only the lock's holder posts."""
+    lock = str(tmp_path / "alerts.lock")
+    first = evaluator_for(receiver.url, for_s=0.0, notifier=NotifierLock(lock))
+    second = evaluator_for(receiver.url, for_s=0.0, notifier=NotifierLock(lock))
+    for evaluator in (first, second):
+        await evaluator.evaluate_once(T0)
+    driven.stage("generate", runs=100, overruns=10)
+    assert len(await first.evaluate_once(T0 + 10)) == 1
+    assert len(await second.evaluate_once(T0 + 10)) == 1  # due there too: tracked, not posted
+    assert len(receiver.bodies) == 1
+    assert first.firing() and second.firing()  # GET /v1/alerts says the same in both
+
+    await first.stop()  # its process ends: the lock is free
+    driven.stage("generate", runs=100, overruns=10)
+    await second.evaluate_once(T0 + 700)  # past the cooldown: posted again, by the second
+    assert len(receiver.bodies) == 2
 
 
 async def test_a_condition_that_clears_while_pending_sends_nothing(
