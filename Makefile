@@ -15,7 +15,7 @@ export TRANSFORMERS_OFFLINE ?= 1
 # module's asserts: 5 s of each worker's collection, and seconds per `ragtime` process.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: install serve test test-fast lint typecheck alert-tools k8s-tools test-servers ocr-tools bench clean
+.PHONY: install serve test test-fast lint typecheck alert-tools k8s-tools test-servers ocr-tools bench bench-report clean
 
 install: $(STAMP)
 
@@ -106,7 +106,7 @@ bench: install eval-data
 		--warmup 1 --json $(BENCH)/cpu-default.json
 	$(RAGTIME) bench load --serve benchmarks/null.env --floor --concurrency 1 --requests 400 \
 		--rounds 8 --warmup 20 --profile $(BENCH)/profile --json $(BENCH)/overhead.json
-	$(RAGTIME) bench load --serve benchmarks/null.env --rates 2,4,6,8,10,12,16,20,25,30,40,50,60,80,100 \
+	$(RAGTIME) bench load --serve benchmarks/null.env --rates 2,4,6,8,10,12,16,20,25,30,40,50,60,80,100,120,150,200 \
 		--duration 5 --min-requests 50 --warmup 5 --stop-at-ceiling --json $(BENCH)/ceiling.json
 	$(RAGTIME) bench load --floor --floor-tokens 16 --rates 10,25,50,100,150,200,300,400 \
 		--duration 4 --min-requests 100 --warmup 10 --json $(BENCH)/ceiling-floor.json
@@ -137,6 +137,10 @@ bench: install eval-data
 		--json $(BENCH)/burst.json
 	$(RAGTIME) bench burst --serve benchmarks/gpu-like.env --fake-sglang $(FAKE_GPU) --users 12 \
 		--budgets-ms 1500,900,600 --requests 120 --json $(BENCH)/burst-gpu.json
+	$(MAKE) bench-report
+
+# BENCHMARKS.md from the results `make bench` left in $(BENCH) (after one of its runs is redone).
+bench-report: install
 	$(RAGTIME) bench report --cpu $(BENCH)/cpu-default.json --overhead $(BENCH)/overhead.json \
 		--ceiling $(BENCH)/ceiling.json --ceiling $(BENCH)/ceiling-floor.json \
 		--budget $(BENCH)/budget.json \
