@@ -23,6 +23,15 @@ if TYPE_CHECKING:
 #: ``RAGTIME_WORKERS=auto`` starts at most this many processes (each loads its own models).
 AUTO_WORKERS_MAX = 4
 
+
+def usable_cores() -> int:
+    """The CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
 #: How a search finds passages: by vector (``dense``), by BM25 over their words (``keyword``), or
 #: both fused by reciprocal rank (``hybrid``).
 SearchMode = Literal["dense", "keyword", "hybrid"]
@@ -513,7 +522,7 @@ class Settings(BaseSettings):
             return 1
         if self.rate_limit_per_s > 0 and not self.redis_url:
             return 1
-        return max(1, min(len(os.sched_getaffinity(0)), AUTO_WORKERS_MAX))
+        return min(usable_cores(), AUTO_WORKERS_MAX)
 
     @property
     def keys_path(self) -> Path:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
@@ -16,7 +15,7 @@ from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 from app import access_log, openapi
 from app.admission import Admission, AdmissionMiddleware
 from app.calibration import probes, reported_itl_ms
-from app.config import Settings, get_settings
+from app.config import Settings, get_settings, usable_cores
 from app.errors import install_error_handlers
 from app.pipeline import Pipeline
 from app.ratelimit import build_limiter
@@ -61,14 +60,6 @@ def alert_evaluator(settings: Settings) -> AlertEvaluator:
         ttft_p95_s=settings.alert_ttft_p95_s,
         error_ratio=settings.alert_error_ratio,
     )
-
-
-def usable_cores() -> int:
-    """The CPUs this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 def generation_floor(pipeline: Pipeline, backend: GenerationBackend) -> Callable[[str], float]:

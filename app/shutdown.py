@@ -289,13 +289,18 @@ class GracefulProcess(multiprocess.Process):
     @property
     def server(self) -> uvicorn.Server:
         if self._server is None:
-            freeze = get_settings().gc_freeze  # this process's own, from the environment
-            self._server = GracefulServer(self.config, hard_exit=True, freeze_heap=freeze)
+            self._server = serving_server(self.config)
         return self._server
 
     def join(self) -> None:
         super().join()
         process_gone(self.process.pid)  # its live gauges leave /metrics with it
+
+
+def serving_server(config: uvicorn.Config) -> GracefulServer:
+    """The server of one ``ragtime serve`` process: its watchdog armed, its heap frozen once
+    started as this process's settings (from the environment) say."""
+    return GracefulServer(config, hard_exit=True, freeze_heap=get_settings().gc_freeze)
 
 
 def serve(config: uvicorn.Config) -> None:
@@ -311,7 +316,7 @@ def serve(config: uvicorn.Config) -> None:
         finally:
             multiprocess.Process = original  # type: ignore[misc]
         return
-    server = GracefulServer(config, hard_exit=True, freeze_heap=get_settings().gc_freeze)
+    server = serving_server(config)
     with contextlib.suppress(KeyboardInterrupt):
         server.run()
     if not server.started:

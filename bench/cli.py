@@ -373,8 +373,7 @@ def _register_retrieval(bench_sub: Any) -> None:
 
 
 def cmd_retrieval(args: argparse.Namespace) -> int:
-    import json
-
+    from bench.report import write_figures
     from bench.retrieval import run_bench, table
 
     try:
@@ -394,8 +393,7 @@ def cmd_retrieval(args: argparse.Namespace) -> int:
         return 2
     print(table(result))
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result.to_dict(), indent=2) + "\n")
+        write_figures(result.to_dict(), args.json)
     return 0
 
 
@@ -468,15 +466,14 @@ def _register_safety(bench_sub: Any) -> None:
 
 def cmd_safety(args: argparse.Namespace) -> int:
     import dataclasses
-    import json
 
+    from bench.report import write_figures
     from bench.safety import DEMO_CORPUS, measure, table
 
     result = measure(args.corpus or DEMO_CORPUS)
     print(table(result))
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(dataclasses.asdict(result), indent=2) + "\n")
+        write_figures(dataclasses.asdict(result), args.json)
     return 0
 
 
@@ -499,9 +496,9 @@ def _register_ocr(bench_sub: Any) -> None:
 
 def cmd_ocr(args: argparse.Namespace) -> int:
     import dataclasses
-    import json
 
     from bench.ocr import measure, table
+    from bench.report import write_figures
     from retrieval.formats.ocr import TESSERACT_PACKAGE, find_tesseract
 
     if find_tesseract() is None:
@@ -510,9 +507,8 @@ def cmd_ocr(args: argparse.Namespace) -> int:
     result = measure(args.pages, args.runs, dpi=args.dpi, worn=args.worn)
     print(table(result))
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
         figures = dataclasses.asdict(result) | {"pages_per_s": result.pages_per_s}
-        args.json.write_text(json.dumps(figures, indent=2) + "\n")
+        write_figures(figures, args.json)
     return 0
 
 
@@ -532,9 +528,8 @@ def _register_documents(bench_sub: Any) -> None:
 
 
 def cmd_documents(args: argparse.Namespace) -> int:
-    import json
-
     from bench.documents import measure, table
+    from bench.report import write_figures
 
     if args.threads < 1 or args.copies < 0:
         print("error: --threads must be 1 or more and --copies 0 or more", file=sys.stderr)
@@ -544,8 +539,7 @@ def cmd_documents(args: argparse.Namespace) -> int:
     )
     print(table(result))
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result.to_json(), indent=2) + "\n")
+        write_figures(result.to_json(), args.json)
     return 0
 
 
@@ -857,12 +851,12 @@ def cmd_burst(args: argparse.Namespace) -> int:
 def cmd_machinery(args: argparse.Namespace) -> int:
     from bench.budget import machinery_line
     from bench.machinery import measure_machinery
+    from bench.report import write_json
 
     cost = measure_machinery(args.iterations)
     print(machinery_line(cost) + ".")
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(cost.model_dump_json(indent=1) + "\n")
+        write_json(cost, args.json)
     return 0
 
 

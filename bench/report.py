@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import platform
 import shlex
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -101,6 +102,12 @@ def write_json(result: BaseModel, path: Path) -> None:
     """Any bench result as indented JSON, its folder made if needed."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(result.model_dump_json(indent=1) + "\n")
+
+
+def write_figures(figures: Mapping[str, Any], path: Path) -> None:
+    """A bench's figures (plain JSON values) as indented JSON, its folder made if needed."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(figures, indent=2) + "\n")
 
 
 def read_json(path: Path) -> BenchResult:

@@ -34,7 +34,7 @@ from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, TextIO
 
 import httpx
 from prometheus_client import CollectorRegistry
@@ -91,7 +91,7 @@ class NotifierLock:
 
     def __init__(self, path: str | None) -> None:
         self.path = path
-        self._held: Any = None
+        self._held: TextIO | None = None
 
     def held(self) -> bool:
         if self.path is None or self._held is not None:

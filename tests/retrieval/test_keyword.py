@@ -200,14 +200,24 @@ def test_exact_terms_decide_the_keyword_weight_in_hybrid_fusion() -> None:
     assert [p.id for p in exact] == [2, 3, 1]  # the keyword ranking weighs twice the dense
 
 
-def test_the_keyword_dataset_is_drawn_reproducibly(tmp_path: Path) -> None:
+def faq_over(tmp_path: Path, texts: dict[str, str]) -> Dataset:
+    """A Python-FAQ-like dataset without questions over ``docs/<name>`` files of ``texts``."""
     corpus = tmp_path / "corpus"
     (corpus / "docs").mkdir(parents=True)
-    (corpus / "docs" / "a.rst.txt").write_text(
-        "Call os.path.join or pass --verbose.\n\n    ValueError: invalid literal for int()\n"
+    for name, text in texts.items():
+        (corpus / "docs" / name).write_text(text)
+    return Dataset("python-faq", corpus, [], len(texts), "f" * 16)
+
+
+def test_the_keyword_dataset_is_drawn_reproducibly(tmp_path: Path) -> None:
+    faq = faq_over(
+        tmp_path,
+        {
+            "a.rst.txt": "Call os.path.join or pass --verbose.\n\n"
+            "    ValueError: invalid literal for int()\n",
+            "b.rst.txt": "See os.path.join and sys_path_hooks, 3.11.4.\n",
+        },
     )
-    (corpus / "docs" / "b.rst.txt").write_text("See os.path.join and sys_path_hooks, 3.11.4.\n")
-    faq = Dataset("python-faq", corpus, [], 2, "f" * 16)
     first, again = keyword_dataset(faq, questions=10), keyword_dataset(faq, questions=10)
     assert first.name == "python-keywords" and first.questions == again.questions
     by_text = {q.text: q.relevant for q in first.questions}
@@ -220,13 +230,13 @@ def test_the_keyword_dataset_is_drawn_reproducibly(tmp_path: Path) -> None:
 
 def test_the_phrase_dataset_is_drawn_reproducibly(tmp_path: Path) -> None:
     """Four plain words in a row, within a sentence, found in at most three documents."""
-    corpus = tmp_path / "corpus"
-    (corpus / "docs").mkdir(parents=True)
-    (corpus / "docs" / "a.rst.txt").write_text(
-        "Generators yield values lazily whenever asked. Call os.path.join here.\n"
+    faq = faq_over(
+        tmp_path,
+        {
+            "a.rst.txt": "Generators yield values lazily whenever asked. Call os.path.join here.\n",
+            "b.rst.txt": "Tuples remain immutable sequences forever.\n",
+        },
     )
-    (corpus / "docs" / "b.rst.txt").write_text("Tuples remain immutable sequences forever.\n")
-    faq = Dataset("python-faq", corpus, [], 2, "f" * 16)
     first, again = phrase_dataset(faq), phrase_dataset(faq)
     assert first.name == "python-phrases" and first.questions == again.questions
     assert len(first.questions) == 2  # one per document
