@@ -303,6 +303,17 @@ def _register_budget(bench_sub: Any) -> None:
     add_embed_arguments(embed)
     embed.set_defaults(func=cmd_embed)
 
+    threads = bench_sub.add_parser(
+        "embed-threads",
+        help="ONNX Runtime's one-thread session against a thread per core, on small batches",
+    )
+    threads.add_argument("--backend", choices=("onnx", "onnx-int8"), default="onnx-int8")
+    threads.add_argument("--sizes", type=_ints, default=[1, 4, 8, 16, 32], help="texts a batch")
+    threads.add_argument("--rounds", type=int, default=5, help="timing rounds")
+    threads.add_argument("--cache-dir", type=Path, help="ONNX exports (default: the server's)")
+    threads.add_argument("--json", type=Path, help="write the result here")
+    threads.set_defaults(func=cmd_embed_threads)
+
 
 def _register_quality(bench_sub: Any) -> None:
     quality = bench_sub.add_parser(
@@ -871,6 +882,13 @@ def add_embed_arguments(parser: argparse.ArgumentParser) -> None:
 
 def cmd_embed(args: argparse.Namespace) -> int:
     from bench.embed import run
+
+    print(run(args))
+    return 0
+
+
+def cmd_embed_threads(args: argparse.Namespace) -> int:
+    from bench.embed_threads import run
 
     print(run(args))
     return 0

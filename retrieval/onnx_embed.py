@@ -41,6 +41,12 @@ _WEIGHTS = ("model.safetensors", "pytorch_model.bin", "config.json", "tokenizer.
 #: Padded tokens per ONNX run. Bigger batches run slower per text on a CPU (attention's scores
 #: outgrow the caches): measured here, see BENCHMARKS.md's ingest section.
 MAX_BATCH_TOKENS = 1024
+#: Batches of at most this many padded tokens run on one thread. ``ragtime bench embed-threads``
+#: (int8 MiniLM, sentences of 19 tokens, 2 cores; BENCHMARKS.md): 1, 4 and 8 sentences took
+#: 1.96, 5.31 and 10.2 ms on one thread against 2.74, 6.35 and 10.2 ms on two, for 56% to 66%
+#: of the CPU time; at 16 (304 tokens) two threads were 10% faster for 47% more CPU, at 32
+#: (608) 27% faster. Under load the other core serves other requests.
+ONE_THREAD_TOKENS = 384
 
 
 def default_cache_dir() -> Path:
@@ -224,6 +230,7 @@ class OnnxSentenceEncoder:
         tokenizer.no_padding()
         self._tokenizer = tokenizer
         self._session = self._new_session(path, threads=0)
+        self._one_thread = self._new_session(path, threads=1)
         self._inputs = {i.name for i in self._session.get_inputs()}
         self.path = path
         self._bulk_lock = threading.Lock()
@@ -256,9 +263,15 @@ class OnnxSentenceEncoder:
             return None
         with self._bulk_lock:
             if self._bulk is None:
-                session = self._new_session(self.path, threads=1)
-                self._bulk = session, ThreadPoolExecutor(workers, thread_name_prefix="onnx-embed")
+                pool = ThreadPoolExecutor(workers, thread_name_prefix="onnx-embed")
+                self._bulk = self._one_thread, pool
             return self._bulk
+
+    def _session_for(self, encodings: Sequence[Any], batch: Sequence[int]) -> Any:
+        """The one-thread session for a batch of at most ``ONE_THREAD_TOKENS`` padded tokens
+        (a question, an answer's sentences), else the session with a thread per core."""
+        padded = len(batch) * max(len(encodings[i].ids) for i in batch)
+        return self._one_thread if padded <= ONE_THREAD_TOKENS else self._session
 
     def _run(self, encodings: Sequence[Any], session: Any = None) -> np.ndarray:
         """The normalised mean-pooled vectors of tokenized texts, padded to the longest."""
@@ -306,7 +319,10 @@ class OnnxSentenceEncoder:
             start += size
         bulk = self._bulk_runner() if len(batches) > 1 else None
         if bulk is None:
-            results = [self._run([encodings[i] for i in batch]) for batch in batches]
+            results = [
+                self._run([encodings[i] for i in batch], self._session_for(encodings, batch))
+                for batch in batches
+            ]
         else:
             session, pool = bulk
             results = list(

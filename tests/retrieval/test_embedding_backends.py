@@ -148,6 +148,28 @@ def test_onnx_batches_cut_by_tokens_and_run_side_by_side_give_each_texts_own_vec
     assert cosines.min() >= 0.9999, cosines
 
 
+@pytest.mark.slow
+def test_small_batches_on_one_thread_give_the_vectors_of_the_wide_session(
+    onnx_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch of at most ``ONE_THREAD_TOKENS`` padded tokens runs on the one-thread session,
+    a wider one on the session with a thread per core: both give each text the same vector."""
+    from retrieval.onnx_embed import MAX_BATCH_TOKENS, ONE_THREAD_TOKENS
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    onnx = Embedder(backend="onnx", cache_dir=onnx_cache)  # int8's scales depend on the batch
+    onnx.load()
+    encoder = onnx._onnx
+    assert encoder is not None
+    texts = [" ".join(SENTENCES)] * 4 + SENTENCES
+    widest = max(len(e.ids) for e in encoder._tokenizer.encode_batch(texts))
+    assert ONE_THREAD_TOKENS < len(texts) * widest <= MAX_BATCH_TOKENS  # one batch, wide
+    wide = encoder.encode(texts)
+    alone = np.concatenate([encoder.encode([t]) for t in texts])
+    np.testing.assert_allclose(wide, alone, atol=2e-5)
+    assert encoder._bulk is None  # neither call needed the side-by-side runner
+
+
 def test_a_dropped_collection_can_be_rebuilt_with_another_backend(tmp_path: Path) -> None:
     _ingest(tmp_path, "torch", "a.md")
     _ingest(tmp_path, "torch", "b.md")
