@@ -55,6 +55,10 @@ CREATE TABLE IF NOT EXISTS api_keys (
 #: Columns added since the first schema: NULL in older rows (legacy scopes, every collection).
 _ADDED_COLUMNS = {"scopes": "TEXT", "collections": "TEXT"}
 KEY_COLUMNS = "id, name, hint, created_at, revoked_at, scopes, collections"
+#: The active key (and its digest) whose digest is one of two.
+_FIND_ACTIVE = (
+    f"SELECT {KEY_COLUMNS}, digest FROM api_keys WHERE digest IN (?, ?) AND revoked_at IS NULL"
+)
 
 
 @dataclass(frozen=True)
@@ -133,7 +137,7 @@ class KeyStoreUnavailable(Exception):
 class BaseKeyStore(ABC):
     """Create, list, revoke and verify API keys: the hashing and the rules, over a table that
     a subclass keeps (SQLite here, PostgreSQL in ``app.keys_postgres``). Every method blocks:
-    the app calls them on worker threads."""
+    the app calls them on worker threads, except ``try_verify``, which never waits."""
 
     def __init__(self, secret: bytes) -> None:
         self._secret = secret
@@ -204,6 +208,12 @@ class BaseKeyStore(ABC):
         """Revoke key ``key_id``; False when there is no such active key."""
         return self._revoke(key_id, _now())
 
+    def try_verify(self, secret: str) -> tuple[bool, ApiKey | None]:
+        """``(True, verify(secret))`` when that answer comes without waiting on a lock, a busy
+        database or the network; ``(False, None)`` when it cannot: then call ``verify`` on a
+        worker thread. A store that can never answer at once (a remote database) says False."""
+        return False, None
+
     def verify(self, secret: str) -> ApiKey | None:
         """The active key whose secret this is, or None. A legacy row that matches has its
         digest upgraded to the HMAC."""
@@ -221,7 +231,12 @@ class BaseKeyStore(ABC):
 
 
 class KeyStore(BaseKeyStore):
-    """The keys in one SQLite file (the default)."""
+    """The keys in one SQLite file (the default).
+
+    A second connection answers ``try_verify`` on the event loop: an indexed lookup in a local
+    file takes about 15 µs, where the hop to a worker thread and back took about 100 µs of CPU
+    and woke a thread per request. It never waits: it gives up when its lock is taken or when a
+    writer holds the file (busy timeout 0), and when a legacy digest must be rewritten."""
 
     def __init__(self, path: Path, *, secret: bytes | None = None) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -234,6 +249,8 @@ class KeyStore(BaseKeyStore):
             for column, kind in _ADDED_COLUMNS.items():
                 if column not in have:
                     self._db.execute(f"ALTER TABLE api_keys ADD COLUMN {column} {kind}")
+        self._now_lock = threading.Lock()
+        self._now_db = sqlite3.connect(path, timeout=0, check_same_thread=False)
 
     @classmethod
     def for_settings(cls, settings: Settings) -> KeyStore:
@@ -246,6 +263,26 @@ class KeyStore(BaseKeyStore):
 
     def close(self) -> None:
         self._db.close()
+        self._now_db.close()
+
+    def try_verify(self, secret: str) -> tuple[bool, ApiKey | None]:
+        digest = self._digest(secret)
+        if not self._now_lock.acquire(blocking=False):
+            return False, None
+        try:
+            row: Sequence[Any] | None = self._now_db.execute(
+                _FIND_ACTIVE,
+                (digest, _legacy_digest(secret)),
+            ).fetchone()
+        except sqlite3.OperationalError:  # a writer holds the file ("database is locked")
+            return False, None
+        finally:
+            self._now_lock.release()
+        if row is None:
+            return True, None
+        if hmac.compare_digest(row[-1], digest):
+            return True, _key(row[:-1])
+        return False, None  # a legacy digest: ``verify`` rewrites it, off the loop
 
     def _insert(self, row: tuple[str, str, str, str, str, str | None]) -> int:
         with self._lock, self._db:
@@ -272,8 +309,7 @@ class KeyStore(BaseKeyStore):
     def _find(self, digests: tuple[str, str]) -> Sequence[Any] | None:
         with self._lock:
             row: Sequence[Any] | None = self._db.execute(
-                f"SELECT {KEY_COLUMNS}, digest FROM api_keys "
-                "WHERE digest IN (?, ?) AND revoked_at IS NULL",
+                _FIND_ACTIVE,
                 digests,
             ).fetchone()
         return row

@@ -19,7 +19,7 @@ from fastapi import Depends, Header, Request
 from opentelemetry import trace
 from opentelemetry.trace import Span
 
-from app.auth import ApiKey, KeyStoreUnavailable
+from app.auth import ApiKey, BaseKeyStore, KeyStoreUnavailable
 from app.body import parse_body, read_body
 from app.config import Settings
 from app.errors import Forbidden, KeyStoreDown, Unauthorized
@@ -125,6 +125,15 @@ async def get_rate_limiter(request: Request) -> RateLimiter:
 RateLimiterDep = Annotated[RateLimiter, Depends(get_rate_limiter)]
 
 
+async def verify_key(keys: BaseKeyStore, secret: str) -> ApiKey | None:
+    """The key whose secret this is: at once when the store can answer without waiting (a
+    local SQLite lookup), else from a worker thread (a database call, under the store's lock)."""
+    answered, key = keys.try_verify(secret)
+    if answered:
+        return key
+    return await asyncio.to_thread(keys.verify, secret)
+
+
 async def authenticate(
     request: Request, services: ServicesDep, stage: AuthStageDep, limiter: RateLimiterDep
 ) -> ApiKey:
@@ -137,9 +146,8 @@ async def authenticate(
         scheme, _, secret = header.partition(" ")
         if scheme.lower() != "bearer" or not secret.strip():
             raise Unauthorized("malformed Authorization header: expected 'Bearer <key>'")
-        # A database call, under the key store's lock: off the event loop.
         try:
-            key = await asyncio.to_thread(services.keys.verify, secret.strip())
+            key = await verify_key(services.keys, secret.strip())
         except KeyStoreUnavailable as exc:
             raise KeyStoreDown(str(exc)) from exc
         if key is None:
@@ -187,7 +195,7 @@ async def optional_key(request: Request, services: Services) -> ApiKey | None:
     if scheme.lower() != "bearer" or not secret.strip():
         return None
     try:
-        return await asyncio.to_thread(services.keys.verify, secret.strip())
+        return await verify_key(services.keys, secret.strip())
     except KeyStoreUnavailable:
         return None
 

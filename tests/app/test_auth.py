@@ -151,3 +151,53 @@ def test_digests_are_compared_in_constant_time(
     key, secret = keys.create("timed")
     assert keys.verify(secret) == key
     assert compared and compared[-1][0] == compared[-1][1]
+
+
+def test_try_verify_answers_at_once_what_verify_would(tmp_path: Path) -> None:
+    """The event loop's lookup: the same answers as ``verify``, and a revocation made through
+    another connection (another process) counts at once."""
+    keys = KeyStore(tmp_path / "keys.sqlite3")
+    key, secret = keys.create("alice")
+    assert keys.try_verify(secret) == (True, key)
+    assert keys.try_verify(secret + "x") == (True, None)
+    other = KeyStore(tmp_path / "keys.sqlite3")
+    assert other.revoke(key.id)
+    assert keys.try_verify(secret) == (True, None)
+
+
+def test_try_verify_gives_up_while_a_writer_holds_the_file(tmp_path: Path) -> None:
+    """It never waits: with the file locked by a writer it says so, and ``verify_key`` then
+    waits on a worker thread for the writer to finish."""
+    import asyncio
+    import threading
+
+    from app.deps import verify_key
+
+    path = tmp_path / "keys.sqlite3"
+    keys = KeyStore(path)
+    key, secret = keys.create("alice")
+    writer = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    writer.execute("BEGIN EXCLUSIVE")
+    assert keys.try_verify(secret) == (False, None)
+    threading.Timer(0.3, writer.execute, ("COMMIT",)).start()
+    assert asyncio.run(verify_key(keys, secret)) == key
+    assert keys.try_verify(secret) == (True, key)
+    writer.close()
+
+
+def test_try_verify_leaves_a_legacy_digest_to_verify(tmp_path: Path) -> None:
+    """Rewriting a legacy digest is a write: ``try_verify`` leaves it to ``verify``, off the
+    loop; once rewritten the key is found at once."""
+    path = tmp_path / "keys.sqlite3"
+    keys = KeyStore(path)
+    key, secret = keys.create("old")
+    db = sqlite3.connect(path)
+    with db:
+        db.execute(
+            "UPDATE api_keys SET digest = ? WHERE id = ?",
+            (hashlib.sha256(secret.encode()).hexdigest(), key.id),
+        )
+    db.close()
+    assert keys.try_verify(secret) == (False, None)
+    assert keys.verify(secret) == key
+    assert keys.try_verify(secret) == (True, key)

@@ -37,7 +37,7 @@ BLOCKING: list[tuple[Any, str]] = [
     (DocumentStore, "search_with_info"),
     (DocumentStore, "get"),
     (DocumentStore, "refresh"),
-    (KeyStore, "verify"),
+    (KeyStore, "verify"),  # its try_verify answers on the loop: it never waits
     (Moderator, "scores"),
     (Attributor, "__call__"),
     (PromptAssembler, "assemble"),
