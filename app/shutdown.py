@@ -30,7 +30,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from types import FrameType
 
@@ -78,6 +78,7 @@ class Shutdown:
         self._begun: asyncio.Event | None = None
         self._in_flight: set[InFlight] = set()
         self._cutter: asyncio.Task[None] | None = None
+        self._grace_timeouts: dict[asyncio.Timeout, float] = {}
 
     def bind(self, loop: asyncio.AbstractEventLoop) -> None:
         """Serve on ``loop`` (the app's lifespan calls it at start)."""
@@ -107,6 +108,8 @@ class Shutdown:
     def _start_in_loop(self) -> None:
         assert self._begun is not None
         self._begun.set()
+        for timeout, margin_s in list(self._grace_timeouts.items()):
+            timeout.reschedule(self._loop_time_of_grace_end(margin_s))
         if self._cutter is None:
             self._cutter = asyncio.ensure_future(self._cut_at_grace_end())
 
@@ -118,6 +121,28 @@ class Shutdown:
             await asyncio.Event().wait()
         assert self._begun is not None
         await self._begun.wait()
+
+    @contextlib.asynccontextmanager
+    async def until_grace_ends(self, margin_s: float) -> AsyncIterator[asyncio.Timeout]:
+        """An ``asyncio.timeout`` that expires ``margin_s`` before the grace ends: set now if
+        the stop has begun, else when it begins (``Timeout.expired()`` says whether it did).
+        What it wraps runs in the caller's task, with no task or waiter of its own."""
+        loop = asyncio.get_running_loop()
+        when = None if self.begun_at is None else self._loop_time_of_grace_end(margin_s, loop)
+        timeout = asyncio.timeout_at(when)
+        self._grace_timeouts[timeout] = margin_s
+        try:
+            async with timeout:
+                yield timeout
+        finally:
+            del self._grace_timeouts[timeout]
+
+    def _loop_time_of_grace_end(
+        self, margin_s: float, loop: asyncio.AbstractEventLoop | None = None
+    ) -> float:
+        """``grace_ends_at - margin_s`` on the loop's clock (``loop.time()``)."""
+        loop = loop or asyncio.get_running_loop()
+        return loop.time() + (self.grace_ends_at - margin_s - time.monotonic())
 
     # -- requests in flight ---------------------------------------------------------------
 

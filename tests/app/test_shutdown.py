@@ -149,3 +149,38 @@ def test_a_server_with_nothing_in_flight_stops_at_once(seeded_data_dir: Path) ->
             assert time.monotonic() - stopped < 5.0  # not the 30 s grace: nothing to wait for
     finally:
         AppStatus.should_exit = False
+
+
+async def test_until_grace_ends_cuts_a_wait_begun_before_the_stop() -> None:
+    """A wait that began before the stop is cut at the grace's end, less the margin, in its
+    own task; one that ends in time is not; before any stop, nothing expires."""
+    import asyncio
+
+    shutdown = Shutdown(grace_s=0.3)
+    shutdown.bind(asyncio.get_running_loop())
+    try:
+        async with shutdown.until_grace_ends(0.1) as quick:
+            await asyncio.sleep(0.05)
+        assert not quick.expired()
+
+        cancelled = asyncio.Event()
+
+        async def waits_long() -> None:
+            try:
+                await asyncio.sleep(30)
+            except asyncio.CancelledError:
+                cancelled.set()
+                raise
+
+        asyncio.get_running_loop().call_later(0.05, shutdown.begin)
+        started = time.monotonic()
+        with pytest.raises(TimeoutError):
+            async with shutdown.until_grace_ends(0.1) as grace:
+                await waits_long()
+        assert grace.expired() and cancelled.is_set()
+        assert 0.2 <= time.monotonic() - started < 5.0  # 0.05 + 0.3 - 0.1, not 30 s
+        with pytest.raises(TimeoutError):  # begun: what is left of the grace, at once set
+            async with shutdown.until_grace_ends(0.1):
+                await asyncio.sleep(30)
+    finally:
+        AppStatus.should_exit = False
