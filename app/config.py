@@ -261,6 +261,15 @@ class Settings(BaseSettings):
         description="Cosine similarity at which an answer sentence is attributed to a passage "
         "(chosen on a labelled set: app/citations.py).",
     )
+    attribution_nice: int = Field(
+        10,
+        ge=0,
+        le=19,
+        description="How many steps below the process's priority the attribution stage's "
+        "threads run (Linux). It works after an answer's last token, for its done event: "
+        "under load the CPU goes first to the stages before someone's first token. 0: the "
+        "same priority.",
+    )
     record_content: bool = Field(False, description="Put the question text on spans.")
     retry_after_s: int = Field(5, ge=1, description="Retry-After sent with 503 answers.")
     max_in_flight: int = Field(

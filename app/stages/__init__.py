@@ -62,7 +62,6 @@ STAGE_WORKERS = {
     StageName.ASSEMBLE: 2,
     StageName.ATTRIBUTE: 1,
 }
-
 __all__ = [
     "STAGE_WORKERS",
     "AssemblePrompt",
@@ -129,7 +128,8 @@ class Stages:
         """The stages over these components, each with its own threads; nothing loads yet."""
 
         def threads(stage: StageName) -> StageThreads:
-            return StageThreads(stage, STAGE_WORKERS[stage])
+            nice = settings.attribution_nice if stage == StageName.ATTRIBUTE else 0
+            return StageThreads(stage, STAGE_WORKERS[stage], nice=nice)
 
         return cls(
             screen_question=ScreenQuestion(moderator, threads(StageName.MODERATE_QUESTION)),

@@ -20,6 +20,8 @@ import functools
 import heapq
 import itertools
 import math
+import os
+import sys
 import threading
 import time
 from collections import deque
@@ -48,11 +50,15 @@ class StageThreads:
     """``workers`` threads for one stage, earliest deadline first; ``run`` raises
     ``DeadlinePassed`` at the deadline, or at once when the call can no longer make it."""
 
-    def __init__(self, stage: str, workers: int) -> None:
+    def __init__(self, stage: str, workers: int, *, nice: int = 0) -> None:
         if workers < 1:
             raise ValueError(f"a stage needs at least one worker thread, got {workers}")
+        if nice < 0:
+            raise ValueError(f"a stage's threads may only run at a lower priority, got {nice}")
         self.stage = stage
         self.workers = workers
+        self.nice = nice
+        """How much lower than the process the threads run (Linux thread niceness; 0: same)."""
         self._queue: list[_Queued] = []
         self._arrivals = itertools.count()
         self._ready = threading.Condition()
@@ -105,6 +111,8 @@ class StageThreads:
             return queued.due, queued.future, queued.call
 
     def _work(self) -> None:
+        if self.nice:
+            lower_priority(self.nice)
         while (job := self._next()) is not None:
             due, future, call = job
             if not future.set_running_or_notify_cancel():
@@ -136,3 +144,16 @@ class StageThreads:
             self._ready.notify_all()
         for job in queued:
             job.future.cancel()
+
+
+def lower_priority(nice: int) -> bool:
+    """Run the calling thread ``nice`` steps below the process (Linux schedules each thread
+    on its own; lowering needs no privilege). False where that cannot be done."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        me = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, me, os.getpriority(os.PRIO_PROCESS, me) + nice)
+    except OSError:
+        return False
+    return True

@@ -4,8 +4,10 @@ a thread of its own stage only."""
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -118,3 +120,45 @@ async def test_work_abandoned_while_queued_never_runs() -> None:
     finally:
         threads.close()
     assert ran == []
+
+
+def _own_priority() -> int:
+    import os
+
+    return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread niceness: Linux")
+async def test_a_stage_can_run_below_the_process_and_others_do_not() -> None:
+    """Threads made with a niceness run that many steps below the process; a stage without
+    one runs at the process's own; none may run above it."""
+    base = _own_priority()
+    low = StageThreads("attribute", 1, nice=10)
+    plain = StageThreads("search", 1)
+    try:
+        deadline = time.perf_counter() + 5
+        assert await low.run(_own_priority, deadline=deadline) == min(base + 10, 19)
+        assert await plain.run(_own_priority, deadline=deadline) == base
+    finally:
+        low.close()
+        plain.close()
+    assert _own_priority() == base  # the loop's thread is untouched
+    with pytest.raises(ValueError, match="lower priority"):
+        StageThreads("embed", 1, nice=-1)
+
+
+def test_only_the_attribute_stage_runs_below_the_process(tmp_path: Path) -> None:
+    """``RAGTIME_ATTRIBUTION_NICE`` (10 by default) reaches the attribute stage's threads and
+    no other stage's."""
+    from app.services import Services
+    from tests.fakes.hash_embedder import HashEmbedder
+    from tests.helpers.app import make_settings
+
+    for settings, expected in (
+        (make_settings(tmp_path), 10),
+        (make_settings(tmp_path, attribution_nice=0), 0),
+    ):
+        stages = Services.build(settings, embedder=HashEmbedder()).stages
+        assert stages.attribute.threads.nice == expected
+        others = [stages.embed.threads, stages.search.threads, stages.assemble.threads]
+        assert [threads.nice for threads in others] == [0, 0, 0]
