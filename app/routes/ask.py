@@ -62,7 +62,14 @@ async def ask(
     )
 
 
-async def _events(stream: AnswerStream) -> AsyncIterator[dict[str, str]]:
+def token_event(text: str) -> bytes:
+    """A ``token`` event, byte for byte as sse-starlette encodes ``{"event": "token", "data":
+    ...}`` (CRLF line ends, one ``data:`` line: JSON escapes line breaks), without its
+    per-event encoder: one event per token."""
+    return b"event: token\r\ndata: " + json.dumps({"text": text}).encode() + b"\r\n\r\n"
+
+
+async def _events(stream: AnswerStream) -> AsyncIterator[dict[str, str] | bytes]:
     try:
         async with aclosing(stream.items()) as items:
             async for item in items:
@@ -75,6 +82,6 @@ async def _events(stream: AnswerStream) -> AsyncIterator[dict[str, str]]:
                     done["traceparent"] = item.headers.get("traceparent", "")
                     yield {"event": "done", "data": json.dumps(done)}
                 else:
-                    yield {"event": "token", "data": json.dumps({"text": item})}
+                    yield token_event(item)
     except STREAM_FAILURES as exc:
         yield {"event": "error", "data": json.dumps(error_body(*stream_error(exc)))}
