@@ -75,7 +75,6 @@ class Shutdown:
         self.grace_s = grace_s
         self.begun_at: float | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._begun: asyncio.Event | None = None
         self._in_flight: set[InFlight] = set()
         self._cutter: asyncio.Task[None] | None = None
         self._grace_timeouts: dict[asyncio.Timeout, float] = {}
@@ -83,7 +82,6 @@ class Shutdown:
     def bind(self, loop: asyncio.AbstractEventLoop) -> None:
         """Serve on ``loop`` (the app's lifespan calls it at start)."""
         self._loop = loop
-        self._begun = asyncio.Event()
         if self.begun_at is not None:
             self._start_in_loop()
 
@@ -106,21 +104,10 @@ class Shutdown:
             self._loop.call_soon_threadsafe(self._start_in_loop)
 
     def _start_in_loop(self) -> None:
-        assert self._begun is not None
-        self._begun.set()
         for timeout, margin_s in list(self._grace_timeouts.items()):
             timeout.reschedule(self._loop_time_of_grace_end(margin_s))
         if self._cutter is None:
             self._cutter = asyncio.ensure_future(self._cut_at_grace_end())
-
-    async def wait_begun(self) -> None:
-        """Return once the stop has begun (never, if it does not)."""
-        if self.begun_at is not None:
-            return
-        if self._begun is None:  # not serving: nothing will begin it
-            await asyncio.Event().wait()
-        assert self._begun is not None
-        await self._begun.wait()
 
     @contextlib.asynccontextmanager
     async def until_grace_ends(self, margin_s: float) -> AsyncIterator[asyncio.Timeout]:
