@@ -325,3 +325,35 @@ def test_the_ttft_target_is_given_up_where_meeting_it_costs_too_much_of_the_answ
 def test_where_no_plan_meets_the_ttft_target_quality_decides() -> None:
     plan = pruning_policy().plan(60_000, k=4, rerank_available=False, target="t", ttft_left_ms=10)
     assert (plan.context_tokens, plan.prune, plan.meets_ttft) == (800, False, False)
+
+
+def test_recency_weights_halve_per_halflife_of_requests_and_of_seconds() -> None:
+    """``Samples.weighted`` is ``0.5 ** (rank / halflife_requests) * 0.5 ** (age_s /
+    halflife_s)``, a refusal adding ``REFUSAL_AGE`` ranks, whatever the clock reads."""
+    from tracing.budget.observations import REFUSAL_AGE, Learning, Samples
+
+    now = [86_400.0 * 365]  # a clock far from zero: the weights are differences
+    samples = Samples(Learning(halflife_requests=16, halflife_s=120), lambda: now[0])
+    for i in range(10):
+        samples.add(float(i), float(i))
+        now[0] += 30.0
+    samples.age(REFUSAL_AGE)
+    weights = [w for _, _, w in samples.weighted()]
+    # The newest was added 30 s ago and one refusal came since; each older one is one rank and
+    # 30 s older again.
+    expected = [0.5 ** ((REFUSAL_AGE + r) / 16) * 0.5 ** (30.0 * (r + 1) / 120) for r in range(10)]
+    assert weights == pytest.approx(expected, rel=1e-9)
+    assert [x for x, _, _ in samples.weighted()] == [9.0 - r for r in range(10)]
+
+
+def test_each_quality_table_answers_from_its_own_curves() -> None:
+    """Qualities are kept computed per table: two tables never answer for each other."""
+    from tracing.budget import QualityTable
+
+    half = QualityTable({"context": [(0.0, 0.5), (1.0, 1.0)]})
+    none = QualityTable({"context": [(0.0, 0.0), (1.0, 1.0)]})
+    for _ in range(2):
+        assert half.quality("context", 0.5) == 0.75
+        assert none.quality("context", 0.5) == 0.5
+        assert half.quality("output", 0.1) == 1.0  # a knob without a curve
+    assert half == QualityTable({"context": [(0.0, 0.5), (1.0, 1.0)]})

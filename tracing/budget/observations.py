@@ -10,12 +10,15 @@ quantile read (``Learning.prior_weight_beside``).
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
 #: How long an estimate is kept before it is computed afresh, when no observation came.
 ESTIMATE_TTL_S = 1.0
+
+LN2 = math.log(2.0)
 
 #: Ranks a refusal ages every observation by: half a half-life of 16 requests.
 REFUSAL_AGE = 8.0
@@ -75,14 +78,17 @@ class Samples:
         self._position += ranks
 
     def weighted(self) -> list[tuple[float, float, float]]:
-        """``(x, y, weight)``, the newest first."""
+        """``(x, y, weight)``, the newest first. A weight is ``0.5 ** (rank / halflife_requests
+        + age_s / halflife_s)``, taken as one ``exp`` of a difference from the newest possible
+        observation (the planner reads every estimate on every request)."""
         lr, now = self.learning, self.clock()
-        out = []
-        for x, y, at, position in reversed(self.points):
-            rank = self._position - position - 1.0
-            weight = 0.5 ** (rank / lr.halflife_requests) * 0.5 ** ((now - at) / lr.halflife_s)
-            out.append((x, y, weight))
-        return out
+        by_rank, by_second = LN2 / lr.halflife_requests, LN2 / lr.halflife_s
+        newest = (self._position - 1.0) * by_rank + now * by_second
+        exp = math.exp
+        return [
+            (x, y, exp(position * by_rank + at * by_second - newest))
+            for x, y, at, position in reversed(self.points)
+        ]
 
 
 def weighted_quantile(values: list[tuple[float, float]], q: float) -> float:

@@ -22,14 +22,17 @@ names another.
 from __future__ import annotations
 
 import bisect
+import functools
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 DEFAULT_QUALITY_PATH = Path(__file__).with_name("quality.json")
 KNOBS = ("context", "output", "rerank", "pruned", "keyword")
+#: (knob, fraction) pairs whose quality a table keeps computed.
+QUALITY_CACHE = 4096
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,7 @@ class QualityTable:
     curves: Mapping[str, Sequence[tuple[float, float]]]
     """Per knob, ``(fraction, quality)`` points sorted by fraction, ending at ``(1.0, 1.0)``."""
     notes: Mapping[str, Any] = field(default_factory=dict)
+    _known: Callable[[str, float], float] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for knob, points in self.curves.items():
@@ -46,9 +50,15 @@ class QualityTable:
                 raise ValueError(f"{knob}: points must be (fraction, quality) pairs in [0, 1]")
             if list(points) != sorted(points):
                 raise ValueError(f"{knob}: points must be sorted by fraction")
+        # The planner weighs some 150 (knob, fraction) pairs a request, from a few dozen values.
+        known = functools.lru_cache(maxsize=QUALITY_CACHE)(self._quality)
+        object.__setattr__(self, "_known", known)
 
     def quality(self, knob: str, fraction: float) -> float:
         """Quality kept at ``fraction`` of the knob's full setting (1.0 for an unknown knob)."""
+        return self._known(knob, fraction)
+
+    def _quality(self, knob: str, fraction: float) -> float:
         points = self.curves.get(knob)
         if not points:
             return 1.0
