@@ -114,8 +114,7 @@ class Shutdown:
         """An ``asyncio.timeout`` that expires ``margin_s`` before the grace ends: set now if
         the stop has begun, else when it begins (``Timeout.expired()`` says whether it did).
         What it wraps runs in the caller's task, with no task or waiter of its own."""
-        loop = asyncio.get_running_loop()
-        when = None if self.begun_at is None else self._loop_time_of_grace_end(margin_s, loop)
+        when = None if self.begun_at is None else self._loop_time_of_grace_end(margin_s)
         timeout = asyncio.timeout_at(when)
         self._grace_timeouts[timeout] = margin_s
         try:
@@ -124,12 +123,10 @@ class Shutdown:
         finally:
             del self._grace_timeouts[timeout]
 
-    def _loop_time_of_grace_end(
-        self, margin_s: float, loop: asyncio.AbstractEventLoop | None = None
-    ) -> float:
-        """``grace_ends_at - margin_s`` on the loop's clock (``loop.time()``)."""
-        loop = loop or asyncio.get_running_loop()
-        return loop.time() + (self.grace_ends_at - margin_s - time.monotonic())
+    def _loop_time_of_grace_end(self, margin_s: float) -> float:
+        """``grace_ends_at - margin_s`` on the running loop's clock (``loop.time()``)."""
+        now = asyncio.get_running_loop().time()
+        return now + (self.grace_ends_at - margin_s - time.monotonic())
 
     # -- requests in flight ---------------------------------------------------------------
 

@@ -62,6 +62,7 @@ STAGE_WORKERS = {
     StageName.ASSEMBLE: 2,
     StageName.ATTRIBUTE: 1,
 }
+
 __all__ = [
     "STAGE_WORKERS",
     "AssemblePrompt",

@@ -15,6 +15,7 @@ passed, or what is left is shorter than the quickest of the stage's recent calls
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import functools
 import heapq
@@ -146,14 +147,12 @@ class StageThreads:
             job.future.cancel()
 
 
-def lower_priority(nice: int) -> bool:
+def lower_priority(nice: int) -> None:
     """Run the calling thread ``nice`` steps below the process (Linux schedules each thread
-    on its own; lowering needs no privilege). False where that cannot be done."""
+    on its own; lowering needs no privilege). Elsewhere, or where the system refuses, the
+    thread keeps the process's priority."""
     if not sys.platform.startswith("linux"):
-        return False
-    try:
-        me = threading.get_native_id()
+        return
+    me = threading.get_native_id()
+    with contextlib.suppress(OSError):
         os.setpriority(os.PRIO_PROCESS, me, os.getpriority(os.PRIO_PROCESS, me) + nice)
-    except OSError:
-        return False
-    return True
