@@ -50,6 +50,7 @@ def ask(
 
 
 def actions(body: dict[str, Any]) -> list[str]:
+    assert "degradations" in body, body
     return [d["action"] for d in body["degradations"]]
 
 
