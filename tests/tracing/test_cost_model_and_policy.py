@@ -168,6 +168,27 @@ def test_stage_rates_have_priors_and_learn() -> None:
     assert cost.snapshot()["stages"]["rerank"]["observations"] == 20  # type: ignore[index]
 
 
+def test_a_stage_rate_is_read_afresh_after_an_observation_or_a_second_at_each_quantile() -> None:
+    """Planning and admission read each stage's rate at the median and at the model's quantile
+    several times a request: both are kept until the next observation or ``ESTIMATE_TTL_S``,
+    and never answer for each other."""
+    clock = Clock()
+    stage = model(clock, halflife_s=0.1).stage("rerank")
+    for ms in (2.0, 4.0, 6.0, 8.0, 30.0, 30.0, 30.0, 30.0):
+        stage.observe(ms, 1)
+    median, tail = stage.rate(0.5), stage.rate()
+    assert median < tail
+    assert (stage.rate(0.5), stage.rate()) == (median, tail)
+    for _ in range(20):
+        stage.observe(1.0, 1)
+    assert stage.rate(0.5) < median and stage.rate() < tail
+    median, tail = stage.rate(0.5), stage.rate()
+    clock.now += 0.5  # five half-lives: the prior (10 ms) would count for more, ...
+    assert stage.rate(0.5) == median  # ... but within the second the rate read stands
+    clock.now += 0.6
+    assert stage.rate(0.5) == 10.0 != median  # read afresh: the prior
+
+
 # -- the policy -----------------------------------------------------------------------------
 
 

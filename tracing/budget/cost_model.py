@@ -77,29 +77,31 @@ class StageCost:
         self.prior_ms = prior_ms
         self.learning = learning
         self._samples = Samples(learning, clock)
-        self._cached: tuple[float, float] | None = None
+        self._cached: dict[float, tuple[float, float]] = {}
+        """Rates read, by quantile, with when: planning and admission read each a few times a
+        request, at the model's quantile and at the median."""
 
     def observe(self, elapsed_ms: float, units: float) -> None:
         if units > 0 and elapsed_ms >= 0 and math.isfinite(elapsed_ms):
             self._samples.add(units, elapsed_ms / units)
-            self._cached = None
+            self._cached = {}
 
     def observe_refusal(self) -> None:
         """Age what was learned (see ``GenerationCost.observe_refusal``)."""
         self._samples.age(REFUSAL_AGE)
-        self._cached = None
+        self._cached = {}
 
     def rate(self, quantile: float | None = None) -> float:
-        """ms per unit at ``quantile`` (the model's own by default); 0 when nothing is known."""
-        if quantile is None:
-            now = self._samples.clock()
-            cached = self._cached
-            if cached is not None and now - cached[0] < ESTIMATE_TTL_S:
-                return cached[1]
-            rate = self._rate(self.learning.quantile)
-            self._cached = (now, rate)
-            return rate
-        return self._rate(quantile)
+        """ms per unit at ``quantile`` (the model's own by default); 0 when nothing is known.
+        Cached until the next observation or for ``ESTIMATE_TTL_S``."""
+        q = self.learning.quantile if quantile is None else quantile
+        now = self._samples.clock()
+        cached = self._cached.get(q)
+        if cached is not None and now - cached[0] < ESTIMATE_TTL_S:
+            return cached[1]
+        rate = self._rate(q)
+        self._cached[q] = (now, rate)
+        return rate
 
     def _rate(self, quantile: float) -> float:
         values = self._with_prior(quantile)
