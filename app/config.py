@@ -202,6 +202,15 @@ class Settings(BaseSettings):
     sglang_incremental_output: bool = Field(
         False, description="The servers run with --incremental-streaming-output."
     )
+    sglang_stream_interval: int = Field(
+        2,
+        ge=0,
+        description="Sent as sampling_params.stream_interval (SGLang): the first token at once, "
+        "then a chunk every N tokens, which overrides the server's --stream-interval. Each "
+        "chunk costs ragtime about the same CPU whatever it carries: 2 took a quarter less "
+        "CPU an answer than 1 at GPU-like timings, with the same TTFT (BENCHMARKS.md). 0: send "
+        "none (the server's own).",
+    )
     served_model: str | None = Field(None, description="Model name/path the server serves.")
     served_tokenizer: str | None = Field(
         None, description="Its tokenizer: HF id or path; empty = served_model."

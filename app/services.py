@@ -49,6 +49,7 @@ def remote_options(settings: Settings) -> RemoteOptions:
         poll_interval_s=settings.remote_poll_interval_s,
         priority=settings.sglang_priority,
         incremental=settings.sglang_incremental_output,
+        stream_interval=settings.sglang_stream_interval or None,
         context_length=settings.remote_context_length,
         max_running=settings.remote_max_running,
     )

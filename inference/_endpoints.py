@@ -61,6 +61,10 @@ class RemoteOptions:
     """SGLang: sent as ``priority`` when set."""
     incremental: bool = False
     """SGLang: the servers run with ``--incremental-streaming-output``."""
+    stream_interval: int | None = None
+    """SGLang: sent as ``sampling_params.stream_interval`` when set: the server streams the
+    first token at once, then a chunk every ``stream_interval`` tokens (None: the server's own
+    ``--stream-interval``, 1 unless set)."""
 
     def __post_init__(self) -> None:
         for name in ("connect_timeout_s", "stall_timeout_s", "health_timeout_s"):
@@ -74,7 +78,7 @@ class RemoteOptions:
             raise ValueError(f"max_attempts must be >= 1, got {self.max_attempts}")
         if self.min_output_tokens < 1:
             raise ValueError("min_output_tokens must be >= 1")
-        for name in ("context_length", "max_running"):
+        for name in ("context_length", "max_running", "stream_interval"):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be >= 1 or None, got {value}")

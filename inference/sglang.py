@@ -2,7 +2,9 @@
 
 Each request sends ``input_ids`` (the served model's tokenization of ``AssembledPrompt``, so
 the prompt the budget counted is the prompt RadixAttention caches), a fresh fixed-length random
-``rid``, ``sampling_params`` and, when configured, ``priority``. SGLang streams cumulative text
+``rid``, ``sampling_params`` (with a ``stream_interval`` when configured: the first token at
+once, then a chunk every N tokens, so that each chunk's trip through ragtime carries N tokens)
+and, when configured, ``priority``. SGLang streams cumulative text
 by default (each chunk repeats everything so far); ``incremental=True`` is for servers started
 with ``--incremental-streaming-output``. A chunk whose text does not extend the text so far is
 an error, not silently mangled output: it means the flag does not match the server.
@@ -99,6 +101,8 @@ class SGLangBackend(HTTPStreamBackend):
         }
         if self.priority is not None:
             body["priority"] = self.priority
+        if self.options.stream_interval is not None:
+            body["sampling_params"]["stream_interval"] = self.options.stream_interval
         return "/generate", body, {}
 
     def _decoder(self, prompt: AssembledPrompt) -> _Decoder:

@@ -23,7 +23,10 @@ sglang-protocol.md``, read from that source.
 - Chunks carry cumulative ``text`` and ``output_ids`` (incremental with ``incremental=True``,
   ``--incremental-streaming-output``), every one with ``meta_info``. The finish reason is
   ``{"type": "stop", "matched": EOS}`` after ``natural_tokens``, ``{"type": "length",
-  "length": N}`` at ``max_new_tokens``, or ``{"type": "abort", ...}``.
+  "length": N}`` at ``max_new_tokens``, or ``{"type": "abort", ...}``. A chunk goes for every
+  token, or with a stream interval N above 1 (the server's ``tokens_per_chunk``, a request's
+  ``sampling_params.stream_interval`` before it) for the 1st token and every Nth after
+  (``managers/scheduler_output_processor_mixin.py``).
 - Decoding runs in a task of its own, as in SGLang's scheduler. ``/abort_request`` stops it,
   matching rids by prefix. So does a client that closes its stream: on 0.5.23 the request's
   state is released when its response fails (``tokenizer_manager.py::generate_request``);
@@ -97,6 +100,8 @@ class ReqState:
     input_ids: list[int]
     max_new_tokens: int
     stream: bool
+    stream_interval: int | None = None
+    """``sampling_params.stream_interval``: overrides the server's (``tokens_per_chunk``)."""
     arrived: float = field(default_factory=time.monotonic)
     output: list[int] = field(default_factory=list)
     cached_tokens: int = 0
@@ -124,6 +129,8 @@ class SimConfig:
     """Decode time per token after the first."""
     natural_tokens: int = 12
     tokens_per_chunk: int = 1
+    """The server's ``--stream-interval``: a request's ``sampling_params.stream_interval``
+    overrides it (``_streams_now``)."""
     incremental: bool = False
     max_running: int = 64
     """The running batch (``--max-running-requests``, or what the memory allows); more wait."""
@@ -256,8 +263,9 @@ class SimulatedSGLang:
             return StreamingResponse(_chunks({"error": error}), media_type="text/event-stream")
         ids = _input_ids(body)
         rid = body.get("rid") or uuid.uuid4().hex
-        max_new = (body.get("sampling_params") or {}).get("max_new_tokens", 128)
-        state = ReqState(rid, ids, max_new, stream)
+        params = body.get("sampling_params") or {}
+        max_new = params.get("max_new_tokens", 128)
+        state = ReqState(rid, ids, max_new, stream, params.get("stream_interval"))
         self.states[rid] = state
         # managers/scheduler.py::_abort_on_queued_limit: with --max-queued-requests, a request
         # the full waiting queue cannot take is aborted (the incoming one, without priority
@@ -406,7 +414,8 @@ class SimulatedSGLang:
             last_token_at = now
             state.output.append(token)
             self.counters["generation_tokens"] += 1
-            if len(state.output) % cfg.tokens_per_chunk == 0 and i + 1 < len(planned):
+            interval = state.stream_interval or cfg.tokens_per_chunk
+            if i + 1 < len(planned) and _streams_now(len(state.output), interval):
                 await self._emit(state, None)
         await self._finish(state, {"type": "length", "length": state.max_new_tokens})
 
@@ -678,6 +687,15 @@ async def _chunks(*chunks: Any) -> AsyncIterator[bytes]:
 
 def _error(status: int, message: str) -> Response:
     return JSONResponse({"error": {"message": message}}, status_code=status)
+
+
+def _streams_now(tokens: int, interval: int) -> bool:
+    """Whether a stream sends a chunk once it holds ``tokens`` tokens (its finish is always
+    sent): ``managers/scheduler_output_processor_mixin.py::stream_output_generation``, where the
+    interval is ``req.sampling_params.stream_interval or self.stream_interval`` and, above 1, a
+    chunk goes at the 1st token, then at the (1 + k x interval)th: the first token is never
+    held back."""
+    return tokens % interval == 1 if interval > 1 else True
 
 
 def _abort(message: str, *, status_code: int | None = None) -> dict[str, Any]:

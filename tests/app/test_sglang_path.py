@@ -131,6 +131,15 @@ def test_settings_build_the_remote_backends(tmp_path: Path) -> None:
     assert isinstance(sglang, SGLangBackend)
     assert sglang.endpoints == ["http://a:30000", "http://b:30000"]
     assert (sglang.model, sglang.priority, sglang.incremental) == ("org/model", 3, False)
+    assert sglang.options.stream_interval == 2  # the default: a chunk every 2 tokens
+    own = make_settings(
+        tmp_path,
+        generation_backend="sglang",
+        sglang_endpoints=["http://a:30000"],
+        served_model="org/model",
+        sglang_stream_interval=0,
+    )
+    assert default_backend(own).options.stream_interval is None  # type: ignore[attr-defined]
     assert isinstance(sglang.tokenizer, HFTokenizer)
     assert sglang.tokenizer.name_or_path == "org/model"
     openai = default_backend(

@@ -167,7 +167,7 @@ async def test_request_carries_input_ids_rid_and_sampling_params(
     assert "text" not in first
     assert first["stream"] is True
     assert first["sampling_params"] == {"max_new_tokens": 5, "temperature": 0.0}
-    assert "priority" not in first
+    assert "priority" not in first  # nor a stream interval: the server's own
     assert re.fullmatch(r"[0-9a-f]{32}", first["rid"]) and re.fullmatch(
         r"[0-9a-f]{32}", second["rid"]
     )
@@ -195,6 +195,29 @@ async def test_priority_is_sent_when_configured(
     await backend.start()
     await collect(backend, prompt_for(tokenizer), max_tokens=2)
     assert fakes[0].generate_requests[0].body["priority"] == 7
+    await backend.close()
+
+
+@pytest.mark.parametrize("server_interval", [1, 3])
+async def test_a_stream_interval_is_sent_and_the_first_token_still_comes_alone(
+    make_backend: Callable[..., SGLangBackend],
+    fakes: Any,
+    tokenizer: HFTokenizer,
+    server_interval: int,
+) -> None:
+    """``stream_interval=4``: SGLang streams the 1st token, then the 5th and the 9th (each
+    chunk carrying what came since), then the finish; the request's value wins over the
+    server's ``--stream-interval``. Twelve tokens come as four deltas instead of twelve."""
+    fakes[0].reset(natural_tokens=12, tokens_per_chunk=server_interval)
+    backend = make_backend([fakes[2]], stream_interval=4)
+    await backend.start()
+    prompt = prompt_for(tokenizer)
+    deltas, done = await collect(backend, prompt)
+    assert fakes[0].generate_requests[0].body["sampling_params"]["stream_interval"] == 4
+    planned = output_ids(prompt.token_ids, 12)
+    assert deltas[0] == detokenize(planned[:1])
+    assert "".join(deltas) == detokenize(planned, final=True)
+    assert len(deltas) == 4 and done.usage.completion_tokens == 12
     await backend.close()
 
 

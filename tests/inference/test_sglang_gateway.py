@@ -134,6 +134,25 @@ async def test_ragtime_joins_the_gateway_and_answers_with_cached_tokens(
     assert not any(w.aborts for w in fresh.workers)
 
 
+async def test_the_gateway_drops_a_requests_stream_interval(
+    fresh: Pool, make_backend: Callable[..., SGLangBackend], tokenizer: HFTokenizer
+) -> None:
+    """Both gateways rebuild ``sampling_params`` from the fields they know, and
+    ``stream_interval`` is not one: behind a gateway only the workers' own
+    ``--stream-interval`` counts (``RAGTIME_SGLANG_STREAM_INTERVAL`` says so; the deployments
+    start their workers with it). Should a gateway pass it on, this fails: then the setting
+    works behind it too."""
+    backend = make_backend(fresh.url, stream_interval=3)
+    await backend.start()
+    prompt = PromptAssembler(tokenizer, context_tokens=200).assemble("What is a list?", PASSAGES)
+    async for _ in backend.stream(prompt, max_tokens=12):
+        pass
+    sent = [r.body for w in fresh.workers for r in w.generate_requests]
+    assert len(sent) == 1
+    assert sent[0]["sampling_params"]["max_new_tokens"] == 12  # what it knows goes on
+    assert "stream_interval" not in sent[0]["sampling_params"]
+
+
 async def test_facts_and_load_come_from_the_gateways_own_routes(
     fresh: Pool, make_backend: Callable[..., SGLangBackend], tokenizer: HFTokenizer
 ) -> None:
