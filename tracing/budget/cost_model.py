@@ -35,8 +35,8 @@ from tracing.budget.generation_cost import (
     GenerationPrior,
 )
 from tracing.budget.observations import (
-    ESTIMATE_TTL_S,
     REFUSAL_AGE,
+    Estimates,
     Learning,
     Samples,
     weighted_quantile,
@@ -77,30 +77,28 @@ class StageCost:
         self.prior_ms = prior_ms
         self.learning = learning
         self._samples = Samples(learning, clock)
-        self._cached: dict[float, tuple[float, float]] = {}
-        """Rates read, by quantile, with when: planning and admission read each a few times a
-        request, at the model's quantile and at the median."""
+        self._rates: Estimates[float] = Estimates()
+        """Rates read, at the model's quantile and at the median (admission's)."""
 
     def observe(self, elapsed_ms: float, units: float) -> None:
         if units > 0 and elapsed_ms >= 0 and math.isfinite(elapsed_ms):
             self._samples.add(units, elapsed_ms / units)
-            self._cached = {}
+            self._rates.clear()
 
     def observe_refusal(self) -> None:
         """Age what was learned (see ``GenerationCost.observe_refusal``)."""
         self._samples.age(REFUSAL_AGE)
-        self._cached = {}
+        self._rates.clear()
 
     def rate(self, quantile: float | None = None) -> float:
         """ms per unit at ``quantile`` (the model's own by default); 0 when nothing is known.
-        Cached until the next observation or for ``ESTIMATE_TTL_S``."""
+        Kept until the next observation or for ``ESTIMATE_TTL_S`` (``Estimates``)."""
         q = self.learning.quantile if quantile is None else quantile
         now = self._samples.clock()
-        cached = self._cached.get(q)
-        if cached is not None and now - cached[0] < ESTIMATE_TTL_S:
-            return cached[1]
-        rate = self._rate(q)
-        self._cached[q] = (now, rate)
+        rate = self._rates.get(q, now)
+        if rate is None:
+            rate = self._rate(q)
+            self._rates.put(q, now, rate)
         return rate
 
     def _rate(self, quantile: float) -> float:

@@ -18,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from tracing.budget.observations import (
-    ESTIMATE_TTL_S,
     REFUSAL_AGE,
+    Estimates,
     Learning,
     Samples,
     weighted_quantile,
@@ -90,7 +90,7 @@ class GenerationCost:
         self._ttft = Samples(learning, clock)
         self._decode = Samples(learning, clock)
         self._cached = Samples(learning, clock)
-        self._estimates: dict[float, tuple[float, GenerationEstimate]] = {}
+        self._estimates: Estimates[GenerationEstimate] = Estimates()
 
     def recalibrate(self, prior: GenerationPrior) -> None:
         with self._lock:
@@ -165,9 +165,9 @@ class GenerationCost:
         q = self.learning.quantile if quantile is None else quantile
         now = self._ttft.clock()
         with self._lock:
-            cached = self._estimates.get(q)
-            if cached is not None and now - cached[0] < ESTIMATE_TTL_S:
-                return cached[1]
+            cached = self._estimates.get(q, now)
+            if cached is not None:
+                return cached
             points = self._ttft.weighted()
             decode = [(y, w) for _, y, w in self._decode.weighted()]
             prefixes = [(y, w) for _, y, w in self._cached.weighted()]
@@ -186,7 +186,7 @@ class GenerationCost:
         prefix = weighted_quantile(prefixes, 1.0 - q) if len(prefixes) >= 3 else 0.0
         est = GenerationEstimate(fixed, slope, margin, weighted_quantile(decode, q), prefix)
         with self._lock:
-            self._estimates[q] = (now, est)
+            self._estimates.put(q, now, est)
         return est
 
     def ttft_ms(self, uncached_tokens: float, quantile: float | None = None) -> float:

@@ -14,6 +14,9 @@ import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
 
 #: How long an estimate is kept before it is computed afresh, when no observation came.
 ESTIMATE_TTL_S = 1.0
@@ -89,6 +92,26 @@ class Samples:
             (x, y, exp(position * by_rank + at * by_second - newest))
             for x, y, at, position in reversed(self.points)
         ]
+
+
+class Estimates(Generic[T]):
+    """Estimates read from observations, by quantile: each kept until ``clear`` (a new
+    observation) or for ``ESTIMATE_TTL_S``, since planning and admission read each several
+    times a request. ``clear`` replaces the mapping, so a reader on another thread finishes
+    with the old one."""
+
+    def __init__(self) -> None:
+        self._kept: dict[float, tuple[float, T]] = {}
+
+    def get(self, quantile: float, now: float) -> T | None:
+        kept = self._kept.get(quantile)
+        return kept[1] if kept is not None and now - kept[0] < ESTIMATE_TTL_S else None
+
+    def put(self, quantile: float, now: float, estimate: T) -> None:
+        self._kept[quantile] = (now, estimate)
+
+    def clear(self) -> None:
+        self._kept = {}
 
 
 def weighted_quantile(values: list[tuple[float, float]], q: float) -> float:
