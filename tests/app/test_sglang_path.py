@@ -139,7 +139,9 @@ def test_settings_build_the_remote_backends(tmp_path: Path) -> None:
         served_model="org/model",
         sglang_stream_interval=0,
     )
-    assert default_backend(own).options.stream_interval is None  # type: ignore[attr-defined]
+    own_backend = default_backend(own)
+    assert isinstance(own_backend, SGLangBackend)
+    assert own_backend.options.stream_interval is None
     assert isinstance(sglang.tokenizer, HFTokenizer)
     assert sglang.tokenizer.name_or_path == "org/model"
     openai = default_backend(
