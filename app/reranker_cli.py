@@ -47,6 +47,10 @@ def cmd_reranker_train(args: argparse.Namespace) -> int:
             max_holdout_queries=args.heldout_queries,
             max_minutes=args.max_minutes,
             seed=args.seed,
+            learning_rate=args.learning_rate,
+            fused_negatives=not args.dense_negatives,
+            eval_every=args.eval_every,
+            patience=args.patience,
         )
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -57,15 +61,16 @@ def cmd_reranker_train(args: argparse.Namespace) -> int:
     )
     store.open()
     try:
-        if not store.has_collection(args.collection):
-            known = ", ".join(store.collections()) or "none"
-            print(
-                f"error: collection {args.collection!r} holds no chunks in {settings.store_path} "
-                f"(known: {known}); ingest it first with `ragtime ingest PATH --collection "
-                f"{args.collection}`",
-                file=sys.stderr,
-            )
-            return 2
+        for name in [args.collection, *(args.also_collection or [])]:
+            if not store.has_collection(name):
+                known = ", ".join(store.collections()) or "none"
+                print(
+                    f"error: collection {name!r} holds no chunks in {settings.store_path} "
+                    f"(known: {known}); ingest it first with `ragtime ingest PATH --collection "
+                    f"{name}`",
+                    file=sys.stderr,
+                )
+                return 2
         embedder.load()
         target, report = train_reranker(
             store,
@@ -74,6 +79,7 @@ def cmd_reranker_train(args: argparse.Namespace) -> int:
             base_model=str(args.base_model or default_embedding_model_path()),
             models_dir=settings.data_dir / "models",
             exclude_questions=questions,
+            also_collections=args.also_collection or [],
             options=options,
             progress=lambda line: print(f"  {line}", file=sys.stderr),
         )
@@ -115,6 +121,28 @@ def register_reranker(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--heldout-queries", type=int, default=60, help="held-out queries scored at most"
     )
     train.add_argument("--max-minutes", type=float, default=10.0, help="training time at most")
+    train.add_argument(
+        "--also-collection",
+        action="append",
+        metavar="NAME",
+        help="mine more training pairs from this collection too (repeatable; never held out; "
+        "its question headings are queries): e.g. the Debian FAQ",
+    )
+    train.add_argument("--learning-rate", type=float, default=8e-5, help="the encoder's peak")
+    train.add_argument(
+        "--dense-negatives",
+        action="store_true",
+        help="hard negatives from FAISS alone (default: from hybrid search, FAISS fused with BM25)",
+    )
+    train.add_argument(
+        "--eval-every",
+        type=int,
+        default=0,
+        metavar="STEPS",
+        help="check half the held-out queries every STEPS steps, stop when --patience checks "
+        "in a row do not improve, and keep the best weights (0: off)",
+    )
+    train.add_argument("--patience", type=int, default=3, help="checks without a gain")
     train.add_argument("--seed", type=int, default=0)
     train.add_argument("--base-model", help="model to start from (default: the shipped MiniLM)")
     train.set_defaults(func=cmd_reranker_train)

@@ -1,11 +1,16 @@
 """The training pairs of ``retrieval.train_reranker``, mined from a collection's own chunks.
 
-Queries are section headings (numbering stripped) and each chunk's first sentence; a heading
-that is a question (ends with "?", as the FAQ's are: the evaluation's questions) is never a
-query, nor is any query whose embedding lies within ``exclude_similarity`` of an excluded
-question. A query's positive is its own chunk (for a first sentence, with that sentence taken
-out, so the pair is not a verbatim match); its candidates are its FAISS neighbours, the hard
-negatives those from other sources or sections. Sections, not single queries, are held out.
+Queries are section headings (numbering stripped) and each chunk's first sentence. In the
+collection being trained for, a heading that is a question (ends with "?", as the FAQ's are:
+the evaluation's questions) is never a query; in a collection mined only for more pairs (the
+Debian FAQ, say: ``allow_question_headings``) its questions are the best queries it has. No
+query whose embedding lies within ``exclude_similarity`` of an excluded question is kept. A
+query's positive is its own chunk (for a first sentence, with that sentence taken out, so the
+pair is not a verbatim match); its candidates are the ranking the service would give it: the
+FAISS neighbours fused with the BM25 hits by reciprocal rank, as hybrid search fuses them
+(``retrieval.keyword.fuse_passages``; dense only without a keyword search), and the hard
+negatives are those from other sources or sections. Sections, not single queries, are held
+out.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import numpy as np
 
 from retrieval.embeddings import Embedder
 from retrieval.errors import UnknownCollection
+from retrieval.keyword import fuse_passages
 from retrieval.passages import Passage
 from retrieval.store import DocumentStore
 
@@ -48,17 +54,27 @@ class MinedQuery:
 
 @dataclass
 class MinedSet:
-    """Queries with their FAISS candidates, and what was left out and why."""
+    """Queries with their candidates, and what was left out and why."""
 
     queries: list[MinedQuery]
-    candidates: dict[str, list[Passage]]  # query text -> its top FAISS hits, best first
+    candidates: dict[str, list[Passage]]  # query text -> its search hits, best first
     excluded_questions: int = 0  # queries left out as (close to) evaluation questions
     question_headings: int = 0  # headings left out for ending with "?"
 
     def negatives(self, query: MinedQuery, n: int) -> list[Passage]:
-        """The query's first ``n`` FAISS neighbours from another source or section."""
+        """The query's first ``n`` candidates from another source or section."""
         hits = self.candidates.get(query.text, [])
         return [p for p in hits if (p.source, p.section) != query.group][:n]
+
+    def merged(self, other: MinedSet) -> MinedSet:
+        """This set and ``other``'s queries (a query text already here is not taken again)."""
+        fresh = [q for q in other.queries if q.text not in self.candidates]
+        return MinedSet(
+            self.queries + fresh,
+            self.candidates | {q.text: other.candidates[q.text] for q in fresh},
+            self.excluded_questions + other.excluded_questions,
+            self.question_headings + other.question_headings,
+        )
 
 
 @dataclass(frozen=True)
@@ -80,6 +96,9 @@ class TrainOptions:
     seed: int = 0
     exclude_similarity: float = 0.8
     threads: int = 2
+    fused_negatives: bool = True  # candidates from hybrid search (dense + BM25), as served
+    eval_every: int = 0  # steps between held-out checks (0: none; train to the end)
+    patience: int = 3  # checks without a better held-out nDCG@10 before training stops
 
     def __post_init__(self) -> None:
         for name in (
@@ -89,6 +108,7 @@ class TrainOptions:
             "batch_queries",
             "candidates",
             "max_holdout_queries",
+            "patience",
         ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
@@ -100,6 +120,8 @@ class TrainOptions:
             raise ValueError(f"holdout must be a share between 0 and 1, got {self.holdout}")
         if self.max_minutes <= 0:
             raise ValueError(f"max_minutes must be positive, got {self.max_minutes}")
+        if self.eval_every < 0:
+            raise ValueError(f"eval_every must be 0 (off) or more, got {self.eval_every}")
 
 
 # -- the store, in one place -------------------------------------------------------------------
@@ -153,12 +175,17 @@ def mine_queries(
     *,
     embedder: Embedder,
     search: Callable[[np.ndarray, int], list[Passage]],
+    keyword_search: Callable[[str, int], list[Passage]] | None = None,
     exclude_questions: Sequence[str] = (),
+    allow_question_headings: bool = False,
     options: TrainOptions = TrainOptions(),
 ) -> MinedSet:
-    """Mine queries, positives and FAISS candidates from ``passages`` (one collection's chunks).
+    """Mine queries, positives and candidates from ``passages`` (one collection's chunks).
 
-    ``search(vector, k)`` is the collection's nearest-neighbour search.
+    ``search(vector, k)`` is the collection's nearest-neighbour search, ``keyword_search(text,
+    k)`` its BM25 search: with both (and ``options.fused_negatives``) a query's candidates are
+    the two fused as hybrid search fuses them. ``allow_question_headings``: a heading ending in
+    "?" is a query too (for a collection that is not the evaluation's).
     """
     sections: dict[tuple[str, str], list[Passage]] = {}
     for p in passages:
@@ -174,7 +201,7 @@ def mine_queries(
             queries.append(query)
 
     for (source, section), chunks in sections.items():
-        if section.strip().endswith("?"):
+        if section.strip().endswith("?") and not allow_question_headings:
             question_headings += 1
         else:
             heading = _heading_query(section)
@@ -207,8 +234,13 @@ def mine_queries(
     candidates: dict[str, list[Passage]] = {}
     if queries:
         vectors = embedder.embed([q.text for q in queries])
+        fused = options.fused_negatives and keyword_search is not None
         for query, vector in zip(queries, vectors, strict=True):
-            candidates[query.text] = search(vector, options.candidates)
+            dense = search(vector, options.candidates)
+            if fused and keyword_search is not None:
+                keyword = keyword_search(query.text, options.candidates)
+                dense = fuse_passages(dense, keyword, options.candidates, query=query.text)
+            candidates[query.text] = dense
     return MinedSet(queries, candidates, excluded, question_headings)
 
 

@@ -10,15 +10,21 @@ teaches it on the collection:
   question passed in ``exclude_questions`` (e.g. ``demo/questions.txt``);
 - positive: the query's own chunk (the first chunk of a heading's section; for a first
   sentence, its chunk with that sentence removed, so the pair is not a verbatim match);
-- hard negatives: the query's FAISS neighbours from other sources or sections: the candidates
-  the reranker sees at serving time.
+- hard negatives: the query's neighbours from other sources or sections in the ranking hybrid
+  search gives it (FAISS fused with BM25): the candidates the reranker sees at serving time;
+- more pairs from other collections (``also_collections``: the Debian FAQ, say), whose question
+  headings are queries too; their sections are never held out.
 
-Sections (not single queries) are held out, so that no held-out query's section is trained on;
-on them the trainer reports nDCG@10 and MRR of vector order against reranked order over the
-top ``candidates`` FAISS hits (relevant: a chunk of the query's section), and the median ms per
-candidate scoring ``candidates`` pairs in one batch. The loss is softmax cross-entropy over
-(positive, negatives) of each query. Everything is bounded (queries, steps, epochs, sequence
-length, minutes) so that it runs in minutes on 2 cores.
+Sections (not single queries) of the collection trained for are held out, so that no held-out
+query's section is trained on; on them the trainer reports nDCG@10 and MRR of search order
+against reranked order over the top ``candidates`` hits (relevant: a chunk of the query's
+section), and the median ms per candidate scoring ``candidates`` pairs in one batch. The loss
+is listwise: softmax cross-entropy over each query's list (its positive and its negatives).
+The learning rate warms up over the first tenth of the steps and then falls linearly to 0.
+With ``eval_every``, half the held-out sections are a validation set checked every so many
+steps: training stops once ``patience`` checks in a row fail to beat the best, and the best
+weights are the ones saved (the other half gives the reported figures, untouched by that
+choice). Everything is bounded (queries, steps, epochs, sequence length, minutes).
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from typing import Any
 
 from retrieval.embeddings import Embedder
 from retrieval.eval.metrics import MRR_AT, NDCG_AT, ndcg_at, reciprocal_rank
+from retrieval.passages import Passage
 from retrieval.reranker_mining import (
     MinedQuery,
     MinedSet,
@@ -66,7 +73,7 @@ class TrainReport:
     collection: str
     base_model: str
     options: dict[str, Any]
-    mined: dict[str, int]
+    mined: dict[str, Any]
     steps: int
     train_seconds: float
     loss_first: float | None
@@ -152,14 +159,74 @@ def _pass_cls_through_pooler(model: Any) -> bool:
     return True
 
 
+@dataclass
+class Checks:
+    """The held-out checks of one run: (step, reranked nDCG@10) each, and the best of them."""
+
+    curve: list[tuple[int, float]] = field(default_factory=list)
+    best_step: int | None = None
+    best_ndcg10: float | None = None
+    stopped_early: bool = False
+
+
+class _EarlyStop:
+    """Check ``score()`` every ``every`` steps; keep the best weights; say when to stop."""
+
+    def __init__(self, model: Any, score: Callable[[], float], every: int, patience: int) -> None:
+        self.model = model
+        self.score = score
+        self.every = every
+        self.patience = patience
+        self.checks = Checks()
+        self._best_state: dict[str, Any] | None = None
+        self._misses = 0
+
+    def after(self, step: int, progress: Callable[[str], None]) -> bool:
+        """Check at ``step`` when due; whether training should stop."""
+        if not self.every or step % self.every:
+            return False
+        import torch
+
+        self.model.eval()
+        with torch.inference_mode():
+            ndcg = self.score()
+        self.model.train()
+        self.checks.curve.append((step, ndcg))
+        best = self.checks.best_ndcg10
+        if best is None or ndcg > best:
+            self.checks.best_step, self.checks.best_ndcg10 = step, ndcg
+            self._best_state = {
+                k: v.detach().clone() for k, v in self.model.model.state_dict().items()
+            }
+            self._misses = 0
+        else:
+            self._misses += 1
+        progress(
+            f"step {step}: validation nDCG@10 {ndcg:.4f} (best {self.checks.best_ndcg10:.4f} "
+            f"at step {self.checks.best_step})"
+        )
+        if self._misses >= self.patience:
+            self.checks.stopped_early = True
+            progress(f"stopped at step {step}: {self.patience} checks without a better nDCG@10")
+            return True
+        return False
+
+    def restore_best(self, progress: Callable[[str], None]) -> None:
+        if self._best_state is not None:
+            self.model.model.load_state_dict(self._best_state)
+            progress(f"kept the weights of step {self.checks.best_step}")
+
+
 def _fit(
     model: Any,
     train: Sequence[MinedQuery],
     mined: MinedSet,
     options: TrainOptions,
     progress: Callable[[str], None],
+    early: _EarlyStop | None = None,
 ) -> tuple[int, float, float | None, float | None]:
-    """Softmax cross-entropy over (positive, negatives) per query: (steps, s, first, last loss)."""
+    """Listwise softmax cross-entropy over (positive, negatives) per query: (steps, s, first,
+    last loss). With ``early``, checks as it goes and ends with the best weights checked."""
     import torch
 
     groups = [(q, mined.negatives(q, options.negatives)) for q in train]
@@ -215,11 +282,41 @@ def _fit(
             first = last if first is None else first
             if step == 1 or step % 10 == 0 or step == total:
                 progress(f"step {step}/{total} loss {last:.3f}")
+            if early is not None and early.after(step, progress):
+                break
+        if early is not None and early.checks.stopped_early:
+            break
         if time.monotonic() > deadline:
             progress(f"stopped at step {step}: --max-minutes {options.max_minutes} reached")
             break
+    if early is not None:
+        early.restore_best(progress)
     model.eval()
     return step, time.monotonic() - started, first, last
+
+
+def _mine_collection(
+    store: DocumentStore,
+    embedder: Embedder,
+    collection: str,
+    exclude_questions: Sequence[str],
+    options: TrainOptions,
+    *,
+    allow_question_headings: bool,
+) -> tuple[list[Passage], MinedSet]:
+    """One collection's chunks and the queries mined from them, each with its candidates in
+    hybrid search's order (``options.fused_negatives``) or FAISS's."""
+    passages = collection_passages(store, embedder, collection)
+    mined = mine_queries(
+        passages,
+        embedder=embedder,
+        search=lambda vector, k: store.search(collection, vector, k),
+        keyword_search=lambda text, k: store.keyword_search(collection, text, k)[0],
+        exclude_questions=exclude_questions,
+        allow_question_headings=allow_question_headings,
+        options=options,
+    )
+    return passages, mined
 
 
 def train_reranker(
@@ -230,36 +327,50 @@ def train_reranker(
     base_model: str,
     models_dir: Path,
     exclude_questions: Sequence[str] = (),
+    also_collections: Sequence[str] = (),
     options: TrainOptions | None = None,
     progress: Callable[[str], None] = lambda line: None,
 ) -> tuple[Path, TrainReport]:
     """Mine, train, evaluate on held-out sections, and save to ``models_dir/reranker-NAME``
-    (``options``: the defaults of ``TrainOptions`` when None).
+    (``options``: the defaults of ``TrainOptions`` when None). ``also_collections`` give more
+    training pairs (never held out; their question headings are queries).
 
     Raises ``UnknownCollection`` for a collection with no chunks and ``ValueError`` when too
     little could be mined to train on.
     """
     options = options or TrainOptions()
-    passages = collection_passages(store, embedder, collection)
-    mined = mine_queries(
-        passages,
-        embedder=embedder,
-        search=lambda vector, k: store.search(collection, vector, k),
-        exclude_questions=exclude_questions,
-        options=options,
+    passages, mined = _mine_collection(
+        store, embedder, collection, exclude_questions, options, allow_question_headings=False
     )
     train, heldout = split_holdout(mined.queries, options.holdout, options.seed)
+    extra: dict[str, int] = {}
+    for other in also_collections:
+        _, more = _mine_collection(
+            store, embedder, other, exclude_questions, options, allow_question_headings=True
+        )
+        before = len(mined.queries)
+        mined = mined.merged(more)
+        train += mined.queries[before:]
+        extra[other] = len(mined.queries) - before
     heldout = heldout[: options.max_holdout_queries]
+    validation: list[MinedQuery] = []
+    if options.eval_every:
+        groups = sorted({q.group for q in heldout})
+        checked = set(groups[::2])
+        validation = [q for q in heldout if q.group in checked]
+        heldout = [q for q in heldout if q.group not in checked]
     trainable = [q for q in train if mined.negatives(q, 1)]
     if not trainable:
         raise ValueError(
             f"collection {collection!r} gave no training pairs ({len(mined.queries)} queries "
             "mined, none with a neighbour from another section): ingest more documents"
         )
+    also = "".join(f", {n} from {name!r}" for name, n in extra.items())
     progress(
-        f"mined {len(mined.queries)} queries from {len(passages)} chunks: {len(train)} to train, "
-        f"{len(heldout)} held out; left out {mined.question_headings} question headings and "
-        f"{mined.excluded_questions} queries close to evaluation questions"
+        f"mined {len(mined.queries)} queries ({len(passages)} chunks of {collection!r}{also}): "
+        f"{len(train)} to train, {len(validation)} to check, {len(heldout)} held out; left out "
+        f"{mined.question_headings} question headings and {mined.excluded_questions} queries "
+        "close to evaluation questions"
     )
 
     import torch
@@ -273,13 +384,23 @@ def train_reranker(
     )
     if _pass_cls_through_pooler(model):
         progress("reset the BERT pooler to pass the [CLS] state through (tanh of identity)")
-    steps, seconds, first, last = _fit(model, trainable, mined, options, progress)
     section_sizes: dict[Any, int] = {}
     for p in passages:
         section_sizes[(p.source, p.section)] = section_sizes.get((p.source, p.section), 0) + 1
+    early = None
+    if validation:
+        early = _EarlyStop(
+            model,
+            lambda: evaluate_heldout(model, validation, mined, section_sizes)["reranked"]["ndcg10"],
+            options.eval_every,
+            options.patience,
+        )
+    steps, seconds, first, last = _fit(model, trainable, mined, options, progress, early)
     progress(f"trained {steps} steps in {seconds:.0f} s; scoring {len(heldout)} held-out queries")
     with torch.inference_mode():
         figures = evaluate_heldout(model, heldout, mined, section_sizes)
+    if early is not None:
+        figures["validation"] = asdict(early.checks) | {"queries": len(validation)}
 
     report = TrainReport(
         collection=collection,
@@ -292,6 +413,8 @@ def train_reranker(
             "sentence_queries": sum(q.kind == "sentence" for q in mined.queries),
             "train_queries": len(trainable),
             "heldout_queries": len(heldout),
+            "validation_queries": len(validation),
+            "also_collections": extra,
             "question_headings_left_out": mined.question_headings,
             "excluded_close_to_questions": mined.excluded_questions,
             "exclude_questions_given": len(exclude_questions),

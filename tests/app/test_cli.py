@@ -185,6 +185,12 @@ def test_reranker_train_on_a_missing_collection_says_so(
     assert "collection 'nope' holds no chunks" in err and "known: notes" in err
     assert "ragtime ingest PATH --collection nope" in err
     assert not (data_dir / "models" / "reranker-nope").exists()
+    # A collection asked for more pairs is checked the same way, before any work.
+    argv = ["reranker", "train", "--collection", "notes", "--also-collection", "debian-faq"]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "collection 'debian-faq' holds no chunks" in err
+    assert not (data_dir / "models" / "reranker-notes").exists()
 
 
 def test_reranker_train_rejects_bad_options_and_missing_question_files(
@@ -196,6 +202,8 @@ def test_reranker_train_rejects_bad_options_and_missing_question_files(
     assert f"--exclude-questions {missing}: No such file" in capsys.readouterr().err
     assert cli.main(["reranker", "train", "--collection", "notes", "--holdout", "1.5"]) == 2
     assert "holdout must be a share between 0 and 1" in capsys.readouterr().err
+    assert cli.main(["reranker", "train", "--collection", "notes", "--eval-every", "-5"]) == 2
+    assert "eval_every must be 0 (off) or more, got -5" in capsys.readouterr().err
 
 
 def test_an_ingest_prints_no_library_loader_lines(tmp_path: Path) -> None:

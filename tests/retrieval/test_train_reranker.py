@@ -13,14 +13,16 @@ from pathlib import Path
 import pytest
 
 from retrieval import Chunk, DocumentStore, Passage, Reranker, UnknownCollection
+from retrieval.keyword import fuse_passages
 from retrieval.reranker_mining import (
     MinedQuery,
+    MinedSet,
     TrainOptions,
     collection_passages,
     mine_queries,
     split_holdout,
 )
-from retrieval.train_reranker import rank_figures, train_reranker
+from retrieval.train_reranker import _EarlyStop, rank_figures, train_reranker
 from retrieval.trained_reranker import RECORD_NAME, choose_reranker
 from tests.fakes.hash_embedder import HashEmbedder
 
@@ -59,25 +61,54 @@ def tiny_store(tmp_path: Path, hash_embedder: HashEmbedder) -> Iterator[Document
     """The hand-made collection ``notes``, embedded with ``HashEmbedder``."""
     store = DocumentStore(tmp_path / "store")
     store.open()
-    by_source: dict[str, list[Chunk]] = {}
-    for source, section, texts in SECTIONS:
-        chunks = by_source.setdefault(source, [])
-        for text in texts:
-            chunks.append(Chunk(source, source, section, len(chunks), text))
-    for source, chunks in by_source.items():
-        vectors = hash_embedder.embed([c.text for c in chunks])
-        store.replace_source("notes", source, chunks, vectors)
+    _fill(store, hash_embedder, "notes", SECTIONS)
     yield store
     store.close()
 
 
-def _mine(store: DocumentStore, embedder: HashEmbedder, exclude: list[str] | None = None):  # type: ignore[no-untyped-def]
-    passages = collection_passages(store, embedder, "notes")
+#: A second collection, mined only for more pairs: its question headings are queries there.
+DEBIAN_SECTIONS = [
+    ("debian/basic-defs.html", "1.1. What is Debian GNU/Linux?", [
+        "Debian GNU/Linux is a particular distribution of the Linux operating system, and "
+        "numerous packages that run on it. In principle users could get the Linux kernel and "
+        "all of those programs from the Internet or elsewhere and compile them themselves."]),
+    ("debian/pkgtools.html", "8.1. What programs does Debian provide for managing packages?", [
+        "There are multiple tools that are used to manage Debian packages, from graphic or "
+        "text-based interfaces to the low level tools used to install packages. All the "
+        "available tools rely on the lower level tools to properly work and are presented here."]),
+]  # fmt: skip
+
+
+def _fill(store: DocumentStore, embedder: HashEmbedder, collection: str, sections) -> None:  # type: ignore[no-untyped-def]
+    by_source: dict[str, list[Chunk]] = {}
+    for source, section, texts in sections:
+        chunks = by_source.setdefault(source, [])
+        for text in texts:
+            chunks.append(Chunk(source, source, section, len(chunks), text))
+    for source, chunks in by_source.items():
+        vectors = embedder.embed([c.text for c in chunks])
+        store.replace_source(collection, source, chunks, vectors)
+
+
+def _mine(  # type: ignore[no-untyped-def]
+    store: DocumentStore,
+    embedder: HashEmbedder,
+    exclude: list[str] | None = None,
+    *,
+    fused: bool = False,
+    collection: str = "notes",
+    allow_question_headings: bool = False,
+):
+    passages = collection_passages(store, embedder, collection)
     return passages, mine_queries(
         passages,
         embedder=embedder,
-        search=lambda vector, k: store.search("notes", vector, k),
+        search=lambda vector, k: store.search(collection, vector, k),
+        keyword_search=(lambda text, k: store.keyword_search(collection, text, k)[0])
+        if fused
+        else None,
         exclude_questions=exclude or [],
+        allow_question_headings=allow_question_headings,
     )
 
 
@@ -132,6 +163,109 @@ def test_hard_negatives_are_neighbours_from_other_sections(
     assert mined.negatives(stacks, 1)[0].source == "faq/programming.md"
 
 
+def test_fused_candidates_are_hybrid_searchs_ranking(
+    tiny_store: DocumentStore, hash_embedder: HashEmbedder
+) -> None:
+    _, dense = _mine(tiny_store, hash_embedder)
+    _, fused = _mine(tiny_store, hash_embedder, fused=True)
+    assert [q.text for q in fused.queries] == [q.text for q in dense.queries]
+    changed = 0
+    for query in fused.queries:
+        vector = hash_embedder.embed([query.text])[0]
+        expected = fuse_passages(
+            tiny_store.search("notes", vector, 20),
+            tiny_store.keyword_search("notes", query.text, 20)[0],
+            20,
+            query=query.text,
+        )
+        assert [p.id for p in fused.candidates[query.text]] == [p.id for p in expected]
+        changed += [p.id for p in expected] != [p.id for p in dense.candidates[query.text]]
+    # Short headings weigh the keyword ranking in: their order is not FAISS's alone.
+    assert changed >= 1
+
+
+def test_another_collections_question_headings_are_queries(
+    tiny_store: DocumentStore, hash_embedder: HashEmbedder
+) -> None:
+    _fill(tiny_store, hash_embedder, "debian", DEBIAN_SECTIONS)
+    _, mined = _mine(tiny_store, hash_embedder, collection="debian", allow_question_headings=True)
+    headings = {q.text for q in mined.queries if q.kind == "heading"}
+    assert headings == {
+        "What is Debian GNU/Linux?",
+        "What programs does Debian provide for managing packages?",
+    }
+    assert mined.question_headings == 0
+    # The evaluation's questions still keep their neighbours out.
+    _, kept = _mine(
+        tiny_store,
+        hash_embedder,
+        ["What is Debian GNU/Linux?"],
+        collection="debian",
+        allow_question_headings=True,
+    )
+    assert "What is Debian GNU/Linux?" not in {q.text for q in kept.queries}
+
+
+def test_merged_sets_keep_each_query_once() -> None:
+    a = MinedQuery("stack", "heading", "a.md", "s", 1, "text")
+    b = MinedQuery("loop", "heading", "b.md", "t", 2, "text")
+    hit = Passage(9, "c", "x", "x", "u", "other", 0.1)
+    first = MinedSet([a], {"stack": [hit]}, excluded_questions=1, question_headings=2)
+    second = MinedSet([a, b], {"stack": [], "loop": [hit]}, excluded_questions=3)
+    merged = first.merged(second)
+    assert [q.text for q in merged.queries] == ["stack", "loop"]
+    assert merged.candidates == {"stack": [hit], "loop": [hit]}
+    assert (merged.excluded_questions, merged.question_headings) == (4, 2)
+
+
+class _Scored:
+    """A model the early stop can check: one weight, and the scores its checks return."""
+
+    def __init__(self, scores: list[float]) -> None:
+        import torch
+
+        self.model = torch.nn.Linear(1, 1)
+        self.scores = scores
+        self.modes: list[str] = []
+
+    def eval(self) -> None:
+        self.modes.append("eval")
+
+    def train(self) -> None:
+        self.modes.append("train")
+
+    def score(self) -> float:
+        import torch
+
+        with torch.no_grad():  # what the weight was when this check ran
+            self.model.weight.fill_(float(len(self.scores)))
+        return self.scores.pop(0)
+
+
+def test_early_stop_keeps_the_best_checked_weights_and_stops_after_patience() -> None:
+    model = _Scored([0.30, 0.50, 0.45, 0.48, 0.20, 0.90])
+    early = _EarlyStop(model, model.score, every=10, patience=3)
+    lines: list[str] = []
+    stopped_at = next(step for step in range(1, 61) if early.after(step, lines.append))
+    # Checked at 10, 20, 30, 40, 50; the best (0.50) at 20, then three misses: stop at 50, so
+    # the 0.90 a longer run would have reached is never seen.
+    assert stopped_at == 50
+    assert early.checks.curve == [(10, 0.30), (20, 0.50), (30, 0.45), (40, 0.48), (50, 0.20)]
+    assert (early.checks.best_step, early.checks.best_ndcg10) == (20, 0.50)
+    assert early.checks.stopped_early and model.modes[:2] == ["eval", "train"]
+    early.restore_best(lines.append)
+    # The weights of step 20's check: five scores were left when it ran.
+    assert model.model.weight.detach().item() == 5.0
+    assert lines[-1] == "kept the weights of step 20"
+
+
+def test_early_stop_off_never_checks() -> None:
+    model = _Scored([])
+    early = _EarlyStop(model, model.score, every=0, patience=1)
+    assert not any(early.after(step, print) for step in range(1, 30))
+    assert early.checks.curve == [] and model.modes == []
+
+
 def test_question_headings_are_never_queries(
     tiny_store: DocumentStore, hash_embedder: HashEmbedder
 ) -> None:
@@ -177,7 +311,15 @@ def test_rank_figures() -> None:
 
 
 @pytest.mark.parametrize(
-    ("field", "value"), [("holdout", 0.0), ("max_length", 8), ("negatives", 0), ("max_steps", 0)]
+    ("field", "value"),
+    [
+        ("holdout", 0.0),
+        ("max_length", 8),
+        ("negatives", 0),
+        ("max_steps", 0),
+        ("eval_every", -1),
+        ("patience", 0),
+    ],
 )
 def test_options_are_checked(field: str, value: float) -> None:
     with pytest.raises(ValueError, match=field):
@@ -218,3 +360,39 @@ def test_a_short_training_run_saves_a_model_the_reranker_loads(
     gain = record["heldout"]["gain_ndcg10"]
     choice = choose_reranker(None, tmp_path / "models", "notes", min_gain=gain)
     assert choice.model == str(target)
+
+
+@pytest.mark.slow
+def test_training_with_another_collection_and_early_stopping_records_both(
+    tiny_store: DocumentStore,
+    hash_embedder: HashEmbedder,
+    tiny_cross_encoder_path: Path,
+    tmp_path: Path,
+) -> None:
+    _fill(tiny_store, hash_embedder, "debian", DEBIAN_SECTIONS)
+    options = TrainOptions(
+        max_steps=6, epochs=6, batch_queries=2, holdout=0.5, max_length=64, eval_every=1, patience=2
+    )
+    lines: list[str] = []
+    target, report = train_reranker(
+        tiny_store,
+        hash_embedder,
+        "notes",
+        base_model=str(tiny_cross_encoder_path),
+        models_dir=tmp_path / "models",
+        also_collections=["debian"],
+        options=options,
+        progress=lines.append,
+    )
+    record = json.loads((target / RECORD_NAME).read_text())
+    # The Debian questions (two headings, one first sentence) are training queries, never held
+    # out; the held-out split is notes' own, half of it checked as training goes.
+    assert record["mined"]["also_collections"] == {"debian": 3}
+    assert record["mined"]["validation_queries"] >= 1 and record["heldout"]["queries"] >= 1
+    validation = record["heldout"]["validation"]
+    steps = [step for step, _ in validation["curve"]]
+    assert steps == list(range(1, report.steps + 1)) and validation["best_step"] in steps
+    assert validation["best_ndcg10"] == max(ndcg for _, ndcg in validation["curve"])
+    if validation["stopped_early"]:
+        assert report.steps < 6
+    assert f"kept the weights of step {validation['best_step']}" in lines
