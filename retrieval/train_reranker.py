@@ -161,18 +161,25 @@ def _pass_cls_through_pooler(model: Any) -> bool:
 
 @dataclass
 class Checks:
-    """The held-out checks of one run: (step, reranked nDCG@10) each, and the best of them."""
+    """The held-out checks of one run: (step, reranked nDCG@10) each, the best of them, and the
+    search order's nDCG@10 on the same queries (what a check must beat to be worth keeping)."""
 
     curve: list[tuple[int, float]] = field(default_factory=list)
+    search_ndcg10: float | None = None
     best_step: int | None = None
     best_ndcg10: float | None = None
     stopped_early: bool = False
 
 
 class _EarlyStop:
-    """Check ``score()`` every ``every`` steps; keep the best weights; say when to stop."""
+    """Check ``score()`` every ``every`` steps; keep the best weights; say when to stop.
 
-    def __init__(self, model: Any, score: Callable[[], float], every: int, patience: int) -> None:
+    ``score()`` gives ``evaluate_heldout``'s figures: ``reranked`` and ``vector`` (search order),
+    each with ``ndcg10``."""
+
+    def __init__(
+        self, model: Any, score: Callable[[], dict[str, Any]], every: int, patience: int
+    ) -> None:
         self.model = model
         self.score = score
         self.every = every
@@ -189,8 +196,10 @@ class _EarlyStop:
 
         self.model.eval()
         with torch.inference_mode():
-            ndcg = self.score()
+            figures = self.score()
         self.model.train()
+        ndcg = float(figures["reranked"]["ndcg10"])
+        self.checks.search_ndcg10 = float(figures["vector"]["ndcg10"])
         self.checks.curve.append((step, ndcg))
         best = self.checks.best_ndcg10
         if best is None or ndcg > best:
@@ -203,7 +212,7 @@ class _EarlyStop:
             self._misses += 1
         progress(
             f"step {step}: validation nDCG@10 {ndcg:.4f} (best {self.checks.best_ndcg10:.4f} "
-            f"at step {self.checks.best_step})"
+            f"at step {self.checks.best_step}; search order {self.checks.search_ndcg10:.4f})"
         )
         if self._misses >= self.patience:
             self.checks.stopped_early = True
@@ -391,7 +400,7 @@ def train_reranker(
     if validation:
         early = _EarlyStop(
             model,
-            lambda: evaluate_heldout(model, validation, mined, section_sizes)["reranked"]["ndcg10"],
+            lambda: evaluate_heldout(model, validation, mined, section_sizes),
             options.eval_every,
             options.patience,
         )

@@ -234,12 +234,12 @@ class _Scored:
     def train(self) -> None:
         self.modes.append("train")
 
-    def score(self) -> float:
+    def score(self) -> dict[str, dict[str, float]]:
         import torch
 
         with torch.no_grad():  # what the weight was when this check ran
             self.model.weight.fill_(float(len(self.scores)))
-        return self.scores.pop(0)
+        return {"reranked": {"ndcg10": self.scores.pop(0)}, "vector": {"ndcg10": 0.6}}
 
 
 def test_early_stop_keeps_the_best_checked_weights_and_stops_after_patience() -> None:
@@ -252,6 +252,7 @@ def test_early_stop_keeps_the_best_checked_weights_and_stops_after_patience() ->
     assert stopped_at == 50
     assert early.checks.curve == [(10, 0.30), (20, 0.50), (30, 0.45), (40, 0.48), (50, 0.20)]
     assert (early.checks.best_step, early.checks.best_ndcg10) == (20, 0.50)
+    assert early.checks.search_ndcg10 == 0.6 and "search order 0.6000" in lines[0]
     assert early.checks.stopped_early and model.modes[:2] == ["eval", "train"]
     early.restore_best(lines.append)
     # The weights of step 20's check: five scores were left when it ran.
@@ -393,6 +394,7 @@ def test_training_with_another_collection_and_early_stopping_records_both(
     steps = [step for step, _ in validation["curve"]]
     assert steps == list(range(1, report.steps + 1)) and validation["best_step"] in steps
     assert validation["best_ndcg10"] == max(ndcg for _, ndcg in validation["curve"])
+    assert 0.0 <= validation["search_ndcg10"] <= 1.0
     if validation["stopped_early"]:
         assert report.steps < 6
     assert f"kept the weights of step {validation['best_step']}" in lines
