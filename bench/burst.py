@@ -92,6 +92,11 @@ class BurstRepeat(BaseModel):
     sent_ms_p50: float | None = None
     sent_ms_max: float | None = None
     """When the client had written the burst's requests, from the burst's start."""
+    server_loop_lag_ms_p99: float | None = None
+    """The server's event-loop lag while the burst ran (``ragtime_event_loop_lag_measured_
+    seconds``, a measurement every 10 ms): the bound of the bucket holding the 99th
+    percentile. A request that reached the socket waited about this long before the server's
+    first line of code for it ran; its refusal cannot be counted faster."""
     error_samples: list[str] = Field(default_factory=list)
 
 
@@ -105,6 +110,8 @@ class BurstResult(BaseModel):
     """The server's own refusal time, p99 (its histogram bucket's bound), worst repeat."""
     refusal_wire_ms_p99_max: float | None = None
     """The same as the client saw it on the wire (the client shares the server's cores)."""
+    loop_lag_ms_p99_max: float | None = None
+    """The server's event-loop lag during the burst, p99 (its bucket's bound), worst repeat."""
     late_total: int
     errors_total: int
     target_answered: int | None = None
@@ -192,6 +199,7 @@ def judge_burst(target: str, size: int, budget_s: float, repeats: list[BurstRepe
     answered = sorted(r.answered for r in repeats)
     wire = [r.refusal_ms_p99 for r in repeats if r.refusal_ms_p99 is not None]
     p99s = [r.server_refusal_ms_p99 for r in repeats if r.server_refusal_ms_p99 is not None]
+    lags = [r.server_loop_lag_ms_p99 for r in repeats if r.server_loop_lag_ms_p99 is not None]
     result = BurstResult(
         target=target,
         size=size,
@@ -200,6 +208,7 @@ def judge_burst(target: str, size: int, budget_s: float, repeats: list[BurstRepe
         answered_median=float(answered[len(answered) // 2]) if answered else 0.0,
         refusal_ms_p99_max=max(p99s) if p99s else None,
         refusal_wire_ms_p99_max=max(wire) if wire else None,
+        loop_lag_ms_p99_max=max(lags) if lags else None,
         late_total=sum(r.late for r in repeats),
         errors_total=sum(r.errors for r in repeats),
     )
@@ -314,12 +323,13 @@ async def burst_target(
             # A fresh client each burst: httpx's pool, reused after a burst, wrote the next
             # burst's requests seconds late (even to the bare FastAPI floor).
             async with make_client(max_connections=size + 8, timeout_s=timeout_s) as client:
-                before = await refusal_buckets(client, target.url)
+                before = await server_histograms(client, target.url)
                 rep = await run_burst(
                     client, target, questions, size, budget_s, timeout_s=timeout_s
                 )
-                after = await refusal_buckets(client, target.url)
-            rep.server_refusal_ms_p99 = bucket_p99_ms(before, after)
+                after = await server_histograms(client, target.url)
+            rep.server_refusal_ms_p99 = bucket_p99_ms(before[REFUSALS], after[REFUSALS])
+            rep.server_loop_lag_ms_p99 = bucket_p99_ms(before[LOOP_LAG], after[LOOP_LAG])
             say(
                 f"{target.name}: burst {size}@{budget_s:g}s #{n + 1}: "
                 f"answered {rep.answered}, refused {rep.refused} "
@@ -424,20 +434,33 @@ def _sample(record: RequestRecord) -> str:
     )
 
 
-_BUCKET = re.compile(r'^ragtime_admission_refusal_seconds_bucket\{le="([^"]+)"\} (\S+)$', re.M)
+REFUSALS = "ragtime_admission_refusal_seconds"
+LOOP_LAG = "ragtime_event_loop_lag_measured_seconds"
+_BUCKET = re.compile(r'^(\w+)_bucket\{le="([^"]+)"\} (\S+)$', re.M)
 
 
-async def refusal_buckets(client: httpx.AsyncClient, url: str) -> dict[float, float]:
-    """The server's refusal-time histogram now: cumulative counts by bucket bound (s)."""
+def histogram_buckets(text: str, names: Sequence[str]) -> dict[str, dict[float, float]]:
+    """Each named histogram (without labels) in a Prometheus text exposition: cumulative counts
+    by bucket bound (s); empty for one the text does not hold."""
+    found: dict[str, dict[float, float]] = {name: {} for name in names}
+    for name, le, count in _BUCKET.findall(text):
+        if name in found:
+            found[name][float(le)] = float(count)
+    return found
+
+
+async def server_histograms(client: httpx.AsyncClient, url: str) -> dict[str, dict[float, float]]:
+    """The server's refusal-time and loop-lag histograms now (empty when unreadable)."""
     try:
         text = (await client.get(f"{url}/metrics")).text
     except httpx.HTTPError:
-        return {}
-    return {float(le): float(n) for le, n in _BUCKET.findall(text)}
+        text = ""
+    return histogram_buckets(text, (REFUSALS, LOOP_LAG))
 
 
 def bucket_p99_ms(before: dict[float, float], after: dict[float, float]) -> float | None:
-    """The bound (ms) of the first bucket holding 99% of the refusals between two readings."""
+    """The bound (ms) of the first bucket holding 99% of what was observed between two
+    readings of a histogram."""
     counts = {le: after[le] - before.get(le, 0.0) for le in after}
     total = counts.get(float("inf"), 0.0)
     if total <= 0:

@@ -47,6 +47,43 @@ def _refusal(b: BurstResult | None) -> str:
     return f"{server} ({wire})"
 
 
+def why_missed(b: BurstResult) -> str:
+    """Why a burst missed its target, from what the run measured ("" when it did not miss)."""
+    if b.met is not False:
+        return ""
+    reasons = []
+    least, p99 = b.target_answered, b.target_refusal_ms_p99
+    if least is not None and b.answered_median < least:
+        reasons.append(f"answered {b.answered_median:g} (median) against {least}")
+    if b.late_total:
+        wire = sum(r.late_on_wire for r in b.repeats)
+        sent = max((r.sent_ms_max or 0.0) for r in b.repeats)
+        reasons.append(
+            f"{b.late_total} late counted from the burst's start, {wire} of them on the wire: "
+            f"the rest were written by the client up to {sent:.0f} ms after the burst began, "
+            "too late for the server to know"
+        )
+    if b.errors_total:
+        reasons.append(f"{b.errors_total} errors")
+    server = b.refusal_ms_p99_max
+    if p99 is not None and server is not None and server > p99:
+        lag = b.loop_lag_ms_p99_max
+        reasons.append(
+            f"refusal p99 ≤ {server:g} ms on the server against {p99:g} ms: each refusal is "
+            "decided in the request's first step, before its body is parsed, but its clock "
+            "starts when the request reached the socket, counted as its arrival at the "
+            "middleware less the event loop's recent lag"
+            + (
+                f"; while the bursts ran, that lag was ≤ {lag:g} ms at p99 (a measurement every "
+                "10 ms): a request waited that long before any code of the server's could run, "
+                "behind the work of the requests admitted before it on these 2 cores"
+                if lag is not None
+                else ""
+            )
+        )
+    return "; ".join(reasons) + "." if reasons else ""
+
+
 def section(now: Sequence[BurstBench], before: BurstBench | None) -> str:
     lines = [TITLE, ""]
     for bench in now:
@@ -83,6 +120,13 @@ def section(now: Sequence[BurstBench], before: BurstBench | None) -> str:
             f"| {size} | {budget_s:g} s | {_answered(old)} | {_answered(cur)} | {target} | "
             f"{_late(old)} | {_late(cur)} | {_refusal(cur)} | {failed} | {met} |"
         )
+    whys = []
+    for size, budget_s in TARGETS:
+        cur = next((b for bench in now if (b := _find(bench, size, budget_s))), None)
+        if cur is not None and (why := why_missed(cur)):
+            whys.append(f"- {size} at {budget_s:g} s, missed: {why}")
+    if whys:
+        lines += ["", "Why the missed rows miss:", "", *whys]
     users = [u for bench in now for u in bench.users]
     if users:
         lines += [

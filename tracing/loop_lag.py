@@ -8,7 +8,8 @@ last ``window_s`` (a quarter of a second: the lag of now, not of a start-up long
 budget counts: arrivals are stamped that much earlier
 (``tracing.metrics.RequestMetricsMiddleware``), answers keep that much more in reserve
 (``tracing.budget.session``), and admission predicts with it (``app.admission``). It is
-published as ``ragtime_event_loop_lag_seconds``.
+published as ``ragtime_event_loop_lag_seconds``, and every measurement goes into the histogram
+``ragtime_event_loop_lag_measured_seconds`` (what ``ragtime bench burst`` reads of a burst).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import asyncio
 import time
 from collections import deque
 
-from tracing.metrics import LOOP_LAG_SECONDS
+from tracing.metrics import LOOP_LAG_MEASURED_SECONDS, LOOP_LAG_SECONDS
 
 
 class LoopLag:
@@ -45,5 +46,7 @@ class LoopLag:
             due = time.perf_counter() + self.interval_s
             await asyncio.sleep(self.interval_s)
             now = time.perf_counter()
-            self.record((now - due) * 1000.0, now)
+            lag_ms = (now - due) * 1000.0
+            self.record(lag_ms, now)
+            LOOP_LAG_MEASURED_SECONDS.observe(max(lag_ms, 0.0) / 1000.0)
             LOOP_LAG_SECONDS.set(self.ms(now) / 1000.0)

@@ -42,6 +42,13 @@ LOOP_LAG_SECONDS = Gauge(
     multiprocess_mode="livemax",
     registry=REGISTRY,
 )
+LOOP_LAG_MEASURED_SECONDS = Histogram(
+    "ragtime_event_loop_lag_measured_seconds",
+    "Each measurement of the event loop's lag (one every 10 ms): how late the loop woke a timer, "
+    "so how long a request that reached the socket then waited before any code of ours ran.",
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0),
+    registry=REGISTRY,
+)
 
 HEAP_FROZEN_OBJECTS = Gauge(
     "ragtime_heap_frozen_objects",

@@ -6,14 +6,17 @@ from __future__ import annotations
 import pytest
 
 from bench.burst import (
+    LOOP_LAG,
+    REFUSALS,
     BurstBench,
     bucket_p99_ms,
     classify,
+    histogram_buckets,
     judge_burst,
     parse_bursts,
     summarize_burst,
 )
-from bench.burst_md import section
+from bench.burst_md import section, why_missed
 from bench.client import RequestRecord
 
 
@@ -57,6 +60,22 @@ def test_the_servers_refusal_p99_is_the_bound_of_the_bucket_that_holds_it() -> N
     assert bucket_p99_ms(after, after) is None  # no refusal in between
 
 
+def test_the_histograms_are_read_from_the_servers_metrics() -> None:
+    text = (
+        "# HELP ragtime_admission_refusal_seconds How long a refusal took.\n"
+        'ragtime_admission_refusal_seconds_bucket{le="0.01"} 3.0\n'
+        'ragtime_admission_refusal_seconds_bucket{le="+Inf"} 4.0\n'
+        "ragtime_admission_refusal_seconds_count 4.0\n"
+        'ragtime_event_loop_lag_measured_seconds_bucket{le="0.025"} 90.0\n'
+        'ragtime_event_loop_lag_measured_seconds_bucket{le="+Inf"} 100.0\n'
+        'ragtime_other_seconds_bucket{le="0.01"} 7.0\n'
+    )
+    found = histogram_buckets(text, (REFUSALS, LOOP_LAG))
+    assert found[REFUSALS] == {0.01: 3.0, float("inf"): 4.0}
+    assert found[LOOP_LAG] == {0.025: 90.0, float("inf"): 100.0}
+    assert histogram_buckets("", (REFUSALS,)) == {REFUSALS: {}}
+
+
 def test_a_burst_meets_its_target_only_with_none_late() -> None:
     on_time = summarize_burst([record(200, 500.0)] * 21 + [record(503, 3.0)] * 4, wall_s=0.5)
     assert judge_burst("t", 25, 1.0, [on_time, on_time, on_time]).met is True
@@ -77,3 +96,21 @@ def test_the_section_gives_previous_now_target_and_verdict() -> None:
     row = next(line for line in text.splitlines() if line.startswith("| 25 | 1 s |"))
     assert "| 4 (4) | 22 (22) | >= 20, none late |" in row and row.endswith("| met |")
     assert "| 100 | 1 s | n/a | n/a |" in text
+
+
+def test_a_missed_burst_says_why_from_what_was_measured() -> None:
+    refusals = [record(200, 500.0)] * 30 + [record(503, 40.0)] * 5
+    rep = summarize_burst([*refusals, record(200, 1100.0, sent_ms=300.0)], wall_s=1.1)
+    rep.server_refusal_ms_p99, rep.server_loop_lag_ms_p99 = 50.0, 25.0
+    result = judge_burst("t", 100, 1.0, [rep])
+    assert result.met is False and result.loop_lag_ms_p99_max == 25.0
+    why = why_missed(result)
+    assert "1 late counted from the burst's start, 0 of them on the wire" in why
+    assert "up to 300 ms after the burst began" in why
+    assert "refusal p99 ≤ 50 ms on the server against 10 ms" in why
+    assert "that lag was ≤ 25 ms at p99" in why
+    text = section([BurstBench(created="now", command="c", machine={}, targets=[],
+                               bursts=[result])], None)  # fmt: skip
+    assert "Why the missed rows miss:" in text and f"- 100 at 1 s, missed: {why}" in text
+    met = judge_burst("t", 25, 1.0, [summarize_burst([record(200, 500.0)] * 25, wall_s=0.5)])
+    assert met.met is True and why_missed(met) == ""

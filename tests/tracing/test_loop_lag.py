@@ -9,7 +9,13 @@ import time
 from starlette.types import Message, Receive, Scope, Send
 
 from tracing.loop_lag import LoopLag
-from tracing.metrics import RequestMetricsMiddleware
+from tracing.metrics import REGISTRY, RequestMetricsMiddleware
+
+MEASURED = "ragtime_event_loop_lag_measured_seconds"
+
+
+def _measured(le: str) -> float:
+    return REGISTRY.get_sample_value(f"{MEASURED}_bucket", {"le": le}) or 0.0
 
 
 def test_the_largest_lag_within_the_window_counts() -> None:
@@ -23,6 +29,7 @@ def test_the_largest_lag_within_the_window_counts() -> None:
 
 
 async def test_a_blocked_loop_is_measured() -> None:
+    total, under_50ms = _measured("+Inf"), _measured("0.05")
     lag = LoopLag(interval_s=0.005)
     task = asyncio.create_task(lag.run())
     await asyncio.sleep(0.02)
@@ -30,6 +37,9 @@ async def test_a_blocked_loop_is_measured() -> None:
     await asyncio.sleep(0.02)
     task.cancel()
     assert lag.ms() >= 90.0
+    # Every measurement goes into the histogram too: several, one of them over 50 ms.
+    measured = _measured("+Inf") - total
+    assert measured >= 3 and measured - (_measured("0.05") - under_50ms) >= 1
 
 
 async def test_a_request_counts_from_its_arrival_less_the_lag() -> None:
