@@ -171,7 +171,7 @@ class Checks:
     stopped_early: bool = False
 
 
-class _EarlyStop:
+class EarlyStop:
     """Check ``score()`` every ``every`` steps; keep the best weights; say when to stop.
 
     ``score()`` gives ``evaluate_heldout``'s figures: ``reranked`` and ``vector`` (search order),
@@ -232,7 +232,7 @@ def _fit(
     mined: MinedSet,
     options: TrainOptions,
     progress: Callable[[str], None],
-    early: _EarlyStop | None = None,
+    early: EarlyStop | None = None,
 ) -> tuple[int, float, float | None, float | None]:
     """Listwise softmax cross-entropy over (positive, negatives) per query: (steps, s, first,
     last loss). With ``early``, checks as it goes and ends with the best weights checked."""
@@ -398,7 +398,7 @@ def train_reranker(
         section_sizes[(p.source, p.section)] = section_sizes.get((p.source, p.section), 0) + 1
     early = None
     if validation:
-        early = _EarlyStop(
+        early = EarlyStop(
             model,
             lambda: evaluate_heldout(model, validation, mined, section_sizes),
             options.eval_every,

@@ -22,7 +22,7 @@ from retrieval.reranker_mining import (
     mine_queries,
     split_holdout,
 )
-from retrieval.train_reranker import _EarlyStop, rank_figures, train_reranker
+from retrieval.train_reranker import EarlyStop, rank_figures, train_reranker
 from retrieval.trained_reranker import RECORD_NAME, choose_reranker
 from tests.fakes.hash_embedder import HashEmbedder
 
@@ -244,7 +244,7 @@ class _Scored:
 
 def test_early_stop_keeps_the_best_checked_weights_and_stops_after_patience() -> None:
     model = _Scored([0.30, 0.50, 0.45, 0.48, 0.20, 0.90])
-    early = _EarlyStop(model, model.score, every=10, patience=3)
+    early = EarlyStop(model, model.score, every=10, patience=3)
     lines: list[str] = []
     stopped_at = next(step for step in range(1, 61) if early.after(step, lines.append))
     # Checked at 10, 20, 30, 40, 50; the best (0.50) at 20, then three misses: stop at 50, so
@@ -262,7 +262,7 @@ def test_early_stop_keeps_the_best_checked_weights_and_stops_after_patience() ->
 
 def test_early_stop_off_never_checks() -> None:
     model = _Scored([])
-    early = _EarlyStop(model, model.score, every=0, patience=1)
+    early = EarlyStop(model, model.score, every=0, patience=1)
     assert not any(early.after(step, print) for step in range(1, 30))
     assert early.checks.curve == [] and model.modes == []
 
