@@ -36,6 +36,9 @@ REGISTRY = CollectorRegistry(auto_describe=True)
 #: Where each process of a several-process server writes its values (prometheus_client's name).
 MULTIPROC_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
+#: Waits that should be milliseconds and become seconds under overload: the loop's lag, refusals.
+_WAIT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
+
 LOOP_LAG_SECONDS = Gauge(
     "ragtime_event_loop_lag_seconds",
     "The largest lag of the event loop over the last quarter second: how late it ran what was due.",
@@ -46,7 +49,7 @@ LOOP_LAG_MEASURED_SECONDS = Histogram(
     "ragtime_event_loop_lag_measured_seconds",
     "Each measurement of the event loop's lag (one every 10 ms): how late the loop woke a timer, "
     "so how long a request that reached the socket then waited before any code of ours ran.",
-    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0),
+    buckets=_WAIT_BUCKETS,
     registry=REGISTRY,
 )
 
@@ -139,7 +142,7 @@ ADMISSION_REFUSAL_SECONDS = Histogram(
     "ragtime_admission_refusal_seconds",
     "How long a request refused at arrival (503) took, from its arrival to its refusal sent: "
     "a refusal must not wait behind the work it refuses.",
-    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0),
+    buckets=_WAIT_BUCKETS,
     registry=REGISTRY,
 )
 COST_MODEL = Gauge(
