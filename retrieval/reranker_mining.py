@@ -234,13 +234,13 @@ def mine_queries(
     candidates: dict[str, list[Passage]] = {}
     if queries:
         vectors = embedder.embed([q.text for q in queries])
-        fused = options.fused_negatives and keyword_search is not None
+        by_words = keyword_search if options.fused_negatives else None
         for query, vector in zip(queries, vectors, strict=True):
-            dense = search(vector, options.candidates)
-            if fused and keyword_search is not None:
-                keyword = keyword_search(query.text, options.candidates)
-                dense = fuse_passages(dense, keyword, options.candidates, query=query.text)
-            candidates[query.text] = dense
+            hits = search(vector, options.candidates)
+            if by_words is not None:
+                keyword = by_words(query.text, options.candidates)
+                hits = fuse_passages(hits, keyword, options.candidates, query=query.text)
+            candidates[query.text] = hits
     return MinedSet(queries, candidates, excluded, question_headings)
 
 
