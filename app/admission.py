@@ -9,7 +9,10 @@ from the requests ahead in the process's own work. The budget is read from the J
 ``budget_ms`` (a small body is already in the server's buffer; a large one, or none, or one
 sent without a key, counts with the default budget). A request that would not finish is
 refused at once, before any of its work is done: 503 ``overloaded`` with ``Retry-After`` (the
-time for the work ahead to drain).
+time for the work ahead to drain). Under ``ragtime serve`` the same decision is made earlier
+still, in the HTTP protocol as the request is parsed (``app.early_admission``): the middleware
+then lets the admitted request through (``ADMITTED``) and decides only for what the protocol
+did not take.
 ``max_in_flight`` (plus the decoding slots of the remote generation servers serving now,
 ``GenerationBackend.remote_slots``) remains a hard bound on what one process holds.
 
@@ -27,18 +30,33 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tracing import metrics
-from tracing.budget.admission import FinishAdmission, Refusal, hold, release
+from tracing.budget.admission import FinishAdmission, Refusal, Ticket, hold, release
 
 #: Bodies up to this size are read for their ``budget_ms`` before admission decides.
 PEEK_BYTES = 16 * 1024
 
 OVERLOADED = "overloaded"
 SHUTTING_DOWN = "shutting_down"
+
+#: Set in a request's ``scope["state"]`` when it was admitted as it was parsed
+#: (``app.early_admission``): the middleware lets it through.
+ADMITTED = "ragtime.admitted"
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A question request not admitted: why (``overloaded``, ``shutting_down``), when to retry."""
+
+    reason: str
+    retry_after_s: int
+    detail: str = ""
 
 
 class Admission:
@@ -76,6 +94,16 @@ class Admission:
         self.in_flight += 1
         self._idle.clear()
         return None
+
+    def decide(self, route: str, *, arrived: float, budget_ms: float) -> Ticket | Refused:
+        """With a place taken (``try_enter``): a ticket when the request is predicted to finish
+        within ``budget_ms`` of ``arrived`` (``FinishAdmission.admit``), else why not."""
+        if self.finish is None:
+            raise RuntimeError("admission by predicted finish is not configured")
+        decision = self.finish.admit(route, arrived=arrived, budget_ms=budget_ms)
+        if isinstance(decision, Refusal):
+            return Refused(OVERLOADED, decision.retry_after_s, str(decision))
+        return decision
 
     @property
     def bound(self) -> int:
@@ -134,53 +162,67 @@ class AdmissionMiddleware:
         self.openai_routes = frozenset(openai_routes)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] not in self.routes:
-            await self.app(scope, receive, send)
+        state = scope.get("state", {})
+        if scope["type"] != "http" or scope["path"] not in self.routes or state.get(ADMITTED):
+            await self.app(scope, receive, send)  # (admitted already, as it was parsed)
             return
         admission = self.admission
-        refused = admission.try_enter()
-        if refused is not None:
-            await self._refuse(scope, send, refused, admission.retry_after_s)
+        reason = admission.try_enter()
+        if reason is not None:
+            await self._refuse(scope, send, Refused(reason, admission.retry_after_s))
             return
         try:
             if admission.finish is None:
                 await self.app(scope, receive, send)
                 return
-            await self._admit_by_finish(admission.finish, scope, receive, send)
+            await self._admit_by_finish(scope, receive, send)
         finally:
             admission.leave()
 
-    async def _admit_by_finish(
-        self, finish: FinishAdmission, scope: Scope, receive: Receive, send: Send
-    ) -> None:
+    async def _admit_by_finish(self, scope: Scope, receive: Receive, send: Send) -> None:
         budget_ms, receive = await peek_budget(scope, receive, self.admission.default_budget_ms)
         arrived = scope.get("state", {}).get("arrived_at") or time.perf_counter()
-        decision = finish.admit(scope["path"], arrived=arrived, budget_ms=budget_ms)
-        if isinstance(decision, Refusal):
-            await self._refuse(
-                scope, send, OVERLOADED, decision.retry_after_s, detail=str(decision)
-            )
+        verdict = self.admission.decide(scope["path"], arrived=arrived, budget_ms=budget_ms)
+        if isinstance(verdict, Refused):
+            await self._refuse(scope, send, verdict)
             return
-        status = 500
+        await serve_admitted(self.app, verdict, scope, receive, send)
 
-        async def watch(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
-
-        token = hold(decision)
-        try:
-            await self.app(scope, receive, watch)
-        finally:
-            release(token)
-            decision.finish(learn=status == 200)
-
-    async def _refuse(
-        self, scope: Scope, send: Send, reason: str, retry_after_s: int, *, detail: str = ""
-    ) -> None:
+    async def _refuse(self, scope: Scope, send: Send, refused: Refused) -> None:
         openai = scope["path"] in self.openai_routes
-        await send_refusal(scope, send, reason, retry_after_s, openai=openai, detail=detail)
+        await send_refusal(
+            scope, send, refused.reason, refused.retry_after_s, openai=openai, detail=refused.detail
+        )
+
+
+async def serve_admitted(
+    app: ASGIApp, ticket: Ticket, scope: Scope, receive: Receive, send: Send
+) -> None:
+    """Serve an admitted request with its ticket held (its stages report to it); when its
+    response ends the ticket is finished, learning from it only if it was a 200."""
+    status = 500
+
+    async def watch(message: Message) -> None:
+        nonlocal status
+        if message["type"] == "http.response.start":
+            status = message["status"]
+        await send(message)
+
+    token = hold(ticket)
+    try:
+        await app(scope, receive, watch)
+    finally:
+        release(token)
+        ticket.finish(learn=status == 200)
+
+
+def refusal_headers(body: bytes, retry_after_s: int) -> list[tuple[bytes, bytes]]:
+    """A refusal's headers: its JSON body's type and length, and ``Retry-After``."""
+    return [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"retry-after", str(retry_after_s).encode()),
+    ]
 
 
 async def send_refusal(
@@ -197,18 +239,22 @@ async def send_refusal(
     (``close``: and ask the client to close the connection: this server is going away)."""
     metrics.ADMISSION_REFUSED.labels(route=scope["path"], reason=reason).inc()
     body = refusal_body(reason, openai=openai, detail=detail)
-    headers = [
-        (b"content-type", b"application/json"),
-        (b"content-length", str(len(body)).encode()),
-        (b"retry-after", str(retry_after_s).encode()),
-    ]
+    headers = refusal_headers(body, retry_after_s)
     if close:
         headers.append((b"connection", b"close"))
     await send({"type": "http.response.start", "status": 503, "headers": headers})
     await send({"type": "http.response.body", "body": body})
-    arrived = scope.get("state", {}).get("arrived_at")
-    if arrived is not None:
-        metrics.ADMISSION_REFUSAL_SECONDS.observe(time.perf_counter() - arrived)
+    observe_refusal(scope.get("state", {}))
+
+
+def observe_refusal(state: Mapping[str, Any]) -> None:
+    """Time a refusal just sent, from the request's arrival (``arrived_at``) and, where the
+    server's HTTP protocol stamped it, from its read (``read_at``: ``app.early_admission``)."""
+    now = time.perf_counter()
+    if "arrived_at" in state:
+        metrics.ADMISSION_REFUSAL_SECONDS.observe(now - state["arrived_at"])
+    if "read_at" in state:
+        metrics.ADMISSION_REFUSAL_AFTER_READ_SECONDS.observe(now - state["read_at"])
 
 
 async def peek_budget(scope: Scope, receive: Receive, default_ms: float) -> tuple[float, Receive]:
@@ -217,10 +263,7 @@ async def peek_budget(scope: Scope, receive: Receive, default_ms: float) -> tupl
     read: it gets its 401 first), else ``default_ms``; and a ``receive`` that replays what was
     read. A body that is not JSON, or has no valid ``budget_ms``, counts with the default: the
     route's own validation answers for it."""
-    headers = dict(scope.get("headers") or [])
-    declared = headers.get(b"content-length", b"")
-    scheme = headers.get(b"authorization", b"").partition(b" ")[0].lower()
-    if scheme != b"bearer" or not declared.isdigit() or int(declared) > PEEK_BYTES:
+    if not budget_readable(scope):
         return default_ms, receive
     messages: list[Message] = []
     body = b""
@@ -232,15 +275,30 @@ async def peek_budget(scope: Scope, receive: Receive, default_ms: float) -> tupl
         body += message.get("body", b"")
         if not message.get("more_body") or len(body) > PEEK_BYTES:
             break
-    budget = default_ms
-    try:
-        value = json.loads(body).get("budget_ms")
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            budget = float(value)
-    except (ValueError, AttributeError, RecursionError):
-        pass
 
     async def replay() -> Message:
         return messages.pop(0) if messages else await receive()
 
-    return budget, replay
+    return budget_in(body, default_ms), replay
+
+
+def budget_readable(scope: Scope) -> bool:
+    """Whether the request's budget is read from its body: it carries a key (a request
+    without one never has its body read: it gets its 401 first) and declares a body of at
+    most ``PEEK_BYTES``."""
+    headers = dict(scope.get("headers") or [])
+    declared = headers.get(b"content-length", b"")
+    scheme = headers.get(b"authorization", b"").partition(b" ")[0].lower()
+    return scheme == b"bearer" and declared.isdigit() and int(declared) <= PEEK_BYTES
+
+
+def budget_in(body: bytes, default_ms: float) -> float:
+    """The JSON body's positive integer ``budget_ms``, else ``default_ms`` (a body that is not
+    JSON, or has no valid ``budget_ms``: the route's own validation answers for it)."""
+    try:
+        value = json.loads(body).get("budget_ms")
+    except (ValueError, AttributeError, RecursionError):
+        return default_ms
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return float(value)
+    return default_ms

@@ -63,6 +63,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     directory."""
     import uvicorn
 
+    from app.early_admission import AdmittingProtocol
     from app.main import create_app
     from app.shutdown import serve
     from tracing import shutdown_tracing
@@ -72,11 +73,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     host = args.host or settings.host
     port = args.port or int(os.environ.get("PORT", settings.port))
     workers = args.workers or settings.serve_workers
-    # uvloop and httptools; what is still open after the shutdown's grace gets a second to
-    # close (app.shutdown).
+    # uvloop, and httptools deciding admission as it parses (app.early_admission); what is
+    # still open after the shutdown's grace gets a second to close (app.shutdown).
     options: dict[str, Any] = {
         "loop": "uvloop",
-        "http": "httptools",
+        "http": AdmittingProtocol,
         "log_level": args.log_level,
         "timeout_graceful_shutdown": 1,
     }

@@ -289,6 +289,13 @@ class Settings(BaseSettings):
         "servers serving now; more are refused at once (503 overloaded). Below it, a request is "
         "admitted when it is predicted to finish within its budget (app.admission).",
     )
+    admit_as_parsed: bool = Field(
+        True,
+        description="Decide admission in the HTTP protocol as a question request is parsed, "
+        "before any task is made for it, so a refusal does not wait behind the work admitted "
+        "before it (app.early_admission; `ragtime serve` only). Off: the middleware decides, "
+        "in the request's first step.",
+    )
     admission_margin: float = Field(
         0.1,
         ge=0.0,

@@ -16,6 +16,7 @@ from app import access_log, openapi
 from app.admission import Admission, AdmissionMiddleware
 from app.calibration import probes, reported_itl_ms
 from app.config import Settings, get_settings, usable_cores
+from app.early_admission import GATE_KEY, Gate
 from app.errors import install_error_handlers
 from app.pipeline import Pipeline
 from app.ratelimit import build_limiter
@@ -101,9 +102,17 @@ def create_app(
     )
 
     shutdown = Shutdown(settings.shutdown_grace_s)
+    gate = Gate(
+        admission,
+        routes=frozenset(QUESTION_ROUTES),
+        openai_routes=frozenset({chat.ROUTE}),
+        shutdown=shutdown,
+        lag_ms=loop_lag.ms,
+        decides=settings.admit_as_parsed,
+    )
 
     @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[dict[str, Shutdown]]:
+    async def lifespan(app: FastAPI) -> AsyncIterator[dict[str, object]]:
         shutdown.bind(asyncio.get_running_loop())
         live = services if services is not None else Services.build(settings, backend=backend)
         await live.start()
@@ -129,7 +138,8 @@ def create_app(
         ready, components = live.readiness()
         log.info("ragtime %s: %s", "ready" if ready else "NOT ready", components)
         try:
-            yield {GracefulServer.STATE_KEY: shutdown}  # how the server finds it
+            # How the server finds the stop, and its HTTP protocol the admission.
+            yield {GracefulServer.STATE_KEY: shutdown, GATE_KEY: gate}
         finally:
             admission.drain()
             for task in (upkeep, lag):

@@ -89,6 +89,9 @@ class BurstRepeat(BaseModel):
     server_refusal_ms_p99: float | None = None
     """The server's own figure (``ragtime_admission_refusal_seconds``, arrival to refusal
     sent), as the upper bound of the histogram bucket that holds the 99th percentile."""
+    server_refusal_after_read_ms_p99: float | None = None
+    """The same from the request's read (``ragtime_admission_refusal_after_read_seconds``,
+    headers parsed to refusal sent): the refusal's own delay, without the wait on the socket."""
     sent_ms_p50: float | None = None
     sent_ms_max: float | None = None
     """When the client had written the burst's requests, from the burst's start."""
@@ -110,6 +113,8 @@ class BurstResult(BaseModel):
     """The server's own refusal time, p99 (its histogram bucket's bound), worst repeat."""
     refusal_wire_ms_p99_max: float | None = None
     """The same as the client saw it on the wire (the client shares the server's cores)."""
+    refusal_after_read_ms_p99_max: float | None = None
+    """The server's, from the request's read to its refusal sent, p99, worst repeat."""
     loop_lag_ms_p99_max: float | None = None
     """The server's event-loop lag during the burst, p99 (its bucket's bound), worst repeat."""
     late_total: int
@@ -200,6 +205,11 @@ def judge_burst(target: str, size: int, budget_s: float, repeats: list[BurstRepe
     wire = [r.refusal_ms_p99 for r in repeats if r.refusal_ms_p99 is not None]
     p99s = [r.server_refusal_ms_p99 for r in repeats if r.server_refusal_ms_p99 is not None]
     lags = [r.server_loop_lag_ms_p99 for r in repeats if r.server_loop_lag_ms_p99 is not None]
+    read = [
+        r.server_refusal_after_read_ms_p99
+        for r in repeats
+        if r.server_refusal_after_read_ms_p99 is not None
+    ]
     result = BurstResult(
         target=target,
         size=size,
@@ -209,6 +219,7 @@ def judge_burst(target: str, size: int, budget_s: float, repeats: list[BurstRepe
         refusal_ms_p99_max=max(p99s) if p99s else None,
         refusal_wire_ms_p99_max=max(wire) if wire else None,
         loop_lag_ms_p99_max=max(lags) if lags else None,
+        refusal_after_read_ms_p99_max=max(read) if read else None,
         late_total=sum(r.late for r in repeats),
         errors_total=sum(r.errors for r in repeats),
     )
@@ -330,6 +341,9 @@ async def burst_target(
                 after = await server_histograms(client, target.url)
             rep.server_refusal_ms_p99 = bucket_p99_ms(before[REFUSALS], after[REFUSALS])
             rep.server_loop_lag_ms_p99 = bucket_p99_ms(before[LOOP_LAG], after[LOOP_LAG])
+            rep.server_refusal_after_read_ms_p99 = bucket_p99_ms(
+                before[REFUSALS_AFTER_READ], after[REFUSALS_AFTER_READ]
+            )
             say(
                 f"{target.name}: burst {size}@{budget_s:g}s #{n + 1}: "
                 f"answered {rep.answered}, refused {rep.refused} "
@@ -436,6 +450,7 @@ def _sample(record: RequestRecord) -> str:
 
 REFUSALS = "ragtime_admission_refusal_seconds"
 LOOP_LAG = "ragtime_event_loop_lag_measured_seconds"
+REFUSALS_AFTER_READ = "ragtime_admission_refusal_after_read_seconds"
 _BUCKET = re.compile(r'^(\w+)_bucket\{le="([^"]+)"\} (\S+)$', re.M)
 
 
@@ -450,12 +465,13 @@ def histogram_buckets(text: str, names: Sequence[str]) -> dict[str, dict[float, 
 
 
 async def server_histograms(client: httpx.AsyncClient, url: str) -> dict[str, dict[float, float]]:
-    """The server's refusal-time and loop-lag histograms now (empty when unreadable)."""
+    """The server's refusal-time (from arrival and from read) and loop-lag histograms now
+    (empty when unreadable)."""
     try:
         text = (await client.get(f"{url}/metrics")).text
     except httpx.HTTPError:
         text = ""
-    return histogram_buckets(text, (REFUSALS, LOOP_LAG))
+    return histogram_buckets(text, (REFUSALS, REFUSALS_AFTER_READ, LOOP_LAG))
 
 
 def bucket_p99_ms(before: dict[float, float], after: dict[float, float]) -> float | None:
@@ -533,7 +549,8 @@ def text_report(bench: BurstBench) -> str:
     if bench.bursts:
         lines.append(
             "| server | burst | budget | answered (median) | target | refusal p99 ms, server "
-            "(wire) | 504 | late (on the wire) | sent by, p50 / max ms | errors | met |"
+            "(after read; wire) | 504 | late (on the wire) | sent by, p50 / max ms | errors "
+            "| met |"
         )
         lines.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
         for b in bench.bursts:
@@ -542,7 +559,8 @@ def text_report(bench: BurstBench) -> str:
                 f"| {b.target} | {b.size} | {b.budget_s:g} s | {b.answered_median:g} "
                 f"({', '.join(str(r.answered) for r in b.repeats)}) | "
                 f"{b.target_answered if b.target_answered is not None else '-'} | "
-                f"{_ms(b.refusal_ms_p99_max)} ({_ms(b.refusal_wire_ms_p99_max)}) | "
+                f"{_ms(b.refusal_ms_p99_max)} ({_ms(b.refusal_after_read_ms_p99_max)}; "
+                f"{_ms(b.refusal_wire_ms_p99_max)}) | "
                 f"{sum(r.timed_out_504 for r in b.repeats)} in {n} runs | {b.late_total} "
                 f"({sum(r.late_on_wire for r in b.repeats)}) | "
                 f"{', '.join(_sent(r) for r in b.repeats)} | "

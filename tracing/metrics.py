@@ -145,6 +145,14 @@ ADMISSION_REFUSAL_SECONDS = Histogram(
     buckets=_WAIT_BUCKETS,
     registry=REGISTRY,
 )
+ADMISSION_REFUSAL_AFTER_READ_SECONDS = Histogram(
+    "ragtime_admission_refusal_after_read_seconds",
+    "How long a request refused at arrival (503) took from its headers being parsed (the "
+    "server's read of it) to its refusal sent: the refusal's own delay, without the wait on the "
+    "socket before the read (which ragtime_admission_refusal_seconds counts, as the loop's lag).",
+    buckets=(0.0001, 0.00025, 0.0005, *_WAIT_BUCKETS),
+    registry=REGISTRY,
+)
 COST_MODEL = Gauge(
     "ragtime_cost_model",
     "The budget engine's current costs: per generation target (term fixed_ms, "
@@ -263,8 +271,11 @@ class RequestMetricsMiddleware:
         route = scope["path"] if scope["path"] in self.routes else "other"
         status = 500
         started = time.perf_counter()
-        # Budgets count from here: the request reached the socket up to the loop's lag earlier.
-        scope.setdefault("state", {})["arrived_at"] = started - self.lag_ms() / 1000.0
+        # Budgets count from here: the request reached the socket up to the loop's lag earlier
+        # (or from where the server's HTTP protocol stamped it, as it parsed the request).
+        state = scope.setdefault("state", {})
+        if "arrived_at" not in state:
+            state["arrived_at"] = started - self.lag_ms() / 1000.0
 
         async def send_wrapper(message: Message) -> None:
             nonlocal status

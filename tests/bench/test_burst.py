@@ -102,15 +102,20 @@ def test_a_missed_burst_says_why_from_what_was_measured() -> None:
     refusals = [record(200, 500.0)] * 30 + [record(503, 40.0)] * 5
     rep = summarize_burst([*refusals, record(200, 1100.0, sent_ms=300.0)], wall_s=1.1)
     rep.server_refusal_ms_p99, rep.server_loop_lag_ms_p99 = 50.0, 25.0
-    result = judge_burst("t", 100, 1.0, [rep])
+    rep.server_refusal_after_read_ms_p99 = 0.5
+    quick = rep.model_copy(update={"server_refusal_after_read_ms_p99": 0.25})
+    result = judge_burst("t", 100, 1.0, [rep, quick, rep])
     assert result.met is False and result.loop_lag_ms_p99_max == 25.0
+    assert result.refusal_after_read_ms_p99_max == 0.5  # the worst repeat
     why = why_missed(result)
-    assert "1 late counted from the burst's start, 0 of them on the wire" in why
+    assert "each refusal was sent within 0.5 ms of the request's read (p99)" in why
+    assert "3 late counted from the burst's start, 0 of them on the wire" in why
     assert "up to 300 ms after the burst began" in why
     assert "refusal p99 ≤ 50 ms on the server against 10 ms" in why
     assert "that lag was ≤ 25 ms at p99" in why
     text = section([BurstBench(created="now", command="c", machine={}, targets=[],
                                bursts=[result])], None)  # fmt: skip
     assert "Why the missed rows miss:" in text and f"- 100 at 1 s, missed: {why}" in text
+    assert "| ≤ 50 (≤ 0.5; 40) |" in text  # server (after read; wire)
     met = judge_burst("t", 25, 1.0, [summarize_burst([record(200, 500.0)] * 25, wall_s=0.5)])
     assert met.met is True and why_missed(met) == ""

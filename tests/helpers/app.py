@@ -25,6 +25,7 @@ from starlette.datastructures import State
 
 from app.auth import SCOPES, KeyStore
 from app.config import Settings
+from app.early_admission import AdmittingProtocol
 from app.main import create_app
 from app.moderation import Moderator
 from app.services import Services
@@ -168,10 +169,12 @@ async def asgi_client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
 def uvicorn_serving(app: FastAPI) -> Iterator[uvicorn.Server]:
     """``app`` served by uvicorn in a thread on a free port of 127.0.0.1 (its URL:
     ``base_url(server)``), for what only a real connection shows; stopped after the block.
-    It stops as ``ragtime serve`` does (``GracefulServer``), without the exit's watchdog."""
-    server = GracefulServer(
-        uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning")
+    It parses and admits as ``ragtime serve`` does (``AdmittingProtocol``) and stops as it
+    does (``GracefulServer``), without the exit's watchdog."""
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=free_port(), log_level="warning", http=AdmittingProtocol
     )
+    server = GracefulServer(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 60

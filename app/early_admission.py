@@ -1,0 +1,215 @@
+"""Admission as a question request is parsed, before any task is made for it (issue 22 §1).
+
+``AdmissionMiddleware`` decides in a request's first step. In a burst that step waits behind the
+first steps of every request accepted before it in the same turn of the event loop (their auth,
+parsing and planning), so a refusal waited behind the work it refused. ``AdmittingProtocol``, the
+HTTP protocol ``ragtime serve`` runs (uvicorn's httptools protocol, subclassed), decides in the
+parser's own callback instead, once a question request's small body is read (in the same
+``data_received`` as its headers, as a small request comes):
+
+- refused: its 503 (``overloaded`` with ``Retry-After``, the same bytes the middleware would
+  send) is written to the socket there and then, counted and traced as the middleware's are;
+  no task, no middleware, no route;
+- admitted: its task starts as uvicorn's would, holding its ticket (``Gate.admitted``), and the
+  middleware lets it through (``ADMITTED`` in its scope's state).
+
+Its arrival is stamped as its headers are parsed, less the loop's recent lag (the time it may
+have waited on the socket): the budget counts from there. Requests the gate does not take
+(other routes, other methods, no key, a body over ``PEEK_BYTES``, ``Expect: 100-continue``, a
+stop begun) go to the app as they would without it, and the middleware decides for them. The
+gate comes from the app's lifespan state (``GATE_KEY``), so the protocol needs nothing else.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry import trace
+from starlette.types import ASGIApp, Receive, Scope, Send
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+from uvicorn.protocols.utils import get_client_addr, get_path_with_query_string
+
+from app.admission import (
+    ADMITTED,
+    Admission,
+    Refused,
+    budget_in,
+    budget_readable,
+    observe_refusal,
+    refusal_body,
+    refusal_headers,
+    serve_admitted,
+)
+from app.shutdown import Shutdown
+from tracing import metrics
+from tracing.budget.admission import Ticket
+
+#: Where the app's lifespan state holds the ``Gate``.
+GATE_KEY = "ragtime.admission_gate"
+
+tracer = trace.get_tracer(__name__)
+
+
+@dataclass(frozen=True)
+class Gate:
+    """What deciding at the protocol needs: the process's admission, the question routes (and
+    which answer in OpenAI's shape), the stop, and the loop's recent lag in ms."""
+
+    admission: Admission
+    routes: frozenset[str]
+    openai_routes: frozenset[str]
+    shutdown: Shutdown
+    lag_ms: Callable[[], float]
+    decides: bool = True
+    """Off (``RAGTIME_ADMIT_AS_PARSED=false``): requests are only stamped here."""
+
+    def takes(self, scope: Scope) -> bool:
+        """Whether this request is decided here: a question with a key and a small body, while
+        admission by predicted finish runs and no stop has begun."""
+        return (
+            self.decides
+            and scope["method"] == "POST"
+            and scope["path"] in self.routes
+            and self.admission.finish is not None
+            and not self.admission.draining
+            and not self.shutdown.begun
+            and budget_readable(scope)
+        )
+
+    def admit(self, scope: Scope, body: bytes, arrived: float) -> Ticket | Refused:
+        """A place and a ticket for the request (with the budget its body asks for), or why
+        not."""
+        admission = self.admission
+        reason = admission.try_enter()
+        if reason is not None:
+            return Refused(reason, admission.retry_after_s)
+        budget_ms = budget_in(body, admission.default_budget_ms)
+        verdict = admission.decide(scope["path"], arrived=arrived, budget_ms=budget_ms)
+        if isinstance(verdict, Refused):
+            admission.leave()
+        return verdict
+
+    def admitted(self, app: ASGIApp, ticket: Ticket) -> ASGIApp:
+        """``app`` for one admitted request: served with its ticket, its place given back when
+        it ends, however it ends."""
+
+        async def serve(scope: Scope, receive: Receive, send: Send) -> None:
+            scope["state"][ADMITTED] = True
+            try:
+                await serve_admitted(app, ticket, scope, receive, send)
+            finally:
+                self.admission.leave()
+
+        return serve
+
+    def refusal(self, scope: Scope, refused: Refused) -> tuple[list[tuple[bytes, bytes]], bytes]:
+        """The refusal's headers and body, as the middleware sends them."""
+        openai = scope["path"] in self.openai_routes
+        body = refusal_body(refused.reason, openai=openai, detail=refused.detail)
+        return refusal_headers(body, refused.retry_after_s), body
+
+    def refused(self, scope: Scope, refused: Refused, arrived: float) -> None:
+        """Count and trace a refusal sent: the admission's counters, the request metrics and a
+        server span, as a refusal in the middleware gets them."""
+        route, now = scope["path"], time.perf_counter()
+        metrics.ADMISSION_REFUSED.labels(route=route, reason=refused.reason).inc()
+        observe_refusal(scope["state"])
+        metrics.REQUESTS.labels(route=route, status="503").inc()
+        metrics.REQUEST_SECONDS.labels(route=route).observe(now - arrived)
+        start_ns = time.time_ns() - int((now - arrived) * 1e9)
+        span = tracer.start_span(
+            f"{scope['method']} {route}",
+            kind=trace.SpanKind.SERVER,
+            start_time=start_ns,
+            attributes={
+                "http.method": scope["method"],
+                "http.route": route,
+                "http.target": route,
+                "http.status_code": 503,
+                "ragtime.admission.refused": refused.reason,
+                "ragtime.admission.detail": refused.detail,
+            },
+        )
+        span.set_status(trace.Status(trace.StatusCode.ERROR, refused.reason))
+        span.end()
+
+
+class AdmittingProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol, deciding question requests as they are parsed."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._held: tuple[Any, ASGIApp, float] | None = None
+        """A question request whose body is still being parsed: its cycle, app, arrival."""
+
+    def _gate(self) -> Gate | None:
+        gate = self.app_state.get(GATE_KEY)
+        return gate if isinstance(gate, Gate) else None
+
+    def on_headers_complete(self) -> None:
+        gate = self._gate()
+        if gate is not None:  # the budget counts from here (``RequestMetricsMiddleware`` keeps it)
+            state = self.scope["state"]
+            state["read_at"] = time.perf_counter()
+            state["arrived_at"] = state["read_at"] - gate.lag_ms() / 1000.0
+        super().on_headers_complete()
+
+    def _start_asgi_task(self, cycle: Any, app: Any) -> None:
+        gate = self._gate()
+        if gate is None or cycle.waiting_for_100_continue or not gate.takes(cycle.scope):
+            super()._start_asgi_task(cycle, app)
+            return
+        arrived = cycle.scope["state"]["arrived_at"]
+        if cycle.more_body:  # decided once its body is read: ``on_message_complete``
+            self._held = (cycle, app, arrived)
+            return
+        self._decide(gate, cycle, app, arrived)
+
+    def on_message_complete(self) -> None:
+        super().on_message_complete()
+        held, self._held = self._held, None
+        gate = self._gate()
+        if held is not None and gate is not None and held[0] is self.cycle:
+            self._decide(gate, *held)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._held = None  # never started: nothing was taken for it
+        super().connection_lost(exc)
+
+    def _decide(self, gate: Gate, cycle: Any, app: ASGIApp, arrived: float) -> None:
+        verdict = gate.admit(cycle.scope, bytes(cycle.body), arrived)
+        if isinstance(verdict, Refused):
+            self._refuse(gate, cycle, verdict, arrived)
+            return
+        served: Any = gate.admitted(app, verdict)  # an ASGI app, as uvicorn's types spell it
+        super()._start_asgi_task(cycle, served)
+
+    def _refuse(self, gate: Gate, cycle: Any, refused: Refused, arrived: float) -> None:
+        """Write the 503 now, as ``RequestResponseCycle.send`` would write it, and go on with
+        the connection as after any response."""
+        scope = cycle.scope
+        headers, body = gate.refusal(scope, refused)
+        content = [STATUS_LINE[503]]
+        for name, value in [*cycle.default_headers, *headers]:
+            content.extend([name, b": ", value, b"\r\n"])
+        if not cycle.keep_alive:
+            content.append(b"connection: close\r\n")
+        content.extend([b"\r\n", body])
+        cycle.response_started = cycle.response_complete = True
+        self.transport.write(b"".join(content))
+        if cycle.access_log:
+            self.access_logger.info(
+                '%s - "%s %s HTTP/%s" %d',
+                get_client_addr(scope),
+                scope["method"],
+                get_path_with_query_string(scope),
+                scope["http_version"],
+                503,
+            )
+        gate.refused(scope, refused, arrived)
+        if not cycle.keep_alive:
+            self.transport.close()
+        self.on_response_complete()

@@ -1,0 +1,241 @@
+"""Admission as a request is parsed (issue 22 §1, ``app.early_admission``): a question that
+cannot finish in time is refused by the server's HTTP protocol, before any task is made for it,
+and the connection goes on; what the protocol does not take, the middleware still decides; an
+admitted request gives its place back however it ends.
+
+The server is the real one (uvicorn with ``AdmittingProtocol``, as ``ragtime serve`` runs it),
+spoken to over a raw socket, so that a request's headers and body can come in separate reads.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import pytest
+import uvicorn
+from fastapi import FastAPI
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind
+
+from app.admission import Admission, AdmissionMiddleware, Refused
+from app.early_admission import GATE_KEY, Gate
+from app.shutdown import Shutdown
+from tests.fakes.backends import ScriptedBackend
+from tests.helpers.app import build_app, uvicorn_serving
+from tracing import metrics
+from tracing.budget.admission import FinishAdmission, Ticket
+from tracing.loop_lag import LoopLag
+
+
+@dataclass
+class Response:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+def ask(api_key: str, budget_ms: int, *, expect_continue: bool = False) -> tuple[bytes, bytes]:
+    """A non-streamed ``/v1/ask``: its head and its body, apart."""
+    body = json.dumps({"question": "What is a list?", "budget_ms": budget_ms}).encode()
+    head = (
+        "POST /v1/ask HTTP/1.1\r\nhost: ragtime\r\n"
+        f"authorization: Bearer {api_key}\r\ncontent-type: application/json\r\n"
+        f"content-length: {len(body)}\r\n"
+        + ("expect: 100-continue\r\n" if expect_continue else "")
+        + "\r\n"
+    ).encode()
+    return head, body
+
+
+def read_response(stream: BinaryIO) -> Response:
+    """One response with a Content-Length body (or none: a 100 Continue)."""
+    status = int(stream.readline().split()[1])
+    headers = {}
+    while (line := stream.readline()) not in (b"\r\n", b""):
+        name, _, value = line.decode().partition(":")
+        headers[name.strip().lower()] = value.strip()
+    body = stream.read(int(headers.get("content-length", "0")))
+    return Response(status, headers, body)
+
+
+def sample(name: str, labels: dict[str, str] | None = None) -> float:
+    return metrics.REGISTRY.get_sample_value(name, labels or {}) or 0.0
+
+
+def refusals_after_read() -> float:
+    return sample("ragtime_admission_refusal_after_read_seconds_count")
+
+
+def answers_503() -> float:
+    return sample("ragtime_requests_total", {"route": "/v1/ask", "status": "503"})
+
+
+@pytest.fixture
+def middleware_refusals(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The reasons the middleware refused with (it must see none the protocol refused)."""
+    seen: list[str] = []
+    original = AdmissionMiddleware._refuse
+
+    async def recording(self: AdmissionMiddleware, scope: Any, send: Any, refused: Any) -> None:
+        seen.append(refused.reason)
+        await original(self, scope, send, refused)
+
+    monkeypatch.setattr(AdmissionMiddleware, "_refuse", recording)
+    return seen
+
+
+@pytest.fixture
+def crowded(
+    seeded_data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[uvicorn.Server, FastAPI]]:
+    """The app served for real, three requests ahead of every new one at 400 ms each: a 1 s
+    budget cannot finish, a 60 s one can."""
+    monkeypatch.setattr(LoopLag, "ms", lambda self, now=None: 0.0)  # arrivals stamped as they come
+    app = build_app(seeded_data_dir, backend=ScriptedBackend())
+    with uvicorn_serving(app) as server:
+        finish = app.state.admission.finish
+        finish.generation_floor_ms, finish.lag_ms = (lambda route: 0.0), (lambda: 0.0)
+        finish.cores, finish.prior_alone_ms = 1, 1.0
+        now = time.perf_counter()
+        ahead = [finish.admit("/v1/ask", arrived=now, budget_ms=900.0) for _ in range(3)]
+        finish.prior_alone_ms = 400.0
+        try:
+            yield server, app
+        finally:
+            for ticket in ahead:
+                ticket.finish(learn=False)
+
+
+def connect(server: uvicorn.Server) -> socket.socket:
+    return socket.create_connection((server.config.host, server.config.port), timeout=30)
+
+
+def settled(admission: Admission) -> int:
+    """Admission's count in flight, once the last response's task has ended."""
+    deadline = time.monotonic() + 10
+    while admission.in_flight and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return admission.in_flight
+
+
+def test_a_question_that_cannot_finish_is_refused_as_it_is_parsed(
+    crowded: tuple[uvicorn.Server, FastAPI],
+    api_key: str,
+    middleware_refusals: list[str],
+    spans: InMemorySpanExporter,
+) -> None:
+    server, app = crowded
+    before_503, before_read = answers_503(), refusals_after_read()
+    with connect(server) as sock, sock.makefile("rb") as stream:
+        head, body = ask(api_key, 1000)
+        sock.sendall(head + body)
+        tight = read_response(stream)
+        # Its body in a later read: decided once the body is read, with the body's budget.
+        sock.sendall(head)
+        time.sleep(0.2)
+        sock.sendall(body)
+        split = read_response(stream)
+        head, body = ask(api_key, 60_000)
+        sock.sendall(head + body)  # the same connection, kept alive after both refusals
+        loose = read_response(stream)
+    assert tight.status == split.status == 503
+    error = tight.json()["error"]
+    assert error["type"] == "overloaded" and "3 requests ahead" in error["message"]
+    assert int(tight.headers["retry-after"]) >= 1
+    assert tight.headers["content-type"] == "application/json"
+    assert loose.status == 200 and loose.json()["answer"]
+    assert middleware_refusals == []  # never reached the app
+    assert answers_503() == before_503 + 2
+    assert refusals_after_read() == before_read + 2
+    assert settled(app.state.admission) == 0
+    assert app.state.admission.finish.admitted == 3  # the answered one gave its ticket back
+    refused = [
+        (s.name, s.kind, dict(s.attributes or {}))
+        for s in spans.get_finished_spans()
+        if (s.attributes or {}).get("ragtime.admission.refused")
+    ]
+    assert len(refused) == 2
+    for name, kind, attributes in refused:
+        assert (name, kind) == ("POST /v1/ask", SpanKind.SERVER)
+        assert attributes["http.status_code"] == 503
+        assert "3 requests ahead" in str(attributes["ragtime.admission.detail"])
+
+
+def test_what_the_protocol_does_not_decide_the_middleware_does(
+    crowded: tuple[uvicorn.Server, FastAPI], api_key: str, middleware_refusals: list[str]
+) -> None:
+    """``Expect: 100-continue`` (its body comes only once the app reads it) and a gate turned
+    off (``RAGTIME_ADMIT_AS_PARSED=false``) both leave the decision to the middleware."""
+    server, app = crowded
+    before_read = refusals_after_read()
+    with connect(server) as sock, sock.makefile("rb") as stream:
+        head, body = ask(api_key, 1000, expect_continue=True)
+        sock.sendall(head)
+        assert read_response(stream).status == 100  # the middleware asked for the body
+        sock.sendall(body)
+        waited = read_response(stream)
+        state = server.lifespan.state
+        state[GATE_KEY] = replace(state[GATE_KEY], decides=False)
+        head, body = ask(api_key, 1000)
+        sock.sendall(head + body)
+        off = read_response(stream)
+    assert waited.status == off.status == 503
+    assert middleware_refusals == ["overloaded", "overloaded"]
+    # Stamped as parsed all the same: the refusal's time from its read is counted.
+    assert refusals_after_read() == before_read + 2
+    assert settled(app.state.admission) == 0
+
+
+def gate_of(admission: Admission) -> Gate:
+    return Gate(
+        admission,
+        routes=frozenset({"/v1/ask"}),
+        openai_routes=frozenset(),
+        shutdown=Shutdown(1.0),
+        lag_ms=lambda: 0.0,
+    )
+
+
+async def test_an_admitted_request_gives_its_place_back_however_it_ends() -> None:
+    finish = FinishAdmission(cores=1)
+    admission = Admission(2, retry_after_s=1, finish=finish)
+    gate = gate_of(admission)
+    scope: dict[str, Any] = {"type": "http", "method": "POST", "path": "/v1/ask", "state": {}}
+
+    async def broken(scope: Any, receive: Any, send: Any) -> None:
+        raise RuntimeError("an outer layer failed before the route")
+
+    ticket = gate.admit(scope, b'{"budget_ms": 5000}', time.perf_counter())
+    assert isinstance(ticket, Ticket) and admission.in_flight == 1
+    with pytest.raises(RuntimeError):
+        await gate.admitted(broken, ticket)(scope, _gone, _discard)
+    assert admission.in_flight == 0 and finish.admitted == 0
+    assert scope["state"]["ragtime.admitted"] is True
+
+
+async def test_a_full_process_refuses_without_reading_the_budget() -> None:
+    admission = Admission(1, retry_after_s=7, finish=FinishAdmission(cores=1))
+    gate = gate_of(admission)
+    scope: dict[str, Any] = {"type": "http", "method": "POST", "path": "/v1/ask", "state": {}}
+    first = gate.admit(scope, b"{}", time.perf_counter())
+    second = gate.admit(scope, b"not json", time.perf_counter())
+    assert isinstance(first, Ticket)
+    assert second == Refused("overloaded", 7)
+    assert admission.in_flight == 1  # the refused one took no place
+
+
+async def _gone() -> dict[str, Any]:
+    return {"type": "http.disconnect"}
+
+
+async def _discard(message: Any) -> None:
+    return None
