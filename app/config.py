@@ -98,6 +98,12 @@ class Settings(BaseSettings):
         "llama.cpp backend (each process would run its own model on the same cores), or with "
         "per-key rate limits kept in process (each process would grant a key its whole rate).",
     )
+    serve_reuse_port: bool = Field(
+        True,
+        description="With several `ragtime serve` processes, each listens on a socket of its "
+        "own and the kernel spreads connections across them (SO_REUSEPORT, Linux; app.listeners)"
+        ". Off: all share one socket, and whichever process wakes first takes a whole burst.",
+    )
     gc_freeze: bool = Field(
         True,
         description="Once `ragtime serve` has started, freeze the objects then alive out of "

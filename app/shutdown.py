@@ -40,6 +40,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.server import STARTUP_FAILURE
 from uvicorn.supervisors import multiprocess
 
+from app import listeners
 from app.admission import SHUTTING_DOWN, send_refusal
 from app.config import get_settings
 from app.heap import freeze_startup_heap
@@ -293,7 +294,13 @@ def _exit_after(seconds: float, shutdown: Shutdown) -> None:
 
 
 class GracefulProcess(multiprocess.Process):
-    """One of ``ragtime serve --workers N``'s processes, serving with ``GracefulServer``."""
+    """One of ``ragtime serve --workers N``'s processes, serving with ``GracefulServer``: on
+    the supervisor's socket, or, given none, on a socket of its own (``app.listeners``)."""
+
+    def target(self, sockets: list[socket.socket] | None = None) -> None:  # pragma: no cover
+        if not sockets:
+            sockets = [listeners.listening(self.config)]
+        super().target(sockets)
 
     @property
     def server(self) -> uvicorn.Server:
@@ -315,13 +322,24 @@ def serving_server(config: uvicorn.Config) -> GracefulServer:
 def serve(config: uvicorn.Config) -> None:
     """Serve ``config`` as ``uvicorn.run`` would, each process with ``GracefulServer``."""
     if config.workers > 1:
-        sock = config.bind_socket()
+        # Each worker on a socket of its own, the kernel spreading connections (the supervisor
+        # only holds the address), or all on the supervisor's one socket.
+        spread = get_settings().serve_reuse_port and listeners.supported()
+        sock = listeners.reserve(config) if spread else config.bind_socket()
+        if spread:
+            log.info(
+                "serving on http://%s:%d: %d processes, each on its own socket (SO_REUSEPORT)",
+                config.host,
+                config.port,
+                config.workers,
+            )
         # uvicorn's supervisor makes its workers with its module's ``Process`` (in this
         # parent only: each worker unpickles the GracefulProcess it was given).
         original = multiprocess.Process
         multiprocess.Process = GracefulProcess  # type: ignore[misc]
         try:
-            multiprocess.Multiprocess(config, sockets=[sock]).run()
+            with sock:
+                multiprocess.Multiprocess(config, sockets=[] if spread else [sock]).run()
         finally:
             multiprocess.Process = original  # type: ignore[misc]
         return

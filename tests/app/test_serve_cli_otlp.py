@@ -107,6 +107,26 @@ def children_of(pid: int) -> list[int]:
     return found
 
 
+def listening_pids(port: int) -> list[int]:
+    """The processes holding a socket that listens on ``port`` (Linux /proc), one entry per
+    socket."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[1].endswith(f":{port:04X}") and fields[3] == "0A":  # 0A: LISTEN
+                inodes.add(fields[9])
+    holders = []
+    for fd in Path("/proc").glob("[0-9]*/fd/*"):
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:[") and target[8:-1] in inodes:
+            holders.append(int(fd.parent.parent.name))
+    return holders
+
+
 ASKED = re.compile(r'^ragtime_requests_total\{route="/v1/ask",status="200"\} (\S+)$', re.M)
 FROZEN_PIDS = re.compile(r'^ragtime_heap_frozen_objects\{pid="(\d+)"\} (\S+)$', re.M)
 
@@ -114,7 +134,8 @@ FROZEN_PIDS = re.compile(r'^ragtime_heap_frozen_objects\{pid="(\d+)"\} (\S+)$', 
 def test_two_workers_serve_one_port(
     minilm_data_dir: Path, minilm_api_key: str, tmp_path: Path
 ) -> None:
-    """``serve --workers 2``: two processes, each with its own app, answer on one port, and
+    """``serve --workers 2``: two processes, each with its own app, answer on one port, each
+    listening on a socket of its own (the supervisor on none: ``app.listeners``), and
     ``/metrics``, whichever process takes the scrape, counts both; their metrics' directory is
     gone after the stop."""
     port = free_port()
@@ -134,7 +155,10 @@ def test_two_workers_serve_one_port(
     try:
         url = f"http://127.0.0.1:{port}"
         wait_ready(url, server)
-        assert len(children_of(server.pid)) >= 2
+        workers = children_of(server.pid)
+        assert len(workers) >= 2
+        listening = listening_pids(port)
+        assert len(listening) == 2 and set(listening) <= set(workers), (listening, workers)
         assert list(tmp_path.glob("ragtime-metrics-*")), "no shared metrics directory"
         headers = {"Authorization": f"Bearer {minilm_api_key}"}
         for _ in range(asked):
