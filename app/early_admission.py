@@ -149,6 +149,13 @@ class AdmittingProtocol(HttpToolsProtocol):
         gate = self.app_state.get(GATE_KEY)
         return gate if isinstance(gate, Gate) else None
 
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        # A refusal ends its response while its bytes are parsed, so the keep-alive timer it
+        # arms can still be running when the next request of the same read begins (uvicorn
+        # stops it only as data arrives): stopped here, it cannot close that request.
+        self._unset_keepalive_if_required()
+
     def on_headers_complete(self) -> None:
         gate = self._gate()
         if gate is not None:  # the budget counts from here (``RequestMetricsMiddleware`` keeps it)

@@ -13,6 +13,7 @@ import json
 import socket
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -43,11 +44,13 @@ class Response:
         return json.loads(self.body)
 
 
-def ask(api_key: str, budget_ms: int, *, expect_continue: bool = False) -> tuple[bytes, bytes]:
+def ask(
+    api_key: str, budget_ms: int, *, expect_continue: bool = False, http: str = "1.1"
+) -> tuple[bytes, bytes]:
     """A non-streamed ``/v1/ask``: its head and its body, apart."""
     body = json.dumps({"question": "What is a list?", "budget_ms": budget_ms}).encode()
     head = (
-        "POST /v1/ask HTTP/1.1\r\nhost: ragtime\r\n"
+        f"POST /v1/ask HTTP/{http}\r\nhost: ragtime\r\n"
         f"authorization: Bearer {api_key}\r\ncontent-type: application/json\r\n"
         f"content-length: {len(body)}\r\n"
         + ("expect: 100-continue\r\n" if expect_continue else "")
@@ -100,8 +103,13 @@ def crowded(
     """The app served for real, three requests ahead of every new one at 400 ms each: a 1 s
     budget cannot finish, a 60 s one can."""
     monkeypatch.setattr(LoopLag, "ms", lambda self, now=None: 0.0)  # arrivals stamped as they come
-    app = build_app(seeded_data_dir, backend=ScriptedBackend())
-    with uvicorn_serving(app) as server:
+    with crowded_server(build_app(seeded_data_dir, backend=ScriptedBackend())) as served:
+        yield served
+
+
+@contextmanager
+def crowded_server(app: FastAPI, **options: Any) -> Iterator[tuple[uvicorn.Server, FastAPI]]:
+    with uvicorn_serving(app, **options) as server:
         finish = app.state.admission.finish
         finish.generation_floor_ms, finish.lag_ms = (lambda route: 0.0), (lambda: 0.0)
         finish.cores, finish.prior_alone_ms = 1, 1.0
@@ -193,6 +201,28 @@ def test_what_the_protocol_does_not_decide_the_middleware_does(
     # Stamped as parsed all the same: the refusal's time from its read is counted.
     assert refusals_after_read() == before_read + 2
     assert settled(app.state.admission) == 0
+
+
+def test_a_refusal_keeps_or_closes_the_connection_as_http_asks(
+    seeded_data_dir: Path, api_key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A request sent in the same read right after a refused one (pipelined) is answered in
+    full, though its answer outlasts the keep-alive timeout the refusal's end armed; HTTP/1.0
+    is refused with ``connection: close`` and the connection closed."""
+    monkeypatch.setattr(LoopLag, "ms", lambda self, now=None: 0.0)
+    backend = ScriptedBackend([f"w{i} " for i in range(8)], delay_s=0.1)  # 0.8 s an answer
+    app = build_app(seeded_data_dir, backend=backend)
+    with crowded_server(app, timeout_keep_alive=0.3) as (server, _):
+        with connect(server) as sock, sock.makefile("rb") as stream:
+            sock.sendall(b"".join([*ask(api_key, 1000), *ask(api_key, 60_000)]))
+            refused, answered = read_response(stream), read_response(stream)
+        with connect(server) as sock, sock.makefile("rb") as stream:
+            sock.sendall(b"".join(ask(api_key, 1000, http="1.0")))
+            old = read_response(stream)
+            closed = stream.read() == b""
+    assert refused.status == 503 and answered.status == 200
+    assert answered.json()["answer"].split() == [f"w{i}" for i in range(8)]
+    assert old.status == 503 and old.headers["connection"] == "close" and closed
 
 
 def gate_of(admission: Admission) -> Gate:

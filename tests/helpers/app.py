@@ -166,13 +166,19 @@ async def asgi_client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
 
 
 @contextmanager
-def uvicorn_serving(app: FastAPI) -> Iterator[uvicorn.Server]:
+def uvicorn_serving(app: FastAPI, **options: Any) -> Iterator[uvicorn.Server]:
     """``app`` served by uvicorn in a thread on a free port of 127.0.0.1 (its URL:
     ``base_url(server)``), for what only a real connection shows; stopped after the block.
     It parses and admits as ``ragtime serve`` does (``AdmittingProtocol``) and stops as it
-    does (``GracefulServer``), without the exit's watchdog."""
+    does (``GracefulServer``), without the exit's watchdog. ``options``: more of uvicorn's
+    ``Config``."""
     config = uvicorn.Config(
-        app, host="127.0.0.1", port=free_port(), log_level="warning", http=AdmittingProtocol
+        app,
+        host="127.0.0.1",
+        port=free_port(),
+        log_level="warning",
+        http=AdmittingProtocol,
+        **options,
     )
     server = GracefulServer(config)
     thread = threading.Thread(target=server.run, daemon=True)
