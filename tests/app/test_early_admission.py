@@ -269,3 +269,16 @@ async def _gone() -> dict[str, Any]:
 
 async def _discard(message: Any) -> None:
     return None
+
+
+def test_the_chat_route_is_refused_in_openais_shape() -> None:
+    admission = Admission(1, retry_after_s=3, finish=FinishAdmission(cores=1))
+    gate = replace(gate_of(admission), openai_routes=frozenset({"/v1/chat/completions"}))
+    refused = Refused("overloaded", 3, "2 requests ahead")
+    headers, body = gate.refusal({"path": "/v1/chat/completions"}, refused)
+    error = json.loads(body)["error"]
+    assert error["code"] == "overloaded" and error["type"] == "server_error"
+    assert "2 requests ahead" in error["message"]
+    assert (b"retry-after", b"3") in headers
+    _, plain = gate.refusal({"path": "/v1/ask"}, refused)
+    assert json.loads(plain)["error"]["type"] == "overloaded"
