@@ -25,11 +25,16 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from opentelemetry import trace
 from starlette.types import ASGIApp, Receive, Scope, Send
-from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+from uvicorn._types import ASGI3Application
+from uvicorn.protocols.http.httptools_impl import (
+    STATUS_LINE,
+    HttpToolsProtocol,
+    RequestResponseCycle,
+)
 from uvicorn.protocols.utils import get_client_addr, get_path_with_query_string
 
 from app.admission import (
@@ -142,7 +147,7 @@ class AdmittingProtocol(HttpToolsProtocol):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._held: tuple[Any, ASGIApp, float] | None = None
+        self._held: tuple[RequestResponseCycle, ASGI3Application, float] | None = None
         """A question request whose body is still being parsed: its cycle, app, arrival."""
 
     def _gate(self) -> Gate | None:
@@ -164,12 +169,12 @@ class AdmittingProtocol(HttpToolsProtocol):
             state["arrived_at"] = state["read_at"] - gate.lag_ms() / 1000.0
         super().on_headers_complete()
 
-    def _start_asgi_task(self, cycle: Any, app: Any) -> None:
-        gate = self._gate()
-        if gate is None or cycle.waiting_for_100_continue or not gate.takes(cycle.scope):
+    def _start_asgi_task(self, cycle: RequestResponseCycle, app: ASGI3Application) -> None:
+        gate, scope = self._gate(), cast(Scope, cycle.scope)
+        if gate is None or cycle.waiting_for_100_continue or not gate.takes(scope):
             super()._start_asgi_task(cycle, app)
             return
-        arrived = cycle.scope["state"]["arrived_at"]
+        arrived = scope["state"]["arrived_at"]
         if cycle.more_body:  # decided once its body is read: ``on_message_complete``
             self._held = (cycle, app, arrived)
             return
@@ -186,18 +191,23 @@ class AdmittingProtocol(HttpToolsProtocol):
         self._held = None  # never started: nothing was taken for it
         super().connection_lost(exc)
 
-    def _decide(self, gate: Gate, cycle: Any, app: ASGIApp, arrived: float) -> None:
-        verdict = gate.admit(cycle.scope, bytes(cycle.body), arrived)
+    def _decide(
+        self, gate: Gate, cycle: RequestResponseCycle, app: ASGI3Application, arrived: float
+    ) -> None:
+        verdict = gate.admit(cast(Scope, cycle.scope), bytes(cycle.body), arrived)
         if isinstance(verdict, Refused):
             self._refuse(gate, cycle, verdict, arrived)
             return
-        served: Any = gate.admitted(app, verdict)  # an ASGI app, as uvicorn's types spell it
+        # Starlette's ASGI types and uvicorn's spell the same app two ways.
+        served = cast(ASGI3Application, gate.admitted(cast(ASGIApp, app), verdict))
         super()._start_asgi_task(cycle, served)
 
-    def _refuse(self, gate: Gate, cycle: Any, refused: Refused, arrived: float) -> None:
+    def _refuse(
+        self, gate: Gate, cycle: RequestResponseCycle, refused: Refused, arrived: float
+    ) -> None:
         """Write the 503 now, as ``RequestResponseCycle.send`` would write it, and go on with
         the connection as after any response."""
-        scope = cycle.scope
+        scope = cast(Scope, cycle.scope)
         headers, body = gate.refusal(scope, refused)
         content = [STATUS_LINE[503]]
         for name, value in [*cycle.default_headers, *headers]:
@@ -210,9 +220,9 @@ class AdmittingProtocol(HttpToolsProtocol):
         if cycle.access_log:
             self.access_logger.info(
                 '%s - "%s %s HTTP/%s" %d',
-                get_client_addr(scope),
+                get_client_addr(cycle.scope),
                 scope["method"],
-                get_path_with_query_string(scope),
+                get_path_with_query_string(cycle.scope),
                 scope["http_version"],
                 503,
             )
