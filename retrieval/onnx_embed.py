@@ -5,7 +5,10 @@ exporter: no ``onnxscript``, no hub) and, for ``int8``, quantizes its weights wi
 ``onnxruntime.quantization.quantize_dynamic``. Both files go in a cache directory, under a key
 made of the model's path and its weight files' sizes and times, so later loads import neither
 torch nor transformers: ``onnxruntime`` and ``tokenizers`` only. Files are written to a temporary
-name and renamed, so processes exporting at once never read half a file.
+name and renamed, so a process never reads half a file; and one process at a time exports
+into a model's folder (a lock file there), since several `ragtime serve` workers start together
+on an empty cache and the quantizer's scratch file (``model-inferred.onnx``, beside its source)
+would be theirs to share: two of them once left both workers without an embedder.
 
 Only models made of ``Transformer`` -> ``Pooling`` (mean tokens) [-> ``Normalize``] are
 supported (all-MiniLM-L6-v2 and most sentence-transformers embedders): pooling is the mean of
@@ -14,6 +17,7 @@ the token vectors under the attention mask, then L2 normalisation, as those modu
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import logging
@@ -186,23 +190,35 @@ def _quantize_int8(source: Path, target: Path) -> None:
         tmp.unlink(missing_ok=True)
 
 
+@contextmanager
+def _one_exporter(folder: Path) -> Iterator[None]:
+    """Hold ``folder``'s export lock (``flock``: released if the process dies) for the block."""
+    with open(folder / ".export.lock", "a+b") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def onnx_model_file(model_dir: Path, cache_dir: Path, *, int8: bool) -> Path:
     """The cached ONNX file of ``model_dir`` (fp32 or int8), exported on first use."""
     _check_modules(model_dir)
     folder = Path(cache_dir).expanduser() / f"{model_dir.name or 'model'}-{_cache_key(model_dir)}"
+    fp32, quantized = folder / "model.onnx", folder / "model.int8.onnx"
+    wanted = quantized if int8 else fp32
     try:
+        if wanted.exists():
+            return wanted
         folder.mkdir(parents=True, exist_ok=True)
-        fp32 = folder / "model.onnx"
-        if not fp32.exists():
-            log.info("exporting %s to ONNX under %s (once)", model_dir, folder)
-            _export_fp32(model_dir, fp32)
-        if not int8:
-            return fp32
-        quantized = folder / "model.int8.onnx"
-        if not quantized.exists():
-            log.info("quantizing %s to int8", fp32)
-            _quantize_int8(fp32, quantized)
-        return quantized
+        with _one_exporter(folder):  # another process may have made it meanwhile
+            if not fp32.exists():
+                log.info("exporting %s to ONNX under %s (once)", model_dir, folder)
+                _export_fp32(model_dir, fp32)
+            if int8 and not quantized.exists():
+                log.info("quantizing %s to int8", fp32)
+                _quantize_int8(fp32, quantized)
+        return wanted
     except OSError as exc:
         raise RetrievalError(
             f"cannot write the ONNX export of {model_dir} under {folder} ({exc}): "

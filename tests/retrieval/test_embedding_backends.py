@@ -4,6 +4,10 @@
 from __future__ import annotations
 
 import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -183,3 +187,47 @@ def test_a_dropped_collection_can_be_rebuilt_with_another_backend(tmp_path: Path
     assert (tmp_path / "collections" / "demo" / "CURRENT").read_text().strip() == "v000003"
     _ingest(tmp_path, "onnx-int8", "b.md")
     assert _search(tmp_path, "onnx-int8")[0] == "lists hold items"
+
+
+def test_workers_starting_together_export_the_onnx_model_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Several ``ragtime serve`` workers start at once on an empty cache: one exports and
+    quantizes while the others wait for its files (the quantizer's scratch file beside its
+    source would be shared). The export and the quantizer are stood in for; the lock is real."""
+    from retrieval import onnx_embed
+
+    model = tmp_path / "model"
+    (model / "1_Pooling").mkdir(parents=True)
+    (model / "modules.json").write_text(
+        '[{"path": "", "type": "sentence_transformers.models.Transformer"},'
+        ' {"path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]'
+    )
+    (model / "1_Pooling" / "config.json").write_text('{"pooling_mode_mean_tokens": true}')
+    busy, overlapped, made = threading.Lock(), [], []
+
+    def working(name: str) -> Callable[[Path, Path], None]:
+        def write(source: Path, target: Path) -> None:
+            if not busy.acquire(blocking=False):
+                overlapped.append(name)
+                return
+            try:
+                made.append(name)
+                time.sleep(0.05)
+                target.write_bytes(b"onnx")
+            finally:
+                busy.release()
+
+        return write
+
+    monkeypatch.setattr(onnx_embed, "_export_fp32", working("export"))
+    monkeypatch.setattr(onnx_embed, "_quantize_int8", working("quantize"))
+    cache = tmp_path / "cache"
+
+    def start(_: str) -> Path:
+        return onnx_embed.onnx_model_file(model, cache, int8=True)
+
+    with ThreadPoolExecutor(4) as pool:
+        files = list(pool.map(start, "abcd"))
+    assert overlapped == [] and sorted(made) == ["export", "quantize"]
+    assert len(set(files)) == 1 and files[0].read_bytes() == b"onnx"
