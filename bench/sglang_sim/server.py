@@ -116,6 +116,8 @@ class ReqState:
     queue_s: float = 0.0
     text_sent: str = ""
     ids_sent: int = 0
+    running: bool = False
+    """Counted among the running requests (``num_running_reqs``)."""
 
 
 @dataclass
@@ -366,6 +368,7 @@ class SimulatedSGLang:
 
     async def _run(self, state: ReqState, cfg: SimConfig) -> None:
         self._running += 1
+        state.running = True
         self.peak_running = max(self.peak_running, self._running)
         if self._together is None:
             self._together = asyncio.Event()
@@ -374,6 +377,16 @@ class SimulatedSGLang:
         try:
             await self._run_one(state, cfg)
         finally:
+            self._stop_running(state)
+
+    def _stop_running(self, state: ReqState) -> None:
+        """Take a request out of the running count, before its last output is streamed: the
+        scheduler drops a finished request from its running batch
+        (``managers/scheduler.py``, ``get_next_batch_to_run`` filters ``running_batch``) while
+        that output still travels through the detokenizer and the tokenizer manager to the HTTP
+        response, so a client that has read the end never finds it counted."""
+        if state.running:
+            state.running = False
             self._running -= 1
 
     async def _run_one(self, state: ReqState, cfg: SimConfig) -> None:
@@ -420,6 +433,7 @@ class SimulatedSGLang:
         await self._finish(state, {"type": "length", "length": state.max_new_tokens})
 
     async def _finish(self, state: ReqState, reason: dict[str, Any]) -> None:
+        self._stop_running(state)
         state.finish_reason = reason
         if reason["type"] == "abort":
             self.counters["num_aborted_requests"] += 1
