@@ -13,8 +13,9 @@ parser's own callback instead, once a question request's small body is read (in 
 - admitted: its task starts as uvicorn's would, holding its ticket (``Gate.admitted``), and the
   middleware lets it through (``ADMITTED`` in its scope's state).
 
-Its arrival is stamped as its headers are parsed, less the loop's recent lag (the time it may
-have waited on the socket): the budget counts from there. Requests the gate does not take
+Its arrival is stamped as its headers are parsed, less the time its bytes waited on the socket
+(``app.socket_wait``: the kernel's figure for the connection, or the loop's recent lag): the
+budget counts from there. Requests the gate does not take
 (other routes, other methods, no key, a body over ``PEEK_BYTES``, ``Expect: 100-continue``, a
 stop begun) go to the app as they would without it, and the middleware decides for them. The
 gate comes from the app's lifespan state (``GATE_KEY``), so the protocol needs nothing else.
@@ -37,6 +38,7 @@ from uvicorn.protocols.http.httptools_impl import (
 )
 from uvicorn.protocols.utils import get_client_addr, get_path_with_query_string
 
+from app import socket_wait
 from app.admission import (
     ADMITTED,
     Admission,
@@ -70,6 +72,10 @@ class Gate:
     lag_ms: Callable[[], float]
     decides: bool = True
     """Off (``RAGTIME_ADMIT_AS_PARSED=false``): requests are only stamped here."""
+
+    def waited_ms(self, sock: Any) -> float:
+        """How long the request being parsed waited on ``sock`` (``app.socket_wait``)."""
+        return socket_wait.waited_ms(sock, self.lag_ms())
 
     def takes(self, scope: Scope) -> bool:
         """Whether this request is decided here: a question with a key and a small body, while
@@ -166,7 +172,8 @@ class AdmittingProtocol(HttpToolsProtocol):
         if gate is not None:  # the budget counts from here (``RequestMetricsMiddleware`` keeps it)
             state = self.scope["state"]
             state["read_at"] = time.perf_counter()
-            state["arrived_at"] = state["read_at"] - gate.lag_ms() / 1000.0
+            waited_ms = gate.waited_ms(self.transport.get_extra_info("socket"))
+            state["arrived_at"] = state["read_at"] - waited_ms / 1000.0
         super().on_headers_complete()
 
     def _start_asgi_task(self, cycle: RequestResponseCycle, app: ASGI3Application) -> None:

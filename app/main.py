@@ -12,7 +12,7 @@ from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
 from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 
-from app import access_log, openapi
+from app import access_log, openapi, socket_wait
 from app.admission import Admission, AdmissionMiddleware
 from app.calibration import probes, reported_itl_ms
 from app.config import Settings, get_settings, usable_cores
@@ -102,6 +102,7 @@ def create_app(
     )
 
     shutdown = Shutdown(settings.shutdown_grace_s)
+    socket_wait.jiffy_ms()  # measured once, here rather than in a request
     gate = Gate(
         admission,
         routes=frozenset(QUESTION_ROUTES),

@@ -178,6 +178,22 @@ def test_a_question_that_cannot_finish_is_refused_as_it_is_parsed(
         assert "3 requests ahead" in str(attributes["ragtime.admission.detail"])
 
 
+def test_a_budget_counts_from_the_requests_own_wait_not_the_worst_lag(
+    crowded: tuple[uvicorn.Server, FastAPI], api_key: str
+) -> None:
+    """The loop's lag says 10 s (the worst of a burst, say), the kernel says the request's
+    bytes waited a few ms: its 5 s budget counts from its own arrival, and it is answered."""
+    server, app = crowded
+    state = server.lifespan.state
+    state[GATE_KEY] = replace(state[GATE_KEY], lag_ms=lambda: 10_000.0)
+    app.state.admission.finish.prior_alone_ms = 1.0  # nothing ahead worth counting
+    with connect(server) as sock, sock.makefile("rb") as stream:
+        head, body = ask(api_key, 5_000)
+        sock.sendall(head + body)
+        answered = read_response(stream)
+    assert answered.status == 200 and answered.json()["answer"]
+
+
 def test_what_the_protocol_does_not_decide_the_middleware_does(
     crowded: tuple[uvicorn.Server, FastAPI], api_key: str, middleware_refusals: list[str]
 ) -> None:

@@ -1,0 +1,82 @@
+"""How long a request's bytes waited on the socket before the server read them.
+
+A budget counts from when the request reached the socket, not from when the server got round
+to reading it. The event loop's lag (``tracing.loop_lag``) estimates that wait, but it is the
+largest lag of the last quarter second, so in a burst it charges every request the worst wait of
+the whole burst: 25-100 ms at p99 in `make bench`'s bursts, where most requests waited a few.
+
+The kernel keeps the time each TCP connection last received data: ``tcpi_last_data_recv`` of
+``TCP_INFO``, in milliseconds since then, counted in jiffies (4 ms at ``HZ=250``). Read as a
+request is parsed, it bounds that request's own wait to within a jiffy either way. ``waited_ms``
+takes the loop's lag where it lies within those bounds, and the nearest bound where it does not:
+at rest the lag's finer figure, in a burst the request's own. It times the connection's last
+segment, so a request whose body came apart from its headers is timed from its body's arrival.
+
+Linux TCP sockets only; elsewhere (another platform, a Unix socket) the loop's lag alone.
+"""
+
+from __future__ import annotations
+
+import functools
+import socket
+import struct
+import sys
+import time
+from typing import Any
+
+#: Where ``tcpi_last_data_recv`` (u32, ms) lies in ``struct tcp_info`` (linux/tcp.h): after
+#: eight one-byte fields and nine u32s, then ``tcpi_last_data_sent`` and ``tcpi_last_ack_sent``.
+LAST_DATA_RECV_OFFSET = 52
+TCP_INFO_BYTES = 104
+#: The jiffy assumed where it cannot be measured (``HZ=100``, the coarsest common).
+COARSEST_JIFFY_MS = 10.0
+
+
+def last_data_ms(sock: Any) -> float | None:
+    """Milliseconds since ``sock`` last received data, by the kernel's clock (None: not known
+    for this socket)."""
+    if not sys.platform.startswith("linux") or sock is None:
+        return None
+    try:
+        info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, TCP_INFO_BYTES)
+    except (OSError, AttributeError):
+        return None
+    if len(info) < LAST_DATA_RECV_OFFSET + 4:
+        return None
+    return float(struct.unpack_from("I", info, LAST_DATA_RECV_OFFSET)[0])
+
+
+@functools.cache
+def jiffy_ms() -> float:
+    """The kernel clock's step behind ``last_data_ms``: measured once over a loopback
+    connection, as the first figure above 0 after data arrives (at most about 10 ms)."""
+    try:
+        with (
+            socket.create_server(("127.0.0.1", 0)) as server,
+            socket.create_connection(server.getsockname()) as client,
+        ):
+            peer, _ = server.accept()
+            with peer:
+                client.sendall(b"x")
+                peer.recv(1)
+                deadline = time.perf_counter() + 0.1
+                while time.perf_counter() < deadline:
+                    last = last_data_ms(peer)
+                    if last is None:
+                        break
+                    if last > 0:
+                        return last
+                    time.sleep(0.0005)
+    except OSError:
+        pass
+    return COARSEST_JIFFY_MS
+
+
+def waited_ms(sock: Any, lag_ms: float) -> float:
+    """How long the data just read from ``sock`` waited there: ``lag_ms`` (the loop's recent
+    lag) within the kernel's bounds for this connection, else the nearest bound."""
+    last = last_data_ms(sock)
+    if last is None:
+        return lag_ms
+    jiffy = jiffy_ms()
+    return min(max(lag_ms, last - jiffy, 0.0), last + jiffy)
