@@ -248,11 +248,13 @@ async def send_refusal(
 
 
 def observe_refusal(state: Mapping[str, Any]) -> None:
-    """Time a refusal just sent, from the request's arrival (``arrived_at``) and, where the
-    server's HTTP protocol stamped it, from its read (``read_at``: ``app.early_admission``)."""
+    """Time a refusal just sent, from the request's arrival: when the kernel received its bytes
+    (``received_at``) where the server's HTTP protocol measured it (``app.early_admission``),
+    else its budget's start (``arrived_at``); and, where stamped, from its read (``read_at``)."""
     now = time.perf_counter()
-    if "arrived_at" in state:
-        metrics.ADMISSION_REFUSAL_SECONDS.observe(now - state["arrived_at"])
+    arrived = state.get("received_at", state.get("arrived_at"))
+    if arrived is not None:
+        metrics.ADMISSION_REFUSAL_SECONDS.observe(now - arrived)
     if "read_at" in state:
         metrics.ADMISSION_REFUSAL_AFTER_READ_SECONDS.observe(now - state["read_at"])
 

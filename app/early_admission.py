@@ -13,12 +13,19 @@ parser's own callback instead, once a question request's small body is read (in 
 - admitted: its task starts as uvicorn's would, holding its ticket (``Gate.admitted``), and the
   middleware lets it through (``ADMITTED`` in its scope's state).
 
-Its arrival is stamped as its headers are parsed, less the time its bytes waited on the socket
-(``app.socket_wait``: the kernel's figure for the connection, or the loop's recent lag): the
-budget counts from there. Requests the gate does not take
-(other routes, other methods, no key, a body over ``PEEK_BYTES``, ``Expect: 100-continue``, a
-stop begun) go to the app as they would without it, and the middleware decides for them. The
-gate comes from the app's lifespan state (``GATE_KEY``), so the protocol needs nothing else.
+Its arrival is stamped as its headers are parsed, less the loop's recent lag: the budget counts
+from there, as before this protocol. How long its bytes really waited in the kernel before that
+read (``app.socket_wait``: the connection's own figure, to a jiffy) is measured beside it
+(``received_at``, ``ragtime_request_socket_wait_seconds``), and refusals are timed from it. In
+bursts that wait was 0-340 ms, against a loop lag of 16-90 ms: the connections queue in the
+kernel while the loop works through the requests read before them (BENCHMARKS.md, "How long
+a burst's requests wait before they are read"). Counting budgets from it made admission refuse
+requests that the old clock answered in time on the client's, so budgets keep the lag.
+
+Requests the gate does not take (other routes, other methods, no key, a body over
+``PEEK_BYTES``, ``Expect: 100-continue``, a stop begun) go to the app as they would without it,
+and the middleware decides for them. The gate comes from the app's lifespan state
+(``GATE_KEY``), so the protocol needs nothing else.
 """
 
 from __future__ import annotations
@@ -171,9 +178,11 @@ class AdmittingProtocol(HttpToolsProtocol):
         gate = self._gate()
         if gate is not None:  # the budget counts from here (``RequestMetricsMiddleware`` keeps it)
             state = self.scope["state"]
-            state["read_at"] = time.perf_counter()
+            state["read_at"] = read_at = time.perf_counter()
+            state["arrived_at"] = read_at - gate.lag_ms() / 1000.0
             waited_ms = gate.waited_ms(self.transport.get_extra_info("socket"))
-            state["arrived_at"] = state["read_at"] - waited_ms / 1000.0
+            state["received_at"] = read_at - waited_ms / 1000.0
+            metrics.REQUEST_SOCKET_WAIT_SECONDS.observe(waited_ms / 1000.0)
         super().on_headers_complete()
 
     def _start_asgi_task(self, cycle: RequestResponseCycle, app: ASGI3Application) -> None:

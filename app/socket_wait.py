@@ -1,15 +1,15 @@
 """How long a request's bytes waited on the socket before the server read them.
 
-A budget counts from when the request reached the socket, not from when the server got round
-to reading it. The event loop's lag (``tracing.loop_lag``) estimates that wait, but it is the
-largest lag of the last quarter second, so in a burst it charges every request the worst wait of
-the whole burst: 25-100 ms at p99 in `make bench`'s bursts, where most requests waited a few.
+The event loop's lag (``tracing.loop_lag``) is an estimate of that wait: the largest lag of the
+last quarter second. In a burst it is wrong both ways: 16-90 ms, while connections waited 0-340
+ms in the kernel, queued behind the requests the loop read before them.
 
 The kernel keeps the time each TCP connection last received data: ``tcpi_last_data_recv`` of
 ``TCP_INFO``, in milliseconds since then, counted in jiffies (4 ms at ``HZ=250``). Read as a
 request is parsed, it bounds that request's own wait to within a jiffy either way. ``waited_ms``
 takes the loop's lag where it lies within those bounds, and the nearest bound where it does not:
-at rest the lag's finer figure, in a burst the request's own. It times the connection's last
+at rest the lag's finer figure, in a burst the request's own. ``app.early_admission`` records
+it for every request it reads and times refusals from it. It times the connection's last
 segment, so a request whose body came apart from its headers is timed from its body's arrival.
 
 Linux TCP sockets only; elsewhere (another platform, a Unix socket) the loop's lag alone.

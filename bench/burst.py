@@ -92,6 +92,9 @@ class BurstRepeat(BaseModel):
     server_refusal_after_read_ms_p99: float | None = None
     """The same from the request's read (``ragtime_admission_refusal_after_read_seconds``,
     headers parsed to refusal sent): the refusal's own delay, without the wait on the socket."""
+    server_socket_wait_ms_p99: float | None = None
+    """How long the burst's requests waited in the kernel before the server read them
+    (``ragtime_request_socket_wait_seconds``): the bound of the bucket holding the p99."""
     sent_ms_p50: float | None = None
     sent_ms_max: float | None = None
     """When the client had written the burst's requests, from the burst's start."""
@@ -115,6 +118,8 @@ class BurstResult(BaseModel):
     """The same as the client saw it on the wire (the client shares the server's cores)."""
     refusal_after_read_ms_p99_max: float | None = None
     """The server's, from the request's read to its refusal sent, p99, worst repeat."""
+    socket_wait_ms_p99_max: float | None = None
+    """The requests' wait in the kernel before their read, p99, worst repeat."""
     loop_lag_ms_p99_max: float | None = None
     """The server's event-loop lag during the burst, p99 (its bucket's bound), worst repeat."""
     late_total: int
@@ -210,6 +215,8 @@ def judge_burst(target: str, size: int, budget_s: float, repeats: list[BurstRepe
         for r in repeats
         if r.server_refusal_after_read_ms_p99 is not None
     ]
+    waits = [r.server_socket_wait_ms_p99 for r in repeats]
+    waits_known = [w for w in waits if w is not None]
     result = BurstResult(
         target=target,
         size=size,
@@ -220,6 +227,7 @@ def judge_burst(target: str, size: int, budget_s: float, repeats: list[BurstRepe
         refusal_wire_ms_p99_max=max(wire) if wire else None,
         loop_lag_ms_p99_max=max(lags) if lags else None,
         refusal_after_read_ms_p99_max=max(read) if read else None,
+        socket_wait_ms_p99_max=max(waits_known) if waits_known else None,
         late_total=sum(r.late for r in repeats),
         errors_total=sum(r.errors for r in repeats),
     )
@@ -344,6 +352,7 @@ async def burst_target(
             rep.server_refusal_after_read_ms_p99 = bucket_p99_ms(
                 before[REFUSALS_AFTER_READ], after[REFUSALS_AFTER_READ]
             )
+            rep.server_socket_wait_ms_p99 = bucket_p99_ms(before[SOCKET_WAIT], after[SOCKET_WAIT])
             say(
                 f"{target.name}: burst {size}@{budget_s:g}s #{n + 1}: "
                 f"answered {rep.answered}, refused {rep.refused} "
@@ -451,6 +460,7 @@ def _sample(record: RequestRecord) -> str:
 REFUSALS = "ragtime_admission_refusal_seconds"
 LOOP_LAG = "ragtime_event_loop_lag_measured_seconds"
 REFUSALS_AFTER_READ = "ragtime_admission_refusal_after_read_seconds"
+SOCKET_WAIT = "ragtime_request_socket_wait_seconds"
 _BUCKET = re.compile(r'^(\w+)_bucket\{le="([^"]+)"\} (\S+)$', re.M)
 
 
@@ -471,7 +481,7 @@ async def server_histograms(client: httpx.AsyncClient, url: str) -> dict[str, di
         text = (await client.get(f"{url}/metrics")).text
     except httpx.HTTPError:
         text = ""
-    return histogram_buckets(text, (REFUSALS, REFUSALS_AFTER_READ, LOOP_LAG))
+    return histogram_buckets(text, (REFUSALS, REFUSALS_AFTER_READ, LOOP_LAG, SOCKET_WAIT))
 
 
 def bucket_p99_ms(before: dict[float, float], after: dict[float, float]) -> float | None:

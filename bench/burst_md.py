@@ -69,23 +69,34 @@ def why_missed(b: BurstResult) -> str:
         reasons.append(f"{b.errors_total} errors")
     server = b.refusal_ms_p99_max
     if p99 is not None and server is not None and server > p99:
-        lag, read = b.loop_lag_ms_p99_max, b.refusal_after_read_ms_p99_max
+        lag, read, wait = (
+            b.loop_lag_ms_p99_max,
+            b.refusal_after_read_ms_p99_max,
+            b.socket_wait_ms_p99_max,
+        )
         decided = (
             f"each refusal was sent within {read:g} ms of the request's read (p99)"
             if read is not None
             else "each refusal is decided as soon as the request is read"
         )
+        if wait is not None:
+            waited = (
+                f"the requests' bytes waited ≤ {wait:g} ms at p99 in the kernel before the loop "
+                "read them (the connection's own figure), queued behind the work of the requests "
+                "read before them on these 2 cores"
+                + (f", while the loop's lag was ≤ {lag:g} ms at p99" if lag is not None else "")
+            )
+        elif lag is not None:
+            waited = (
+                f"while the bursts ran, the loop's lag was ≤ {lag:g} ms at p99 (a measurement "
+                "every 10 ms): a request may have waited that long on the socket before the loop "
+                "read it, behind the work of the requests admitted before it on these 2 cores"
+            )
+        else:
+            waited = ""
         reasons.append(
             f"refusal p99 ≤ {server:g} ms on the server against {p99:g} ms: {decided}, but its "
-            "clock starts when the request reached the socket, counted as its read less the "
-            "event loop's recent lag (the largest of the last quarter second)"
-            + (
-                f"; while the bursts ran, that lag was ≤ {lag:g} ms at p99 (a measurement every "
-                "10 ms): a request may have waited that long on the socket before the loop read "
-                "it, behind the work of the requests admitted before it on these 2 cores"
-                if lag is not None
-                else ""
-            )
+            "clock starts when the request reached the socket" + (f"; {waited}" if waited else "")
         )
     return "; ".join(reasons) + "." if reasons else ""
 

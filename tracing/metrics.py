@@ -145,6 +145,14 @@ ADMISSION_REFUSAL_SECONDS = Histogram(
     buckets=_WAIT_BUCKETS,
     registry=REGISTRY,
 )
+REQUEST_SOCKET_WAIT_SECONDS = Histogram(
+    "ragtime_request_socket_wait_seconds",
+    "How long a request's bytes waited in the kernel before the server read them (the "
+    "connection's TCP_INFO, to a jiffy; ragtime serve only): in a burst, the queue before the "
+    "loop gets to a connection.",
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
+    registry=REGISTRY,
+)
 ADMISSION_REFUSAL_AFTER_READ_SECONDS = Histogram(
     "ragtime_admission_refusal_after_read_seconds",
     "How long a request refused at arrival (503) took from its headers being parsed (the "

@@ -24,7 +24,7 @@ from fastapi import FastAPI
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
-from app.admission import Admission, AdmissionMiddleware, Refused
+from app.admission import Admission, AdmissionMiddleware, Refused, observe_refusal
 from app.early_admission import GATE_KEY, Gate
 from app.shutdown import Shutdown
 from tests.fakes.backends import ScriptedBackend
@@ -143,6 +143,7 @@ def test_a_question_that_cannot_finish_is_refused_as_it_is_parsed(
 ) -> None:
     server, app = crowded
     before_503, before_read = answers_503(), refusals_after_read()
+    before_waits = sample("ragtime_request_socket_wait_seconds_count")
     with connect(server) as sock, sock.makefile("rb") as stream:
         head, body = ask(api_key, 1000)
         sock.sendall(head + body)
@@ -164,6 +165,8 @@ def test_a_question_that_cannot_finish_is_refused_as_it_is_parsed(
     assert middleware_refusals == []  # never reached the app
     assert answers_503() == before_503 + 2
     assert refusals_after_read() == before_read + 2
+    # Each request read had its wait in the kernel measured (Linux TCP_INFO).
+    assert sample("ragtime_request_socket_wait_seconds_count") == before_waits + 3
     assert settled(app.state.admission) == 0
     assert app.state.admission.finish.admitted == 3  # the answered one gave its ticket back
     refused = [
@@ -178,20 +181,15 @@ def test_a_question_that_cannot_finish_is_refused_as_it_is_parsed(
         assert "3 requests ahead" in str(attributes["ragtime.admission.detail"])
 
 
-def test_a_budget_counts_from_the_requests_own_wait_not_the_worst_lag(
-    crowded: tuple[uvicorn.Server, FastAPI], api_key: str
-) -> None:
-    """The loop's lag says 10 s (the worst of a burst, say), the kernel says the request's
-    bytes waited a few ms: its 5 s budget counts from its own arrival, and it is answered."""
-    server, app = crowded
-    state = server.lifespan.state
-    state[GATE_KEY] = replace(state[GATE_KEY], lag_ms=lambda: 10_000.0)
-    app.state.admission.finish.prior_alone_ms = 1.0  # nothing ahead worth counting
-    with connect(server) as sock, sock.makefile("rb") as stream:
-        head, body = ask(api_key, 5_000)
-        sock.sendall(head + body)
-        answered = read_response(stream)
-    assert answered.status == 200 and answered.json()["answer"]
+def test_a_refusal_is_timed_from_when_the_kernel_received_it() -> None:
+    """The budget's clock (``arrived_at``: the read less the loop's lag, 10 s here) is not what
+    a refusal is timed from when the kernel's figure (``received_at``) is known."""
+    now = time.perf_counter()
+    before = sample("ragtime_admission_refusal_seconds_sum")
+    observe_refusal({"arrived_at": now - 10.0, "received_at": now - 0.002, "read_at": now})
+    assert 0.002 <= sample("ragtime_admission_refusal_seconds_sum") - before < 1.0
+    observe_refusal({"arrived_at": now - 10.0})  # no kernel figure: the budget's clock
+    assert sample("ragtime_admission_refusal_seconds_sum") - before >= 10.0
 
 
 def test_what_the_protocol_does_not_decide_the_middleware_does(
