@@ -62,7 +62,18 @@ PipelineDep = Annotated[Pipeline, Depends(get_pipeline)]
 async def get_ledger(request: Request, settings: SettingsDep) -> BudgetLedger:
     """The request's ledger, counting from the moment the request arrived (before auth), on the
     default budget until a question route reads the request's own (``question_body``)."""
-    arrived = getattr(request.state, "arrived_at", None) or time.perf_counter()
+    state = request.state
+    arrived = getattr(state, "arrived_at", None) or time.perf_counter()
+    read_at, received_at = getattr(state, "read_at", None), getattr(state, "received_at", None)
+    if read_at is not None and received_at is not None:
+        # Before its first stage: how long the request waited in the kernel before its read
+        # (``app.socket_wait``), and how much of that the budget counts (the loop's lag).
+        trace.get_current_span().set_attributes(
+            {
+                "ragtime.request.socket_wait_ms": round((read_at - received_at) * 1000.0, 3),
+                "ragtime.request.wait_counted_ms": round((read_at - arrived) * 1000.0, 3),
+            }
+        )
     return BudgetLedger(
         settings.budget_ms_default, started_at=arrived, shares=settings.budget_shares
     )

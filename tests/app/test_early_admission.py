@@ -192,6 +192,21 @@ def test_a_refusal_is_timed_from_when_the_kernel_received_it() -> None:
     assert sample("ragtime_admission_refusal_seconds_sum") - before >= 10.0
 
 
+def test_the_requests_trace_says_how_long_it_waited_before_its_read(
+    crowded: tuple[uvicorn.Server, FastAPI], api_key: str, spans: InMemorySpanExporter
+) -> None:
+    server, _ = crowded
+    with connect(server) as sock, sock.makefile("rb") as stream:
+        sock.sendall(b"".join(ask(api_key, 60_000)))
+        answered = read_response(stream)
+    assert answered.status == 200
+    (root,) = [s for s in spans.get_finished_spans() if s.name == "POST /v1/ask"]
+    attributes = dict(root.attributes or {})
+    waited = attributes["ragtime.request.socket_wait_ms"]
+    assert isinstance(waited, float) and waited >= 0.0
+    assert attributes["ragtime.request.wait_counted_ms"] == 0.0  # the lag, patched to 0 here
+
+
 def test_what_the_protocol_does_not_decide_the_middleware_does(
     crowded: tuple[uvicorn.Server, FastAPI], api_key: str, middleware_refusals: list[str]
 ) -> None:
