@@ -23,7 +23,7 @@ import json
 import re
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import httpx
@@ -207,27 +207,17 @@ def summarize_burst(records: Sequence[RequestRecord], wall_s: float) -> BurstRep
 
 def judge_burst(target: str, size: int, budget_s: float, repeats: list[BurstRepeat]) -> BurstResult:
     answered = sorted(r.answered for r in repeats)
-    wire = [r.refusal_ms_p99 for r in repeats if r.refusal_ms_p99 is not None]
-    p99s = [r.server_refusal_ms_p99 for r in repeats if r.server_refusal_ms_p99 is not None]
-    lags = [r.server_loop_lag_ms_p99 for r in repeats if r.server_loop_lag_ms_p99 is not None]
-    read = [
-        r.server_refusal_after_read_ms_p99
-        for r in repeats
-        if r.server_refusal_after_read_ms_p99 is not None
-    ]
-    waits = [r.server_socket_wait_ms_p99 for r in repeats]
-    waits_known = [w for w in waits if w is not None]
     result = BurstResult(
         target=target,
         size=size,
         budget_s=budget_s,
         repeats=repeats,
         answered_median=float(answered[len(answered) // 2]) if answered else 0.0,
-        refusal_ms_p99_max=max(p99s) if p99s else None,
-        refusal_wire_ms_p99_max=max(wire) if wire else None,
-        loop_lag_ms_p99_max=max(lags) if lags else None,
-        refusal_after_read_ms_p99_max=max(read) if read else None,
-        socket_wait_ms_p99_max=max(waits_known) if waits_known else None,
+        refusal_ms_p99_max=_worst(r.server_refusal_ms_p99 for r in repeats),
+        refusal_wire_ms_p99_max=_worst(r.refusal_ms_p99 for r in repeats),
+        loop_lag_ms_p99_max=_worst(r.server_loop_lag_ms_p99 for r in repeats),
+        refusal_after_read_ms_p99_max=_worst(r.server_refusal_after_read_ms_p99 for r in repeats),
+        socket_wait_ms_p99_max=_worst(r.server_socket_wait_ms_p99 for r in repeats),
         late_total=sum(r.late for r in repeats),
         errors_total=sum(r.errors for r in repeats),
     )
@@ -495,6 +485,12 @@ def bucket_p99_ms(before: dict[float, float], after: dict[float, float]) -> floa
         if counts[le] >= 0.99 * total:
             return le * 1000.0
     return None
+
+
+def _worst(values: Iterable[float | None]) -> float | None:
+    """The largest of the figures the repeats have (None when none has one)."""
+    known = [v for v in values if v is not None]
+    return max(known) if known else None
 
 
 def _pct(values: Sequence[float], q: float) -> float | None:
