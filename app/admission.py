@@ -237,20 +237,21 @@ async def send_refusal(
 ) -> None:
     """Answer 503 ``reason`` with ``Retry-After``, counted in ``ragtime_admission_refused_total``
     (``close``: and ask the client to close the connection: this server is going away)."""
-    metrics.ADMISSION_REFUSED.labels(route=scope["path"], reason=reason).inc()
     body = refusal_body(reason, openai=openai, detail=detail)
     headers = refusal_headers(body, retry_after_s)
     if close:
         headers.append((b"connection", b"close"))
     await send({"type": "http.response.start", "status": 503, "headers": headers})
     await send({"type": "http.response.body", "body": body})
-    observe_refusal(scope.get("state", {}))
+    count_refusal(scope["path"], reason, scope.get("state", {}))
 
 
-def observe_refusal(state: Mapping[str, Any]) -> None:
-    """Time a refusal just sent, from the request's arrival: when the kernel received its bytes
-    (``received_at``) where the server's HTTP protocol measured it (``app.early_admission``),
-    else its budget's start (``arrived_at``); and, where stamped, from its read (``read_at``)."""
+def count_refusal(route: str, reason: str, state: Mapping[str, Any]) -> None:
+    """Count a refusal just sent (``ragtime_admission_refused_total``) and time it, from the
+    request's arrival: when the kernel received its bytes (``received_at``) where the server's
+    HTTP protocol measured it (``app.early_admission``), else its budget's start
+    (``arrived_at``); and, where stamped, from its read (``read_at``)."""
+    metrics.ADMISSION_REFUSED.labels(route=route, reason=reason).inc()
     now = time.perf_counter()
     arrived = state.get("received_at", state.get("arrived_at"))
     if arrived is not None:

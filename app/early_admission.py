@@ -52,7 +52,7 @@ from app.admission import (
     Refused,
     budget_in,
     budget_readable,
-    observe_refusal,
+    count_refusal,
     refusal_body,
     refusal_headers,
     serve_admitted,
@@ -129,12 +129,11 @@ class Gate:
         body = refusal_body(refused.reason, openai=openai, detail=refused.detail)
         return refusal_headers(body, refused.retry_after_s), body
 
-    def refused(self, scope: Scope, refused: Refused, arrived: float) -> None:
+    def refused(self, scope: Scope, refused: Refused) -> None:
         """Count and trace a refusal sent: the admission's counters, the request metrics and a
         server span, as a refusal in the middleware gets them."""
-        route, now = scope["path"], time.perf_counter()
-        metrics.ADMISSION_REFUSED.labels(route=route, reason=refused.reason).inc()
-        observe_refusal(scope["state"])
+        route, now, arrived = scope["path"], time.perf_counter(), scope["state"]["arrived_at"]
+        count_refusal(route, refused.reason, scope["state"])
         metrics.REQUESTS.labels(route=route, status="503").inc()
         metrics.REQUEST_SECONDS.labels(route=route).observe(now - arrived)
         start_ns = time.time_ns() - int((now - arrived) * 1e9)
@@ -160,8 +159,8 @@ class AdmittingProtocol(HttpToolsProtocol):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._held: tuple[RequestResponseCycle, ASGI3Application, float] | None = None
-        """A question request whose body is still being parsed: its cycle, app, arrival."""
+        self._held: tuple[RequestResponseCycle, ASGI3Application] | None = None
+        """A question request whose body is still being parsed: its cycle and app."""
 
     def _gate(self) -> Gate | None:
         gate = self.app_state.get(GATE_KEY)
@@ -190,37 +189,35 @@ class AdmittingProtocol(HttpToolsProtocol):
         if gate is None or cycle.waiting_for_100_continue or not gate.takes(scope):
             super()._start_asgi_task(cycle, app)
             return
-        arrived = scope["state"]["arrived_at"]
         if cycle.more_body:  # decided once its body is read: ``on_message_complete``
-            self._held = (cycle, app, arrived)
+            self._held = (cycle, app)
             return
-        self._decide(gate, cycle, app, arrived)
+        self._decide(gate, cycle, app)
 
     def on_message_complete(self) -> None:
         super().on_message_complete()
         held, self._held = self._held, None
+        if held is None or held[0] is not self.cycle:
+            return
         gate = self._gate()
-        if held is not None and gate is not None and held[0] is self.cycle:
+        if gate is not None:
             self._decide(gate, *held)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._held = None  # never started: nothing was taken for it
         super().connection_lost(exc)
 
-    def _decide(
-        self, gate: Gate, cycle: RequestResponseCycle, app: ASGI3Application, arrived: float
-    ) -> None:
-        verdict = gate.admit(cast(Scope, cycle.scope), bytes(cycle.body), arrived)
+    def _decide(self, gate: Gate, cycle: RequestResponseCycle, app: ASGI3Application) -> None:
+        scope = cast(Scope, cycle.scope)
+        verdict = gate.admit(scope, bytes(cycle.body), scope["state"]["arrived_at"])
         if isinstance(verdict, Refused):
-            self._refuse(gate, cycle, verdict, arrived)
+            self._refuse(gate, cycle, verdict)
             return
         # Starlette's ASGI types and uvicorn's spell the same app two ways.
         served = cast(ASGI3Application, gate.admitted(cast(ASGIApp, app), verdict))
         super()._start_asgi_task(cycle, served)
 
-    def _refuse(
-        self, gate: Gate, cycle: RequestResponseCycle, refused: Refused, arrived: float
-    ) -> None:
+    def _refuse(self, gate: Gate, cycle: RequestResponseCycle, refused: Refused) -> None:
         """Write the 503 now, as ``RequestResponseCycle.send`` would write it, and go on with
         the connection as after any response."""
         scope = cast(Scope, cycle.scope)
@@ -242,7 +239,7 @@ class AdmittingProtocol(HttpToolsProtocol):
                 scope["http_version"],
                 503,
             )
-        gate.refused(scope, refused, arrived)
+        gate.refused(scope, refused)
         if not cycle.keep_alive:
             self.transport.close()
         self.on_response_complete()

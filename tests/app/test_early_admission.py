@@ -24,7 +24,7 @@ from fastapi import FastAPI
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
-from app.admission import Admission, AdmissionMiddleware, Refused, observe_refusal
+from app.admission import Admission, AdmissionMiddleware, Refused, count_refusal
 from app.early_admission import GATE_KEY, Gate
 from app.shutdown import Shutdown
 from tests.fakes.backends import ScriptedBackend
@@ -186,9 +186,11 @@ def test_a_refusal_is_timed_from_when_the_kernel_received_it() -> None:
     a refusal is timed from when the kernel's figure (``received_at``) is known."""
     now = time.perf_counter()
     before = sample("ragtime_admission_refusal_seconds_sum")
-    observe_refusal({"arrived_at": now - 10.0, "received_at": now - 0.002, "read_at": now})
+    stamps = {"arrived_at": now - 10.0, "received_at": now - 0.002, "read_at": now}
+    count_refusal("/v1/ask", "overloaded", stamps)
     assert 0.002 <= sample("ragtime_admission_refusal_seconds_sum") - before < 1.0
-    observe_refusal({"arrived_at": now - 10.0})  # no kernel figure: the budget's clock
+    # No kernel figure: the budget's clock.
+    count_refusal("/v1/ask", "overloaded", {"arrived_at": now - 10.0})
     assert sample("ragtime_admission_refusal_seconds_sum") - before >= 10.0
 
 
