@@ -10,9 +10,9 @@ from the requests ahead in the process's own work. The budget is read from the J
 sent without a key, counts with the default budget). A request that would not finish is
 refused at once, before any of its work is done: 503 ``overloaded`` with ``Retry-After`` (the
 time for the work ahead to drain). Under ``ragtime serve`` the same decision is made earlier
-still, in the HTTP protocol as the request is parsed (``app.early_admission``): the middleware
-then lets the admitted request through (``ADMITTED``) and decides only for what the protocol
-did not take.
+still, in the HTTP protocol as the request is parsed (``app.early_admission``), or by the
+thread that reads requests ahead of the event loop (``app.read_ahead``): the middleware then
+lets the admitted request through (``ADMITTED``) and decides only for what neither took.
 ``max_in_flight`` (plus the decoding slots of the remote generation servers serving now,
 ``GenerationBackend.remote_slots``) remains a hard bound on what one process holds.
 
@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -84,15 +85,21 @@ class Admission:
         self.draining = False
         self._idle = asyncio.Event()
         self._idle.set()
+        self._lock = threading.Lock()
+        """Places are taken on the event loop and on the thread reading ahead of it
+        (``app.read_ahead``)."""
+        self._loop: asyncio.AbstractEventLoop | None = None
+        """The loop waiting for idle (``wait_idle``), told from another thread."""
 
     def try_enter(self) -> str | None:
         """Take a place, or say why not (``overloaded``, ``shutting_down``)."""
         if self.draining:
             return SHUTTING_DOWN
-        if self.in_flight >= self.bound:
-            return OVERLOADED
-        self.in_flight += 1
-        self._idle.clear()
+        with self._lock:
+            if self.in_flight >= self.bound:
+                return OVERLOADED
+            self.in_flight += 1
+            self._idle.clear()
         return None
 
     def decide(self, route: str, *, arrived: float, budget_ms: float) -> Ticket | Refused:
@@ -111,10 +118,16 @@ class Admission:
         return self.max_in_flight + max(self.remote_slots(), 0)
 
     def leave(self) -> None:
-        self.in_flight -= 1
-        if self.in_flight <= 0:
+        with self._lock:
+            self.in_flight -= 1
+            if self.in_flight > 0:
+                return
             self.in_flight = 0
+        loop = self._loop
+        if loop is None or _on(loop):
             self._idle.set()
+        else:
+            loop.call_soon_threadsafe(self._idle.set)
 
     def drain(self) -> None:
         """Refuse every new request from now on."""
@@ -122,12 +135,21 @@ class Admission:
 
     async def wait_idle(self, timeout_s: float) -> bool:
         """Wait until no admitted request is left, at most ``timeout_s``; whether none is."""
+        self._loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(timeout_s):
                 await self._idle.wait()
         except TimeoutError:
             return False
         return True
+
+
+def _on(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether this thread runs ``loop``."""
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
 
 
 def refusal_body(reason: str, *, openai: bool = False, detail: str = "") -> bytes:

@@ -302,6 +302,14 @@ class Settings(BaseSettings):
         "before it (app.early_admission; `ragtime serve` only). Off: the middleware decides, "
         "in the request's first step.",
     )
+    serve_read_ahead: bool = Field(
+        True,
+        description="`ragtime serve`: a thread of each process accepts and reads its "
+        "connections ahead of the event loop and decides question requests' admission there, "
+        "so that a refusal is sent as its request arrives, not once the loop, busy with the "
+        "work it admitted, gets round to reading it (app.read_ahead). Needs "
+        "RAGTIME_ADMIT_AS_PARSED. Off: the loop reads every connection.",
+    )
     admission_margin: float = Field(
         0.1,
         ge=0.0,

@@ -26,14 +26,22 @@ Requests the gate does not take (other routes, other methods, no key, a body ove
 ``PEEK_BYTES``, ``Expect: 100-continue``, a stop begun) go to the app as they would without it,
 and the middleware decides for them. The gate comes from the app's lifespan state
 (``GATE_KEY``), so the protocol needs nothing else.
+
+Under ``ragtime serve`` a connection's first request is usually read, and decided, earlier
+still, by the thread that reads ahead of the event loop (``app.read_ahead``). It hands the
+connection over with what it read (a ``Prelude``): its bytes, when they were read and received,
+and the ticket where it admitted the request. The protocol then serves them as it would have
+served its own read.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, cast
+from dataclasses import dataclass, field
+from typing import Any, Protocol, cast
 
 from opentelemetry import trace
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -57,7 +65,6 @@ from app.admission import (
     refusal_headers,
     serve_admitted,
 )
-from app.shutdown import Shutdown
 from tracing import metrics
 from tracing.budget.admission import Ticket
 
@@ -65,6 +72,13 @@ from tracing.budget.admission import Ticket
 GATE_KEY = "ragtime.admission_gate"
 
 tracer = trace.get_tracer(__name__)
+
+
+class Stop(Protocol):
+    """Whether the server's stop has begun (``app.shutdown.Shutdown``)."""
+
+    @property
+    def begun(self) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -75,7 +89,7 @@ class Gate:
     admission: Admission
     routes: frozenset[str]
     openai_routes: frozenset[str]
-    shutdown: Shutdown
+    shutdown: Stop
     lag_ms: Callable[[], float]
     decides: bool = True
     """Off (``RAGTIME_ADMIT_AS_PARSED=false``): requests are only stamped here."""
@@ -105,10 +119,20 @@ class Gate:
         if reason is not None:
             return Refused(reason, admission.retry_after_s)
         budget_ms = budget_in(body, admission.default_budget_ms)
-        verdict = admission.decide(scope["path"], arrived=arrived, budget_ms=budget_ms)
+        try:
+            verdict = admission.decide(scope["path"], arrived=arrived, budget_ms=budget_ms)
+        except BaseException:
+            admission.leave()
+            raise
         if isinstance(verdict, Refused):
             admission.leave()
         return verdict
+
+    def release(self, ticket: Ticket) -> None:
+        """Give back an admitted request's place and ticket, the request never served (its
+        connection lost before it started)."""
+        ticket.finish(learn=False)
+        self.admission.leave()
 
     def admitted(self, app: ASGIApp, ticket: Ticket) -> ASGIApp:
         """``app`` for one admitted request: served with its ticket, its place given back when
@@ -123,11 +147,38 @@ class Gate:
 
         return serve
 
-    def refusal(self, scope: Scope, refused: Refused) -> tuple[list[tuple[bytes, bytes]], bytes]:
-        """The refusal's headers and body, as the middleware sends them."""
+    def refusal(
+        self,
+        scope: Scope,
+        refused: Refused,
+        default_headers: list[tuple[bytes, bytes]],
+        *,
+        keep_alive: bool,
+    ) -> bytes:
+        """The refusal's response on the wire: the middleware's headers and body after the
+        server's ``default_headers``, and ``connection: close`` unless ``keep_alive``."""
         openai = scope["path"] in self.openai_routes
         body = refusal_body(refused.reason, openai=openai, detail=refused.detail)
-        return refusal_headers(body, refused.retry_after_s), body
+        content = [STATUS_LINE[503]]
+        for name, value in [*default_headers, *refusal_headers(body, refused.retry_after_s)]:
+            content.extend([name, b": ", value, b"\r\n"])
+        if not keep_alive:
+            content.append(b"connection: close\r\n")
+        content.extend([b"\r\n", body])
+        return b"".join(content)
+
+    @staticmethod
+    def log_refusal(scope: Scope, access_logger: logging.Logger) -> None:
+        """The refusal's line in uvicorn's access log, where that log is on."""
+        if access_logger.hasHandlers():
+            access_logger.info(
+                '%s - "%s %s HTTP/%s" %d',
+                get_client_addr(scope),  # type: ignore[arg-type]
+                scope["method"],
+                get_path_with_query_string(scope),  # type: ignore[arg-type]
+                scope["http_version"],
+                503,
+            )
 
     def refused(self, scope: Scope, refused: Refused) -> None:
         """Count and trace a refusal sent: the admission's counters, the request metrics and a
@@ -154,6 +205,19 @@ class Gate:
         span.end()
 
 
+@dataclass(eq=False)
+class Prelude:
+    """What was read of a connection before this protocol took it (``app.read_ahead``): its
+    bytes, and for the first request among them, when it was read and received, and its
+    ticket where it was admitted there."""
+
+    data: bytes
+    read_at: float
+    received_at: float
+    ticket: Ticket | None = None
+    stamps_taken: bool = field(default=False)
+
+
 class AdmittingProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol, deciding question requests as they are parsed."""
 
@@ -161,10 +225,25 @@ class AdmittingProtocol(HttpToolsProtocol):
         super().__init__(*args, **kwargs)
         self._held: tuple[RequestResponseCycle, ASGI3Application] | None = None
         """A question request whose body is still being parsed: its cycle and app."""
+        self.prelude: Prelude | None = None
+        """Set before ``connection_made`` by the thread that read the connection first."""
 
     def _gate(self) -> Gate | None:
         gate = self.app_state.get(GATE_KEY)
         return gate if isinstance(gate, Gate) else None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        if self.prelude is not None and self.prelude.data:
+            self.data_received(self.prelude.data)
+
+    def _preadmitted(self) -> Ticket | None:
+        """The ticket the first request was admitted with before this protocol took it, once."""
+        prelude = self.prelude
+        if prelude is None or prelude.ticket is None:
+            return None
+        ticket, prelude.ticket = prelude.ticket, None
+        return ticket
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
@@ -174,8 +253,13 @@ class AdmittingProtocol(HttpToolsProtocol):
         self._unset_keepalive_if_required()
 
     def on_headers_complete(self) -> None:
-        gate = self._gate()
-        if gate is not None:  # the budget counts from here (``RequestMetricsMiddleware`` keeps it)
+        gate, prelude = self._gate(), self.prelude
+        if prelude is not None and not prelude.stamps_taken:  # read and measured before
+            prelude.stamps_taken = True
+            state = self.scope["state"]
+            state["read_at"] = prelude.read_at
+            state["arrived_at"] = state["received_at"] = prelude.received_at
+        elif gate is not None:  # the budget counts from here (``RequestMetricsMiddleware``)
             state = self.scope["state"]
             state["read_at"] = read_at = time.perf_counter()
             state["arrived_at"] = read_at - gate.lag_ms() / 1000.0
@@ -186,7 +270,10 @@ class AdmittingProtocol(HttpToolsProtocol):
 
     def _start_asgi_task(self, cycle: RequestResponseCycle, app: ASGI3Application) -> None:
         gate, scope = self._gate(), cast(Scope, cycle.scope)
-        if gate is None or cycle.waiting_for_100_continue or not gate.takes(scope):
+        preadmitted = self.prelude is not None and self.prelude.ticket is not None
+        if gate is None or not (
+            preadmitted or (not cycle.waiting_for_100_continue and gate.takes(scope))
+        ):
             super()._start_asgi_task(cycle, app)
             return
         if cycle.more_body:  # decided once its body is read: ``on_message_complete``
@@ -205,11 +292,16 @@ class AdmittingProtocol(HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._held = None  # never started: nothing was taken for it
+        gate, ticket = self._gate(), self._preadmitted()
+        if gate is not None and ticket is not None:  # admitted, never started
+            gate.release(ticket)
         super().connection_lost(exc)
 
     def _decide(self, gate: Gate, cycle: RequestResponseCycle, app: ASGI3Application) -> None:
         scope = cast(Scope, cycle.scope)
-        verdict = gate.admit(scope, bytes(cycle.body), scope["state"]["arrived_at"])
+        verdict = self._preadmitted() or gate.admit(
+            scope, bytes(cycle.body), scope["state"]["arrived_at"]
+        )
         if isinstance(verdict, Refused):
             self._refuse(gate, cycle, verdict)
             return
@@ -221,24 +313,10 @@ class AdmittingProtocol(HttpToolsProtocol):
         """Write the 503 now, as ``RequestResponseCycle.send`` would write it, and go on with
         the connection as after any response."""
         scope = cast(Scope, cycle.scope)
-        headers, body = gate.refusal(scope, refused)
-        content = [STATUS_LINE[503]]
-        for name, value in [*cycle.default_headers, *headers]:
-            content.extend([name, b": ", value, b"\r\n"])
-        if not cycle.keep_alive:
-            content.append(b"connection: close\r\n")
-        content.extend([b"\r\n", body])
+        response = gate.refusal(scope, refused, cycle.default_headers, keep_alive=cycle.keep_alive)
         cycle.response_started = cycle.response_complete = True
-        self.transport.write(b"".join(content))
-        if cycle.access_log:
-            self.access_logger.info(
-                '%s - "%s %s HTTP/%s" %d',
-                get_client_addr(cycle.scope),
-                scope["method"],
-                get_path_with_query_string(cycle.scope),
-                scope["http_version"],
-                503,
-            )
+        self.transport.write(response)
+        gate.log_refusal(scope, self.access_logger)
         gate.refused(scope, refused)
         if not cycle.keep_alive:
             self.transport.close()

@@ -43,7 +43,9 @@ from uvicorn.supervisors import multiprocess
 from app import listeners
 from app.admission import SHUTTING_DOWN, send_refusal
 from app.config import get_settings
+from app.early_admission import GATE_KEY, AdmittingProtocol, Gate
 from app.heap import freeze_startup_heap
+from app.read_ahead import ReadAhead
 from tracing.metrics import process_gone
 
 log = logging.getLogger("ragtime")
@@ -228,22 +230,79 @@ class GracefulServer(uvicorn.Server):
     closes it once that shutdown is done. ``hard_exit``: a watchdog ends the process
     ``EXIT_AFTER_GRACE_S`` after the grace; ``freeze_heap``: once started, the process's heap is
     frozen out of the collector's full passes (``app.heap``). Both for ``ragtime serve``, never
-    in a test's thread."""
+    in a test's thread. ``read_ahead``: a thread accepts and reads the requests, deciding
+    question requests' admission ahead of the event loop (``app.read_ahead``), where the app
+    has a gate and the protocol decides (plain TCP, one socket)."""
 
     STATE_KEY = "ragtime.shutdown"
 
     def __init__(
-        self, config: uvicorn.Config, *, hard_exit: bool = False, freeze_heap: bool = False
+        self,
+        config: uvicorn.Config,
+        *,
+        hard_exit: bool = False,
+        freeze_heap: bool = False,
+        read_ahead: bool = False,
     ) -> None:
         super().__init__(config)
         self.hard_exit = hard_exit
         self.freeze_heap = freeze_heap
+        self.read_ahead = read_ahead
+        self.reader: ReadAhead | None = None
         self._stop_asked = False
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        await super().startup(sockets)
+        config = self.config
+        if not self.read_ahead or config.is_ssl or config.uds or config.fd is not None:
+            await super().startup(sockets)
+        elif sockets is None or len(sockets) == 1:
+            # Bound before the app starts, as uvicorn would; uvicorn itself then listens on none.
+            listener = sockets[0] if sockets else config.bind_socket()
+            try:
+                listener.listen(config.backlog)
+                await super().startup([])
+                await self._listen(listener)
+            except BaseException:
+                listener.close()
+                raise
+        else:
+            await super().startup(sockets)
         if self.freeze_heap:
             freeze_startup_heap()
+
+    async def _listen(self, listener: socket.socket) -> None:
+        """Serve ``listener``: through the read-ahead thread where the app's gate decides,
+        else on the loop as uvicorn would."""
+        gate = self.lifespan.state.get(GATE_KEY)
+        decides = isinstance(gate, Gate) and gate.decides
+        if not (decides and issubclass(self.config.http_protocol_class, AdmittingProtocol)):
+            server = await asyncio.get_running_loop().create_server(
+                self._protocol, sock=listener, backlog=self.config.backlog
+            )
+            self.servers.append(server)
+            return
+        assert isinstance(gate, Gate)
+        self.reader = ReadAhead(
+            listener,
+            gate=gate,
+            loop=asyncio.get_running_loop(),
+            protocol=self._protocol,
+            default_headers=lambda: self.server_state.default_headers,
+            keep_alive_s=self.config.timeout_keep_alive,
+        )
+        self.reader.start()
+
+    def _protocol(self) -> asyncio.Protocol:
+        """The server's HTTP protocol for one connection, as uvicorn's ``startup`` makes it."""
+        protocol: asyncio.Protocol = self.config.http_protocol_class(  # type: ignore[call-arg]
+            config=self.config, server_state=self.server_state, app_state=self.lifespan.state
+        )
+        return protocol
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        if self.reader is not None:
+            self.reader.stop()  # no new connection, and none held there any more
+        await super().shutdown(sockets)
 
     @property
     def app_shutdown(self) -> Shutdown | None:
@@ -316,7 +375,13 @@ class GracefulProcess(multiprocess.Process):
 def serving_server(config: uvicorn.Config) -> GracefulServer:
     """The server of one ``ragtime serve`` process: its watchdog armed, its heap frozen once
     started as this process's settings (from the environment) say."""
-    return GracefulServer(config, hard_exit=True, freeze_heap=get_settings().gc_freeze)
+    settings = get_settings()
+    return GracefulServer(
+        config,
+        hard_exit=True,
+        freeze_heap=settings.gc_freeze,
+        read_ahead=settings.serve_read_ahead,
+    )
 
 
 def serve(config: uvicorn.Config) -> None:

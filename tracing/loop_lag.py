@@ -36,9 +36,11 @@ class LoopLag:
             self._samples.popleft()
 
     def ms(self, now: float | None = None) -> float:
-        """The largest lag within the window (0 when the loop is idle or not measured)."""
+        """The largest lag within the window (0 when the loop is idle or not measured). Safe
+        from another thread: it reads a copy, taken at once, of what the loop records."""
         now = time.perf_counter() if now is None else now
-        return max((lag for at, lag in self._samples if at >= now - self.window_s), default=0.0)
+        samples = tuple(self._samples)
+        return max((lag for at, lag in samples if at >= now - self.window_s), default=0.0)
 
     async def run(self) -> None:
         """Measure until cancelled."""

@@ -153,6 +153,15 @@ REQUEST_SOCKET_WAIT_SECONDS = Histogram(
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
     registry=REGISTRY,
 )
+READ_AHEAD_REQUESTS = Counter(
+    "ragtime_read_ahead_requests",
+    "Requests read by the thread that reads connections ahead of the event loop (app.read_ahead; "
+    "ragtime serve only), by what it did: refused (503 sent from that thread), admitted (handed "
+    "to the loop with its ticket), passed (handed to the loop undecided: not a question the "
+    "gate takes, or incomplete, pipelined or unparsable).",
+    ["outcome"],
+    registry=REGISTRY,
+)
 ADMISSION_REFUSAL_AFTER_READ_SECONDS = Histogram(
     "ragtime_admission_refusal_after_read_seconds",
     "How long a request refused at arrival (503) took from its headers being parsed (the "

@@ -10,13 +10,11 @@ spoken to over a raw socket, so that a request's headers and body can come in se
 from __future__ import annotations
 
 import json
-import socket
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import pytest
 import uvicorn
@@ -28,46 +26,11 @@ from app.admission import Admission, AdmissionMiddleware, Refused, count_refusal
 from app.early_admission import GATE_KEY, Gate
 from app.shutdown import Shutdown
 from tests.fakes.backends import ScriptedBackend
-from tests.helpers.app import build_app, uvicorn_serving
+from tests.helpers.app import build_app
+from tests.helpers.raw_http import ask, connect, crowded_server, read_response, settled
 from tracing import metrics
 from tracing.budget.admission import FinishAdmission, Ticket
 from tracing.loop_lag import LoopLag
-
-
-@dataclass
-class Response:
-    status: int
-    headers: dict[str, str]
-    body: bytes
-
-    def json(self) -> Any:
-        return json.loads(self.body)
-
-
-def ask(
-    api_key: str, budget_ms: int, *, expect_continue: bool = False, http: str = "1.1"
-) -> tuple[bytes, bytes]:
-    """A non-streamed ``/v1/ask``: its head and its body, apart."""
-    body = json.dumps({"question": "What is a list?", "budget_ms": budget_ms}).encode()
-    head = (
-        f"POST /v1/ask HTTP/{http}\r\nhost: ragtime\r\n"
-        f"authorization: Bearer {api_key}\r\ncontent-type: application/json\r\n"
-        f"content-length: {len(body)}\r\n"
-        + ("expect: 100-continue\r\n" if expect_continue else "")
-        + "\r\n"
-    ).encode()
-    return head, body
-
-
-def read_response(stream: BinaryIO) -> Response:
-    """One response with a Content-Length body (or none: a 100 Continue)."""
-    status = int(stream.readline().split()[1])
-    headers = {}
-    while (line := stream.readline()) not in (b"\r\n", b""):
-        name, _, value = line.decode().partition(":")
-        headers[name.strip().lower()] = value.strip()
-    body = stream.read(int(headers.get("content-length", "0")))
-    return Response(status, headers, body)
 
 
 def sample(name: str, labels: dict[str, str] | None = None) -> float:
@@ -105,34 +68,6 @@ def crowded(
     monkeypatch.setattr(LoopLag, "ms", lambda self, now=None: 0.0)  # arrivals stamped as they come
     with crowded_server(build_app(seeded_data_dir, backend=ScriptedBackend())) as served:
         yield served
-
-
-@contextmanager
-def crowded_server(app: FastAPI, **options: Any) -> Iterator[tuple[uvicorn.Server, FastAPI]]:
-    with uvicorn_serving(app, **options) as server:
-        finish = app.state.admission.finish
-        finish.generation_floor_ms, finish.lag_ms = (lambda route: 0.0), (lambda: 0.0)
-        finish.cores, finish.prior_alone_ms = 1, 1.0
-        now = time.perf_counter()
-        ahead = [finish.admit("/v1/ask", arrived=now, budget_ms=900.0) for _ in range(3)]
-        finish.prior_alone_ms = 400.0
-        try:
-            yield server, app
-        finally:
-            for ticket in ahead:
-                ticket.finish(learn=False)
-
-
-def connect(server: uvicorn.Server) -> socket.socket:
-    return socket.create_connection((server.config.host, server.config.port), timeout=30)
-
-
-def settled(admission: Admission) -> int:
-    """Admission's count in flight, once the last response's task has ended."""
-    deadline = time.monotonic() + 10
-    while admission.in_flight and time.monotonic() < deadline:
-        time.sleep(0.01)
-    return admission.in_flight
 
 
 def test_a_question_that_cannot_finish_is_refused_as_it_is_parsed(
@@ -306,10 +241,17 @@ def test_the_chat_route_is_refused_in_openais_shape() -> None:
     admission = Admission(1, retry_after_s=3, finish=FinishAdmission(cores=1))
     gate = replace(gate_of(admission), openai_routes=frozenset({"/v1/chat/completions"}))
     refused = Refused("overloaded", 3, "2 requests ahead")
-    headers, body = gate.refusal({"path": "/v1/chat/completions"}, refused)
+    date = [(b"date", b"Sat, 05 Dec 2026 13:35:34 GMT")]
+    response = gate.refusal({"path": "/v1/chat/completions"}, refused, date, keep_alive=True)
+    head, _, body = response.partition(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    assert lines[0] == b"HTTP/1.1 503 Service Unavailable" and lines[1] == b"date: " + date[0][1]
+    assert b"retry-after: 3" in lines and b"connection: close" not in lines
+    assert f"content-length: {len(body)}".encode() in lines
     error = json.loads(body)["error"]
     assert error["code"] == "overloaded" and error["type"] == "server_error"
     assert "2 requests ahead" in error["message"]
-    assert (b"retry-after", b"3") in headers
-    _, plain = gate.refusal({"path": "/v1/ask"}, refused)
-    assert json.loads(plain)["error"]["type"] == "overloaded"
+    plain = gate.refusal({"path": "/v1/ask"}, refused, [], keep_alive=False)
+    head, _, body = plain.partition(b"\r\n\r\n")
+    assert b"connection: close" in head.split(b"\r\n")
+    assert json.loads(body)["error"]["type"] == "overloaded"

@@ -166,12 +166,14 @@ async def asgi_client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
 
 
 @contextmanager
-def uvicorn_serving(app: FastAPI, **options: Any) -> Iterator[uvicorn.Server]:
+def uvicorn_serving(
+    app: FastAPI, *, read_ahead: bool = True, **options: Any
+) -> Iterator[uvicorn.Server]:
     """``app`` served by uvicorn in a thread on a free port of 127.0.0.1 (its URL:
     ``base_url(server)``), for what only a real connection shows; stopped after the block.
     It parses and admits as ``ragtime serve`` does (``AdmittingProtocol``) and stops as it
-    does (``GracefulServer``), without the exit's watchdog. ``options``: more of uvicorn's
-    ``Config``."""
+    does (``GracefulServer``, its requests read ahead of the loop unless ``read_ahead`` is off),
+    without the exit's watchdog. ``options``: more of uvicorn's ``Config``."""
     config = uvicorn.Config(
         app,
         host="127.0.0.1",
@@ -180,7 +182,7 @@ def uvicorn_serving(app: FastAPI, **options: Any) -> Iterator[uvicorn.Server]:
         http=AdmittingProtocol,
         **options,
     )
-    server = GracefulServer(config)
+    server = GracefulServer(config, read_ahead=read_ahead)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 60

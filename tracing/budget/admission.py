@@ -1,6 +1,9 @@
 """Admission by predicted finish: a request is let in when the work ahead of it lets it finish
 within its budget, and refused at once (503 ``overloaded``) when it does not.
 
+Decisions are made on the event loop and, under ``ragtime serve``, on the thread that reads
+requests ahead of it (``app.read_ahead``): the book's changes hold its lock.
+
 A fixed cap on requests in flight refuses work that fits and admits work that cannot (issue 22):
 25 questions at once with 1 s each got 4 answers from a server that answers 25 a second. Here
 each admitted request holds a ``Ticket`` until its response ends. A newcomer's finish is
@@ -34,8 +37,10 @@ and before the stage threads, with the budget read from the small JSON body.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import math
+import threading
 import time
 from collections import deque
 from collections.abc import Callable
@@ -70,17 +75,22 @@ class Ticket:
         return self.generating_since is None
 
     def generation_started(self) -> None:
-        if self.generating_since is None:
-            if self._book is not None:
-                self._book.account()
-            self.generating_since = time.perf_counter()
+        with self._held():
+            if self.generating_since is None:
+                if self._book is not None:
+                    self._book.account()
+                self.generating_since = time.perf_counter()
 
     def generation_ended(self) -> None:
-        if self.generating_since is not None:
-            if self._book is not None:
-                self._book.account()
-            self.generation_s += time.perf_counter() - self.generating_since
-            self.generating_since = None
+        with self._held():
+            if self.generating_since is not None:
+                if self._book is not None:
+                    self._book.account()
+                self.generation_s += time.perf_counter() - self.generating_since
+                self.generating_since = None
+
+    def _held(self) -> threading.RLock | contextlib.nullcontext[None]:
+        return self._book.lock if self._book is not None else contextlib.nullcontext()
 
     def finish(self, *, learn: bool = True) -> None:
         """The response ended; with ``learn``, its own work's time teaches the model (a request
@@ -153,6 +163,8 @@ class FinishAdmission:
         self._finished = 0.0
         """Tickets that finished meanwhile (decayed)."""
         self._accounted = time.perf_counter()
+        self.lock = threading.RLock()
+        """Held by every change to the book and every decision (``admit``)."""
 
     # -- what is predicted ---------------------------------------------------------------------
 
@@ -190,14 +202,15 @@ class FinishAdmission:
         """Add the time since the last call to the overlap, and mark those tickets as sharing
         the process, when two or more tickets were in their own work; call before any ticket
         joins, leaves or changes phase. Returns how many are in their own work."""
-        now = time.perf_counter() if now is None else now
-        own = [t for t in self._tickets if t.in_own_work]
-        if len(own) >= 2:
-            self._overlap_s += now - self._accounted
-            for ticket in own:
-                ticket.shared = True
-        self._accounted = now
-        return len(own)
+        with self.lock:
+            now = time.perf_counter() if now is None else now
+            own = [t for t in self._tickets if t.in_own_work]
+            if len(own) >= 2:
+                self._overlap_s += now - self._accounted
+                for ticket in own:
+                    ticket.shared = True
+            self._accounted = now
+            return len(own)
 
     # -- admission -----------------------------------------------------------------------------
 
@@ -207,37 +220,39 @@ class FinishAdmission:
         """A ticket when the request is predicted to finish within ``budget_ms`` of
         ``arrived``, else a ``Refusal``. With nobody ahead it is always admitted: whether its
         budget can fit at all is the budget session's to say (504), with fresher figures."""
-        now = time.perf_counter() if now is None else now
-        deadline = arrived + budget_ms / 1000.0
-        ahead = self.ahead_of(deadline)
-        remaining_ms = (deadline - now) * 1000.0
-        if ahead:
-            predicted = self.predicted_ms(route, ahead)
-            if predicted > remaining_ms - self.margin_share * budget_ms:
-                wait_s = ahead * self.per_request_ms() / 1000.0
-                return Refusal(predicted, remaining_ms, ahead, max(math.ceil(wait_s), 1))
-        self.account(now)
-        ticket = Ticket(route, arrived, deadline, ahead, _book=self)
-        self._tickets.append(ticket)
-        return ticket
+        with self.lock:
+            now = time.perf_counter() if now is None else now
+            deadline = arrived + budget_ms / 1000.0
+            ahead = self.ahead_of(deadline)
+            remaining_ms = (deadline - now) * 1000.0
+            if ahead:
+                predicted = self.predicted_ms(route, ahead)
+                if predicted > remaining_ms - self.margin_share * budget_ms:
+                    wait_s = ahead * self.per_request_ms() / 1000.0
+                    return Refusal(predicted, remaining_ms, ahead, max(math.ceil(wait_s), 1))
+            self.account(now)
+            ticket = Ticket(route, arrived, deadline, ahead, _book=self)
+            self._tickets.append(ticket)
+            return ticket
 
     def finish(self, ticket: Ticket, *, learn: bool = True) -> None:
         """``ticket``'s response ended (``Ticket.finish``)."""
-        if ticket not in self._tickets:
-            return
-        ticket.generation_ended()
-        now = time.perf_counter()
-        overlapped = self.account(now) >= 2
-        self._tickets.remove(ticket)
-        if not learn:
-            return
-        if overlapped:
-            decay = 1.0 - 1.0 / THROUGHPUT_SPAN
-            self._overlap_s *= decay
-            self._finished = self._finished * decay + 1.0
-        if not ticket.shared:
-            own_ms = ((now - ticket.arrived) - ticket.generation_s) * 1000.0
-            self._alone.setdefault(ticket.route, deque(maxlen=ALONE_WINDOW)).append(own_ms)
+        with self.lock:
+            if ticket not in self._tickets:
+                return
+            ticket.generation_ended()
+            now = time.perf_counter()
+            overlapped = self.account(now) >= 2
+            self._tickets.remove(ticket)
+            if not learn:
+                return
+            if overlapped:
+                decay = 1.0 - 1.0 / THROUGHPUT_SPAN
+                self._overlap_s *= decay
+                self._finished = self._finished * decay + 1.0
+            if not ticket.shared:
+                own_ms = ((now - ticket.arrived) - ticket.generation_s) * 1000.0
+                self._alone.setdefault(ticket.route, deque(maxlen=ALONE_WINDOW)).append(own_ms)
 
     @property
     def admitted(self) -> int:
@@ -245,6 +260,10 @@ class FinishAdmission:
 
     def snapshot(self) -> dict[str, object]:
         """The figures admission decides with (``GET /v1/budget/model``)."""
+        with self.lock:
+            return self._figures()
+
+    def _figures(self) -> dict[str, object]:
         return {
             "admitted": self.admitted,
             "in_own_work": sum(1 for t in self._tickets if t.in_own_work),

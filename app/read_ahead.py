@@ -1,0 +1,376 @@
+"""Requests read ahead of the event loop, so that a refusal need not wait for it (issue 22 §1).
+
+Deciding admission as a request is parsed (``app.early_admission``) sends a refusal within a
+millisecond of its read. But in a burst the read itself comes late: the event loop gets round to
+a connection only between the steps of the work it already took on, and requests waited 0-340
+ms in the kernel before it read them (BENCHMARKS.md, "How long a burst's requests wait before
+they are read"). A refusal's client waits all of that.
+
+``ReadAhead`` is a thread of each ``ragtime serve`` process that owns its listening socket. It
+accepts each connection, reads its first request and, where the gate takes it (a question with
+a key and a small body: ``Gate.takes``), decides admission there:
+
+- refused: the 503 (the same bytes as the protocol's) is written from this thread, counted and
+  traced as the protocol's is. The connection stays here for its next request, and is closed
+  after ``timeout_keep_alive`` idle, as uvicorn would;
+- admitted, or not the gate's to decide: the socket and the bytes read go to the event loop,
+  whose HTTP protocol (``AdmittingProtocol`` with a ``Prelude``) serves them as if it had read
+  them itself. An admitted request holds its ticket, and its budget counts from this read, less
+  its wait in the kernel (``app.socket_wait``).
+
+Handed over as read, undecided: a request not complete ``PARTIAL_S`` after its first bytes, or
+larger than ``MAX_READ_BYTES``, pipelined behind another, with ``Expect`` or an upgrade, or not
+parsable (the protocol answers it, a 400 there). The thread runs Python, so it waits for the
+interpreter's lock while the loop's thread holds it: at most the switch interval (5 ms) before
+that thread is made to let go.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import selectors
+import socket
+import threading
+import time
+import urllib.parse
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httptools
+
+from app import socket_wait
+from app.early_admission import AdmittingProtocol, Gate, Prelude
+from tracing import metrics
+from tracing.budget.admission import Ticket
+
+log = logging.getLogger("ragtime")
+
+#: A request still incomplete this long after its first bytes goes to the loop as read.
+PARTIAL_S = 1.0
+#: A request with more than this read goes to the loop as read (a question's body is small).
+MAX_READ_BYTES = 64 * 1024
+#: How often the thread looks for connections past ``PARTIAL_S`` or their keep-alive.
+SWEEP_S = 0.05
+
+
+class _Request:
+    """httptools' callbacks for one request read on a connection; ``begun`` counts requests."""
+
+    def __init__(self) -> None:
+        self.url = b""
+        self.headers: list[tuple[bytes, bytes]] = []
+        self.body = bytearray()
+        self.begun = 0
+        self.complete = False
+
+    def on_message_begin(self) -> None:
+        self.begun += 1
+
+    def on_url(self, url: bytes) -> None:
+        self.url += url
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self.headers.append((name.lower(), value))
+
+    def on_body(self, body: bytes) -> None:
+        self.body += body
+
+    def on_message_complete(self) -> None:
+        self.complete = True
+
+
+@dataclass(eq=False)
+class _Connection:
+    """A connection held by the thread: what it has read of its next request."""
+
+    sock: socket.socket
+    client: tuple[str, int] | None
+    request: _Request = field(default_factory=_Request)
+    parser: Any = None
+    data: bytearray = field(default_factory=bytearray)
+    read_at: float = 0.0
+    """When the request's first bytes were read (0: none yet)."""
+    received_at: float = 0.0
+    idle_since: float | None = None
+    """Set after a response from here: the connection is closed after the keep-alive."""
+
+    def __post_init__(self) -> None:
+        self.parser = httptools.HttpRequestParser(self.request)
+
+    def reset(self, now: float) -> None:
+        """Ready for the connection's next request, after a response."""
+        self.request = _Request()
+        self.parser = httptools.HttpRequestParser(self.request)
+        self.data = bytearray()
+        self.read_at = self.received_at = 0.0
+        self.idle_since = now
+
+
+class ReadAhead:
+    """The thread reading ``listener``'s connections ahead of ``loop``. ``protocol`` makes the
+    server's HTTP protocol (on the loop); ``default_headers`` are the server's now (its date)."""
+
+    def __init__(
+        self,
+        listener: socket.socket,
+        *,
+        gate: Gate,
+        loop: asyncio.AbstractEventLoop,
+        protocol: Callable[[], asyncio.Protocol],
+        default_headers: Callable[[], list[tuple[bytes, bytes]]],
+        keep_alive_s: float,
+    ) -> None:
+        self.listener = listener
+        self.gate = gate
+        self.loop = loop
+        self.protocol = protocol
+        self.default_headers = default_headers
+        self.keep_alive_s = keep_alive_s
+        self._selector = selectors.DefaultSelector()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._connections: set[_Connection] = set()
+        self._stopping = False
+        self._attaching: set[asyncio.Task[None]] = set()
+        self._thread = threading.Thread(target=self._run, name="ragtime-read-ahead", daemon=True)
+        self._access = logging.getLogger("uvicorn.access")
+
+    def start(self) -> None:
+        self.listener.setblocking(False)
+        self._selector.register(self.listener, selectors.EVENT_READ)
+        self._selector.register(self._wake_r, selectors.EVENT_READ)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop accepting, close the connections still held here, and end the thread."""
+        self._stopping = True
+        with contextlib.suppress(OSError):
+            self._wake_w.send(b"\0")
+        self._thread.join(timeout=5)
+
+    # -- the thread ----------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        swept = time.perf_counter()
+        try:
+            while not self._stopping:
+                try:
+                    swept = self._turn(swept)
+                except Exception:  # the thread must go on: it is the process's only listener
+                    log.exception("read-ahead: a turn failed")
+                    time.sleep(0.01)
+        finally:
+            for connection in list(self._connections):
+                self._close(connection)
+            self._selector.close()
+            for sock in (self.listener, self._wake_r, self._wake_w):
+                sock.close()
+
+    def _turn(self, swept: float) -> float:
+        """Wait for what is ready and do it; every ``SWEEP_S``, sweep. When it last swept."""
+        timeout = SWEEP_S if self._connections else None
+        for key, _ in self._selector.select(timeout):
+            if key.fileobj is self.listener:
+                self._accept()
+            elif key.fileobj is self._wake_r:
+                with contextlib.suppress(OSError):
+                    self._wake_r.recv(64)
+            else:
+                self._step(key.data)
+        now = time.perf_counter()
+        if now - swept < SWEEP_S:
+            return swept
+        self._sweep(now)
+        return now
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                sock, address = self.listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:  # out of descriptors: let some close before trying again
+                log.warning("read-ahead: accept failed: %s", exc)
+                time.sleep(0.05)
+                return
+            try:
+                sock.setblocking(False)
+                if sock.family in (socket.AF_INET, socket.AF_INET6):
+                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:  # gone already
+                sock.close()
+                continue
+            client = (str(address[0]), int(address[1])) if isinstance(address, tuple) else None
+            connection = _Connection(sock, client)
+            self._connections.add(connection)
+            self._selector.register(sock, selectors.EVENT_READ, connection)
+            self._step(connection)  # its request is often there already
+
+    def _step(self, connection: _Connection) -> None:
+        """Read what ``connection`` has, and decide its request once it is whole. A fault here
+        is one connection's: it goes to the loop undecided (or is closed), the thread goes on."""
+        try:
+            self._read(connection)
+        except Exception:
+            log.exception("read-ahead: a connection's request could not be read here")
+            if connection not in self._connections:
+                return
+            if connection.data:
+                self._hand_over(connection)
+            else:
+                self._close(connection)
+
+    def _read(self, connection: _Connection) -> None:
+        try:
+            data = connection.sock.recv(65536)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            self._close(connection)
+            return
+        if not data:
+            self._close(connection)
+            return
+        if not connection.data:
+            now = time.perf_counter()
+            waited_ms = socket_wait.last_data_ms(connection.sock) or 0.0
+            connection.read_at, connection.received_at = now, now - waited_ms / 1000.0
+            connection.idle_since = None
+            metrics.REQUEST_SOCKET_WAIT_SECONDS.observe(waited_ms / 1000.0)
+        connection.data += data
+        try:
+            connection.parser.feed_data(data)
+        except httptools.HttpParserError:  # an upgrade too: the protocol answers either
+            self._hand_over(connection)
+            return
+        request = connection.request
+        if request.begun > 1 or len(connection.data) > MAX_READ_BYTES:
+            self._hand_over(connection)
+        elif request.complete:
+            self._decide(connection)
+
+    def _decide(self, connection: _Connection) -> None:
+        request, gate = connection.request, self.gate
+        scope = self._scope(connection)
+        if scope is None or not gate.takes(scope):
+            self._hand_over(connection)
+            return
+        verdict = gate.admit(scope, bytes(request.body), connection.received_at)
+        if isinstance(verdict, Ticket):
+            self._hand_over(connection, verdict)
+            return
+        keep_alive = connection.parser.should_keep_alive()
+        response = gate.refusal(scope, verdict, self.default_headers(), keep_alive=keep_alive)
+        sent = self._send(connection.sock, response)
+        try:
+            metrics.READ_AHEAD_REQUESTS.labels(outcome="refused").inc()
+            gate.refused(scope, verdict)
+            gate.log_refusal(scope, self._access)
+        except Exception:  # the refusal is sent: the connection goes on
+            log.exception("read-ahead: a refusal could not be counted")
+        if sent and keep_alive:
+            connection.reset(time.perf_counter())
+        else:
+            self._close(connection)
+
+    def _scope(self, connection: _Connection) -> dict[str, Any] | None:
+        """What the gate reads of the request, as an ASGI scope would hold it (``None``: one
+        the gate never takes, as uvicorn would not start it without a reply first)."""
+        request, parser = connection.request, connection.parser
+        if any(name in (b"expect", b"upgrade") for name, _ in request.headers):
+            return None
+        url = httptools.parse_url(request.url)
+        return {
+            "type": "http",
+            "method": parser.get_method().decode("ascii"),
+            "http_version": parser.get_http_version(),
+            "path": urllib.parse.unquote(url.path.decode("ascii")),
+            "raw_path": url.path,
+            "query_string": url.query or b"",
+            "root_path": "",
+            "headers": request.headers,
+            "client": connection.client,
+            "state": {
+                "read_at": connection.read_at,
+                "arrived_at": connection.received_at,
+                "received_at": connection.received_at,
+            },
+        }
+
+    @staticmethod
+    def _send(sock: socket.socket, response: bytes) -> bool:
+        """Write a refusal whole: at once, into a send buffer with room for it, but for a
+        client that leaves its window full (then at most a second's wait)."""
+        try:
+            sent = sock.send(response)
+            if sent < len(response):
+                sock.settimeout(1.0)
+                sock.sendall(response[sent:])
+                sock.setblocking(False)
+        except OSError:
+            return False
+        return True
+
+    def _sweep(self, now: float) -> None:
+        for connection in list(self._connections):
+            if connection.data and now - connection.read_at > PARTIAL_S:
+                self._hand_over(connection)  # a slow client's request: the loop reads on
+            elif (
+                connection.idle_since is not None
+                and now - connection.idle_since > self.keep_alive_s
+            ):
+                self._close(connection)
+
+    def _forget(self, connection: _Connection) -> None:
+        self._connections.discard(connection)
+        with contextlib.suppress(KeyError, ValueError):
+            self._selector.unregister(connection.sock)
+
+    def _close(self, connection: _Connection) -> None:
+        self._forget(connection)
+        connection.sock.close()
+
+    def _hand_over(self, connection: _Connection, ticket: Ticket | None = None) -> None:
+        """Give the connection, with what was read of it, to the loop's HTTP protocol."""
+        self._forget(connection)
+        prelude = Prelude(
+            bytes(connection.data), connection.read_at, connection.received_at, ticket
+        )
+        metrics.READ_AHEAD_REQUESTS.labels(outcome="passed" if ticket is None else "admitted").inc()
+        try:
+            self.loop.call_soon_threadsafe(self._attach, connection.sock, prelude)
+        except RuntimeError:  # the loop is closed
+            self._dropped(connection.sock, prelude)
+
+    # -- on the loop ---------------------------------------------------------------------------
+
+    def _attach(self, sock: socket.socket, prelude: Prelude) -> None:
+        task = self.loop.create_task(self._connect(sock, prelude))
+        self._attaching.add(task)
+        task.add_done_callback(self._attaching.discard)
+
+    async def _connect(self, sock: socket.socket, prelude: Prelude) -> None:
+        if self._stopping:
+            self._dropped(sock, prelude)
+            return
+
+        def protocol() -> asyncio.Protocol:
+            made = self.protocol()
+            if isinstance(made, AdmittingProtocol):
+                made.prelude = prelude
+            return made
+
+        try:
+            await self.loop.connect_accepted_socket(protocol, sock)
+        except Exception:
+            log.exception("read-ahead: a connection could not be handed to the loop")
+            self._dropped(sock, prelude)
+
+    def _dropped(self, sock: socket.socket, prelude: Prelude) -> None:
+        """A connection the loop will not serve: closed, its place given back."""
+        sock.close()
+        if prelude.ticket is not None:
+            ticket, prelude.ticket = prelude.ticket, None
+            self.gate.release(ticket)

@@ -1,0 +1,215 @@
+"""Requests read ahead of the event loop (issue 22 §1, ``app.read_ahead``): a question that
+cannot finish in time is refused by the reading thread while the event loop is busy; what it
+admits or does not decide reaches the loop's protocol whole, and is served as if the loop had
+read it; a connection the loop never takes gives its place back.
+
+The server is the real one (``GracefulServer`` with its read-ahead thread, as ``ragtime serve``
+runs it), spoken to over a raw socket. "The loop is busy" is made exact: a callback on the
+server's loop blocks it until the test lets go.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+import uvicorn
+from fastapi import FastAPI
+
+from app.admission import Admission
+from app.early_admission import Gate
+from app.read_ahead import ReadAhead
+from app.shutdown import Shutdown
+from tests.fakes.backends import ScriptedBackend
+from tests.helpers.app import build_app
+from tests.helpers.raw_http import ask, connect, crowded_server, read_response, settled
+from tracing import metrics
+from tracing.budget.admission import FinishAdmission
+from tracing.loop_lag import LoopLag
+
+
+def read_ahead(outcome: str) -> float:
+    sample = metrics.REGISTRY.get_sample_value(
+        "ragtime_read_ahead_requests_total", {"outcome": outcome}
+    )
+    return sample or 0.0
+
+
+@pytest.fixture
+def crowded(
+    seeded_data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[uvicorn.Server, FastAPI]]:
+    monkeypatch.setattr(LoopLag, "ms", lambda self, now=None: 0.0)
+    app = build_app(seeded_data_dir, backend=ScriptedBackend())
+    with crowded_server(app, timeout_keep_alive=1) as served:
+        yield served
+
+
+@contextmanager
+def loop_blocked(server: uvicorn.Server) -> Iterator[None]:
+    """The server's event loop held in one callback until the block ends."""
+    assert isinstance(server, uvicorn.Server) and hasattr(server, "reader")
+    reader = server.reader
+    assert reader is not None
+    held, release = threading.Event(), threading.Event()
+
+    def block() -> None:
+        held.set()
+        release.wait(30)
+
+    reader.loop.call_soon_threadsafe(block)
+    assert held.wait(10)
+    try:
+        yield
+    finally:
+        release.set()
+
+
+def test_a_question_is_refused_while_the_loop_is_busy(
+    crowded: tuple[uvicorn.Server, FastAPI], api_key: str
+) -> None:
+    server, app = crowded
+    refused_before, admitted_before = read_ahead("refused"), read_ahead("admitted")
+    with connect(server) as sock, sock.makefile("rb") as stream:
+        with loop_blocked(server):
+            sock.sendall(b"".join(ask(api_key, 1000)))
+            tight = read_response(stream)  # while the loop cannot run a thing
+            sock.sendall(b"".join(ask(api_key, 60_000)))  # kept alive: the next request
+        loose = read_response(stream)
+    assert tight.status == 503 and "3 requests ahead" in tight.json()["error"]["message"]
+    assert int(tight.headers["retry-after"]) >= 1 and "date" in tight.headers
+    assert loose.status == 200 and loose.json()["answer"]
+    assert read_ahead("refused") == refused_before + 1
+    assert read_ahead("admitted") == admitted_before + 1
+    assert settled(app.state.admission) == 0
+    assert app.state.admission.finish.admitted == 3  # the answered one gave its ticket back
+
+
+def test_what_the_thread_does_not_decide_reaches_the_loop_whole(
+    crowded: tuple[uvicorn.Server, FastAPI], api_key: str
+) -> None:
+    """A probe, a question without a key, two requests pipelined in one write, a request that
+    cannot be parsed: each is answered by the loop's protocol and app as read."""
+    server, _ = crowded
+    passed_before = read_ahead("passed")
+    probe = b"GET /healthz HTTP/1.1\r\nhost: ragtime\r\n\r\n"
+    head, body = ask(api_key, 60_000)
+    keyless = head.replace(f"authorization: Bearer {api_key}\r\n".encode(), b"") + body
+    with connect(server) as sock, sock.makefile("rb") as stream:
+        sock.sendall(probe)
+        alive = read_response(stream)
+        sock.sendall(keyless)
+        unauthorized = read_response(stream)
+    with connect(server) as sock, sock.makefile("rb") as stream:
+        sock.sendall(probe + probe)
+        pipelined = [read_response(stream), read_response(stream)]
+    with connect(server) as sock, sock.makefile("rb") as stream:
+        sock.sendall(b"NOT HTTP AT ALL\r\n\r\n")
+        garbled = read_response(stream)
+    assert alive.status == 200 and unauthorized.status == 401
+    assert [r.status for r in pipelined] == [200, 200]
+    assert garbled.status == 400
+    assert read_ahead("passed") == passed_before + 3  # after a response, the loop reads on
+
+
+def test_a_refused_connection_left_idle_is_closed_after_its_keep_alive(
+    crowded: tuple[uvicorn.Server, FastAPI], api_key: str
+) -> None:
+    server, _ = crowded
+    with connect(server) as sock, sock.makefile("rb") as stream:
+        sock.sendall(b"".join(ask(api_key, 1000)))
+        assert read_response(stream).status == 503
+        assert stream.read() == b""  # closed by the server (keep-alive 1 s), not by a timeout
+
+
+@contextmanager
+def standalone_reader() -> Iterator[tuple[ReadAhead, Admission, asyncio.AbstractEventLoop]]:
+    """A reader on a listener of its own, deciding for a fresh admission, handing over to a
+    loop that runs only when the test runs it."""
+    admission = Admission(4, retry_after_s=1, finish=FinishAdmission(cores=1))
+    gate = Gate(
+        admission,
+        routes=frozenset({"/v1/ask"}),
+        openai_routes=frozenset(),
+        shutdown=Shutdown(1.0),
+        lag_ms=lambda: 0.0,
+    )
+    loop = asyncio.new_event_loop()
+    reader = ReadAhead(
+        socket.create_server(("127.0.0.1", 0)),
+        gate=gate,
+        loop=loop,
+        protocol=asyncio.Protocol,
+        default_headers=list,
+        keep_alive_s=5.0,
+    )
+    reader.start()
+    try:
+        yield reader, admission, loop
+    finally:
+        reader.stop()
+        loop.close()
+
+
+def admitted(admission: Admission) -> int:
+    """Admission's count in flight, once the reader has admitted one (or after 10 s)."""
+    deadline = time.monotonic() + 10
+    while admission.in_flight == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return admission.in_flight
+
+
+def test_a_connection_admitted_but_never_served_gives_its_place_back(api_key: str) -> None:
+    """The thread admits a request and hands it to a loop that, by the time it runs, is
+    stopping: the connection is closed and its place and ticket given back."""
+    with standalone_reader() as (reader, admission, loop):
+        with socket.create_connection(reader.listener.getsockname(), timeout=10) as sock:
+            sock.sendall(b"".join(ask(api_key, 60_000)))
+            assert admitted(admission) == 1 and admission.finish is not None
+            assert admission.finish.admitted == 1  # admitted, not yet served
+            reader.stop()
+            loop.run_until_complete(asyncio.sleep(0.05))  # the hand-over runs: too late
+            assert sock.recv(1) == b""
+        assert admission.in_flight == 0 and admission.finish.admitted == 0
+
+
+def test_a_handed_over_request_is_timed_from_the_threads_read(
+    crowded: tuple[uvicorn.Server, FastAPI], api_key: str
+) -> None:
+    """A question admitted by the thread while the loop is busy counts its wait for the loop in
+    its budget: its budget's clock starts at the thread's read, not at the loop's."""
+    server, _ = crowded
+    with connect(server) as sock, sock.makefile("rb") as stream:
+        with loop_blocked(server):
+            sock.sendall(b"".join(ask(api_key, 60_000)))
+            time.sleep(0.3)  # read and admitted; the loop runs nothing meanwhile
+        answered = read_response(stream)
+    assert answered.status == 200
+    assert answered.json()["budget"]["spent_ms"] >= 300.0
+
+
+def test_a_turn_that_fails_leaves_the_thread_reading(
+    api_key: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The thread is the process's only listener: a fault in one of its turns is logged, and
+    the connection it was taking is taken on the next."""
+    accept, failures = ReadAhead._accept, [RuntimeError("a fault")]
+
+    def failing_once(self: ReadAhead) -> None:
+        if failures:
+            raise failures.pop()
+        accept(self)
+
+    monkeypatch.setattr(ReadAhead, "_accept", failing_once)
+    with standalone_reader() as (reader, admission, _):
+        address = reader.listener.getsockname()
+        with socket.create_connection(address, timeout=10) as sock:
+            sock.sendall(b"".join(ask(api_key, 60_000)))
+            assert admitted(admission) == 1
+    assert not failures and "read-ahead: a turn failed" in caplog.text

@@ -1,0 +1,84 @@
+"""Speaking HTTP/1.1 to the real server over a raw socket (a request's head and body can be
+sent apart, pipelined or half-sent), and a server crowded so that a tight budget is refused."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, BinaryIO
+
+import uvicorn
+from fastapi import FastAPI
+
+from app.admission import Admission
+from tests.helpers.app import uvicorn_serving
+
+
+@dataclass
+class Response:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+def ask(
+    api_key: str, budget_ms: int, *, expect_continue: bool = False, http: str = "1.1"
+) -> tuple[bytes, bytes]:
+    """A non-streamed ``/v1/ask``: its head and its body, apart."""
+    body = json.dumps({"question": "What is a list?", "budget_ms": budget_ms}).encode()
+    head = (
+        f"POST /v1/ask HTTP/{http}\r\nhost: ragtime\r\n"
+        f"authorization: Bearer {api_key}\r\ncontent-type: application/json\r\n"
+        f"content-length: {len(body)}\r\n"
+        + ("expect: 100-continue\r\n" if expect_continue else "")
+        + "\r\n"
+    ).encode()
+    return head, body
+
+
+def read_response(stream: BinaryIO) -> Response:
+    """One response with a Content-Length body (or none: a 100 Continue)."""
+    status = int(stream.readline().split()[1])
+    headers = {}
+    while (line := stream.readline()) not in (b"\r\n", b""):
+        name, _, value = line.decode().partition(":")
+        headers[name.strip().lower()] = value.strip()
+    body = stream.read(int(headers.get("content-length", "0")))
+    return Response(status, headers, body)
+
+
+@contextmanager
+def crowded_server(app: FastAPI, **options: Any) -> Iterator[tuple[uvicorn.Server, FastAPI]]:
+    """``app`` served for real with three requests ahead of every new one at 400 ms each: a 1 s
+    budget cannot finish, a 60 s one can."""
+    with uvicorn_serving(app, **options) as server:
+        finish = app.state.admission.finish
+        finish.generation_floor_ms, finish.lag_ms = (lambda route: 0.0), (lambda: 0.0)
+        finish.cores, finish.prior_alone_ms = 1, 1.0
+        now = time.perf_counter()
+        ahead = [finish.admit("/v1/ask", arrived=now, budget_ms=900.0) for _ in range(3)]
+        finish.prior_alone_ms = 400.0
+        try:
+            yield server, app
+        finally:
+            for ticket in ahead:
+                ticket.finish(learn=False)
+
+
+def connect(server: uvicorn.Server) -> socket.socket:
+    return socket.create_connection((server.config.host, server.config.port), timeout=30)
+
+
+def settled(admission: Admission) -> int:
+    """Admission's count in flight, once the last response's task has ended."""
+    deadline = time.monotonic() + 10
+    while admission.in_flight and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return admission.in_flight
