@@ -75,14 +75,16 @@ def why_missed(b: BurstResult) -> str:
             b.socket_wait_ms_p99_max,
         )
         decided = (
-            f"each refusal was sent within {read:g} ms of the request's read (p99)"
+            f"each refusal was sent within {read:g} ms of the request's read (p99), a read "
+            "that waits for the body the client writes apart from the head, and a thread "
+            "that waits for the interpreter's lock while the event loop works"
             if read is not None
             else "each refusal is decided as soon as the request is read"
         )
         if wait is not None:
             waited = (
-                f"the requests' bytes waited ≤ {wait:g} ms at p99 in the kernel before the loop "
-                "read them (the connection's own figure), queued behind the work of the requests "
+                f"the requests' bytes waited ≤ {wait:g} ms at p99 in the kernel before they "
+                "were read (the connection's own figure), behind the work of the requests "
                 "read before them on these 2 cores"
                 + (f", while the loop's lag was ≤ {lag:g} ms at p99" if lag is not None else "")
             )
@@ -119,7 +121,8 @@ def section(now: Sequence[BurstBench], before: BurstBench | None) -> str:
         "(`ragtime_admission_refusal_seconds`, the bound of the bucket holding the 99th "
         "percentile); in brackets, the server's from the request's read to its 503 sent "
         "(`ragtime_admission_refusal_after_read_seconds`: a refusal is decided as the request "
-        "is parsed, `app/early_admission.py`), then as the client saw it on the wire.",
+        "is read, by a thread that reads ahead of the event loop, `app/read_ahead.py`), then "
+        "as the client saw it on the wire.",
         "",
         "| burst | budget | answered, previous | answered, now | target | late, previous | late, "
         "now | refusal p99 ms, now: server (after read; wire) | 504 / errors, now | met |",
