@@ -64,6 +64,7 @@ class _Request:
         self.headers: list[tuple[bytes, bytes]] = []
         self.body = bytearray()
         self.begun = 0
+        self.head_read = False
         self.complete = False
 
     def on_message_begin(self) -> None:
@@ -74,6 +75,9 @@ class _Request:
 
     def on_header(self, name: bytes, value: bytes) -> None:
         self.headers.append((name.lower(), value))
+
+    def on_headers_complete(self) -> None:
+        self.head_read = True
 
     def on_body(self, body: bytes) -> None:
         self.body += body
@@ -248,14 +252,19 @@ class ReadAhead:
         request = connection.request
         if request.begun > 1 or len(connection.data) > MAX_READ_BYTES:
             self._hand_over(connection)
-        elif request.complete:
+        elif request.head_read:
             self._decide(connection)
 
     def _decide(self, connection: _Connection) -> None:
+        """Once a request's head is read: to the loop now if the gate does not take it (it
+        may be waiting for a reply before it sends its body: ``Expect``); else, once its body
+        is read too, admitted (to the loop) or refused (here)."""
         request, gate = connection.request, self.gate
         scope = self._scope(connection)
         if scope is None or not gate.takes(scope):
             self._hand_over(connection)
+            return
+        if not request.complete:
             return
         verdict = gate.admit(scope, bytes(request.body), connection.received_at)
         if isinstance(verdict, Ticket):

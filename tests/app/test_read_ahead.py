@@ -22,6 +22,7 @@ import pytest
 import uvicorn
 from fastapi import FastAPI
 
+from app import read_ahead as read_ahead_module
 from app.admission import Admission
 from app.early_admission import Gate
 from app.read_ahead import ReadAhead
@@ -213,3 +214,18 @@ def test_a_turn_that_fails_leaves_the_thread_reading(
             sock.sendall(b"".join(ask(api_key, 60_000)))
             assert admitted(admission) == 1
     assert not failures and "read-ahead: a turn failed" in caplog.text
+
+
+def test_a_request_waiting_to_send_its_body_goes_to_the_loop_with_its_head(
+    crowded: tuple[uvicorn.Server, FastAPI], api_key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``Expect: 100-continue``: the client sends its body only once asked, so the thread hands
+    the request over as soon as its head is read, not when a partial request's time is up."""
+    monkeypatch.setattr(read_ahead_module, "PARTIAL_S", 3600.0)
+    server, _ = crowded
+    with connect(server) as sock, sock.makefile("rb") as stream:
+        head, body = ask(api_key, 1000, expect_continue=True)
+        sock.sendall(head)
+        assert read_response(stream).status == 100  # asked for by the loop's app
+        sock.sendall(body)
+        assert read_response(stream).status == 503  # decided by the middleware
