@@ -13,15 +13,23 @@ against other programs, so a port in use fails at start with a clear error, and 
 connections itself. Each worker binds its own listening socket there (``listening``). A
 connection waiting in a worker's queue when that worker dies is reset, where one shared socket
 would have let another process take it; uvicorn's supervisor starts a new worker.
+
+A worker serves its socket through a thread that reads requests ahead of its event loop and
+decides their admission there (``listen``, ``app.read_ahead``), where its app's gate decides
+(``app.early_admission``); else on the loop, as uvicorn would.
 """
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import socket
 import sys
 
 import uvicorn
+
+from app.early_admission import GATE_KEY, AdmittingProtocol, Gate
+from app.read_ahead import ReadAhead
 
 
 def supported() -> bool:
@@ -60,3 +68,39 @@ def listening(config: uvicorn.Config) -> socket.socket:
     sock = _bound(config)
     sock.listen(config.backlog)
     return sock
+
+
+async def listen(server: uvicorn.Server, listener: socket.socket) -> ReadAhead | None:
+    """Serve ``listener`` for ``server`` (its app started): through a thread reading ahead of
+    the event loop where the app's gate decides (that thread, started), else on the loop as
+    uvicorn's ``startup`` would (``None``)."""
+    config = server.config
+
+    def protocol() -> asyncio.Protocol:
+        """The server's HTTP protocol for one connection, as uvicorn's ``startup`` makes it."""
+        made: asyncio.Protocol = config.http_protocol_class(  # type: ignore[call-arg]
+            config=config, server_state=server.server_state, app_state=server.lifespan.state
+        )
+        return made
+
+    gate = server.lifespan.state.get(GATE_KEY)
+    if not (
+        isinstance(gate, Gate)
+        and gate.decides
+        and issubclass(config.http_protocol_class, AdmittingProtocol)
+    ):
+        loop_server = await asyncio.get_running_loop().create_server(
+            protocol, sock=listener, backlog=config.backlog
+        )
+        server.servers.append(loop_server)
+        return None
+    reader = ReadAhead(
+        listener,
+        gate=gate,
+        loop=asyncio.get_running_loop(),
+        protocol=protocol,
+        default_headers=lambda: server.server_state.default_headers,
+        keep_alive_s=config.timeout_keep_alive,
+    )
+    reader.start()
+    return reader

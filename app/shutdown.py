@@ -43,7 +43,6 @@ from uvicorn.supervisors import multiprocess
 from app import listeners
 from app.admission import SHUTTING_DOWN, send_refusal
 from app.config import get_settings
-from app.early_admission import GATE_KEY, AdmittingProtocol, Gate
 from app.heap import freeze_startup_heap
 from app.read_ahead import ReadAhead
 from tracing.metrics import process_gone
@@ -230,9 +229,9 @@ class GracefulServer(uvicorn.Server):
     closes it once that shutdown is done. ``hard_exit``: a watchdog ends the process
     ``EXIT_AFTER_GRACE_S`` after the grace; ``freeze_heap``: once started, the process's heap is
     frozen out of the collector's full passes (``app.heap``). Both for ``ragtime serve``, never
-    in a test's thread. ``read_ahead``: a thread accepts and reads the requests, deciding
-    question requests' admission ahead of the event loop (``app.read_ahead``), where the app
-    has a gate and the protocol decides (plain TCP, one socket)."""
+    in a test's thread. ``read_ahead`` (plain TCP, one socket): the socket is served as
+    ``app.listeners.listen`` says, by a thread that reads requests and decides their admission
+    ahead of the event loop where the app's gate decides (``app.read_ahead``)."""
 
     STATE_KEY = "ragtime.shutdown"
 
@@ -261,7 +260,7 @@ class GracefulServer(uvicorn.Server):
             try:
                 listener.listen(config.backlog)
                 await super().startup([])
-                await self._listen(listener)
+                self.reader = await listeners.listen(self, listener)
             except BaseException:
                 listener.close()
                 raise
@@ -269,35 +268,6 @@ class GracefulServer(uvicorn.Server):
             await super().startup(sockets)
         if self.freeze_heap:
             freeze_startup_heap()
-
-    async def _listen(self, listener: socket.socket) -> None:
-        """Serve ``listener``: through the read-ahead thread where the app's gate decides,
-        else on the loop as uvicorn would."""
-        gate = self.lifespan.state.get(GATE_KEY)
-        decides = isinstance(gate, Gate) and gate.decides
-        if not (decides and issubclass(self.config.http_protocol_class, AdmittingProtocol)):
-            server = await asyncio.get_running_loop().create_server(
-                self._protocol, sock=listener, backlog=self.config.backlog
-            )
-            self.servers.append(server)
-            return
-        assert isinstance(gate, Gate)
-        self.reader = ReadAhead(
-            listener,
-            gate=gate,
-            loop=asyncio.get_running_loop(),
-            protocol=self._protocol,
-            default_headers=lambda: self.server_state.default_headers,
-            keep_alive_s=self.config.timeout_keep_alive,
-        )
-        self.reader.start()
-
-    def _protocol(self) -> asyncio.Protocol:
-        """The server's HTTP protocol for one connection, as uvicorn's ``startup`` makes it."""
-        protocol: asyncio.Protocol = self.config.http_protocol_class(  # type: ignore[call-arg]
-            config=self.config, server_state=self.server_state, app_state=self.lifespan.state
-        )
-        return protocol
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         if self.reader is not None:
