@@ -40,7 +40,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
 from opentelemetry import trace
@@ -167,9 +167,10 @@ class Gate:
         content.extend([b"\r\n", body])
         return b"".join(content)
 
-    @staticmethod
-    def log_refusal(scope: Scope, access_logger: logging.Logger) -> None:
-        """The refusal's line in uvicorn's access log, where that log is on."""
+    def refused(self, scope: Scope, refused: Refused, access_logger: logging.Logger) -> None:
+        """Log, count and trace a refusal sent: its line in uvicorn's access log (where that
+        log is on), the admission's counters, the request metrics and a server span, as a
+        refusal in the middleware gets them."""
         if access_logger.hasHandlers():
             access_logger.info(
                 '%s - "%s %s HTTP/%s" %d',
@@ -179,10 +180,6 @@ class Gate:
                 scope["http_version"],
                 503,
             )
-
-    def refused(self, scope: Scope, refused: Refused) -> None:
-        """Count and trace a refusal sent: the admission's counters, the request metrics and a
-        server span, as a refusal in the middleware gets them."""
         route, now, arrived = scope["path"], time.perf_counter(), scope["state"]["arrived_at"]
         count_refusal(route, refused.reason, scope["state"])
         metrics.REQUESTS.labels(route=route, status="503").inc()
@@ -215,7 +212,13 @@ class Prelude:
     read_at: float
     received_at: float
     ticket: Ticket | None = None
-    stamps_taken: bool = field(default=False)
+    stamps_taken: bool = False
+
+    def take_ticket(self) -> Ticket | None:
+        """The ticket the first request was admitted with, once: whoever takes it serves the
+        request or gives its place back."""
+        ticket, self.ticket = self.ticket, None
+        return ticket
 
 
 class AdmittingProtocol(HttpToolsProtocol):
@@ -239,11 +242,7 @@ class AdmittingProtocol(HttpToolsProtocol):
 
     def _preadmitted(self) -> Ticket | None:
         """The ticket the first request was admitted with before this protocol took it, once."""
-        prelude = self.prelude
-        if prelude is None or prelude.ticket is None:
-            return None
-        ticket, prelude.ticket = prelude.ticket, None
-        return ticket
+        return None if self.prelude is None else self.prelude.take_ticket()
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
@@ -316,8 +315,7 @@ class AdmittingProtocol(HttpToolsProtocol):
         response = gate.refusal(scope, refused, cycle.default_headers, keep_alive=cycle.keep_alive)
         cycle.response_started = cycle.response_complete = True
         self.transport.write(response)
-        gate.log_refusal(scope, self.access_logger)
-        gate.refused(scope, refused)
+        gate.refused(scope, refused, self.access_logger)
         if not cycle.keep_alive:
             self.transport.close()
         self.on_response_complete()

@@ -275,8 +275,7 @@ class ReadAhead:
         sent = self._send(connection.sock, response)
         try:
             metrics.READ_AHEAD_REQUESTS.labels(outcome="refused").inc()
-            gate.refused(scope, verdict)
-            gate.log_refusal(scope, self._access)
+            gate.refused(scope, verdict, self._access)
         except Exception:  # the refusal is sent: the connection goes on
             log.exception("read-ahead: a refusal could not be counted")
         if sent and keep_alive:
@@ -380,6 +379,5 @@ class ReadAhead:
     def _dropped(self, sock: socket.socket, prelude: Prelude) -> None:
         """A connection the loop will not serve: closed, its place given back."""
         sock.close()
-        if prelude.ticket is not None:
-            ticket, prelude.ticket = prelude.ticket, None
+        if (ticket := prelude.take_ticket()) is not None:
             self.gate.release(ticket)

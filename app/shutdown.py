@@ -252,9 +252,12 @@ class GracefulServer(uvicorn.Server):
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         config = self.config
-        if not self.read_ahead or config.is_ssl or config.uds or config.fd is not None:
+        one_tcp_socket = not (config.is_ssl or config.uds or config.fd is not None) and (
+            sockets is None or len(sockets) == 1
+        )
+        if not (self.read_ahead and one_tcp_socket):
             await super().startup(sockets)
-        elif sockets is None or len(sockets) == 1:
+        else:
             # Bound before the app starts, as uvicorn would; uvicorn itself then listens on none.
             listener = sockets[0] if sockets else config.bind_socket()
             try:
@@ -264,8 +267,6 @@ class GracefulServer(uvicorn.Server):
             except BaseException:
                 listener.close()
                 raise
-        else:
-            await super().startup(sockets)
         if self.freeze_heap:
             freeze_startup_heap()
 

@@ -23,11 +23,17 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind
 
 from app.admission import Admission, AdmissionMiddleware, Refused, count_refusal
-from app.early_admission import GATE_KEY, Gate
-from app.shutdown import Shutdown
+from app.early_admission import GATE_KEY
 from tests.fakes.backends import ScriptedBackend
 from tests.helpers.app import build_app
-from tests.helpers.raw_http import ask, connect, crowded_server, read_response, settled
+from tests.helpers.raw_http import (
+    ask,
+    connect,
+    crowded_server,
+    gate_of,
+    read_response,
+    settled,
+)
 from tracing import metrics
 from tracing.budget.admission import FinishAdmission, Ticket
 from tracing.loop_lag import LoopLag
@@ -202,16 +208,6 @@ def test_a_refusal_keeps_or_closes_the_connection_as_http_asks(
     assert refused.status == 503 and answered.status == 200
     assert answered.json()["answer"].split() == [f"w{i}" for i in range(8)]
     assert old.status == 503 and old.headers["connection"] == "close" and closed
-
-
-def gate_of(admission: Admission) -> Gate:
-    return Gate(
-        admission,
-        routes=frozenset({"/v1/ask"}),
-        openai_routes=frozenset(),
-        shutdown=Shutdown(1.0),
-        lag_ms=lambda: 0.0,
-    )
 
 
 async def test_an_admitted_request_gives_its_place_back_however_it_ends() -> None:

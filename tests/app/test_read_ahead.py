@@ -24,12 +24,19 @@ from fastapi import FastAPI
 
 from app import read_ahead as read_ahead_module
 from app.admission import Admission
-from app.early_admission import Gate
 from app.read_ahead import ReadAhead
-from app.shutdown import Shutdown
+from app.shutdown import GracefulServer
 from tests.fakes.backends import ScriptedBackend
 from tests.helpers.app import build_app
-from tests.helpers.raw_http import ask, connect, crowded_server, read_response, settled
+from tests.helpers.raw_http import (
+    ask,
+    connect,
+    crowded_server,
+    gate_of,
+    in_flight_once,
+    read_response,
+    settled,
+)
 from tracing import metrics
 from tracing.budget.admission import FinishAdmission
 from tracing.loop_lag import LoopLag
@@ -55,7 +62,7 @@ def crowded(
 @contextmanager
 def loop_blocked(server: uvicorn.Server) -> Iterator[None]:
     """The server's event loop held in one callback until the block ends."""
-    assert isinstance(server, uvicorn.Server) and hasattr(server, "reader")
+    assert isinstance(server, GracefulServer)
     reader = server.reader
     assert reader is not None
     held, release = threading.Event(), threading.Event()
@@ -134,17 +141,10 @@ def standalone_reader() -> Iterator[tuple[ReadAhead, Admission, asyncio.Abstract
     """A reader on a listener of its own, deciding for a fresh admission, handing over to a
     loop that runs only when the test runs it."""
     admission = Admission(4, retry_after_s=1, finish=FinishAdmission(cores=1))
-    gate = Gate(
-        admission,
-        routes=frozenset({"/v1/ask"}),
-        openai_routes=frozenset(),
-        shutdown=Shutdown(1.0),
-        lag_ms=lambda: 0.0,
-    )
     loop = asyncio.new_event_loop()
     reader = ReadAhead(
         socket.create_server(("127.0.0.1", 0)),
-        gate=gate,
+        gate=gate_of(admission),
         loop=loop,
         protocol=asyncio.Protocol,
         default_headers=list,
@@ -160,10 +160,7 @@ def standalone_reader() -> Iterator[tuple[ReadAhead, Admission, asyncio.Abstract
 
 def admitted(admission: Admission) -> int:
     """Admission's count in flight, once the reader has admitted one (or after 10 s)."""
-    deadline = time.monotonic() + 10
-    while admission.in_flight == 0 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    return admission.in_flight
+    return in_flight_once(admission, bool)
 
 
 def test_a_connection_admitted_but_never_served_gives_its_place_back(api_key: str) -> None:

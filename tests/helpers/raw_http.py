@@ -1,12 +1,13 @@
 """Speaking HTTP/1.1 to the real server over a raw socket (a request's head and body can be
-sent apart, pipelined or half-sent), and a server crowded so that a tight budget is refused."""
+sent apart, pipelined or half-sent), a server crowded so that a tight budget is refused, and the
+admission a test watches: its gate, and its count in flight once it settles."""
 
 from __future__ import annotations
 
 import json
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, BinaryIO
@@ -15,6 +16,8 @@ import uvicorn
 from fastapi import FastAPI
 
 from app.admission import Admission
+from app.early_admission import Gate
+from app.shutdown import Shutdown
 from tests.helpers.app import uvicorn_serving
 
 
@@ -76,9 +79,26 @@ def connect(server: uvicorn.Server) -> socket.socket:
     return socket.create_connection((server.config.host, server.config.port), timeout=30)
 
 
-def settled(admission: Admission) -> int:
-    """Admission's count in flight, once the last response's task has ended."""
+def in_flight_once(admission: Admission, reached: Callable[[int], bool]) -> int:
+    """Admission's count in flight once ``reached`` holds of it (or after 10 s): places are
+    taken and given back by other threads and tasks than the test's."""
     deadline = time.monotonic() + 10
-    while admission.in_flight and time.monotonic() < deadline:
+    while not reached(admission.in_flight) and time.monotonic() < deadline:
         time.sleep(0.01)
     return admission.in_flight
+
+
+def settled(admission: Admission) -> int:
+    """Admission's count in flight, once the last response's task has ended."""
+    return in_flight_once(admission, lambda count: count == 0)
+
+
+def gate_of(admission: Admission) -> Gate:
+    """A gate deciding ``/v1/ask`` with ``admission``, no stop begun, no loop lag."""
+    return Gate(
+        admission,
+        routes=frozenset({"/v1/ask"}),
+        openai_routes=frozenset(),
+        shutdown=Shutdown(1.0),
+        lag_ms=lambda: 0.0,
+    )

@@ -261,17 +261,14 @@ class FinishAdmission:
     def snapshot(self) -> dict[str, object]:
         """The figures admission decides with (``GET /v1/budget/model``)."""
         with self.lock:
-            return self._figures()
-
-    def _figures(self) -> dict[str, object]:
-        return {
-            "admitted": self.admitted,
-            "in_own_work": sum(1 for t in self._tickets if t.in_own_work),
-            "alone_ms": {route: round(self.alone_ms(route), 2) for route in self._alone},
-            "per_request_ms": round(self.per_request_ms(), 3),
-            "overlapped_finishes": round(self._finished, 2),
-            "cores": self.cores,
-        }
+            return {
+                "admitted": self.admitted,
+                "in_own_work": sum(1 for t in self._tickets if t.in_own_work),
+                "alone_ms": {route: round(self.alone_ms(route), 2) for route in self._alone},
+                "per_request_ms": round(self.per_request_ms(), 3),
+                "overlapped_finishes": round(self._finished, 2),
+                "cores": self.cores,
+            }
 
 
 def _blend(learned: float, prior: float, seen: float) -> float:
