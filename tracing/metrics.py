@@ -13,6 +13,7 @@ requests in flight summed, per-process figures by ``pid``). Exemplars are not ke
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
 import shutil
 import tempfile
@@ -28,6 +29,7 @@ from prometheus_client import (
     generate_latest,
     multiprocess,
 )
+from prometheus_client.metrics_core import Metric
 from prometheus_client.openmetrics import exposition as openmetrics
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -226,8 +228,25 @@ def scrape_registry() -> CollectorRegistry:
     if not path:
         return REGISTRY
     registry = CollectorRegistry()
-    multiprocess.MultiProcessCollector(registry, path=path)
+    SharedFilesCollector(registry, path=path)
     return registry
+
+
+class SharedFilesCollector(multiprocess.MultiProcessCollector):
+    """prometheus_client's collector of the processes' files, passing over a file still being
+    made. prometheus_client creates each file before it sizes it, so for a moment it holds 0
+    bytes, and reading it raises: the whole collection fails (prometheus/client_python#1199,
+    open). A process's alerts take their first reading as it starts, while the other process
+    makes its files: that failure stopped the server (its supervisor stops all when one process
+    fails to start). A file of 0 bytes has nothing recorded yet, and once sized it stays so."""
+
+    def collect(self) -> Iterable[Metric]:
+        files = []
+        for name in glob.glob(os.path.join(self._path, "*.db")):
+            with contextlib.suppress(FileNotFoundError):  # a process's live gauges, removed
+                if os.path.getsize(name) > 0:
+                    files.append(name)
+        return self.merge(files, accumulate=True)
 
 
 def shared_metrics_path(name: str) -> str | None:
