@@ -268,13 +268,15 @@ async def send_refusal(
     count_refusal(scope["path"], reason, scope.get("state", {}))
 
 
-def count_refusal(route: str, reason: str, state: Mapping[str, Any]) -> None:
-    """Count a refusal just sent (``ragtime_admission_refused_total``) and time it, from the
-    request's arrival: when the kernel received its bytes (``received_at``) where the server's
-    HTTP protocol measured it (``app.early_admission``), else its budget's start
-    (``arrived_at``); and, where stamped, from its read (``read_at``)."""
+def count_refusal(
+    route: str, reason: str, state: Mapping[str, Any], sent_at: float | None = None
+) -> None:
+    """Count a refusal sent, just now or at ``sent_at`` (``ragtime_admission_refused_total``),
+    and time it, from the request's arrival: when the kernel received its bytes
+    (``received_at``) where the server's HTTP protocol measured it (``app.early_admission``),
+    else its budget's start (``arrived_at``); and, where stamped, from its read (``read_at``)."""
     metrics.ADMISSION_REFUSED.labels(route=route, reason=reason).inc()
-    now = time.perf_counter()
+    now = time.perf_counter() if sent_at is None else sent_at
     arrived = state.get("received_at", state.get("arrived_at"))
     if arrived is not None:
         metrics.ADMISSION_REFUSAL_SECONDS.observe(now - arrived)

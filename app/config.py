@@ -308,7 +308,7 @@ class Settings(BaseSettings):
         "connections ahead of the event loop and decides question requests' admission there, "
         "so that a refusal is sent as its request arrives, not once the loop, busy with the "
         "work it admitted, gets round to reading it (app.read_ahead). Needs "
-        "RAGTIME_ADMIT_AS_PARSED. Off: the loop reads every connection.",
+        "RAGTIME_ADMIT_AS_PARSED, and Linux. Off: the loop reads every connection.",
     )
     admission_margin: float = Field(
         0.1,

@@ -167,10 +167,16 @@ class Gate:
         content.extend([b"\r\n", body])
         return b"".join(content)
 
-    def refused(self, scope: Scope, refused: Refused, access_logger: logging.Logger) -> None:
-        """Log, count and trace a refusal sent: its line in uvicorn's access log (where that
-        log is on), the admission's counters, the request metrics and a server span, as a
-        refusal in the middleware gets them."""
+    def refused(
+        self,
+        scope: Scope,
+        refused: Refused,
+        access_logger: logging.Logger,
+        sent_at: float | None = None,
+    ) -> None:
+        """Log, count and trace a refusal sent, just now or at ``sent_at``: its line in
+        uvicorn's access log (where that log is on), the admission's counters, the request
+        metrics and a server span, as a refusal in the middleware gets them."""
         if access_logger.hasHandlers():
             access_logger.info(
                 '%s - "%s %s HTTP/%s" %d',
@@ -180,8 +186,9 @@ class Gate:
                 scope["http_version"],
                 503,
             )
-        route, now, arrived = scope["path"], time.perf_counter(), scope["state"]["arrived_at"]
-        count_refusal(route, refused.reason, scope["state"])
+        route, arrived = scope["path"], scope["state"]["arrived_at"]
+        now = time.perf_counter() if sent_at is None else sent_at
+        count_refusal(route, refused.reason, scope["state"], now)
         metrics.REQUESTS.labels(route=route, status="503").inc()
         metrics.REQUEST_SECONDS.labels(route=route).observe(now - arrived)
         start_ns = time.time_ns() - int((now - arrived) * 1e9)

@@ -28,6 +28,7 @@ import sys
 
 import uvicorn
 
+from app import held_sockets
 from app.early_admission import GATE_KEY, AdmittingProtocol, Gate
 from app.read_ahead import ReadAhead
 
@@ -72,8 +73,8 @@ def listening(config: uvicorn.Config) -> socket.socket:
 
 async def listen(server: uvicorn.Server, listener: socket.socket) -> ReadAhead | None:
     """Serve ``listener`` for ``server`` (its app started): through a thread reading ahead of
-    the event loop where the app's gate decides (that thread, started), else on the loop as
-    uvicorn's ``startup`` would (``None``)."""
+    the event loop where the app's gate decides and the platform has its calls (that thread,
+    started), else on the loop as uvicorn's ``startup`` would (``None``)."""
     config = server.config
 
     def protocol() -> asyncio.Protocol:
@@ -88,6 +89,7 @@ async def listen(server: uvicorn.Server, listener: socket.socket) -> ReadAhead |
         isinstance(gate, Gate)
         and gate.decides
         and issubclass(config.http_protocol_class, AdmittingProtocol)
+        and held_sockets.available()
     ):
         loop_server = await asyncio.get_running_loop().create_server(
             protocol, sock=listener, backlog=config.backlog

@@ -20,9 +20,13 @@ a key and a small body: ``Gate.takes``), decides admission there:
 
 Handed over as read, undecided: a request not complete ``PARTIAL_S`` after its first bytes, or
 larger than ``MAX_READ_BYTES``, pipelined behind another, with ``Expect`` or an upgrade, or not
-parsable (the protocol answers it, a 400 there). The thread runs Python, so it waits for the
-interpreter's lock while the loop's thread holds it: at most the switch interval (5 ms) before
-that thread is made to let go.
+parsable (the protocol answers it, a 400 there).
+
+The thread runs Python, so it waits for the interpreter's lock while the loop's thread holds it:
+up to the switch interval (5 ms) before that thread is made to let go. It waits once a wake-up:
+its socket calls keep the lock (``app.held_sockets``), and what would let go of it (logging and
+tracing the refusals sent, waking the loop for the connections handed over) is done once, after
+every ready connection has been answered.
 """
 
 from __future__ import annotations
@@ -30,7 +34,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import selectors
 import socket
 import threading
 import time
@@ -41,8 +44,10 @@ from typing import Any
 
 import httptools
 
-from app import socket_wait
+from app import held_sockets, socket_wait
+from app.admission import Refused
 from app.early_admission import AdmittingProtocol, Gate, Prelude
+from app.held_sockets import HeldSocket
 from tracing import metrics
 from tracing.budget.admission import Ticket
 
@@ -54,6 +59,8 @@ PARTIAL_S = 1.0
 MAX_READ_BYTES = 64 * 1024
 #: How often the thread looks for connections past ``PARTIAL_S`` or their keep-alive.
 SWEEP_S = 0.05
+#: A refusal's client that leaves its receive window full is given this long to read it.
+SEND_TIMEOUT_S = 1.0
 
 
 class _Request:
@@ -90,8 +97,7 @@ class _Request:
 class _Connection:
     """A connection held by the thread: what it has read of its next request."""
 
-    sock: socket.socket
-    client: tuple[str, int] | None
+    sock: HeldSocket
     request: _Request = field(default_factory=_Request)
     parser: Any = None
     data: bytearray = field(default_factory=bytearray)
@@ -133,9 +139,11 @@ class ReadAhead:
         self.protocol = protocol
         self.default_headers = default_headers
         self.keep_alive_s = keep_alive_s
-        self._selector = selectors.DefaultSelector()
+        self._poller = held_sockets.Poller()
         self._wake_r, self._wake_w = socket.socketpair()
-        self._connections: set[_Connection] = set()
+        self._connections: dict[int, _Connection] = {}
+        self._refused: list[tuple[dict[str, Any], Refused, float]] = []
+        self._handing: list[tuple[int, Prelude]] = []
         self._stopping = False
         self._attaching: set[asyncio.Task[None]] = set()
         self._thread = threading.Thread(target=self._run, name="ragtime-read-ahead", daemon=True)
@@ -143,8 +151,9 @@ class ReadAhead:
 
     def start(self) -> None:
         self.listener.setblocking(False)
-        self._selector.register(self.listener, selectors.EVENT_READ)
-        self._selector.register(self._wake_r, selectors.EVENT_READ)
+        self._wake_r.setblocking(False)
+        self._poller.register(self.listener.fileno())
+        self._poller.register(self._wake_r.fileno())
         self._thread.start()
 
     def stop(self) -> None:
@@ -166,50 +175,52 @@ class ReadAhead:
                     log.exception("read-ahead: a turn failed")
                     time.sleep(0.01)
         finally:
-            for connection in list(self._connections):
+            for connection in list(self._connections.values()):
                 self._close(connection)
-            self._selector.close()
+            self._poller.close()
             for sock in (self.listener, self._wake_r, self._wake_w):
                 sock.close()
 
     def _turn(self, swept: float) -> float:
-        """Wait for what is ready and do it; every ``SWEEP_S``, sweep. When it last swept."""
+        """Wait for what is ready and answer it, then do what lets go of the interpreter's
+        lock; every ``SWEEP_S``, sweep. When it last swept."""
         timeout = SWEEP_S if self._connections else None
-        for key, _ in self._selector.select(timeout):
-            if key.fileobj is self.listener:
-                self._accept()
-            elif key.fileobj is self._wake_r:
-                with contextlib.suppress(OSError):
-                    self._wake_r.recv(64)
-            else:
-                self._step(key.data)
-        now = time.perf_counter()
-        if now - swept < SWEEP_S:
-            return swept
-        self._sweep(now)
-        return now
+        try:
+            for fd in self._poller.wait(timeout):
+                if fd == self.listener.fileno():
+                    self._accept()
+                elif fd == self._wake_r.fileno():
+                    with contextlib.suppress(OSError):
+                        self._wake_r.recv(64)
+                elif (connection := self._connections.get(fd)) is not None:
+                    self._step(connection)
+            now = time.perf_counter()
+            if now - swept >= SWEEP_S:
+                self._sweep(now)
+                swept = now
+        finally:
+            self._account()
+        return swept
 
     def _accept(self) -> None:
         while True:
             try:
-                sock, address = self.listener.accept()
-            except (BlockingIOError, InterruptedError):
-                return
+                sock = held_sockets.accept(self.listener)
             except OSError as exc:  # out of descriptors: let some close before trying again
                 log.warning("read-ahead: accept failed: %s", exc)
                 time.sleep(0.05)
                 return
+            if sock is None:
+                return
             try:
-                sock.setblocking(False)
-                if sock.family in (socket.AF_INET, socket.AF_INET6):
+                if self.listener.family in (socket.AF_INET, socket.AF_INET6):
                     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                self._poller.register(sock.fd)
             except OSError:  # gone already
                 sock.close()
                 continue
-            client = (str(address[0]), int(address[1])) if isinstance(address, tuple) else None
-            connection = _Connection(sock, client)
-            self._connections.add(connection)
-            self._selector.register(sock, selectors.EVENT_READ, connection)
+            connection = _Connection(sock)
+            self._connections[sock.fd] = connection
             self._step(connection)  # its request is often there already
 
     def _step(self, connection: _Connection) -> None:
@@ -219,7 +230,7 @@ class ReadAhead:
             self._read(connection)
         except Exception:
             log.exception("read-ahead: a connection's request could not be read here")
-            if connection not in self._connections:
+            if self._connections.get(connection.sock.fd) is not connection:
                 return
             if connection.data:
                 self._hand_over(connection)
@@ -228,11 +239,11 @@ class ReadAhead:
 
     def _read(self, connection: _Connection) -> None:
         try:
-            data = connection.sock.recv(65536)
-        except (BlockingIOError, InterruptedError):
-            return
+            data = connection.sock.recv()
         except OSError:
             self._close(connection)
+            return
+        if data is None:
             return
         if not data:
             self._close(connection)
@@ -272,12 +283,12 @@ class ReadAhead:
             return
         keep_alive = connection.parser.should_keep_alive()
         response = gate.refusal(scope, verdict, self.default_headers(), keep_alive=keep_alive)
-        sent = self._send(connection.sock, response)
         try:
-            metrics.READ_AHEAD_REQUESTS.labels(outcome="refused").inc()
-            gate.refused(scope, verdict, self._access)
-        except Exception:  # the refusal is sent: the connection goes on
-            log.exception("read-ahead: a refusal could not be counted")
+            connection.sock.send_all(response, SEND_TIMEOUT_S)
+            sent = True
+        except OSError:
+            sent = False
+        self._refused.append((scope, verdict, time.perf_counter()))
         if sent and keep_alive:
             connection.reset(time.perf_counter())
         else:
@@ -299,7 +310,7 @@ class ReadAhead:
             "query_string": url.query or b"",
             "root_path": "",
             "headers": request.headers,
-            "client": connection.client,
+            "client": connection.sock.peer,
             "state": {
                 "read_at": connection.read_at,
                 "arrived_at": connection.received_at,
@@ -307,22 +318,27 @@ class ReadAhead:
             },
         }
 
-    @staticmethod
-    def _send(sock: socket.socket, response: bytes) -> bool:
-        """Write a refusal whole: at once, into a send buffer with room for it, but for a
-        client that leaves its window full (then at most a second's wait)."""
+    def _account(self) -> None:
+        """After a turn's answers: log, count and trace its refusals, and give the loop its
+        connections (each of which lets go of the interpreter's lock)."""
+        refused, self._refused = self._refused, []
+        for scope, verdict, sent_at in refused:
+            try:
+                metrics.READ_AHEAD_REQUESTS.labels(outcome="refused").inc()
+                self.gate.refused(scope, verdict, self._access, sent_at)
+            except Exception:  # the refusal is sent: the connection goes on
+                log.exception("read-ahead: a refusal could not be counted")
+        handing, self._handing = self._handing, []
+        if not handing:
+            return
         try:
-            sent = sock.send(response)
-            if sent < len(response):
-                sock.settimeout(1.0)
-                sock.sendall(response[sent:])
-                sock.setblocking(False)
-        except OSError:
-            return False
-        return True
+            self.loop.call_soon_threadsafe(self._attach_all, handing)
+        except RuntimeError:  # the loop is closed
+            for fd, prelude in handing:
+                self._dropped(socket.socket(fileno=fd), prelude)
 
     def _sweep(self, now: float) -> None:
-        for connection in list(self._connections):
+        for connection in list(self._connections.values()):
             if connection.data and now - connection.read_at > PARTIAL_S:
                 self._hand_over(connection)  # a slow client's request: the loop reads on
             elif (
@@ -332,32 +348,31 @@ class ReadAhead:
                 self._close(connection)
 
     def _forget(self, connection: _Connection) -> None:
-        self._connections.discard(connection)
-        with contextlib.suppress(KeyError, ValueError):
-            self._selector.unregister(connection.sock)
+        if self._connections.pop(connection.sock.fd, None) is not None:
+            with contextlib.suppress(OSError):
+                self._poller.unregister(connection.sock.fd)
 
     def _close(self, connection: _Connection) -> None:
         self._forget(connection)
         connection.sock.close()
 
     def _hand_over(self, connection: _Connection, ticket: Ticket | None = None) -> None:
-        """Give the connection, with what was read of it, to the loop's HTTP protocol."""
+        """Give the connection, with what was read of it, to the loop's HTTP protocol (at the
+        turn's end)."""
         self._forget(connection)
         prelude = Prelude(
             bytes(connection.data), connection.read_at, connection.received_at, ticket
         )
         metrics.READ_AHEAD_REQUESTS.labels(outcome="passed" if ticket is None else "admitted").inc()
-        try:
-            self.loop.call_soon_threadsafe(self._attach, connection.sock, prelude)
-        except RuntimeError:  # the loop is closed
-            self._dropped(connection.sock, prelude)
+        self._handing.append((connection.sock.detach(), prelude))
 
     # -- on the loop ---------------------------------------------------------------------------
 
-    def _attach(self, sock: socket.socket, prelude: Prelude) -> None:
-        task = self.loop.create_task(self._connect(sock, prelude))
-        self._attaching.add(task)
-        task.add_done_callback(self._attaching.discard)
+    def _attach_all(self, handing: list[tuple[int, Prelude]]) -> None:
+        for fd, prelude in handing:
+            task = self.loop.create_task(self._connect(socket.socket(fileno=fd), prelude))
+            self._attaching.add(task)
+            task.add_done_callback(self._attaching.discard)
 
     async def _connect(self, sock: socket.socket, prelude: Prelude) -> None:
         if self._stopping:

@@ -22,6 +22,7 @@ import pytest
 import uvicorn
 from fastapi import FastAPI
 
+from app import held_sockets
 from app import read_ahead as read_ahead_module
 from app.admission import Admission
 from app.read_ahead import ReadAhead
@@ -226,3 +227,45 @@ def test_a_request_waiting_to_send_its_body_goes_to_the_loop_with_its_head(
         assert read_response(stream).status == 100  # asked for by the loop's app
         sock.sendall(body)
         assert read_response(stream).status == 503  # decided by the middleware
+
+
+def test_requests_arriving_together_are_refused_and_each_counted(
+    crowded: tuple[uvicorn.Server, FastAPI], api_key: str
+) -> None:
+    """Refusals ready together are sent in one turn, and logged and counted after it: each is
+    counted once, timed from its arrival to when it was sent."""
+    server, _ = crowded
+    refused_before = read_ahead("refused")
+    timed_before = (
+        metrics.REGISTRY.get_sample_value("ragtime_admission_refusal_seconds_count") or 0.0
+    )
+    socks = [connect(server) for _ in range(6)]
+    try:
+        with loop_blocked(server):
+            for sock in socks:
+                sock.sendall(b"".join(ask(api_key, 1000)))
+            statuses = []
+            for sock in socks:
+                with sock.makefile("rb") as stream:
+                    statuses.append(read_response(stream).status)
+    finally:
+        for sock in socks:
+            sock.close()
+    assert statuses == [503] * 6
+    assert read_ahead("refused") == refused_before + 6
+    timed = metrics.REGISTRY.get_sample_value("ragtime_admission_refusal_seconds_count")
+    assert timed == timed_before + 6
+
+
+def test_without_the_platforms_calls_the_loop_reads(
+    seeded_data_dir: Path, monkeypatch: pytest.MonkeyPatch, api_key: str
+) -> None:
+    """Where the calls that keep the interpreter's lock are missing (not Linux), the loop
+    reads every connection, as uvicorn would, and its protocol decides."""
+    monkeypatch.setattr(held_sockets, "available", lambda: False)
+    app = build_app(seeded_data_dir, backend=ScriptedBackend())
+    with crowded_server(app) as (server, _):
+        assert isinstance(server, GracefulServer) and server.reader is None
+        with connect(server) as sock, sock.makefile("rb") as stream:
+            sock.sendall(b"".join(ask(api_key, 1000)))
+            assert read_response(stream).status == 503

@@ -1,0 +1,201 @@
+"""Sockets whose calls keep the interpreter's lock, for the thread that reads ahead of the loop.
+
+CPython lets go of its lock (the GIL) around every socket call, and a thread that let go must
+take it back from the threads that took it meanwhile: while the event loop's thread runs Python,
+that can take up to the switch interval (5 ms), again after every call. The read-ahead thread
+(``app.read_ahead``) made five or so such calls a refusal (accept, register, read, write,
+unregister), and in a burst each refusal waited tens of milliseconds for the lock between
+them (BENCHMARKS.md, "Refusals without letting go of the interpreter's lock").
+
+Those calls do not block: the sockets are non-blocking, and each returns in microseconds. Made
+through ``ctypes.PyDLL``, which keeps the lock across a call, they cost the thread no wait at
+all, so it waits for the lock once a wake-up (its ``epoll`` wait lets go, as any blocking wait
+must) and then answers every connection that is ready. Linux only (``accept4`` and ``epoll``);
+``available`` says whether this platform has them.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import functools
+import os
+import platform
+import select
+import socket
+import sys
+import time
+from typing import Any
+
+#: ``epoll_ctl``'s operations and ``EPOLLIN`` (sys/epoll.h).
+_EPOLL_CTL_ADD, _EPOLL_CTL_DEL, _EPOLLIN = 1, 2, 0x001
+_SOCKADDR_BYTES = 128  # sizeof(struct sockaddr_storage)
+
+
+class _EpollEvent(ctypes.Structure):
+    """``struct epoll_event`` with its data as the fd: packed on x86-64, aligned elsewhere."""
+
+    _pack_ = 1 if platform.machine() in ("x86_64", "AMD64") else 0
+    _fields_ = [("events", ctypes.c_uint32), ("data", ctypes.c_uint64)]
+
+
+@functools.cache
+def _libc() -> Any:
+    """The C library, its calls keeping the interpreter's lock (``PyDLL``)."""
+    libc = ctypes.PyDLL(None, use_errno=True)
+    libc.accept4.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
+    libc.recv.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    libc.recv.restype = ctypes.c_ssize_t
+    libc.send.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int]
+    libc.send.restype = ctypes.c_ssize_t
+    libc.setsockopt.argtypes = [
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_void_p,
+        ctypes.c_uint32,
+    ]
+    libc.getsockopt.argtypes = [
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_void_p,
+        ctypes.POINTER(ctypes.c_uint32),
+    ]
+    libc.epoll_ctl.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
+    libc.close.argtypes = [ctypes.c_int]
+    return libc
+
+
+def available() -> bool:
+    """Whether this platform has the calls (Linux, with ``accept4`` and ``epoll``)."""
+    if not sys.platform.startswith("linux") or not hasattr(select, "epoll"):
+        return False
+    try:
+        libc = _libc()
+    except OSError:
+        return False
+    return all(hasattr(libc, name) for name in ("accept4", "recv", "send", "epoll_ctl"))
+
+
+def _raise(call: str) -> None:
+    code = ctypes.get_errno()
+    raise OSError(code, f"{call}: {os.strerror(code)}")
+
+
+def _would_block() -> bool:
+    return ctypes.get_errno() in (errno.EAGAIN, errno.EWOULDBLOCK, errno.EINTR)
+
+
+def _address(family: int, raw: bytes) -> tuple[str, int] | None:
+    """A ``sockaddr_in`` or ``sockaddr_in6`` as host and port (None: another family)."""
+    port = int.from_bytes(raw[2:4], "big")
+    if family == socket.AF_INET:
+        return socket.inet_ntop(socket.AF_INET, raw[4:8]), port
+    if family == socket.AF_INET6:
+        return socket.inet_ntop(socket.AF_INET6, raw[8:24]), port
+    return None
+
+
+class HeldSocket:
+    """A connected, non-blocking socket by its descriptor. ``recv`` and ``send`` return at once:
+    ``None`` and 0 where they would block."""
+
+    def __init__(self, fd: int, peer: tuple[str, int] | None = None) -> None:
+        self.fd = fd
+        self.peer = peer
+        self._buffer = ctypes.create_string_buffer(65536)
+
+    def fileno(self) -> int:
+        return self.fd
+
+    def recv(self, size: int = 65536) -> bytes | None:
+        """Up to ``size`` bytes (``b""``: the peer closed; ``None``: nothing yet)."""
+        size = min(size, len(self._buffer))
+        got = _libc().recv(self.fd, self._buffer, size, 0)
+        if got < 0:
+            if _would_block():
+                return None
+            _raise("recv")
+        return self._buffer.raw[:got]
+
+    def send(self, data: bytes) -> int:
+        """Bytes of ``data`` written (0: the send buffer is full)."""
+        sent = _libc().send(self.fd, data, len(data), socket.MSG_NOSIGNAL)
+        if sent < 0:
+            if _would_block():
+                return 0
+            _raise("send")
+        return int(sent)
+
+    def send_all(self, data: bytes, timeout_s: float) -> None:
+        """Write ``data`` whole: at once where the send buffer has room, else waiting (and
+        letting go of the lock) for a client that reads slowly, ``timeout_s`` at most."""
+        deadline = time.monotonic() + timeout_s
+        view = memoryview(data)
+        while view:
+            view = view[self.send(bytes(view)) :]
+            if view:
+                left = deadline - time.monotonic()
+                if left <= 0 or not select.select([], [self.fd], [], left)[1]:
+                    raise TimeoutError("send: the client does not read")
+
+    def setsockopt(self, level: int, option: int, value: int) -> None:
+        flag = ctypes.c_int(value)
+        if _libc().setsockopt(self.fd, level, option, ctypes.byref(flag), ctypes.sizeof(flag)):
+            _raise("setsockopt")
+
+    def getsockopt(self, level: int, option: int, size: int) -> bytes:
+        out = ctypes.create_string_buffer(size)
+        length = ctypes.c_uint32(size)
+        if _libc().getsockopt(self.fd, level, option, out, ctypes.byref(length)):
+            _raise("getsockopt")
+        return out.raw[: length.value]
+
+    def detach(self) -> int:
+        """The descriptor, no longer this object's to close."""
+        fd, self.fd = self.fd, -1
+        return fd
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            _libc().close(self.detach())
+
+
+def accept(listener: socket.socket) -> HeldSocket | None:
+    """A connection waiting on the non-blocking ``listener``, non-blocking itself (``None``:
+    none waits). Raises ``OSError`` where accepting fails (out of descriptors, say)."""
+    raw = ctypes.create_string_buffer(_SOCKADDR_BYTES)
+    length = ctypes.c_uint32(_SOCKADDR_BYTES)
+    flags = socket.SOCK_NONBLOCK | socket.SOCK_CLOEXEC
+    fd = _libc().accept4(listener.fileno(), raw, ctypes.byref(length), flags)
+    if fd < 0:
+        if _would_block() or ctypes.get_errno() == errno.ECONNABORTED:
+            return None
+        _raise("accept4")
+    return HeldSocket(fd, _address(listener.family, raw.raw[: length.value]))
+
+
+class Poller:
+    """An ``epoll`` set whose changes keep the lock; ``wait`` lets go, as a blocking wait must."""
+
+    def __init__(self) -> None:
+        self._epoll = select.epoll()
+
+    def register(self, fd: int) -> None:
+        event = _EpollEvent(_EPOLLIN, fd)
+        if _libc().epoll_ctl(self._epoll.fileno(), _EPOLL_CTL_ADD, fd, ctypes.byref(event)):
+            _raise("epoll_ctl")
+
+    def unregister(self, fd: int) -> None:
+        """Stop watching ``fd`` (one not watched, or closed, is let be)."""
+        failed = _libc().epoll_ctl(self._epoll.fileno(), _EPOLL_CTL_DEL, fd, None)
+        if failed and ctypes.get_errno() not in (errno.ENOENT, errno.EBADF):
+            _raise("epoll_ctl")
+
+    def wait(self, timeout_s: float | None) -> list[int]:
+        """The descriptors ready to read (or closed), after at most ``timeout_s``."""
+        return [fd for fd, _ in self._epoll.poll(-1 if timeout_s is None else timeout_s)]
+
+    def close(self) -> None:
+        self._epoll.close()

@@ -1,0 +1,172 @@
+"""Socket calls that keep the interpreter's lock (``app.held_sockets``), used by the thread that
+reads requests ahead of the event loop: what each call returns, and that none lets another
+thread run."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import sys
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from app import held_sockets, socket_wait
+from app.held_sockets import HeldSocket
+
+pytestmark = pytest.mark.skipif(not held_sockets.available(), reason="Linux calls")
+
+
+@pytest.fixture
+def listener() -> Iterator[socket.socket]:
+    with socket.create_server(("127.0.0.1", 0)) as sock:
+        sock.setblocking(False)
+        yield sock
+
+
+def _accepted(listener: socket.socket) -> HeldSocket:
+    for _ in range(1000):
+        if (held := held_sockets.accept(listener)) is not None:
+            return held
+        time.sleep(0.01)
+    raise AssertionError("no connection accepted")
+
+
+def test_accept_gives_the_peer_and_none_when_nobody_waits(listener: socket.socket) -> None:
+    assert held_sockets.accept(listener) is None
+    with socket.create_connection(listener.getsockname()) as client:
+        held = _accepted(listener)
+        try:
+            assert held.peer == client.getsockname()
+            assert held_sockets.accept(listener) is None
+        finally:
+            held.close()
+
+
+def test_accept_on_ipv6_gives_the_peer() -> None:
+    if not socket.has_ipv6:
+        pytest.skip("no IPv6")
+    try:
+        server = socket.create_server(("::1", 0), family=socket.AF_INET6)
+    except OSError:
+        pytest.skip("no IPv6 loopback")
+    with server, socket.create_connection(server.getsockname()[:2]) as client:
+        server.setblocking(False)
+        held = _accepted(server)
+        try:
+            assert held.peer == client.getsockname()[:2]
+        finally:
+            held.close()
+
+
+def test_recv_and_send_return_at_once(listener: socket.socket) -> None:
+    with socket.create_connection(listener.getsockname()) as client:
+        held = _accepted(listener)
+        try:
+            assert held.recv() is None  # nothing yet
+            client.sendall(b"GET / HTTP/1.1\r\n\r\n")
+            got = b""
+            while len(got) < 18:
+                got += held.recv() or b""
+            assert got == b"GET / HTTP/1.1\r\n\r\n"
+            assert held.send(b"HTTP/1.1 503 x\r\n\r\n") == 18
+            assert client.recv(100) == b"HTTP/1.1 503 x\r\n\r\n"
+            assert socket_wait.last_data_ms(held) is not None  # TCP_INFO, by descriptor
+            client.shutdown(socket.SHUT_WR)
+            deadline = time.monotonic() + 10
+            while (data := held.recv()) is None and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert data == b""  # the peer closed
+        finally:
+            held.close()
+
+
+def test_send_all_gives_up_on_a_client_that_does_not_read(listener: socket.socket) -> None:
+    with socket.create_connection(listener.getsockname()) as client:
+        held = _accepted(listener)
+        try:
+            with pytest.raises(TimeoutError):
+                held.send_all(b"x" * (64 << 20), timeout_s=0.2)
+            assert client.recv(10)  # what fitted was sent
+        finally:
+            held.close()
+
+
+def test_a_closed_socket_says_so(listener: socket.socket) -> None:
+    with socket.create_connection(listener.getsockname()):
+        held = _accepted(listener)
+        fd = held.fd
+        held.close()
+        held.close()  # a second close does nothing
+        assert held.fd == -1
+        with pytest.raises(OSError):
+            HeldSocket(fd).recv()
+
+
+def test_the_poller_says_which_descriptors_are_ready(listener: socket.socket) -> None:
+    poller = held_sockets.Poller()
+    try:
+        poller.register(listener.fileno())
+        assert poller.wait(0) == []
+        with socket.create_connection(listener.getsockname()) as client:
+            assert poller.wait(10) == [listener.fileno()]
+            held = _accepted(listener)
+            try:
+                poller.register(held.fd)
+                client.sendall(b"x")
+                assert poller.wait(10) == [held.fd]
+                poller.unregister(held.fd)
+                poller.unregister(held.fd)  # not watched: let be
+                assert poller.wait(0) == []
+            finally:
+                held.close()
+    finally:
+        poller.close()
+
+
+@contextlib.contextmanager
+def _spinning() -> Iterator[list[int]]:
+    """A thread counting as fast as it can while it holds the interpreter's lock."""
+    count, stop = [0], threading.Event()
+
+    def spin() -> None:
+        while not stop.is_set():
+            count[0] += 1
+
+    thread = threading.Thread(target=spin, daemon=True)
+    thread.start()
+    try:
+        yield count
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+
+
+def test_no_call_lets_another_thread_run(listener: socket.socket) -> None:
+    """With a switch interval of 2 s, a thread waiting for the lock takes it only when its
+    holder lets go: a socket call that let go would let the spinning thread count (and take
+    2 s to get the lock back)."""
+    interval = sys.getswitchinterval()
+    poller = held_sockets.Poller()
+    with socket.create_connection(listener.getsockname()) as client:
+        held = _accepted(listener)
+        try:
+            with _spinning() as count:
+                sys.setswitchinterval(2.0)
+                time.sleep(0.01)  # lets go: the spinner runs until this thread's wait forces it
+                before = count[0]
+                for _ in range(3):
+                    assert held_sockets.accept(listener) is None
+                    assert held.recv() is None
+                    held.send(b"x")
+                    poller.register(held.fd)
+                    poller.unregister(held.fd)
+                after = count[0]
+        finally:
+            sys.setswitchinterval(interval)
+            held.close()
+            poller.close()
+        assert client.recv(1000)
+    assert after == before
