@@ -98,6 +98,10 @@ class BurstRepeat(BaseModel):
     sent_ms_p50: float | None = None
     sent_ms_max: float | None = None
     """When the client had written the burst's requests, from the burst's start."""
+    refused_body_gap_ms_p99: float | None = None
+    """How long after a refused request's headers the client wrote its body, p99: the
+    server decides once the body (its budget) is read, and times the refusal from the
+    headers' arrival."""
     server_loop_lag_ms_p99: float | None = None
     """The server's event-loop lag while the burst ran (``ragtime_event_loop_lag_measured_
     seconds``, a measurement every 10 ms): the bound of the bucket holding the 99th
@@ -120,6 +124,8 @@ class BurstResult(BaseModel):
     """The server's, from the request's read to its refusal sent, p99, worst repeat."""
     socket_wait_ms_p99_max: float | None = None
     """The requests' wait in the kernel before their read, p99, worst repeat."""
+    body_gap_ms_p99_max: float | None = None
+    """The client's gap between a refused request's headers and its body, p99, worst repeat."""
     loop_lag_ms_p99_max: float | None = None
     """The server's event-loop lag during the burst, p99 (its bucket's bound), worst repeat."""
     late_total: int
@@ -182,6 +188,11 @@ def summarize_burst(records: Sequence[RequestRecord], wall_s: float) -> BurstRep
     )
     sent = sorted(r.sent_ms for r in records if r.sent_ms is not None)
     refusals = [r.e2e_ms - (r.sent_ms or 0.0) for r in refused if r.e2e_ms is not None]
+    gaps = [
+        r.body_sent_ms - r.sent_ms
+        for r in refused
+        if r.body_sent_ms is not None and r.sent_ms is not None
+    ]
     after_burst = [r.e2e_ms for r in refused if r.e2e_ms is not None]
     answered = [r.e2e_ms for r in records if classify(r) == "answered" and r.e2e_ms is not None]
     samples = sorted({f"{r.status} {r.error}" for r in records if classify(r) == "error"})[:5]
@@ -201,6 +212,7 @@ def summarize_burst(records: Sequence[RequestRecord], wall_s: float) -> BurstRep
         late_on_wire=late_on_wire,
         sent_ms_p50=_rounded(_pct(sent, 50)),
         sent_ms_max=_rounded(sent[-1] if sent else None),
+        refused_body_gap_ms_p99=_rounded(_pct(gaps, 99)),
         error_samples=samples,
     )
 
@@ -218,6 +230,7 @@ def judge_burst(target: str, size: int, budget_s: float, repeats: list[BurstRepe
         loop_lag_ms_p99_max=_worst(r.server_loop_lag_ms_p99 for r in repeats),
         refusal_after_read_ms_p99_max=_worst(r.server_refusal_after_read_ms_p99 for r in repeats),
         socket_wait_ms_p99_max=_worst(r.server_socket_wait_ms_p99 for r in repeats),
+        body_gap_ms_p99_max=_worst(r.refused_body_gap_ms_p99 for r in repeats),
         late_total=sum(r.late for r in repeats),
         errors_total=sum(r.errors for r in repeats),
     )

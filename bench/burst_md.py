@@ -74,10 +74,13 @@ def why_missed(b: BurstResult) -> str:
             b.refusal_after_read_ms_p99_max,
             b.socket_wait_ms_p99_max,
         )
+        gap = b.body_gap_ms_p99_max
         decided = (
             f"each refusal was sent within {read:g} ms of the request's read (p99), a read "
-            "that waits for the body the client writes apart from the head, and a thread "
-            "that waits for the interpreter's lock while the event loop works"
+            "that waits for the body the client writes apart from the head"
+            + (f" (up to {gap:.0f} ms after it here, p99)" if gap is not None else "")
+            + ", and a thread that, woken, waits for the interpreter's lock while the event "
+            "loop's and the stages' threads work, and for a core"
             if read is not None
             else "each refusal is decided as soon as the request is read"
         )

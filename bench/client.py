@@ -51,6 +51,11 @@ class RequestRecord(BaseModel):
         description="When the request's headers were written, from when it was due: what a "
         "response took on the wire is ``e2e_ms - sent_ms``.",
     )
+    body_sent_ms: float | None = Field(
+        default=None,
+        description="When the request's body was written, from when it was due (httpx writes "
+        "the body apart from the headers: a server cannot decide before it).",
+    )
     tokens: int = 0
     answer_words: int = Field(default=0, description="Words in the streamed answer.")
     answer: str = Field(default="", exclude=True)
@@ -137,11 +142,13 @@ def ask_request(
 
 def note_sent(record: RequestRecord, due: float) -> dict[str, Any]:
     """httpx request extensions that set ``record.sent_ms`` once the request's headers are
-    written (its trace hook)."""
+    written, and ``record.body_sent_ms`` once its body is (its trace hook)."""
 
     async def sent(event: str, info: dict[str, Any]) -> None:
         if event == "http11.send_request_headers.complete":
             record.sent_ms = _ms_since(due)
+        elif event == "http11.send_request_body.complete":
+            record.body_sent_ms = _ms_since(due)
 
     return {"trace": sent}
 
@@ -225,6 +232,8 @@ def _finish(record: RequestRecord) -> None:
         record.e2e_ms = round(record.e2e_ms, 4)
     if record.sent_ms is not None:
         record.sent_ms = round(record.sent_ms, 4)
+    if record.body_sent_ms is not None:
+        record.body_sent_ms = round(record.body_sent_ms, 4)
     record.within_budget = (
         record.outcome == "ok"
         and record.e2e_ms is not None

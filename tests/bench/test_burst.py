@@ -21,12 +21,17 @@ from bench.client import RequestRecord
 
 
 def record(
-    status: int, e2e_ms: float, *, sent_ms: float = 0.0, outcome: str = "ok"
+    status: int,
+    e2e_ms: float,
+    *,
+    sent_ms: float = 0.0,
+    outcome: str = "ok",
+    body_sent_ms: float | None = None,
 ) -> RequestRecord:
     return RequestRecord(
         target="t", index=0, scheduled_s=0.0, start_lag_ms=0.0, status=status,
         outcome=outcome if status == 200 else "http_error", e2e_ms=e2e_ms, sent_ms=sent_ms,
-        budget_ms=1000,
+        body_sent_ms=body_sent_ms, budget_ms=1000,
     )  # fmt: skip
 
 
@@ -123,3 +128,17 @@ def test_a_missed_burst_says_why_from_what_was_measured() -> None:
     assert "| ≤ 50 (≤ 0.5; 40) |" in text  # server (after read; wire)
     met = judge_burst("t", 25, 1.0, [summarize_burst([record(200, 500.0)] * 25, wall_s=0.5)])
     assert met.met is True and why_missed(met) == ""
+
+
+def test_a_refusal_waiting_for_its_body_says_how_long_the_client_took_to_write_it() -> None:
+    """The server decides once a question's body (its budget) is read: the client's own gap
+    between a refused request's headers and its body is reported beside the server's time."""
+    refused = [record(503, 40.0, sent_ms=10.0, body_sent_ms=10.0 + gap) for gap in (2.0, 9.0)]
+    rep = summarize_burst([record(200, 500.0)] * 30 + refused, wall_s=0.6)
+    assert rep.refused_body_gap_ms_p99 == pytest.approx(8.93)
+    rep.server_refusal_ms_p99, rep.server_refusal_after_read_ms_p99 = 50.0, 25.0
+    result = judge_burst("t", 100, 1.0, [rep])
+    assert result.body_gap_ms_p99_max == pytest.approx(8.93)
+    assert "the body the client writes apart from the head (up to 9 ms after it here" in (
+        why_missed(result)
+    )
