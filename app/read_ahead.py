@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import socket
 import threading
 import time
@@ -335,7 +336,7 @@ class ReadAhead:
             self.loop.call_soon_threadsafe(self._attach_all, handing)
         except RuntimeError:  # the loop is closed
             for fd, prelude in handing:
-                self._dropped(socket.socket(fileno=fd), prelude)
+                self._dropped(fd, prelude)
 
     def _sweep(self, now: float) -> None:
         for connection in list(self._connections.values()):
@@ -370,13 +371,13 @@ class ReadAhead:
 
     def _attach_all(self, handing: list[tuple[int, Prelude]]) -> None:
         for fd, prelude in handing:
-            task = self.loop.create_task(self._connect(socket.socket(fileno=fd), prelude))
+            task = self.loop.create_task(self._connect(fd, prelude))
             self._attaching.add(task)
             task.add_done_callback(self._attaching.discard)
 
-    async def _connect(self, sock: socket.socket, prelude: Prelude) -> None:
+    async def _connect(self, fd: int, prelude: Prelude) -> None:
         if self._stopping:
-            self._dropped(sock, prelude)
+            self._dropped(fd, prelude)
             return
 
         def protocol() -> asyncio.Protocol:
@@ -385,14 +386,18 @@ class ReadAhead:
                 made.prelude = prelude
             return made
 
+        sock: socket.socket | None = None
         try:
+            sock = socket.socket(fileno=fd)
             await self.loop.connect_accepted_socket(protocol, sock)
         except Exception:
             log.exception("read-ahead: a connection could not be handed to the loop")
-            self._dropped(sock, prelude)
+            self._dropped(fd if sock is None else sock.detach(), prelude)
 
-    def _dropped(self, sock: socket.socket, prelude: Prelude) -> None:
-        """A connection the loop will not serve: closed, its place given back."""
-        sock.close()
+    def _dropped(self, fd: int, prelude: Prelude) -> None:
+        """A connection the loop will not serve: closed (where it is still open), its place
+        given back."""
+        with contextlib.suppress(OSError):
+            os.close(fd)
         if (ticket := prelude.take_ticket()) is not None:
             self.gate.release(ticket)

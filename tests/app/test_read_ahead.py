@@ -178,6 +178,29 @@ def test_a_connection_admitted_but_never_served_gives_its_place_back(api_key: st
         assert admission.in_flight == 0 and admission.finish.admitted == 0
 
 
+def test_a_connection_the_loop_cannot_take_gives_its_place_back(
+    api_key: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The loop fails to take an admitted connection: it is logged, the connection closed,
+    and its place and ticket given back."""
+    with standalone_reader() as (reader, admission, loop):
+
+        async def failing(*args: object, **kwargs: object) -> None:
+            raise OSError("no room")
+
+        monkeypatch.setattr(loop, "connect_accepted_socket", failing)
+        with socket.create_connection(reader.listener.getsockname(), timeout=10) as sock:
+            sock.sendall(b"".join(ask(api_key, 60_000)))
+            assert admitted(admission) == 1
+            deadline = time.monotonic() + 10
+            while admission.in_flight and time.monotonic() < deadline:
+                loop.run_until_complete(asyncio.sleep(0.01))  # the hand-over runs, and fails
+            assert sock.recv(1) == b""
+        assert admission.in_flight == 0 and admission.finish is not None
+        assert admission.finish.admitted == 0
+    assert "a connection could not be handed to the loop" in caplog.text
+
+
 def test_a_handed_over_request_is_timed_from_the_threads_read(
     crowded: tuple[uvicorn.Server, FastAPI], api_key: str
 ) -> None:
