@@ -167,10 +167,17 @@ class AlertEvaluator:
         self._lock = asyncio.Lock()
 
     async def start(self) -> None:
-        """Take the first snapshot and start evaluating every ``interval_s`` in the background."""
+        """Take the first snapshot and start evaluating every ``interval_s`` in the background.
+        A first snapshot that cannot be read is logged, and the first evaluation takes it: the
+        process starts all the same (its start failing would stop a server of several)."""
         if self._task is not None:
             return
-        self._remember(Snapshot.take(self.registry, self._clock()))
+        try:
+            self._remember(Snapshot.take(self.registry, self._clock()))
+        except Exception:
+            log.exception(
+                "alerts: the metrics could not be read at start; the first evaluation will"
+            )
         self._task = asyncio.create_task(self._run(), name="ragtime-alerts")
 
     async def stop(self) -> None:

@@ -363,6 +363,41 @@ async def test_the_background_task_evaluates_on_its_own(
     assert [b["status"] for b in receiver.bodies] == ["firing"]
 
 
+async def test_metrics_that_cannot_be_read_at_start_do_not_stop_it(
+    receiver: Receiver,
+    driven: Metrics,
+    evaluator_for: EvaluatorFor,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The first reading fails (another process's metrics file half made, say): the evaluator
+    starts all the same, and evaluates once the metrics read again."""
+
+    class FailsOnce:
+        failed = False
+
+        def collect(self) -> list[Any]:
+            if not FailsOnce.failed:
+                FailsOnce.failed = True
+                raise RuntimeError("half a file")
+            return []
+
+    driven.registry.register(FailsOnce())
+    evaluator = evaluator_for(
+        receiver.url, interval_s=0.02, window_s=5.0, for_s=0.0, clock=time.time
+    )
+    await evaluator.start()
+    try:
+        assert evaluator.running and "could not be read at start" in caplog.text
+        assert await evaluator.evaluate_once() == []  # reads again: the baseline
+        driven.stage("search", runs=10, overruns=10)
+        deadline = time.monotonic() + 5
+        while not receiver.bodies and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+    finally:
+        await evaluator.stop()
+    assert [b["status"] for b in receiver.bodies] == ["firing"]
+
+
 @pytest.mark.parametrize(
     ("buckets", "expected"),
     [
