@@ -145,6 +145,7 @@ class ReadAhead:
         self._connections: dict[int, _Connection] = {}
         self._refused: list[tuple[dict[str, Any], Refused, float]] = []
         self._handing: list[tuple[int, Prelude]] = []
+        self._waits: list[float] = []
         self._stopping = False
         self._attaching: set[asyncio.Task[None]] = set()
         self._thread = threading.Thread(target=self._run, name="ragtime-read-ahead", daemon=True)
@@ -254,7 +255,7 @@ class ReadAhead:
             waited_ms = socket_wait.last_data_ms(connection.sock) or 0.0
             connection.read_at, connection.received_at = now, now - waited_ms / 1000.0
             connection.idle_since = None
-            metrics.REQUEST_SOCKET_WAIT_SECONDS.observe(waited_ms / 1000.0)
+            self._waits.append(waited_ms / 1000.0)
         connection.data += data
         try:
             connection.parser.feed_data(data)
@@ -320,23 +321,32 @@ class ReadAhead:
         }
 
     def _account(self) -> None:
-        """After a turn's answers: log, count and trace its refusals, and give the loop its
-        connections (each of which lets go of the interpreter's lock)."""
+        """After a turn's answers, what may wait for the interpreter's lock or for a lock the
+        loop's thread holds (the metrics' own among them): count what was read and handed
+        over (before the loop serves it), give the loop its connections, then log, count and
+        trace the refusals sent."""
+        handing, self._handing = self._handing, []
         refused, self._refused = self._refused, []
+        waits, self._waits = self._waits, []
+        try:
+            for waited_s in waits:
+                metrics.REQUEST_SOCKET_WAIT_SECONDS.observe(waited_s)
+            for _, prelude in handing:
+                outcome = "passed" if prelude.ticket is None else "admitted"
+                metrics.READ_AHEAD_REQUESTS.labels(outcome=outcome).inc()
+        finally:  # a connection not given to the loop would hold its place for good
+            if handing:
+                try:
+                    self.loop.call_soon_threadsafe(self._attach_all, handing)
+                except RuntimeError:  # the loop is closed
+                    for fd, prelude in handing:
+                        self._dropped(fd, prelude)
         for scope, verdict, sent_at in refused:
             try:
                 metrics.READ_AHEAD_REQUESTS.labels(outcome="refused").inc()
                 self.gate.refused(scope, verdict, self._access, sent_at)
             except Exception:  # the refusal is sent: the connection goes on
                 log.exception("read-ahead: a refusal could not be counted")
-        handing, self._handing = self._handing, []
-        if not handing:
-            return
-        try:
-            self.loop.call_soon_threadsafe(self._attach_all, handing)
-        except RuntimeError:  # the loop is closed
-            for fd, prelude in handing:
-                self._dropped(fd, prelude)
 
     def _sweep(self, now: float) -> None:
         for connection in list(self._connections.values()):
@@ -364,7 +374,6 @@ class ReadAhead:
         prelude = Prelude(
             bytes(connection.data), connection.read_at, connection.received_at, ticket
         )
-        metrics.READ_AHEAD_REQUESTS.labels(outcome="passed" if ticket is None else "admitted").inc()
         self._handing.append((connection.sock.detach(), prelude))
 
     # -- on the loop ---------------------------------------------------------------------------
