@@ -34,15 +34,29 @@ def _accepted(listener: socket.socket) -> HeldSocket:
     raise AssertionError("no connection accepted")
 
 
-def test_accept_gives_the_peer_and_none_when_nobody_waits(listener: socket.socket) -> None:
-    assert held_sockets.accept(listener) is None
-    with socket.create_connection(listener.getsockname()) as client:
+@contextlib.contextmanager
+def _connected(listener: socket.socket) -> Iterator[tuple[socket.socket, HeldSocket]]:
+    """A client connected to ``listener``, and its connection as accepted there."""
+    with socket.create_connection(listener.getsockname()[:2]) as client:
         held = _accepted(listener)
         try:
-            assert held.peer == client.getsockname()
-            assert held_sockets.accept(listener) is None
+            yield client, held
         finally:
             held.close()
+
+
+def _received(held: HeldSocket, size: int) -> bytes:
+    got, deadline = b"", time.monotonic() + 10
+    while len(got) < size and time.monotonic() < deadline:
+        got += held.recv() or b""
+    return got
+
+
+def test_accept_gives_the_peer_and_none_when_nobody_waits(listener: socket.socket) -> None:
+    assert held_sockets.accept(listener) is None
+    with _connected(listener) as (client, held):
+        assert held.peer == client.getsockname()
+        assert held_sockets.accept(listener) is None
 
 
 def test_accept_on_ipv6_gives_the_peer() -> None:
@@ -52,46 +66,32 @@ def test_accept_on_ipv6_gives_the_peer() -> None:
         server = socket.create_server(("::1", 0), family=socket.AF_INET6)
     except OSError:
         pytest.skip("no IPv6 loopback")
-    with server, socket.create_connection(server.getsockname()[:2]) as client:
+    with server:
         server.setblocking(False)
-        held = _accepted(server)
-        try:
+        with _connected(server) as (client, held):
             assert held.peer == client.getsockname()[:2]
-        finally:
-            held.close()
 
 
 def test_recv_and_send_return_at_once(listener: socket.socket) -> None:
-    with socket.create_connection(listener.getsockname()) as client:
-        held = _accepted(listener)
-        try:
-            assert held.recv() is None  # nothing yet
-            client.sendall(b"GET / HTTP/1.1\r\n\r\n")
-            got = b""
-            while len(got) < 18:
-                got += held.recv() or b""
-            assert got == b"GET / HTTP/1.1\r\n\r\n"
-            assert held.send(b"HTTP/1.1 503 x\r\n\r\n") == 18
-            assert client.recv(100) == b"HTTP/1.1 503 x\r\n\r\n"
-            assert socket_wait.last_data_ms(held) is not None  # TCP_INFO, by descriptor
-            client.shutdown(socket.SHUT_WR)
-            deadline = time.monotonic() + 10
-            while (data := held.recv()) is None and time.monotonic() < deadline:
-                time.sleep(0.01)
-            assert data == b""  # the peer closed
-        finally:
-            held.close()
+    with _connected(listener) as (client, held):
+        assert held.recv() is None  # nothing yet
+        client.sendall(b"GET / HTTP/1.1\r\n\r\n")
+        assert _received(held, 18) == b"GET / HTTP/1.1\r\n\r\n"
+        assert held.send(b"HTTP/1.1 503 x\r\n\r\n") == 18
+        assert client.recv(100) == b"HTTP/1.1 503 x\r\n\r\n"
+        assert socket_wait.last_data_ms(held) is not None  # TCP_INFO, by descriptor
+        client.shutdown(socket.SHUT_WR)
+        deadline = time.monotonic() + 10
+        while (data := held.recv()) is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert data == b""  # the peer closed
 
 
 def test_send_all_gives_up_on_a_client_that_does_not_read(listener: socket.socket) -> None:
-    with socket.create_connection(listener.getsockname()) as client:
-        held = _accepted(listener)
-        try:
-            with pytest.raises(TimeoutError):
-                held.send_all(b"x" * (64 << 20), timeout_s=0.2)
-            assert client.recv(10)  # what fitted was sent
-        finally:
-            held.close()
+    with _connected(listener) as (client, held):
+        with pytest.raises(TimeoutError):
+            held.send_all(b"x" * (64 << 20), timeout_s=0.2)
+        assert client.recv(10)  # what fitted was sent
 
 
 def test_a_closed_socket_says_so(listener: socket.socket) -> None:

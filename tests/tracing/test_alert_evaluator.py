@@ -353,6 +353,15 @@ async def test_the_background_task_evaluates_on_its_own(
         receiver.url, interval_s=0.02, window_s=5.0, for_s=0.0, clock=time.time
     )
     await evaluator.start()
+    await _overrun_until_posted(evaluator, receiver, driven)
+    assert [b["status"] for b in receiver.bodies] == ["firing"]
+
+
+async def _overrun_until_posted(
+    evaluator: AlertEvaluator, receiver: Receiver, driven: Metrics
+) -> None:
+    """Drive a search overrun for the started ``evaluator``'s background task to post (5 s at
+    most), then stop it."""
     try:
         driven.stage("search", runs=10, overruns=10)
         deadline = time.monotonic() + 5
@@ -360,7 +369,6 @@ async def test_the_background_task_evaluates_on_its_own(
             await asyncio.sleep(0.02)
     finally:
         await evaluator.stop()
-    assert [b["status"] for b in receiver.bodies] == ["firing"]
 
 
 async def test_metrics_that_cannot_be_read_at_start_do_not_stop_it(
@@ -386,15 +394,9 @@ async def test_metrics_that_cannot_be_read_at_start_do_not_stop_it(
         receiver.url, interval_s=0.02, window_s=5.0, for_s=0.0, clock=time.time
     )
     await evaluator.start()
-    try:
-        assert evaluator.running and "could not be read at start" in caplog.text
-        assert await evaluator.evaluate_once() == []  # reads again: the baseline
-        driven.stage("search", runs=10, overruns=10)
-        deadline = time.monotonic() + 5
-        while not receiver.bodies and time.monotonic() < deadline:
-            await asyncio.sleep(0.02)
-    finally:
-        await evaluator.stop()
+    assert evaluator.running and "could not be read at start" in caplog.text
+    assert await evaluator.evaluate_once() == []  # reads again: the baseline
+    await _overrun_until_posted(evaluator, receiver, driven)
     assert [b["status"] for b in receiver.bodies] == ["firing"]
 
 
