@@ -22,7 +22,8 @@ answers the threshold trades recall for precision more than these figures show.
 A passage's sentence vectors come from its snapshot, where ingest stored them
 (``retrieval.sentences``), so a question's attribution embeds only its answer; a passage of a
 snapshot without them (built before they were stored) has its sentences embedded here and kept
-in a small LRU cache by its text.
+in a small LRU cache by its text. ``Attributor.attribute_many`` attributes several answers with
+one model call for all their texts (the attribute stage batches concurrent requests' answers).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -110,6 +111,28 @@ def attribute(
     return Attribution(len(answer), tuple(supports))
 
 
+#: One attribution asked: the answer, its passages' texts by label, and the sentence vectors kept
+#: for some of them (by label).
+Ask = tuple[str, Mapping[int, str], Mapping[int, np.ndarray]]
+
+
+@dataclass
+class _Planned:
+    """One attribution before its texts are embedded: the answer's sentences, and each passage's
+    rows where they are known (kept at ingest, or cached), or its sentences to embed."""
+
+    said: list[str]
+    rows: dict[int, np.ndarray | None]
+    missing: dict[int, list[str]] = field(default_factory=dict)
+    keys: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def texts(self) -> list[str]:
+        if not self.said:
+            return []
+        return self.said + [s for parts in self.missing.values() for s in parts]
+
+
 class Attributor:
     """Attribution with one embedder (a function from texts to unit row vectors), its passage
     sentences cached by text. Thread-safe."""
@@ -140,23 +163,48 @@ class Attributor:
         """Attribute ``answer``'s sentences to ``passages`` (their texts, by label). A passage
         in ``stored`` (its sentence vectors, kept at ingest) is not embedded again: only the
         answer and the others are."""
-        said = sentences(answer)
-        if not said:
-            return Attribution(0, ())
-        stored = stored or {}
-        keys = {label: self._key(text) for label, text in passages.items() if label not in stored}
-        cached = {label: self._cached(key) for label, key in keys.items()}
-        missing = {label: sentences(passages[label]) for label, v in cached.items() if v is None}
-        texts = said + [s for parts in missing.values() for s in parts]
-        vectors = self.embed(texts)
-        answer_vectors, start = vectors[: len(said)], len(said)
+        return self.attribute_many([(answer, passages, stored or {})])[0]
+
+    def attribute_many(self, asks: Sequence[Ask]) -> list[Attribution]:
+        """Each ask's attribution, as ``__call__`` gives it, with one model call for the texts
+        of them all: a batch of short texts costs the model less than its texts one by one."""
+        planned = [self._plan(*ask) for ask in asks]
+        texts = [text for plan in planned for text in plan.texts]
+        vectors = self.embed(texts) if texts else None
+        attributions, start = [], 0
+        for plan in planned:
+            count = len(plan.texts)
+            if not count or vectors is None:
+                attributions.append(Attribution(0, ()))
+                continue
+            attributions.append(self._finish(plan, vectors[start : start + count]))
+            start += count
+        return attributions
+
+    def _plan(
+        self, answer: str, passages: Mapping[int, str], stored: Mapping[int, np.ndarray]
+    ) -> _Planned:
+        plan = _Planned(sentences(answer), {})
+        if not plan.said:
+            return plan
+        for label, text in passages.items():
+            if label in stored:
+                continue
+            key = plan.keys[label] = self._key(text)
+            plan.rows[label] = rows = self._cached(key)
+            if rows is None:
+                plan.missing[label] = sentences(text)
+        plan.rows.update((label, stored[label]) for label in passages if label in stored)
+        return plan
+
+    def _finish(self, plan: _Planned, vectors: np.ndarray) -> Attribution:
+        answer_vectors, start = vectors[: len(plan.said)], len(plan.said)
         found: dict[int, np.ndarray] = {}
-        for label, parts in missing.items():
+        for label, parts in plan.missing.items():
             found[label] = vectors[start : start + len(parts)]
             start += len(parts)
-            self._store(keys[label], found[label])
-        rows = {label: v if v is not None else found[label] for label, v in cached.items()}
-        rows.update((label, stored[label]) for label in passages if label in stored)
+            self._store(plan.keys[label], found[label])
+        rows = {label: v if v is not None else found[label] for label, v in plan.rows.items()}
         return attribute(answer_vectors, rows, self.threshold)
 
     def passage_rows(self, text: str) -> np.ndarray:

@@ -3,7 +3,10 @@
 The model's own ``[n]`` labels win: an answer that carries the label of a passage the prompt
 held cites what it labels (``by = "model"``), and costs nothing more. An answer that carries
 none has its sentences attributed to the passages that support them (``app.citations``, with
-the question embedder, on the stage's own thread, waited for no later than the deadline). An
+the question embedder, on the stage's own thread, waited for no later than the deadline). The
+answers of requests that wait for that thread together are attributed in one batch, with one
+model call for all their sentences (``MicroBatcher``): under load the model's cost per sentence
+falls, where it is most of a request's own work. An
 attribution that runs past the deadline, or that the pipeline skips for want of time, leaves the
 answer's citations unattributed, and says so (``method = "skipped"``).
 """
@@ -18,7 +21,8 @@ from typing import Literal
 
 import numpy as np
 
-from app.citations import Attribution, Attributor, labels_in, sentences
+from app.citations import Ask, Attribution, Attributor, labels_in, sentences
+from app.stages.batching import MicroBatcher
 from app.stages.result import StageResult
 from app.stages.threads import StageThreads
 from inference.prompt import PromptPassage
@@ -33,6 +37,13 @@ KeptChunk = tuple[str, int, str]
 #: Stored chunks whose sentences stay split (a few MB): the same passages recur across questions,
 #: and splitting a prompt's five was a sixth of attribution's CPU beside the answer's embedding.
 SPLIT_CHUNKS = 1024
+
+#: Answers attributed in one batch at most: a few sentences each, so that a batch's texts stay
+#: small enough for the embedder's one-thread session.
+ATTRIBUTE_BATCH = 8
+#: One request's attribution asked: its answer, its passages' prompt texts by label, and which
+#: stored chunk each label is.
+Asked = tuple[str, Mapping[int, str], Mapping[int, KeptChunk]]
 
 #: How an answer's citations were found: its own labels, attribution, neither for want of
 #: time, or none to find (an empty answer).
@@ -107,6 +118,7 @@ class Attribute:
         self.embedder_for = embedder_for or (lambda collection: self.embedders.default)
         """A collection's embedder: its kept sentence vectors are of that embedder's backend."""
         self._attributors: dict[str, Attributor] = {}
+        self._batcher = MicroBatcher(self._attribute_many, threads, max_batch=ATTRIBUTE_BATCH)
 
     def _attributor(self, embedder: Embedder) -> Attributor:
         found = self._attributors.get(embedder.backend)
@@ -144,9 +156,8 @@ class Attribute:
         if own is not None:
             return own
         try:
-            found: Attribution = await self.threads.run(
-                self._attribute, answer, passages, chunks or {}, deadline=deadline
-            )
+            batched = await self._batcher.run((answer, passages, chunks or {}), deadline=deadline)
+            found: Attribution = batched.value
         except DeadlinePassed as exc:
             return Attributed.skipped("attribution_timeout", f"ran past the deadline: {exc}")
         except Exception as exc:  # an embedder that fails leaves the citations unattributed
@@ -159,14 +170,29 @@ class Attribute:
             unsupported=found.unsupported,
         )
 
-    def _attribute(
+    def _attribute_many(self, asked: list[Asked]) -> list[Attribution]:
+        """On the stage's thread: each request's attribution, those of one embedder with one
+        model call."""
+        by_attributor: dict[int, tuple[Attributor, list[int], list[Ask]]] = {}
+        for index, ask in enumerate(asked):
+            attributor, one = self._prepared(*ask)
+            _, indices, asks = by_attributor.setdefault(id(attributor), (attributor, [], []))
+            indices.append(index)
+            asks.append(one)
+        found: list[Attribution | None] = [None] * len(asked)
+        for attributor, indices, asks in by_attributor.values():
+            for index, attribution in zip(indices, attributor.attribute_many(asks), strict=True):
+                found[index] = attribution
+        return [attribution for attribution in found if attribution is not None]
+
+    def _prepared(
         self, answer: str, passages: Mapping[int, str], chunks: Mapping[int, KeptChunk]
-    ) -> Attribution:
-        """On the stage's thread: the kept sentence vectors of the passages that have them,
-        then the attribution."""
+    ) -> tuple[Attributor, Ask]:
+        """The attributor of one request's attribution, and what it is asked: its passages'
+        kept sentence vectors where they have them."""
         collections = {collection for collection, _, _ in chunks.values()}
         if len(collections) != 1:  # none kept, or several collections' (maybe several backends)
-            return self._attributor(self.embedders.default)(answer, passages, {})
+            return self._attributor(self.embedders.default), (answer, passages, {})
         embedder = self.embedder_for(collections.pop())  # the one whose vectors ingest kept
         embedder.load()  # at once when loaded
         stored = {}
@@ -175,7 +201,7 @@ class Attribute:
                 rows = kept_rows(passages[label], text, self.stored_rows(collection, chunk_id))
                 if rows is not None:
                     stored[label] = rows
-        return self._attributor(embedder)(answer, passages, stored)
+        return self._attributor(embedder), (answer, passages, stored)
 
 
 def kept_rows(prompt_text: str, text: str, rows: np.ndarray | None) -> np.ndarray | None:

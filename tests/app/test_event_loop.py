@@ -40,6 +40,7 @@ BLOCKING: list[tuple[Any, str]] = [
     (KeyStore, "verify"),  # its try_verify answers on the loop: it never waits
     (Moderator, "scores"),
     (Attributor, "__call__"),
+    (Attributor, "attribute_many"),
     (PromptAssembler, "assemble"),
     (time, "sleep"),
 ]

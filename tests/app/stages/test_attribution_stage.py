@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Sequence
 
@@ -83,6 +84,28 @@ def test_the_attributor_embeds_a_passage_once() -> None:
     assert calls[1] < calls[0] and attributor.cache_hits == 2
 
 
+def test_several_answers_are_attributed_with_one_model_call_as_each_alone() -> None:
+    calls: list[int] = []
+    embedder = HashEmbedder()
+
+    def embed(texts: Sequence[str]) -> np.ndarray:
+        calls.append(len(texts))
+        return embedder.embed(texts)
+
+    answers = [
+        "The append method adds an item to the end of the list.",
+        "",  # nothing to attribute
+        "You look a value up by its key with square brackets. Paris is sunny in spring.",
+    ]
+    alone = Attributor(embedder.embed, model="hash", threshold=THRESHOLD)
+    expected = [alone(answer, PASSAGES) for answer in answers]
+    together = Attributor(embed, model="hash", threshold=THRESHOLD)
+    found = together.attribute_many([(answer, PASSAGES, {}) for answer in answers])
+    assert found == expected
+    assert [(s.sentence, s.label) for s in found[2].supports] == [(0, 2)]
+    assert len(calls) == 1  # both answers' sentences and their passages', in one call
+
+
 def test_a_threshold_outside_the_cosine_range_is_refused() -> None:
     with pytest.raises(ValueError, match="threshold"):
         Attributor(HashEmbedder().embed, model="hash", threshold=1.5)
@@ -109,6 +132,38 @@ async def test_an_answer_without_labels_is_attributed() -> None:
     attrs = attributed.attributes()
     assert attrs["ragtime.attribution.sentences"] == 1
     assert attrs["ragtime.attribution.grounded"] is True
+
+
+class CountingEmbedder(HashEmbedder):
+    """The hashing double, slow as a model is, counting its calls."""
+
+    def __init__(self) -> None:
+        super().__init__(delay_s=0.05)
+        self.calls: list[int] = []
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.calls.append(len(texts))
+        return super().embed(texts)
+
+
+async def test_answers_waiting_for_the_stage_are_attributed_in_one_batch() -> None:
+    """Four answers at once on a stage of one thread: the first takes the thread, and the
+    three that wait for it are attributed together, each as it would be alone."""
+    answers = [
+        "Lists can be sorted in place with their sort method.",
+        "A dictionary maps keys to values.",
+        "The break statement ends a for loop.",
+        "The capital of France is Paris, a city on the Seine.",
+    ]
+    embedder = CountingEmbedder()
+    batched = stage(embedder)
+    found = await asyncio.gather(
+        *(batched.run(answer, PASSAGES, deadline=later()) for answer in answers)
+    )
+    alone = [await stage().run(answer, PASSAGES, deadline=later()) for answer in answers]
+    assert found == alone
+    assert [list(a.cited) for a in found] == [[1], [2], [3], []]
+    assert len(embedder.calls) == 2  # the first answer, then the three that waited
 
 
 async def test_an_answer_no_passage_supports_is_not_grounded() -> None:
