@@ -28,6 +28,18 @@ def later(seconds: float = 5.0) -> float:
     return time.perf_counter() + seconds
 
 
+class CountingEmbedder(HashEmbedder):
+    """The hashing double counting its calls (each of how many texts)."""
+
+    def __init__(self, *, delay_s: float = 0.0) -> None:
+        super().__init__(delay_s=delay_s)
+        self.calls: list[int] = []
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.calls.append(len(texts))
+        return super().embed(texts)
+
+
 def stage(embedder: HashEmbedder | None = None) -> Attribute:
     embedder = embedder or HashEmbedder()
     embedder.load()
@@ -68,14 +80,9 @@ def test_the_attributor_finds_the_supporting_passage_and_leaves_the_rest() -> No
 
 
 def test_the_attributor_embeds_a_passage_once() -> None:
-    calls: list[int] = []
-    embedder = HashEmbedder()
-
-    def embed(texts: Sequence[str]) -> np.ndarray:
-        calls.append(len(texts))
-        return embedder.embed(texts)
-
-    attributor = Attributor(embed, model="hash", threshold=THRESHOLD, cache_passages=2)
+    embedder = CountingEmbedder()
+    calls = embedder.calls
+    attributor = Attributor(embedder.embed, model="hash", threshold=THRESHOLD, cache_passages=2)
     attributor("A dictionary maps keys to values.", PASSAGES)
     attributor("A dictionary maps keys to values.", PASSAGES)
     # First call: 1 answer sentence + 7 passage sentences; the second: the answer, and the one
@@ -85,25 +92,19 @@ def test_the_attributor_embeds_a_passage_once() -> None:
 
 
 def test_several_answers_are_attributed_with_one_model_call_as_each_alone() -> None:
-    calls: list[int] = []
-    embedder = HashEmbedder()
-
-    def embed(texts: Sequence[str]) -> np.ndarray:
-        calls.append(len(texts))
-        return embedder.embed(texts)
-
+    embedder = CountingEmbedder()
     answers = [
         "The append method adds an item to the end of the list.",
         "",  # nothing to attribute
         "You look a value up by its key with square brackets. Paris is sunny in spring.",
     ]
-    alone = Attributor(embedder.embed, model="hash", threshold=THRESHOLD)
+    alone = Attributor(HashEmbedder().embed, model="hash", threshold=THRESHOLD)
     expected = [alone(answer, PASSAGES) for answer in answers]
-    together = Attributor(embed, model="hash", threshold=THRESHOLD)
+    together = Attributor(embedder.embed, model="hash", threshold=THRESHOLD)
     found = together.attribute_many([(answer, PASSAGES, {}) for answer in answers])
     assert found == expected
     assert [(s.sentence, s.label) for s in found[2].supports] == [(0, 2)]
-    assert len(calls) == 1  # both answers' sentences and their passages', in one call
+    assert len(embedder.calls) == 1  # both answers' sentences and their passages', in one call
 
 
 def test_a_threshold_outside_the_cosine_range_is_refused() -> None:
@@ -134,18 +135,6 @@ async def test_an_answer_without_labels_is_attributed() -> None:
     assert attrs["ragtime.attribution.grounded"] is True
 
 
-class CountingEmbedder(HashEmbedder):
-    """The hashing double, slow as a model is, counting its calls."""
-
-    def __init__(self) -> None:
-        super().__init__(delay_s=0.05)
-        self.calls: list[int] = []
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        self.calls.append(len(texts))
-        return super().embed(texts)
-
-
 async def test_answers_waiting_for_the_stage_are_attributed_in_one_batch() -> None:
     """Four answers at once on a stage of one thread: the first takes the thread, and the
     three that wait for it are attributed together, each as it would be alone."""
@@ -155,7 +144,7 @@ async def test_answers_waiting_for_the_stage_are_attributed_in_one_batch() -> No
         "The break statement ends a for loop.",
         "The capital of France is Paris, a city on the Seine.",
     ]
-    embedder = CountingEmbedder()
+    embedder = CountingEmbedder(delay_s=0.05)
     batched = stage(embedder)
     found = await asyncio.gather(
         *(batched.run(answer, PASSAGES, deadline=later()) for answer in answers)
