@@ -24,12 +24,16 @@ import platform
 import select
 import socket
 import sys
+import threading
 import time
 from typing import Any
 
 #: ``epoll_ctl``'s operations and ``EPOLLIN`` (sys/epoll.h).
 _EPOLL_CTL_ADD, _EPOLL_CTL_DEL, _EPOLLIN = 1, 2, 0x001
 _SOCKADDR_BYTES = 128  # sizeof(struct sockaddr_storage)
+#: The most one ``recv`` reads.
+RECV_BYTES = 65536
+_buffers = threading.local()
 
 
 class _EpollEvent(ctypes.Structure):
@@ -104,20 +108,22 @@ class HeldSocket:
     def __init__(self, fd: int, peer: tuple[str, int] | None = None) -> None:
         self.fd = fd
         self.peer = peer
-        self._buffer = ctypes.create_string_buffer(65536)
 
     def fileno(self) -> int:
         return self.fd
 
-    def recv(self, size: int = 65536) -> bytes | None:
-        """Up to ``size`` bytes (``b""``: the peer closed; ``None``: nothing yet)."""
-        size = min(size, len(self._buffer))
-        got = _libc().recv(self.fd, self._buffer, size, 0)
+    def recv(self, size: int = RECV_BYTES) -> bytes | None:
+        """Up to ``size`` bytes (``b""``: the peer closed; ``None``: nothing yet), read into the
+        calling thread's one buffer: a connection held idle keeps none of its own."""
+        buffer = getattr(_buffers, "recv", None)
+        if buffer is None:
+            buffer = _buffers.recv = ctypes.create_string_buffer(RECV_BYTES)
+        got = _libc().recv(self.fd, buffer, min(size, RECV_BYTES), 0)
         if got < 0:
             if _would_block():
                 return None
             _raise("recv")
-        return self._buffer.raw[:got]
+        return ctypes.string_at(buffer, got)
 
     def send(self, data: bytes) -> int:
         """Bytes of ``data`` written (0: the send buffer is full)."""

@@ -87,6 +87,16 @@ def test_recv_and_send_return_at_once(listener: socket.socket) -> None:
         assert data == b""  # the peer closed
 
 
+def test_recv_reads_at_most_what_is_asked_and_leaves_the_rest(listener: socket.socket) -> None:
+    with _connected(listener) as (client, held):
+        client.sendall(b"abcdef")
+        deadline = time.monotonic() + 10
+        while (first := held.recv(2)) is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert first == b"ab"
+        assert _received(held, 4) == b"cdef"
+
+
 def test_send_all_gives_up_on_a_client_that_does_not_read(listener: socket.socket) -> None:
     with _connected(listener) as (client, held):
         with pytest.raises(TimeoutError):
