@@ -168,17 +168,18 @@ class Attributor:
     def attribute_many(self, asks: Sequence[Ask]) -> list[Attribution]:
         """Each ask's attribution, as ``__call__`` gives it, with one model call for the texts
         of them all: a batch of short texts costs the model less than its texts one by one."""
-        planned = [self._plan(*ask) for ask in asks]
-        texts = [text for plan in planned for text in plan.texts]
-        vectors = self.embed(texts) if texts else None
+        planned = [(plan, plan.texts) for plan in (self._plan(*ask) for ask in asks)]
+        everything = [text for _, texts in planned for text in texts]
+        if not everything:
+            return [Attribution(0, ()) for _ in planned]
+        vectors = self.embed(everything)
         attributions, start = [], 0
-        for plan in planned:
-            count = len(plan.texts)
-            if not count or vectors is None:
+        for plan, texts in planned:
+            if not texts:
                 attributions.append(Attribution(0, ()))
                 continue
-            attributions.append(self._finish(plan, vectors[start : start + count]))
-            start += count
+            attributions.append(self._finish(plan, vectors[start : start + len(texts)]))
+            start += len(texts)
         return attributions
 
     def _plan(

@@ -150,6 +150,8 @@ class ReadAhead:
         self._attaching: set[asyncio.Task[None]] = set()
         self._thread = threading.Thread(target=self._run, name="ragtime-read-ahead", daemon=True)
         self._access = logging.getLogger("uvicorn.access")
+        self._tcp = listener.family in (socket.AF_INET, socket.AF_INET6)
+        """Its connections are TCP (``TCP_NODELAY``), not a Unix socket's."""
 
     def start(self) -> None:
         self.listener.setblocking(False)
@@ -215,7 +217,7 @@ class ReadAhead:
             if sock is None:
                 return
             try:
-                if self.listener.family in (socket.AF_INET, socket.AF_INET6):
+                if self._tcp:
                     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 self._poller.register(sock.fd)
             except OSError:  # gone already
@@ -290,9 +292,10 @@ class ReadAhead:
             sent = True
         except OSError:
             sent = False
-        self._refused.append((scope, verdict, time.perf_counter()))
+        sent_at = time.perf_counter()
+        self._refused.append((scope, verdict, sent_at))
         if sent and keep_alive:
-            connection.reset(time.perf_counter())
+            connection.reset(sent_at)
         else:
             self._close(connection)
 

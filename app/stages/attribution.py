@@ -173,17 +173,16 @@ class Attribute:
     def _attribute_many(self, asked: list[Asked]) -> list[Attribution]:
         """On the stage's thread: each request's attribution, those of one embedder with one
         model call."""
-        by_attributor: dict[int, tuple[Attributor, list[int], list[Ask]]] = {}
+        by_attributor: dict[Attributor, tuple[list[int], list[Ask]]] = {}
         for index, ask in enumerate(asked):
             attributor, one = self._prepared(*ask)
-            _, indices, asks = by_attributor.setdefault(id(attributor), (attributor, [], []))
+            indices, asks = by_attributor.setdefault(attributor, ([], []))
             indices.append(index)
             asks.append(one)
-        found: list[Attribution | None] = [None] * len(asked)
-        for attributor, indices, asks in by_attributor.values():
-            for index, attribution in zip(indices, attributor.attribute_many(asks), strict=True):
-                found[index] = attribution
-        return [attribution for attribution in found if attribution is not None]
+        found: dict[int, Attribution] = {}
+        for attributor, (indices, asks) in by_attributor.items():
+            found.update(zip(indices, attributor.attribute_many(asks), strict=True))
+        return [found[index] for index in range(len(asked))]
 
     def _prepared(
         self, answer: str, passages: Mapping[int, str], chunks: Mapping[int, KeptChunk]
