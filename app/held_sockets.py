@@ -12,6 +12,10 @@ through ``ctypes.PyDLL``, which keeps the lock across a call, they cost the thre
 all, so it waits for the lock once a wake-up (its ``epoll`` wait lets go, as any blocking wait
 must) and then answers every connection that is ready. Linux only (``accept4`` and ``epoll``);
 ``available`` says whether this platform has them.
+
+``stamp_arrivals`` has the kernel stamp each segment as it arrives (``SO_TIMESTAMPNS``), and
+``HeldSocket.recv_stamped`` returns the stamp of the last one read with the bytes: how long a
+request waited before its read, to the nanosecond, where ``TCP_INFO`` counts in jiffies (4 ms).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import os
 import platform
 import select
 import socket
+import struct
 import sys
 import threading
 import time
@@ -31,6 +36,11 @@ from typing import Any
 #: ``epoll_ctl``'s operations and ``EPOLLIN`` (sys/epoll.h).
 _EPOLL_CTL_ADD, _EPOLL_CTL_DEL, _EPOLLIN = 1, 2, 0x001
 _SOCKADDR_BYTES = 128  # sizeof(struct sockaddr_storage)
+#: ``SO_TIMESTAMPNS`` and its control message's type (asm-generic/socket.h, which x86 and arm
+#: use; other machines number it otherwise, and read without stamps).
+_SO_TIMESTAMPNS = 35 if platform.machine() in ("x86_64", "AMD64", "aarch64", "arm64") else None
+#: Room for the control messages ``recvmsg`` returns: one ``struct timespec``, with headroom.
+_CONTROL_BYTES = 64
 #: The most one ``recv`` reads.
 RECV_BYTES = 65536
 _buffers = threading.local()
@@ -43,6 +53,26 @@ class _EpollEvent(ctypes.Structure):
     _fields_ = [("events", ctypes.c_uint32), ("data", ctypes.c_uint64)]
 
 
+class _IoVec(ctypes.Structure):
+    """``struct iovec``."""
+
+    _fields_ = [("base", ctypes.c_void_p), ("length", ctypes.c_size_t)]
+
+
+class _MsgHdr(ctypes.Structure):
+    """``struct msghdr`` (sys/socket.h)."""
+
+    _fields_ = [
+        ("name", ctypes.c_void_p),
+        ("namelen", ctypes.c_uint32),
+        ("iov", ctypes.POINTER(_IoVec)),
+        ("iovlen", ctypes.c_size_t),
+        ("control", ctypes.c_void_p),
+        ("controllen", ctypes.c_size_t),
+        ("flags", ctypes.c_int),
+    ]
+
+
 @functools.cache
 def _libc() -> Any:
     """The C library, its calls keeping the interpreter's lock (``PyDLL``)."""
@@ -50,6 +80,8 @@ def _libc() -> Any:
     libc.accept4.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
     libc.recv.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
     libc.recv.restype = ctypes.c_ssize_t
+    libc.recvmsg.argtypes = [ctypes.c_int, ctypes.POINTER(_MsgHdr), ctypes.c_int]
+    libc.recvmsg.restype = ctypes.c_ssize_t
     libc.send.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int]
     libc.send.restype = ctypes.c_ssize_t
     libc.setsockopt.argtypes = [
@@ -79,7 +111,58 @@ def available() -> bool:
         libc = _libc()
     except OSError:
         return False
-    return all(hasattr(libc, name) for name in ("accept4", "recv", "send", "epoll_ctl"))
+    return all(hasattr(libc, name) for name in ("accept4", "recv", "recvmsg", "send", "epoll_ctl"))
+
+
+def stamp_arrivals(listener: socket.socket) -> bool:
+    """Have the kernel stamp the segments of ``listener``'s connections as they arrive (its
+    connections inherit the option), for ``HeldSocket.recv_stamped``. False where it cannot: a
+    machine whose number for the option is not known here, a Unix socket, a refusal."""
+    if _SO_TIMESTAMPNS is None or listener.family not in (socket.AF_INET, socket.AF_INET6):
+        return False
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+    except OSError:
+        return False
+    return True
+
+
+def _buffer() -> Any:
+    """The calling thread's one read buffer."""
+    buffer = getattr(_buffers, "recv", None)
+    if buffer is None:
+        buffer = _buffers.recv = ctypes.create_string_buffer(RECV_BYTES)
+    return buffer
+
+
+def _message() -> tuple[Any, Any, _IoVec, _MsgHdr]:
+    """The calling thread's read buffer, control buffer and the ``msghdr`` that points at them."""
+    parts = getattr(_buffers, "message", None)
+    if parts is None:
+        data, control = _buffer(), ctypes.create_string_buffer(_CONTROL_BYTES)
+        vector = _IoVec(ctypes.cast(data, ctypes.c_void_p), RECV_BYTES)
+        header = _MsgHdr()
+        header.iov, header.iovlen = ctypes.pointer(vector), 1
+        header.control = ctypes.cast(control, ctypes.c_void_p)
+        parts = _buffers.message = (data, control, vector, header)
+    return parts
+
+
+def _arrival_ns(control: bytes) -> int | None:
+    """The ``SCM_TIMESTAMPNS`` stamp among the control messages ``control`` holds, in
+    nanoseconds of ``CLOCK_REALTIME`` (``time.time_ns``); None when there is none."""
+    word = ctypes.sizeof(ctypes.c_size_t)
+    header = -(-struct.calcsize("@Nii") // word) * word  # CMSG_LEN(0)
+    offset = 0
+    while offset + header <= len(control):
+        size, level, kind = struct.unpack_from("@Nii", control, offset)
+        if size < header:
+            return None
+        if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS:
+            seconds, nanos = struct.unpack_from("@ll", control, offset + header)
+            return seconds * 1_000_000_000 + nanos
+        offset += -(-size // word) * word  # CMSG_ALIGN
+    return None
 
 
 def _raise(call: str) -> None:
@@ -115,15 +198,27 @@ class HeldSocket:
     def recv(self, size: int = RECV_BYTES) -> bytes | None:
         """Up to ``size`` bytes (``b""``: the peer closed; ``None``: nothing yet), read into the
         calling thread's one buffer: a connection held idle keeps none of its own."""
-        buffer = getattr(_buffers, "recv", None)
-        if buffer is None:
-            buffer = _buffers.recv = ctypes.create_string_buffer(RECV_BYTES)
+        buffer = _buffer()
         got = _libc().recv(self.fd, buffer, min(size, RECV_BYTES), 0)
         if got < 0:
             if _would_block():
                 return None
             _raise("recv")
         return ctypes.string_at(buffer, got)
+
+    def recv_stamped(self, size: int = RECV_BYTES) -> tuple[bytes | None, int | None]:
+        """``recv``'s bytes, and when the last segment read arrived (``time.time_ns``'s clock)
+        where the kernel stamped it (``stamp_arrivals``), else None."""
+        data, control, vector, header = _message()
+        vector.length = min(size, RECV_BYTES)
+        header.controllen, header.flags = _CONTROL_BYTES, 0
+        got = _libc().recvmsg(self.fd, ctypes.byref(header), 0)
+        if got < 0:
+            if _would_block():
+                return None, None
+            _raise("recvmsg")
+        stamp = _arrival_ns(ctypes.string_at(control, header.controllen))
+        return ctypes.string_at(data, got), stamp
 
     def send(self, data: bytes) -> int:
         """Bytes of ``data`` written (0: the send buffer is full)."""

@@ -16,7 +16,8 @@ a key and a small body: ``Gate.takes``), decides admission there:
 - admitted, or not the gate's to decide: the socket and the bytes read go to the event loop,
   whose HTTP protocol (``AdmittingProtocol`` with a ``Prelude``) serves them as if it had read
   them itself. An admitted request holds its ticket, and its budget counts from this read, less
-  its wait in the kernel (``app.socket_wait``).
+  its wait in the kernel: from the kernel's stamp of its arrival (``held_sockets.stamp_arrivals``)
+  to the nanosecond, or where there is none from ``TCP_INFO`` to a jiffy (``app.socket_wait``).
 
 Handed over as read, undecided: a request not complete ``PARTIAL_S`` after its first bytes, or
 larger than ``MAX_READ_BYTES``, pipelined behind another, with ``Expect`` or an upgrade, or not
@@ -62,6 +63,17 @@ MAX_READ_BYTES = 64 * 1024
 SWEEP_S = 0.05
 #: A refusal's client that leaves its receive window full is given this long to read it.
 SEND_TIMEOUT_S = 1.0
+
+
+def _waited_ms(sock: HeldSocket, arrived_ns: int | None) -> float:
+    """How long the bytes just read from ``sock`` waited in the kernel: from the stamp of their
+    arrival where there is one, else from the connection's ``TCP_INFO``, to a jiffy (4 ms). A
+    stamp ahead of the clock (the wall clock stepped back) is not believed."""
+    if arrived_ns is not None:
+        waited_ns = time.time_ns() - arrived_ns
+        if waited_ns >= 0:
+            return waited_ns / 1e6
+    return socket_wait.last_data_ms(sock) or 0.0
 
 
 class _Request:
@@ -152,9 +164,12 @@ class ReadAhead:
         self._access = logging.getLogger("uvicorn.access")
         self._tcp = listener.family in (socket.AF_INET, socket.AF_INET6)
         """Its connections are TCP (``TCP_NODELAY``), not a Unix socket's."""
+        self._stamped = False
+        """The kernel stamps its connections' segments as they arrive (set at ``start``)."""
 
     def start(self) -> None:
         self.listener.setblocking(False)
+        self._stamped = held_sockets.stamp_arrivals(self.listener)
         self._wake_r.setblocking(False)
         self._poller.register(self.listener.fileno())
         self._poller.register(self._wake_r.fileno())
@@ -242,8 +257,12 @@ class ReadAhead:
                 self._close(connection)
 
     def _read(self, connection: _Connection) -> None:
+        first = not connection.data
         try:
-            data = connection.sock.recv()
+            if first and self._stamped:
+                data, arrived_ns = connection.sock.recv_stamped()
+            else:
+                data, arrived_ns = connection.sock.recv(), None
         except OSError:
             self._close(connection)
             return
@@ -252,9 +271,9 @@ class ReadAhead:
         if not data:
             self._close(connection)
             return
-        if not connection.data:
+        if first:
             now = time.perf_counter()
-            waited_ms = socket_wait.last_data_ms(connection.sock) or 0.0
+            waited_ms = _waited_ms(connection.sock, arrived_ns)
             connection.read_at, connection.received_at = now, now - waited_ms / 1000.0
             connection.idle_since = None
             self._waits.append(waited_ms / 1000.0)

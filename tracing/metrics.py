@@ -40,6 +40,9 @@ MULTIPROC_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 #: Waits that should be milliseconds and become seconds under overload: the loop's lag, refusals.
 _WAIT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
+#: A refusal's, finer around its target (10 ms at p99, issue 22): a p99 read as the bound of its
+#: bucket said 25 ms for anything from 10 to 25.
+_REFUSAL_BUCKETS = (0.001, 0.0025, 0.005, 0.0075, 0.01, 0.0125, 0.015, 0.02, *_WAIT_BUCKETS[4:])
 
 LOOP_LAG_SECONDS = Gauge(
     "ragtime_event_loop_lag_seconds",
@@ -144,14 +147,14 @@ ADMISSION_REFUSAL_SECONDS = Histogram(
     "ragtime_admission_refusal_seconds",
     "How long a request refused at arrival (503) took, from its arrival to its refusal sent: "
     "a refusal must not wait behind the work it refuses.",
-    buckets=_WAIT_BUCKETS,
+    buckets=_REFUSAL_BUCKETS,
     registry=REGISTRY,
 )
 REQUEST_SOCKET_WAIT_SECONDS = Histogram(
     "ragtime_request_socket_wait_seconds",
-    "How long a request's bytes waited in the kernel before the server read them (the "
-    "connection's TCP_INFO, to a jiffy; ragtime serve only): in a burst, the queue before the "
-    "loop gets to a connection.",
+    "How long a request's bytes waited in the kernel before the server read them (from the "
+    "kernel's stamp of their arrival, else the connection's TCP_INFO to a jiffy; ragtime serve "
+    "only): in a burst, the queue before the loop gets to a connection.",
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
     registry=REGISTRY,
 )

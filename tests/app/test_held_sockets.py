@@ -5,11 +5,14 @@ thread run."""
 from __future__ import annotations
 
 import contextlib
+import select
 import socket
+import struct
 import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -95,6 +98,77 @@ def test_recv_reads_at_most_what_is_asked_and_leaves_the_rest(listener: socket.s
             time.sleep(0.01)
         assert first == b"ab"
         assert _received(held, 4) == b"cdef"
+
+
+def _stamping(listener: socket.socket) -> None:
+    """``listener``'s connections stamped as their segments arrive. The kernel turns stamping
+    on a moment after it is first asked (a deferred switch), so wait for a stamped read."""
+    if not held_sockets.stamp_arrivals(listener):
+        pytest.skip("this machine's number for SO_TIMESTAMPNS is not known here")
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        with _connected(listener) as (client, held):
+            client.sendall(b"x")
+            assert select.select([held.fd], [], [], 10)[0]
+            data, arrived = held.recv_stamped()
+            assert data == b"x"
+            if arrived is not None:
+                return
+        time.sleep(0.05)
+    raise AssertionError("the kernel stamped no segment in 10 s")
+
+
+def test_a_stamped_read_says_when_its_bytes_arrived_not_when_they_were_read(
+    listener: socket.socket,
+) -> None:
+    _stamping(listener)
+    with _connected(listener) as (client, held):
+        assert held.recv_stamped() == (None, None)  # nothing yet
+        sent = time.time_ns()
+        client.sendall(b"GET / HTTP/1.1\r\n\r\n")
+        assert select.select([held.fd], [], [], 10)[0]
+        readable = time.time_ns()
+        time.sleep(0.05)  # read well after the bytes arrived
+        data, arrived = held.recv_stamped()
+        client.shutdown(socket.SHUT_WR)
+        assert select.select([held.fd], [], [], 10)[0]
+        closed, _ = held.recv_stamped()
+    assert data == b"GET / HTTP/1.1\r\n\r\n"
+    assert arrived is not None and sent <= arrived <= readable
+    assert closed == b""
+
+
+def test_a_unix_listener_is_not_stamped(tmp_path: Path) -> None:
+    with socket.socket(socket.AF_UNIX) as unix:
+        unix.bind(str(tmp_path / "sock"))
+        assert held_sockets.stamp_arrivals(unix) is False
+
+
+def test_a_read_without_stamps_asked_for_has_none(listener: socket.socket) -> None:
+    with _connected(listener) as (client, held):
+        client.sendall(b"abc")
+        assert select.select([held.fd], [], [], 10)[0]
+        assert held.recv_stamped() == (b"abc", None)
+
+
+def test_the_arrival_is_found_among_the_control_messages() -> None:
+    word = struct.calcsize("@N")
+    header = -(-struct.calcsize("@Nii") // word) * word
+
+    def message(level: int, kind: int, payload: bytes) -> bytes:
+        raw = struct.pack("@Nii", header + len(payload), level, kind).ljust(header, b"\0")
+        padded = -(-(header + len(payload)) // word) * word
+        return (raw + payload).ljust(padded, b"\0")
+
+    stamp = struct.pack("@ll", 1_796_000_000, 123_456_789)
+    other = message(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("@i", 7))
+    ours = message(socket.SOL_SOCKET, held_sockets._SO_TIMESTAMPNS or 35, stamp)
+    if held_sockets._SO_TIMESTAMPNS is None:
+        pytest.skip("this machine's number for SO_TIMESTAMPNS is not known here")
+    assert held_sockets._arrival_ns(other + ours) == 1_796_000_000_123_456_789
+    assert held_sockets._arrival_ns(other) is None
+    assert held_sockets._arrival_ns(b"") is None
+    assert held_sockets._arrival_ns(struct.pack("@Nii", 1, 1, 35)) is None  # a length too short
 
 
 def test_send_all_gives_up_on_a_client_that_does_not_read(listener: socket.socket) -> None:

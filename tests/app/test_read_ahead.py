@@ -216,6 +216,42 @@ def test_a_handed_over_request_is_timed_from_the_threads_read(
     assert answered.json()["budget"]["spent_ms"] >= 300.0
 
 
+def test_a_request_is_timed_from_its_arrival_not_from_the_threads_read(
+    crowded: tuple[uvicorn.Server, FastAPI], api_key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A request that waited in the kernel before the thread read it counts that wait in its
+    budget, from the kernel's stamp of its arrival: the jiffy figure (``TCP_INFO``) is taken
+    away here, so only the stamp can give it."""
+    server, _ = crowded
+    accept = held_sockets.accept
+    late = threading.Event()
+
+    def accept_late(listener: socket.socket) -> held_sockets.HeldSocket | None:
+        if not late.is_set():
+            late.set()
+            time.sleep(0.3)  # the request waits in the kernel meanwhile
+        return accept(listener)
+
+    monkeypatch.setattr(read_ahead_module.socket_wait, "last_data_ms", lambda sock: None)
+    monkeypatch.setattr(held_sockets, "accept", accept_late)
+    with connect(server) as sock, sock.makefile("rb") as stream:
+        sock.sendall(b"".join(ask(api_key, 60_000)))
+        answered = read_response(stream)
+    assert late.is_set()
+    assert answered.status == 200
+    assert answered.json()["budget"]["spent_ms"] >= 300.0
+
+
+def test_a_stamp_ahead_of_the_clock_is_not_believed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The wall clock stepped back after the kernel stamped the bytes: the jiffy figure."""
+    monkeypatch.setattr(read_ahead_module.socket_wait, "last_data_ms", lambda sock: 8.0)
+    now = time.time_ns()
+    held = held_sockets.HeldSocket(-1)
+    assert read_ahead_module._waited_ms(held, now - 30_000_000) >= 30.0
+    assert read_ahead_module._waited_ms(held, now + 10**12) == 8.0
+    assert read_ahead_module._waited_ms(held, None) == 8.0
+
+
 def test_a_turn_that_fails_leaves_the_thread_reading(
     api_key: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
