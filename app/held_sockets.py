@@ -43,6 +43,8 @@ _SO_TIMESTAMPNS = 35 if platform.machine() in ("x86_64", "AMD64", "aarch64", "ar
 _CONTROL_BYTES = 64
 #: The most one ``recv`` reads.
 RECV_BYTES = 65536
+#: The most descriptors one ``Poller.wait_held`` returns (the rest, at the next).
+WAIT_EVENTS = 64
 _buffers = threading.local()
 
 
@@ -100,6 +102,7 @@ def _libc() -> Any:
     ]
     libc.epoll_ctl.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
     libc.close.argtypes = [ctypes.c_int]
+    libc.epoll_wait.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
     return libc
 
 
@@ -111,7 +114,8 @@ def available() -> bool:
         libc = _libc()
     except OSError:
         return False
-    return all(hasattr(libc, name) for name in ("accept4", "recv", "recvmsg", "send", "epoll_ctl"))
+    calls = ("accept4", "recv", "recvmsg", "send", "epoll_ctl", "epoll_wait")
+    return all(hasattr(libc, name) for name in calls)
 
 
 def stamp_arrivals(listener: socket.socket) -> bool:
@@ -297,6 +301,17 @@ class Poller:
     def wait(self, timeout_s: float | None) -> list[int]:
         """The descriptors ready to read (or closed), after at most ``timeout_s``."""
         return [fd for fd, _ in self._epoll.poll(-1 if timeout_s is None else timeout_s)]
+
+    def wait_held(self, timeout_ms: int) -> list[int]:
+        """``wait``, keeping the interpreter's lock: no other thread runs meanwhile, so
+        ``timeout_ms`` must be a millisecond or two at most (0: only what is ready now)."""
+        events = (_EpollEvent * WAIT_EVENTS)()
+        ready = _libc().epoll_wait(self._epoll.fileno(), events, WAIT_EVENTS, timeout_ms)
+        if ready < 0:
+            if _would_block():
+                return []
+            _raise("epoll_wait")
+        return [int(events[i].data) for i in range(ready)]
 
     def close(self) -> None:
         self._epoll.close()

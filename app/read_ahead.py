@@ -28,6 +28,12 @@ up to the switch interval (5 ms) before that thread is made to let go. It waits 
 its socket calls keep the lock (``app.held_sockets``), and what would let go of it (logging and
 tracing the refusals sent, waking the loop for the connections handed over) is done once, after
 every ready connection has been answered.
+
+A wake-up is kept for what comes while it answers, up to ``TURN_S``: connections that arrived
+meanwhile, and the bodies of the heads it read (a client often writes them apart, a fraction of
+a millisecond later). It waits for those bodies, keeping the lock, ``BODY_WAIT_S`` at most; a
+body that came later would cost another wait for the lock, up to 5 ms in a burst. A head whose
+body does not come is waited for in the turn that read it only.
 """
 
 from __future__ import annotations
@@ -63,6 +69,11 @@ MAX_READ_BYTES = 64 * 1024
 SWEEP_S = 0.05
 #: A refusal's client that leaves its receive window full is given this long to read it.
 SEND_TIMEOUT_S = 1.0
+#: The longest a turn keeps the interpreter's lock, answering what arrives while it answers:
+#: the switch interval, as long as the interpreter lets any thread keep it.
+TURN_S = 0.005
+#: Of that, the longest it waits, keeping the lock, for the bodies of the heads it read.
+BODY_WAIT_S = 0.002
 
 
 def _waited_ms(sock: HeldSocket, arrived_ns: int | None) -> float:
@@ -158,6 +169,8 @@ class ReadAhead:
         self._refused: list[tuple[dict[str, Any], Refused, float]] = []
         self._handing: list[tuple[int, Prelude]] = []
         self._waits: list[float] = []
+        self._heads: list[tuple[int, _Connection]] = []
+        """This turn's connections whose head is read and whose body is still to come."""
         self._stopping = False
         self._attaching: set[asyncio.Task[None]] = set()
         self._thread = threading.Thread(target=self._run, name="ragtime-read-ahead", daemon=True)
@@ -205,14 +218,20 @@ class ReadAhead:
         lock; every ``SWEEP_S``, sweep. When it last swept."""
         timeout = SWEEP_S if self._connections else None
         try:
-            for fd in self._poller.wait(timeout):
-                if fd == self.listener.fileno():
-                    self._accept()
-                elif fd == self._wake_r.fileno():
-                    with contextlib.suppress(OSError):
-                        self._wake_r.recv(64)
-                elif (connection := self._connections.get(fd)) is not None:
-                    self._step(connection)
+            ready = self._poller.wait(timeout)
+            began, waited = time.perf_counter(), 0.0
+            self._heads.clear()
+            while True:
+                self._answer(ready)
+                if time.perf_counter() - began >= TURN_S:
+                    break
+                holding = waited < BODY_WAIT_S and self._awaiting_body()
+                start = time.perf_counter()
+                ready = self._poller.wait_held(1 if holding else 0)
+                if holding:
+                    waited += time.perf_counter() - start
+                elif not ready:
+                    break
             now = time.perf_counter()
             if now - swept >= SWEEP_S:
                 self._sweep(now)
@@ -220,6 +239,23 @@ class ReadAhead:
         finally:
             self._account()
         return swept
+
+    def _answer(self, ready: list[int]) -> None:
+        for fd in ready:
+            if fd == self.listener.fileno():
+                self._accept()
+            elif fd == self._wake_r.fileno():
+                with contextlib.suppress(OSError):
+                    self._wake_r.recv(64)
+            elif (connection := self._connections.get(fd)) is not None:
+                self._step(connection)
+
+    def _awaiting_body(self) -> bool:
+        """Whether a head read this turn still waits here for its body."""
+        return any(
+            self._connections.get(fd) is connection and not connection.request.complete
+            for fd, connection in self._heads
+        )
 
     def _accept(self) -> None:
         while True:
@@ -299,6 +335,7 @@ class ReadAhead:
             self._hand_over(connection)
             return
         if not request.complete:
+            self._heads.append((connection.sock.fd, connection))
             return
         verdict = gate.admit(scope, bytes(request.body), connection.received_at)
         if isinstance(verdict, Ticket):

@@ -172,7 +172,7 @@ ADMISSION_REFUSAL_AFTER_READ_SECONDS = Histogram(
     "How long a request refused at arrival (503) took from its headers being parsed (the "
     "server's read of it) to its refusal sent: the refusal's own delay, without the wait on the "
     "socket before the read (which ragtime_admission_refusal_seconds counts, as the loop's lag).",
-    buckets=(0.0001, 0.00025, 0.0005, *_WAIT_BUCKETS),
+    buckets=(0.0001, 0.00025, 0.0005, *_REFUSAL_BUCKETS),
     registry=REGISTRY,
 )
 COST_MODEL = Gauge(

@@ -193,14 +193,16 @@ def test_the_poller_says_which_descriptors_are_ready(listener: socket.socket) ->
     poller = held_sockets.Poller()
     try:
         poller.register(listener.fileno())
-        assert poller.wait(0) == []
+        assert poller.wait(0) == [] and poller.wait_held(0) == []
         with socket.create_connection(listener.getsockname()) as client:
             assert poller.wait(10) == [listener.fileno()]
+            assert poller.wait_held(0) == [listener.fileno()]  # keeping the lock
             held = _accepted(listener)
             try:
                 poller.register(held.fd)
                 client.sendall(b"x")
                 assert poller.wait(10) == [held.fd]
+                assert poller.wait_held(1) == [held.fd]
                 poller.unregister(held.fd)
                 poller.unregister(held.fd)  # not watched: let be
                 assert poller.wait(0) == []
@@ -246,6 +248,8 @@ def test_no_call_lets_another_thread_run(listener: socket.socket) -> None:
                     assert held.recv() is None
                     held.send(b"x")
                     poller.register(held.fd)
+                    assert poller.wait_held(0) == []
+                    assert poller.wait_held(1) == []
                     poller.unregister(held.fd)
                 after = count[0]
         finally:

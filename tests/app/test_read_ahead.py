@@ -242,6 +242,48 @@ def test_a_request_is_timed_from_its_arrival_not_from_the_threads_read(
     assert answered.json()["budget"]["spent_ms"] >= 300.0
 
 
+@pytest.fixture
+def held_waits(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The timeouts of the thread's waits that keep the interpreter's lock, as it makes them."""
+    timeouts: list[int] = []
+    wait_held = held_sockets.Poller.wait_held
+
+    def recording(self: held_sockets.Poller, timeout_ms: int) -> list[int]:
+        timeouts.append(timeout_ms)
+        return wait_held(self, timeout_ms)
+
+    monkeypatch.setattr(held_sockets.Poller, "wait_held", recording)
+    return timeouts
+
+
+def test_a_head_without_its_body_is_waited_for_briefly_then_let_be(
+    crowded: tuple[uvicorn.Server, FastAPI], api_key: str, held_waits: list[int]
+) -> None:
+    """The thread waits for a head's body keeping the lock, ``BODY_WAIT_S`` at most, in the turn
+    that read the head; a body that comes later is read at a later wake-up, and decided then."""
+    server, _ = crowded
+    head, body = ask(api_key, 1000)
+    with connect(server) as sock, sock.makefile("rb") as stream, loop_blocked(server):
+        sock.sendall(head)
+        time.sleep(0.2)  # the head's turn ends without its body
+        waits_for_body = [t for t in held_waits if t > 0]
+        sock.sendall(body)
+        refused = read_response(stream)  # while the loop cannot run a thing
+    assert refused.status == 503
+    assert 1 <= len(waits_for_body) <= read_ahead_module.BODY_WAIT_S * 1000 + 1
+
+
+def test_a_request_read_whole_is_decided_without_waiting(
+    crowded: tuple[uvicorn.Server, FastAPI], api_key: str, held_waits: list[int]
+) -> None:
+    server, _ = crowded
+    with connect(server) as sock, sock.makefile("rb") as stream, loop_blocked(server):
+        sock.sendall(b"".join(ask(api_key, 1000)))
+        refused = read_response(stream)
+    assert refused.status == 503
+    assert held_waits and all(t == 0 for t in held_waits)  # only a look at what was ready
+
+
 def test_a_stamp_ahead_of_the_clock_is_not_believed(monkeypatch: pytest.MonkeyPatch) -> None:
     """The wall clock stepped back after the kernel stamped the bytes: the jiffy figure."""
     monkeypatch.setattr(read_ahead_module.socket_wait, "last_data_ms", lambda sock: 8.0)
