@@ -49,6 +49,11 @@ def _refusal(b: BurstResult | None) -> str:
     return f"{server} ({after_read}; {wire})"
 
 
+def _unrefused(b: BurstResult) -> bool:
+    """Whether ``b`` has a refusal target and no run refused a request, so it held vacuously."""
+    return b.target_refusal_ms_p99 is not None and b.refusal_ms_p99_max is None
+
+
 def why_missed(b: BurstResult) -> str:
     """Why a burst missed its target, from what the run measured ("" when it did not miss)."""
     if b.met is not False:
@@ -141,6 +146,8 @@ def section(now: Sequence[BurstBench], before: BurstBench | None) -> str:
             n504 = sum(r.timed_out_504 for r in cur.repeats)
             failed = f"{n504} / {cur.errors_total}"
         met = "n/a" if cur is None or cur.met is None else ("met" if cur.met else "**missed**")
+        if cur is not None and cur.met and _unrefused(cur):
+            met += " (no request refused: the refusal target was not put to the test)"
         lines.append(
             f"| {size} | {budget_s:g} s | {_answered(old)} | {_answered(cur)} | {target} | "
             f"{_late(old)} | {_late(cur)} | {_refusal(cur)} | {failed} | {met} |"

@@ -142,3 +142,16 @@ def test_a_refusal_waiting_for_its_body_says_how_long_the_client_took_to_write_i
     assert "the body the client writes apart from the head (up to 9 ms after it here" in (
         why_missed(result)
     )
+
+
+def test_a_refusal_target_met_with_nobody_refused_says_so() -> None:
+    answered = summarize_burst([record(200, 500.0)] * 100, wall_s=0.5)
+    now = BurstBench(created="now", command="ragtime bench burst", machine={}, targets=[],
+                     bursts=[judge_burst("t", 100, 1.0, [answered])])  # fmt: skip
+    row = next(line for line in section([now], None).splitlines() if line.startswith("| 100 |"))
+    assert row.endswith("| met (no request refused: the refusal target was not put to the test) |")
+    refused = summarize_burst([record(200, 500.0)] * 90 + [record(503, 3.0)] * 10, wall_s=0.5)
+    refused.server_refusal_ms_p99 = 5.0
+    now.bursts = [judge_burst("t", 100, 1.0, [refused])]
+    row = next(line for line in section([now], None).splitlines() if line.startswith("| 100 |"))
+    assert row.endswith("| met |")
