@@ -214,8 +214,9 @@ class ReadAhead:
                 sock.close()
 
     def _turn(self, swept: float) -> float:
-        """Wait for what is ready and answer it, then do what lets go of the interpreter's
-        lock; every ``SWEEP_S``, sweep. When it last swept."""
+        """Wait for what is ready and answer it, and, keeping the interpreter's lock, what
+        comes meanwhile (``TURN_S`` at most, ``BODY_WAIT_S`` of it waiting for bodies); then do
+        what lets go of the lock; every ``SWEEP_S``, sweep. When it last swept."""
         timeout = SWEEP_S if self._connections else None
         try:
             ready = self._poller.wait(timeout)
