@@ -17,6 +17,27 @@ def admitted(decision: Ticket | Refusal) -> Ticket:
     return decision
 
 
+def past_the_first(book: FinishAdmission) -> FinishAdmission:
+    """``book`` after its route's first request alone, which it does not learn from."""
+    admitted(book.admit(ASK, arrived=time.perf_counter(), budget_ms=60_000.0)).finish()
+    return book
+
+
+def test_a_processs_first_request_of_a_route_is_not_learned_from() -> None:
+    """It pays one-time costs (the models' first runs): taken as a request's cost, it made a
+    fresh process refuse what it could answer."""
+    book = FinishAdmission(cores=1, prior_alone_ms=10.0)
+    first = admitted(book.admit(ASK, arrived=time.perf_counter() - 0.2, budget_ms=60_000.0))
+    first.finish()  # 200 ms alone
+    assert book.alone_ms(ASK) == 10.0 and book.snapshot()["alone_ms"] == {}
+    second = admitted(book.admit(ASK, arrived=time.perf_counter() - 0.05, budget_ms=60_000.0))
+    second.finish()  # 50 ms alone: learned, weighed 1/4 against the prior
+    assert book.alone_ms(ASK) == pytest.approx(0.25 * 50.0 + 0.75 * 10.0, rel=0.1)
+    search = "/v1/search"  # each route has its own first
+    admitted(book.admit(search, arrived=time.perf_counter() - 0.2, budget_ms=60_000.0)).finish()
+    assert book.alone_ms(search) == 10.0
+
+
 def test_a_request_with_nobody_ahead_is_always_admitted() -> None:
     """Whether its budget can fit at all is the budget session's to say (504), not a 503."""
     book = FinishAdmission(cores=1, prior_alone_ms=500.0)
@@ -94,7 +115,7 @@ def test_overlapped_requests_teach_the_work_per_request() -> None:
 
 
 def test_a_request_alone_teaches_the_time_alone_and_a_refused_one_teaches_nothing() -> None:
-    book = FinishAdmission(cores=1, prior_alone_ms=1.0)
+    book = past_the_first(FinishAdmission(cores=1, prior_alone_ms=1.0))
     for _ in range(4):
         ticket = admitted(book.admit(ASK, arrived=time.perf_counter(), budget_ms=60_000.0))
         time.sleep(0.02)
@@ -108,7 +129,7 @@ def test_a_request_alone_teaches_the_time_alone_and_a_refused_one_teaches_nothin
 
 
 def test_the_time_spent_generating_is_not_its_own_work() -> None:
-    book = FinishAdmission(cores=1, prior_alone_ms=1.0)
+    book = past_the_first(FinishAdmission(cores=1, prior_alone_ms=1.0))
     arrived = time.perf_counter()
     ticket = admitted(book.admit(ASK, arrived=arrived, budget_ms=60_000.0))
     ticket.generation_started()

@@ -14,7 +14,11 @@ predicted as
 * ``alone(route)``: how long the process's own work (every stage but generation: embed, search,
   screens, assembly, attribution, moderation, the HTTP exchange) takes a request of that route
   with no other in its own work beside it: the lower quartile of recent such requests (a fresh
-  process's first requests, and those that miss every cache, are the slow ones);
+  process's first requests, and those that miss every cache, are the slow ones). A process's
+  very first request of a route is not learned from: it pays one-time costs (the models' first
+  runs, lazy set-up), 100-160 ms on the null backend where the next took 20-40, and taken as a
+  request's cost it made a fresh server refuse half of a first burst it answers whole
+  (BENCHMARKS.md, "A fresh server's first burst");
 * ``ahead``: the tickets still in their own work whose deadline is no later than the
   newcomer's (the stage queues serve earliest deadline first); a ticket whose answer is being
   generated is not ahead: the generation queue is the budget session's
@@ -158,6 +162,8 @@ class FinishAdmission:
         """The event loop's recent lag: the last event of an answer waits behind it."""
         self._tickets: list[Ticket] = []
         self._alone: dict[str, deque[float]] = {}
+        self._first_seen: set[str] = set()
+        """Routes whose first request alone has finished (and was not learned from)."""
         self._overlap_s = 0.0
         """Time two or more tickets were in their own work (decayed with ``_finished``)."""
         self._finished = 0.0
@@ -250,7 +256,9 @@ class FinishAdmission:
                 decay = 1.0 - 1.0 / THROUGHPUT_SPAN
                 self._overlap_s *= decay
                 self._finished = self._finished * decay + 1.0
-            if not ticket.shared:
+            if not ticket.shared and ticket.route not in self._first_seen:
+                self._first_seen.add(ticket.route)
+            elif not ticket.shared:
                 own_ms = ((now - ticket.arrived) - ticket.generation_s) * 1000.0
                 self._alone.setdefault(ticket.route, deque(maxlen=ALONE_WINDOW)).append(own_ms)
 
