@@ -13,8 +13,11 @@ predicted as
 
 * ``alone(route)``: how long the process's own work (every stage but generation: embed, search,
   screens, assembly, attribution, moderation, the HTTP exchange) takes a request of that route
-  with no other in its own work beside it: the lower quartile of recent such requests (a fresh
-  process's first requests, and those that miss every cache, are the slow ones). A process's
+  from its admission, with no other in its own work beside it (from its admission, as the
+  prediction is compared with the time left from now; from its arrival it would count the wait
+  before its read too, which the loop's recent lag puts at up to a stall's length). It is the
+  lower quartile of recent such requests (a fresh process's first requests, and those that
+  miss every cache, are the slow ones). A process's
   very first request of a route is not learned from: it pays one-time costs (the models' first
   runs, lazy set-up), 100-160 ms on the null backend where the next took 20-40, and taken as a
   request's cost it made a fresh server refuse half of a first burst it answers whole
@@ -67,6 +70,9 @@ class Ticket:
     deadline: float
     ahead: int
     """Requests counted ahead of it when it was admitted."""
+    admitted_at: float = field(default_factory=time.perf_counter)
+    """When it was admitted: its own work's time is learned from here, not from its arrival,
+    which counts its wait to be read (the loop's recent lag, or the kernel's figure)."""
     generating_since: float | None = None
     generation_s: float = 0.0
     shared: bool = False
@@ -237,7 +243,7 @@ class FinishAdmission:
                     wait_s = ahead * self.per_request_ms() / 1000.0
                     return Refusal(predicted, remaining_ms, ahead, max(math.ceil(wait_s), 1))
             self.account(now)
-            ticket = Ticket(route, arrived, deadline, ahead, _book=self)
+            ticket = Ticket(route, arrived, deadline, ahead, admitted_at=now, _book=self)
             self._tickets.append(ticket)
             return ticket
 
@@ -259,7 +265,7 @@ class FinishAdmission:
             if not ticket.shared and ticket.route not in self._first_seen:
                 self._first_seen.add(ticket.route)
             elif not ticket.shared:
-                own_ms = ((now - ticket.arrived) - ticket.generation_s) * 1000.0
+                own_ms = ((now - ticket.admitted_at) - ticket.generation_s) * 1000.0
                 self._alone.setdefault(ticket.route, deque(maxlen=ALONE_WINDOW)).append(own_ms)
 
     @property
