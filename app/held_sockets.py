@@ -41,6 +41,9 @@ _SOCKADDR_BYTES = 128  # sizeof(struct sockaddr_storage)
 _SO_TIMESTAMPNS = 35 if platform.machine() in ("x86_64", "AMD64", "aarch64", "arm64") else None
 #: Room for the control messages ``recvmsg`` returns: one ``struct timespec``, with headroom.
 _CONTROL_BYTES = 64
+#: A control message's alignment, and its header's length (``CMSG_LEN(0)``).
+_CMSG_WORD = ctypes.sizeof(ctypes.c_size_t)
+_CMSG_HEADER = -(-struct.calcsize("@Nii") // _CMSG_WORD) * _CMSG_WORD
 #: The most one ``recv`` reads.
 RECV_BYTES = 65536
 #: The most descriptors one ``Poller.wait_held`` returns (the rest, at the next).
@@ -155,17 +158,15 @@ def _message() -> tuple[Any, Any, _IoVec, _MsgHdr]:
 def _arrival_ns(control: bytes) -> int | None:
     """The ``SCM_TIMESTAMPNS`` stamp among the control messages ``control`` holds, in
     nanoseconds of ``CLOCK_REALTIME`` (``time.time_ns``); None when there is none."""
-    word = ctypes.sizeof(ctypes.c_size_t)
-    header = -(-struct.calcsize("@Nii") // word) * word  # CMSG_LEN(0)
     offset = 0
-    while offset + header <= len(control):
+    while offset + _CMSG_HEADER <= len(control):
         size, level, kind = struct.unpack_from("@Nii", control, offset)
-        if size < header:
+        if size < _CMSG_HEADER:
             return None
         if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS:
-            seconds, nanos = struct.unpack_from("@ll", control, offset + header)
+            seconds, nanos = struct.unpack_from("@ll", control, offset + _CMSG_HEADER)
             return seconds * 1_000_000_000 + nanos
-        offset += -(-size // word) * word  # CMSG_ALIGN
+        offset += -(-size // _CMSG_WORD) * _CMSG_WORD  # CMSG_ALIGN
     return None
 
 
@@ -286,6 +287,8 @@ class Poller:
 
     def __init__(self) -> None:
         self._epoll = select.epoll()
+        self._events = (_EpollEvent * WAIT_EVENTS)()
+        """What ``wait_held`` is told, made once: one thread (the read-ahead's) waits here."""
 
     def register(self, fd: int) -> None:
         event = _EpollEvent(_EPOLLIN, fd)
@@ -305,7 +308,7 @@ class Poller:
     def wait_held(self, timeout_ms: int) -> list[int]:
         """``wait``, keeping the interpreter's lock: no other thread runs meanwhile, so
         ``timeout_ms`` must be a millisecond or two at most (0: only what is ready now)."""
-        events = (_EpollEvent * WAIT_EVENTS)()
+        events = self._events
         ready = _libc().epoll_wait(self._epoll.fileno(), events, WAIT_EVENTS, timeout_ms)
         if ready < 0:
             if _would_block():

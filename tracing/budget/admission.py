@@ -17,11 +17,11 @@ predicted as
   prediction is compared with the time left from now; from its arrival it would count the wait
   before its read too, which the loop's recent lag puts at up to a stall's length). It is the
   lower quartile of recent such requests (a fresh process's first requests, and those that
-  miss every cache, are the slow ones). A process's
-  very first request of a route is not learned from: it pays one-time costs (the models' first
-  runs, lazy set-up), 100-160 ms on the null backend where the next took 20-40, and taken as a
-  request's cost it made a fresh server refuse half of a first burst it answers whole
-  (BENCHMARKS.md, "A fresh server's first burst");
+  miss every cache, are the slow ones). A process's first request alone of a route is not
+  learned from: it pays one-time costs (the models' first runs, lazy set-up), 160 ms or more on
+  the null backend where the next took about 20, and taken as a request's cost it made a fresh
+  server refuse half of a first burst it answers whole (BENCHMARKS.md, "A fresh server's first
+  burst");
 * ``ahead``: the tickets still in their own work whose deadline is no later than the
   newcomer's (the stage queues serve earliest deadline first); a ticket whose answer is being
   generated is not ahead: the generation queue is the budget session's
@@ -262,11 +262,13 @@ class FinishAdmission:
                 decay = 1.0 - 1.0 / THROUGHPUT_SPAN
                 self._overlap_s *= decay
                 self._finished = self._finished * decay + 1.0
-            if not ticket.shared and ticket.route not in self._first_seen:
+            if ticket.shared:
+                return
+            if ticket.route not in self._first_seen:
                 self._first_seen.add(ticket.route)
-            elif not ticket.shared:
-                own_ms = ((now - ticket.admitted_at) - ticket.generation_s) * 1000.0
-                self._alone.setdefault(ticket.route, deque(maxlen=ALONE_WINDOW)).append(own_ms)
+                return
+            own_ms = ((now - ticket.admitted_at) - ticket.generation_s) * 1000.0
+            self._alone.setdefault(ticket.route, deque(maxlen=ALONE_WINDOW)).append(own_ms)
 
     @property
     def admitted(self) -> int:
