@@ -67,6 +67,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from app.main import create_app
     from app.shutdown import serve
     from tracing import shutdown_tracing
+    from tracing.budget import admission_peers
     from tracing.metrics import shared_metrics_dir
 
     settings = get_settings()
@@ -88,7 +89,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     else:
         config = uvicorn.Config(create_app(settings), host=host, port=port, **options)
     try:
-        with shared_metrics_dir(workers):  # /metrics answers for every process
+        # /metrics answers for every process; each process's admission starts from what its
+        # siblings learned.
+        with shared_metrics_dir(workers), admission_peers.shared_dir(workers):
             serve(config)
     finally:
         shutdown_tracing()

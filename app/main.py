@@ -26,6 +26,7 @@ from app.shutdown import GracefulServer, Shutdown, ShutdownMiddleware
 from inference import GenerationBackend
 from tracing import RequestMetricsMiddleware, configure_tracing, flush_tracing
 from tracing.alerts import AlertEvaluator
+from tracing.budget import admission_peers
 from tracing.budget.admission import FinishAdmission
 from tracing.loop_lag import LoopLag
 
@@ -92,7 +93,11 @@ def create_app(
     access_log.install()
     loop_lag = LoopLag()
     finish = FinishAdmission(
-        cores=usable_cores(), lag_ms=loop_lag.ms, margin_share=settings.admission_margin
+        cores=usable_cores(),
+        processes=admission_peers.serving_processes(),
+        peers=admission_peers.Peers.from_environment(),
+        lag_ms=loop_lag.ms,
+        margin_share=settings.admission_margin,
     )
     admission = Admission(
         settings.max_in_flight,

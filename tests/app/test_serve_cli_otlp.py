@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -136,8 +137,9 @@ def test_two_workers_serve_one_port(
 ) -> None:
     """``serve --workers 2``: two processes, each with its own app, answer on one port, each
     listening on a socket of its own (the supervisor on none: ``app.listeners``), and
-    ``/metrics``, whichever process takes the scrape, counts both; their metrics' directory is
-    gone after the stop."""
+    ``/metrics``, whichever process takes the scrape, counts both; each process's admission
+    knows what its sibling learned (``tracing.budget.admission_peers``); their metrics' and
+    figures' directories are gone after the stop."""
     port = free_port()
     env = {
         **os.environ,
@@ -160,6 +162,7 @@ def test_two_workers_serve_one_port(
         listening = listening_pids(port)
         assert len(listening) == 2 and set(listening) <= set(workers), (listening, workers)
         assert list(tmp_path.glob("ragtime-metrics-*")), "no shared metrics directory"
+        assert list(tmp_path.glob("ragtime-admission-*")), "no shared admission directory"
         headers = {"Authorization": f"Bearer {minilm_api_key}"}
         for _ in range(asked):
             # A new connection each time, so that the kernel may hand it to either process.
@@ -176,10 +179,38 @@ def test_two_workers_serve_one_port(
             assert [float(v) for v in ASKED.findall(text)] == [asked], text[:2000]
             frozen = {pid: float(n) for pid, n in FROZEN_PIDS.findall(text)}
             assert len(frozen) == 2 and min(frozen.values()) > 0, frozen
+        with httpx.Client(headers=headers, timeout=60) as one_connection:  # one process
+            for _ in range(4):
+                asked_again = one_connection.post(
+                    f"{url}/v1/ask", json={"question": "What is a tuple?"}
+                )
+                assert asked_again.status_code == 200, asked_again.text
+        books = admission_books(url, headers)
+        assert len(books) == 2, books
+        served, other = sorted(books.values(), key=lambda book: -len(book["learned"]["alone_ms"]))
+        assert "/v1/ask" in served["learned"]["alone_ms"], served
+        # Each process's siblings' figures are the other's own (the median of one).
+        assert other["siblings"] == served["learned"], books
+        assert served["siblings"] == other["learned"], books
+        assert served["processes"] == other["processes"] == 2
     finally:
         server.send_signal(signal.SIGINT)
         server.wait(timeout=60)
     assert not list(tmp_path.glob("ragtime-metrics-*")), "the metrics directory was left"
+    assert not list(tmp_path.glob("ragtime-admission-*")), "the admission directory was left"
+
+
+def admission_books(url: str, headers: dict[str, str]) -> dict[int, dict[str, Any]]:
+    """Each process's admission figures (``GET /v1/budget/model``), by pid: a new connection
+    for each look, so that the kernel hands some to each process."""
+    time.sleep(0.3)  # READ_S: what a process read of its siblings before is stale by now
+    books: dict[int, dict[str, Any]] = {}
+    for _ in range(40):
+        model = httpx.get(f"{url}/v1/budget/model", headers=headers, timeout=10).json()
+        books[model["admission"]["pid"]] = model["admission"]
+        if len(books) == 2:
+            break
+    return books
 
 
 def test_shutdown_with_the_collector_down_is_quick(

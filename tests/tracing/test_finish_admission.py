@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from tracing.budget.admission import FinishAdmission, Refusal, Ticket
+from tracing.budget.admission import PRIOR_WEIGHT, FinishAdmission, Refusal, Ticket
 
 ASK = "/v1/ask"
 
@@ -33,8 +33,8 @@ def test_a_processs_first_request_of_a_route_is_not_learned_from() -> None:
     assert book.alone_ms(ASK) == 10.0 and book.snapshot()["alone_ms"] == {}
     second = admitted(book.admit(ASK, arrived=time.perf_counter(), budget_ms=60_000.0))
     time.sleep(0.05)
-    second.finish()  # learned, weighed 1/4 against the prior
-    assert book.alone_ms(ASK) >= 0.25 * 50.0 + 0.75 * 10.0
+    second.finish()  # learned, weighed 1/2 against the prior (ALONE_PRIOR_WEIGHT)
+    assert book.alone_ms(ASK) >= 0.5 * 50.0 + 0.5 * 10.0
     search = "/v1/search"  # each route has its own first
     ticket = admitted(book.admit(search, arrived=time.perf_counter(), budget_ms=60_000.0))
     time.sleep(0.2)
@@ -123,8 +123,9 @@ def test_overlapped_requests_teach_the_work_per_request() -> None:
     b.finish()
     snapshot = book.snapshot()
     assert snapshot["overlapped_finishes"] == pytest.approx(1.0)
-    # At least 40 ms of overlap for one finish, weighed 1/4 against the prior (one observation).
-    assert book.per_request_ms() >= 0.25 * 39.0 + 0.75 * prior
+    # At least 40 ms of overlap for one finish, weighed 1/PRIOR_WEIGHT against the prior.
+    weight = 1 / PRIOR_WEIGHT
+    assert book.per_request_ms() >= weight * 39.0 + (1 - weight) * prior
     assert book.admitted == 0
 
 
@@ -152,6 +153,6 @@ def test_the_time_spent_generating_is_not_its_own_work() -> None:
     ticket.finish()
     elapsed_ms = (time.perf_counter() - arrived) * 1000.0
     assert ticket.generation_s >= 0.2
-    # One observation, weighed 1/4 against the 1 ms prior: at most the time outside generation.
+    # One observation, weighed 1/2 against the 1 ms prior: at most the time outside generation.
     own_at_most = elapsed_ms - ticket.generation_s * 1000.0
-    assert book.alone_ms(ASK) <= 0.25 * own_at_most + 0.75 * 1.0
+    assert book.alone_ms(ASK) <= 0.5 * own_at_most + 0.5 * 1.0

@@ -37,9 +37,11 @@ predicted as
 
 A newcomer is admitted when that is within its budget's time left, less ``margin_share`` of its
 budget (the answer's last bytes still have to reach the client, which no server-side figure
-shows). Before anything is learned, ``prior_alone_ms`` and that divided by the process's cores
-stand in. Refusing costs one comparison; the middleware (``app.admission``) decides before auth
-and before the stage threads, with the budget read from the small JSON body.
+shows). Before anything is learned, what the process's siblings under the same ``ragtime serve``
+have learned stands in (``admission_peers``), else ``prior_alone_ms``, and the time alone divided
+by the process's share of the cores (the cores over the processes serving beside each other: in
+a burst every process is busy). Refusing costs one comparison; the middleware (``app.admission``)
+decides before auth and before the stage threads, with the budget read from the small JSON body.
 """
 
 from __future__ import annotations
@@ -47,16 +49,26 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import math
+import os
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+
+from tracing.budget.admission_peers import Learned, Peers
 
 #: Requests alone kept per route: few, so that a fresh process's slow first ones soon leave.
 ALONE_WINDOW = 16
-#: Observations before the learned figures replace the prior entirely (they are blended before).
-PRIOR_WEIGHT = 4
+#: Overlapped finishes before the learned work per request replaces the prior entirely (they
+#: are blended before). Its first figures in a process's first burst count the burst's fill,
+#: not its pace: one finish 80 ms into a burst, blended at a quarter, made 30 ms a request of
+#: 17, and a fresh server refused a third of a burst it answers whole (BENCHMARKS.md,
+#: "Siblings' figures").
+PRIOR_WEIGHT = 16
+#: Requests alone before the learned time alone replaces the prior entirely (a process's first,
+#: which pays one-time costs, is not among them).
+ALONE_PRIOR_WEIGHT = 2
 #: Overlapped requests' throughput is averaged over about this many finished requests.
 THROUGHPUT_SPAN = 64
 
@@ -151,12 +163,18 @@ class FinishAdmission:
         self,
         *,
         cores: int,
-        prior_alone_ms: float = 40.0,
+        processes: int = 1,
+        peers: Peers | None = None,
+        prior_alone_ms: float = 20.0,
         generation_floor_ms: Callable[[str], float] = lambda route: 0.0,
         lag_ms: Callable[[], float] = lambda: 0.0,
         margin_share: float = 0.0,
     ) -> None:
         self.cores = max(cores, 1)
+        self.processes = max(processes, 1)
+        """Processes serving beside this one, itself included: they share the cores."""
+        self.peers = peers
+        """This process's siblings' figures (None: it serves alone)."""
         self.prior_alone_ms = prior_alone_ms
         self.generation_floor_ms = generation_floor_ms
         """The smallest answer's generation at the median, by route (0 for a search)."""
@@ -175,6 +193,8 @@ class FinishAdmission:
         self._finished = 0.0
         """Tickets that finished meanwhile (decayed)."""
         self._accounted = time.perf_counter()
+        self._unpublished = False
+        """Something was learned since the figures were last given to the siblings."""
         self.lock = threading.RLock()
         """Held by every change to the book and every decision (``admit``)."""
 
@@ -182,22 +202,46 @@ class FinishAdmission:
 
     def alone_ms(self, route: str) -> float:
         """The own work of a request of ``route`` with nobody beside it: the lower quartile of
-        recent ones, blended with the prior while few are seen."""
-        seen = self._alone.get(route)
+        recent ones, blended with the prior (the siblings' figure, else the constant) while few
+        are seen."""
+        seen = self._alone.get(route, ())
+        if len(seen) >= ALONE_PRIOR_WEIGHT:
+            return _lower_quartile(seen)
+        prior = self._siblings().alone_ms.get(route, self.prior_alone_ms)
         if not seen:
-            return self.prior_alone_ms
-        values = sorted(seen)
-        return _blend(values[len(values) // 4], self.prior_alone_ms, len(values))
+            return prior
+        return _blend(_lower_quartile(seen), prior, len(seen), ALONE_PRIOR_WEIGHT)
 
     def per_request_ms(self) -> float:
         """The process's own work per request when requests overlap (see the module
-        docstring), blended with the prior (the median alone over the cores) while few are
-        seen."""
-        alone = [self.alone_ms(route) for route in self._alone] or [self.prior_alone_ms]
-        prior = sorted(alone)[len(alone) // 2] / self.cores
+        docstring), blended with the prior while few are seen: the siblings' figure, else the
+        median time alone over the process's share of the cores."""
+        if self._finished >= PRIOR_WEIGHT:
+            return self._overlap_s * 1000.0 / self._finished
+        prior = self._siblings().per_request_ms
+        if prior is None:
+            routes = set(self._alone) | set(self._siblings().alone_ms)
+            alone = [self.alone_ms(route) for route in routes] or [self.prior_alone_ms]
+            prior = sorted(alone)[len(alone) // 2] * self.processes / self.cores
         if self._finished <= 0:
             return prior
         return _blend(self._overlap_s * 1000.0 / self._finished, prior, self._finished)
+
+    def learned(self) -> Learned:
+        """What this process has learned itself, unblended, for its siblings: the time alone
+        of each route seen, and the work per request once ``PRIOR_WEIGHT`` overlapped finishes
+        are behind it."""
+        with self.lock:
+            alone = {route: _lower_quartile(seen) for route, seen in self._alone.items() if seen}
+            per_request = (
+                self._overlap_s * 1000.0 / self._finished
+                if self._finished >= PRIOR_WEIGHT
+                else None
+            )
+            return Learned(alone, per_request)
+
+    def _siblings(self) -> Learned:
+        return self.peers.siblings() if self.peers is not None else _NOTHING_LEARNED
 
     def ahead_of(self, deadline: float) -> int:
         return sum(1 for t in self._tickets if t.in_own_work and t.deadline <= deadline)
@@ -262,13 +306,25 @@ class FinishAdmission:
                 decay = 1.0 - 1.0 / THROUGHPUT_SPAN
                 self._overlap_s *= decay
                 self._finished = self._finished * decay + 1.0
-            if ticket.shared:
-                return
-            if ticket.route not in self._first_seen:
-                self._first_seen.add(ticket.route)
-                return
-            own_ms = ((now - ticket.admitted_at) - ticket.generation_s) * 1000.0
-            self._alone.setdefault(ticket.route, deque(maxlen=ALONE_WINDOW)).append(own_ms)
+            learned_alone = not ticket.shared and self._learn_alone(ticket, now)
+            self._unpublished = self._unpublished or overlapped or learned_alone
+            # At once when there is no other request (the figures of a client's first
+            # questions, one after another, reach the siblings before its first burst), else at
+            # most every PUBLISH_S.
+            peers = self.peers
+            if peers is not None and self._unpublished and (not self._tickets or peers.due()):
+                peers.publish(self.learned())
+                self._unpublished = False
+
+    def _learn_alone(self, ticket: Ticket, now: float) -> bool:
+        """Learn the time alone from ``ticket``, which had nobody beside it; not from a
+        process's first request of its route. Whether it was learned."""
+        if ticket.route not in self._first_seen:
+            self._first_seen.add(ticket.route)
+            return False
+        own_ms = ((now - ticket.admitted_at) - ticket.generation_s) * 1000.0
+        self._alone.setdefault(ticket.route, deque(maxlen=ALONE_WINDOW)).append(own_ms)
+        return True
 
     @property
     def admitted(self) -> int:
@@ -284,11 +340,23 @@ class FinishAdmission:
                 "per_request_ms": round(self.per_request_ms(), 3),
                 "overlapped_finishes": round(self._finished, 2),
                 "cores": self.cores,
+                "processes": self.processes,
+                "pid": os.getpid(),
+                "learned": self.learned().as_dict(),
+                "siblings": self._siblings().as_dict(),
             }
 
 
-def _blend(learned: float, prior: float, seen: float) -> float:
-    """``learned`` from ``seen`` observations, weighed against ``prior`` until ``PRIOR_WEIGHT``
-    of them are seen."""
-    weight = min(seen, PRIOR_WEIGHT) / PRIOR_WEIGHT
+_NOTHING_LEARNED = Learned()
+
+
+def _lower_quartile(values: Iterable[float]) -> float:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 4]
+
+
+def _blend(learned: float, prior: float, seen: float, full: int = PRIOR_WEIGHT) -> float:
+    """``learned`` from ``seen`` observations, weighed against ``prior`` until ``full`` of them
+    are seen."""
+    weight = min(seen, full) / full
     return weight * learned + (1 - weight) * prior
