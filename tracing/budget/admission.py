@@ -62,9 +62,9 @@ from tracing.budget.admission_peers import Learned, Peers
 ALONE_WINDOW = 16
 #: Overlapped finishes before the learned work per request replaces the prior entirely (they
 #: are blended before). Its first figures in a process's first burst count the burst's fill,
-#: not its pace: one finish 80 ms into a burst, blended at a quarter, made 30 ms a request of
-#: 17, and a fresh server refused a third of a burst it answers whole (BENCHMARKS.md,
-#: "Siblings' figures").
+#: not its pace: one finish after 64 ms of overlap, blended at a quarter, made 30 ms a request
+#: of the prior's 19, and a fresh server refused a quarter of a burst it answers whole
+#: (BENCHMARKS.md, "Siblings' figures").
 PRIOR_WEIGHT = 16
 #: Requests alone before the learned time alone replaces the prior entirely (a process's first,
 #: which pays one-time costs, is not among them).
