@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tracing.budget import admission_peers
+from tracing.budget import admission, admission_peers
 from tracing.budget.admission import PRIOR_WEIGHT, FinishAdmission, Refusal, Ticket
 from tracing.budget.admission_peers import Learned, Peers, median_of, shared_dir
 
@@ -114,6 +114,25 @@ def test_a_fresh_process_admits_from_what_its_sibling_learned(tmp_path: Path) ->
     assert alone.alone_ms(ASK) == 200.0 and alone.per_request_ms() == pytest.approx(200.0)
 
 
+def test_a_routes_first_times_alone_are_shared_at_once_then_at_most_every_publish_s(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client's first questions, one after another, reach the siblings as they are learned;
+    once the route's window of times alone is full, at most every ``PUBLISH_S``."""
+    monkeypatch.setattr(admission_peers, "PUBLISH_S", 60.0)
+    book = FinishAdmission(cores=1, peers=Peers(tmp_path, pid=1))
+    sibling = Peers(tmp_path, pid=2)
+    serve_alone(book, 2)  # the first is not learned from
+    for i in range(admission.ALONE_WINDOW - 1):
+        serve_alone(book, 1, seconds=0.002 * (i % 2))
+        assert sibling.siblings(now=float(i)) == book.learned()
+    published = sibling.siblings(now=100.0).alone_ms[ASK]
+    assert published < 10.0
+    serve_alone(book, admission.ALONE_WINDOW, seconds=0.01)  # a new window, all slower
+    assert book.learned().alone_ms[ASK] >= 10.0
+    assert sibling.siblings(now=200.0).alone_ms[ASK] == published
+
+
 def test_a_process_with_figures_of_its_own_keeps_them(tmp_path: Path) -> None:
     Peers(tmp_path, pid=1).publish(Learned({ASK: 500.0}, 500.0))
     book = FinishAdmission(cores=1, peers=Peers(tmp_path, pid=2), prior_alone_ms=1.0)
@@ -122,10 +141,12 @@ def test_a_process_with_figures_of_its_own_keeps_them(tmp_path: Path) -> None:
     assert book.alone_ms(ASK) < 500.0
 
 
-def test_overlapped_work_is_shared_once_learned(tmp_path: Path) -> None:
+def test_overlapped_work_is_shared_once_learned(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The work per request when requests overlap goes to the siblings once ``PRIOR_WEIGHT``
-    overlapped finishes are behind it (fewer count a burst's fill more than its pace), at the
-    latest when the process has no request left."""
+    overlapped finishes are behind it (fewer count a burst's fill more than its pace)."""
+    monkeypatch.setattr(admission_peers, "PUBLISH_S", 0.0)  # each finish may write
     book = FinishAdmission(cores=1, peers=Peers(tmp_path, pid=1))
     sibling = Peers(tmp_path, pid=2)
     while overlapped_finishes(book) < PRIOR_WEIGHT - 1:

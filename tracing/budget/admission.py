@@ -308,13 +308,18 @@ class FinishAdmission:
                 self._finished = self._finished * decay + 1.0
             learned_alone = not ticket.shared and self._learn_alone(ticket, now)
             self._unpublished = self._unpublished or overlapped or learned_alone
-            # At once when there is no other request (the figures of a client's first
-            # questions, one after another, reach the siblings before its first burst), else at
-            # most every PUBLISH_S.
-            peers = self.peers
-            if peers is not None and self._unpublished and (not self._tickets or peers.due()):
-                peers.publish(self.learned())
-                self._unpublished = False
+            self._share(young=learned_alone and len(self._alone[ticket.route]) < ALONE_WINDOW)
+
+    def _share(self, *, young: bool) -> None:
+        """Give the siblings what was learned: at most every ``PUBLISH_S``, and at once when
+        a route's first times alone were learned with no other request in the process (a
+        client's first questions, one after another: a sibling's first burst may come next)."""
+        peers = self.peers
+        if peers is None or not self._unpublished:
+            return
+        if (young and not self._tickets) or peers.due():
+            peers.publish(self.learned())
+            self._unpublished = False
 
     def _learn_alone(self, ticket: Ticket, now: float) -> bool:
         """Learn the time alone from ``ticket``, which had nobody beside it; not from a
