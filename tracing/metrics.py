@@ -15,8 +15,6 @@ from __future__ import annotations
 import contextlib
 import glob
 import os
-import shutil
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
 
@@ -32,6 +30,8 @@ from prometheus_client import (
 from prometheus_client.metrics_core import Metric
 from prometheus_client.openmetrics import exposition as openmetrics
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from tracing.process_dirs import fresh_shared_dir
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 
@@ -272,13 +272,8 @@ def shared_metrics_dir(processes: int) -> Iterator[str | None]:
     if own := os.environ.get(MULTIPROC_DIR_ENV):
         yield own
         return
-    path = tempfile.mkdtemp(prefix="ragtime-metrics-")
-    os.environ[MULTIPROC_DIR_ENV] = path
-    try:
-        yield path
-    finally:
-        os.environ.pop(MULTIPROC_DIR_ENV, None)
-        shutil.rmtree(path, ignore_errors=True)
+    with fresh_shared_dir("ragtime-metrics-", MULTIPROC_DIR_ENV) as path:
+        yield str(path)
 
 
 def process_gone(pid: int | None) -> None:

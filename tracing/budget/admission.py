@@ -56,7 +56,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from tracing.budget.admission_peers import Learned, Peers
+from tracing.budget.admission_peers import Learned, Peers, median
 
 #: Requests alone kept per route: few, so that a fresh process's slow first ones soon leave.
 ALONE_WINDOW = 16
@@ -217,15 +217,19 @@ class FinishAdmission:
         docstring), blended with the prior while few are seen: the siblings' figure, else the
         median time alone over the process's share of the cores."""
         if self._finished >= PRIOR_WEIGHT:
-            return self._overlap_s * 1000.0 / self._finished
+            return self._overlapped_ms()
         prior = self._siblings().per_request_ms
         if prior is None:
             routes = set(self._alone) | set(self._siblings().alone_ms)
             alone = [self.alone_ms(route) for route in routes] or [self.prior_alone_ms]
-            prior = sorted(alone)[len(alone) // 2] * self.processes / self.cores
+            prior = median(alone) * self.processes / self.cores
         if self._finished <= 0:
             return prior
-        return _blend(self._overlap_s * 1000.0 / self._finished, prior, self._finished)
+        return _blend(self._overlapped_ms(), prior, self._finished)
+
+    def _overlapped_ms(self) -> float:
+        """The work per request learned from overlapped finishes (some must be behind it)."""
+        return self._overlap_s * 1000.0 / self._finished
 
     def learned(self) -> Learned:
         """What this process has learned itself, unblended, for its siblings: the time alone
@@ -233,11 +237,7 @@ class FinishAdmission:
         are behind it."""
         with self.lock:
             alone = {route: _lower_quartile(seen) for route, seen in self._alone.items() if seen}
-            per_request = (
-                self._overlap_s * 1000.0 / self._finished
-                if self._finished >= PRIOR_WEIGHT
-                else None
-            )
+            per_request = self._overlapped_ms() if self._finished >= PRIOR_WEIGHT else None
             return Learned(alone, per_request)
 
     def _siblings(self) -> Learned:

@@ -25,12 +25,12 @@ import contextlib
 import json
 import logging
 import os
-import shutil
-import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tracing.process_dirs import fresh_shared_dir
 
 log = logging.getLogger(__name__)
 
@@ -70,14 +70,15 @@ def median_of(learned: list[Learned]) -> Learned:
     """The median of each figure over the processes that have learned it."""
     routes = {route for one in learned for route in one.alone_ms}
     alone = {
-        route: _median([one.alone_ms[route] for one in learned if route in one.alone_ms])
+        route: median([one.alone_ms[route] for one in learned if route in one.alone_ms])
         for route in routes
     }
     per_request = [one.per_request_ms for one in learned if one.per_request_ms is not None]
-    return Learned(alone, _median(per_request) if per_request else None)
+    return Learned(alone, median(per_request) if per_request else None)
 
 
-def _median(values: list[float]) -> float:
+def median(values: list[float]) -> float:
+    """The middle value (the upper of the two middle ones for an even count)."""
     ordered = sorted(values)
     return ordered[len(ordered) // 2]
 
@@ -153,15 +154,9 @@ def shared_dir(processes: int) -> Iterator[Path | None]:
     if processes <= 1:
         yield None
         return
-    path = Path(tempfile.mkdtemp(prefix="ragtime-admission-"))
-    os.environ[PEERS_DIR_ENV] = str(path)
-    os.environ[PROCESSES_ENV] = str(processes)
-    try:
+    also = {PROCESSES_ENV: str(processes)}
+    with fresh_shared_dir("ragtime-admission-", PEERS_DIR_ENV, also) as path:
         yield path
-    finally:
-        os.environ.pop(PEERS_DIR_ENV, None)
-        os.environ.pop(PROCESSES_ENV, None)
-        shutil.rmtree(path, ignore_errors=True)
 
 
 def serving_processes() -> int:
