@@ -48,7 +48,8 @@ _REFUSAL_BUCKETS = (
 
 LOOP_LAG_SECONDS = Gauge(
     "ragtime_event_loop_lag_seconds",
-    "The largest lag of the event loop over the last quarter second: how late it ran what was due.",
+    "The largest lag of the event loop over the last quarter second, each halved for every 50 ms "
+    "of its age: how late it runs what is due.",
     multiprocess_mode="livemax",
     registry=REGISTRY,
 )
