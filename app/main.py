@@ -99,6 +99,7 @@ def create_app(
         lag_ms=loop_lag.ms,
         margin_share=settings.admission_margin,
     )
+    loop_lag.listeners.append(finish.observe_lag)
     admission = Admission(
         settings.max_in_flight,
         retry_after_s=settings.retry_after_s,

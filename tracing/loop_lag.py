@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
+from collections.abc import Callable
 
 from tracing.metrics import LOOP_LAG_MEASURED_SECONDS, LOOP_LAG_SECONDS
 
@@ -47,6 +48,8 @@ class LoopLag:
         self._samples: deque[tuple[float, float]] = deque()
         self._due: float | None = None
         """When the measuring task is next due to wake (None when it is not running)."""
+        self.listeners: list[Callable[[float], None]] = []
+        """Called with each measurement, in ms, on the loop (admission learns from them)."""
 
     def record(self, lag_ms: float, now: float | None = None) -> None:
         now = time.perf_counter() if now is None else now
@@ -81,6 +84,8 @@ class LoopLag:
                 now = time.perf_counter()
                 lag_ms = (now - due) * 1000.0
                 self.record(lag_ms, now)
+                for listener in self.listeners:
+                    listener(lag_ms)
                 LOOP_LAG_MEASURED_SECONDS.observe(max(lag_ms, 0.0) / 1000.0)
                 LOOP_LAG_SECONDS.set(self.ms(now) / 1000.0)
         finally:

@@ -7,7 +7,13 @@ import time
 
 import pytest
 
-from tracing.budget.admission import PRIOR_WEIGHT, FinishAdmission, Refusal, Ticket
+from tracing.budget.admission import (
+    LAG_LEARN_MIN,
+    PRIOR_WEIGHT,
+    FinishAdmission,
+    Refusal,
+    Ticket,
+)
 
 ASK = "/v1/ask"
 
@@ -156,3 +162,60 @@ def test_the_time_spent_generating_is_not_its_own_work() -> None:
     # One observation, weighed 1/2 against the 1 ms prior: at most the time outside generation.
     own_at_most = elapsed_ms - ticket.generation_s * 1000.0
     assert book.alone_ms(ASK) <= 0.5 * own_at_most + 0.5 * 1.0
+
+
+def burst(book: FinishAdmission, size: int, *, start: float, took_s: float) -> None:
+    """``size`` requests admitted together at ``start``, all finishing ``took_s`` later (a
+    burst's requests leave their batched stages together)."""
+    tickets = [
+        admitted(book.admit(ASK, arrived=start, budget_ms=1e9, now=start)) for _ in range(size)
+    ]
+    for ticket in tickets:
+        book.finish(ticket, now=start + took_s)
+
+
+def test_a_bursts_finishes_together_teach_its_whole_time_over_its_requests() -> None:
+    """Fading the overlapped time at each finish counted a fifth of a 100-request burst's time,
+    and the learned figure fell burst after burst; it fades with time instead."""
+    book = FinishAdmission(cores=1)
+    start = time.perf_counter() - 1_000.0
+    burst(book, 100, start=start, took_s=2.0)
+    # 2 s over the 99 finishes that had another request beside them (the last was alone).
+    assert book.per_request_ms() == pytest.approx(2_000.0 / 99, rel=0.01)
+    burst(book, 100, start=start + 3.0, took_s=2.0)  # the same again: the same figure
+    assert book.per_request_ms() == pytest.approx(2_000.0 / 99, rel=0.01)
+    assert book.snapshot()["overlapped_finishes"] == 198
+
+
+def test_the_learned_work_per_request_fades_with_time_not_with_quiet() -> None:
+    book = FinishAdmission(cores=1)
+    start = time.perf_counter() - 1_000.0
+    burst(book, 100, start=start, took_s=2.0)  # about 20 ms a request
+    book.account(now=start + 500.0)  # a quiet spell: the figure stays
+    assert book.per_request_ms() == pytest.approx(2_000.0 / 99, rel=0.01)
+    burst(book, 100, start=start + 500.0, took_s=0.5)  # now about 5 ms a request
+    # The old figure kept at most one finish's weight through the quiet spell.
+    assert book.per_request_ms() < 1.05 * (2_000.0 + 500.0) / 100
+    assert book.per_request_ms() > 500.0 / 99
+
+
+def test_the_loops_lag_per_admitted_request_is_learned_in_bursts_and_predicted() -> None:
+    """A burst's answers end together and the loop runs all their ends: the lag the admitted
+    requests will make counts in a newcomer's prediction, not only the lag of now."""
+    book = FinishAdmission(cores=1, prior_alone_ms=10.0, lag_ms=lambda: 5.0)
+    now = time.perf_counter()
+    for _ in range(LAG_LEARN_MIN - 1):
+        admitted(book.admit(ASK, arrived=now, budget_ms=150.0, now=now))
+    book.observe_lag(700.0)  # too few admitted to learn from
+    assert book.lag_per_request_ms() == 0.0
+    assert book.expected_lag_ms() == 5.0
+    admitted(book.admit(ASK, arrived=now, budget_ms=150.0, now=now))
+    book.observe_lag(80.0)  # 10 ms for each of the 8 admitted
+    assert book.lag_per_request_ms() == pytest.approx(10.0)
+    # The 8 admitted and the newcomer: 90 ms, more than the 5 ms of now.
+    assert book.expected_lag_ms() == pytest.approx(90.0)
+    assert book.predicted_ms(ASK, 8) == pytest.approx(10.0 + 8 * 10.0 + 90.0)
+    assert book.snapshot()["lag_per_request_ms"] == pytest.approx(10.0)
+    # The same budget as the 8 ahead: it fits their work (10 + 80 ms) and the lag of now, not
+    # the lag they will make.
+    assert isinstance(book.admit(ASK, arrived=now, budget_ms=150.0, now=now), Refusal)

@@ -29,11 +29,24 @@ predicted as
 * ``per_request``: the process's own work per request when requests overlap, learned as
   throughput: the time two or more requests were in their own work, divided by the requests
   that finished meanwhile. Embedding batches, stage threads and the event loop are all in it,
-  as they are shared;
+  as they are shared. Both sums fade with time (halved every ``THROUGHPUT_HALF_LIFE_S``), not
+  with each finish: a burst's requests leave their batched stages together, and fading the
+  burst's time at each of its finishes counted a fifth of it for a hundred of them, so that
+  the figure fell burst after burst (8.4, 6.7, 4.4, 2.9, then 1.9 ms a request over 25, 100,
+  200 and two 250-question bursts) and the last burst admitted four times what it could
+  answer (BENCHMARKS.md, "A regression this burst shows");
 * the generation floor: the smallest answer's predicted generation at the median (nothing for a
   search);
-* the event loop's recent lag (``tracing.loop_lag``), which the answer's last event waits
-  behind.
+* the event loop's lag (``tracing.loop_lag``), which the answer's last event waits behind,
+  and which the budget session keeps in reserve before it lets an answer begin
+  (``generation_reserve_ms``): the recent lag, or the lag the requests in the process will
+  make, if larger: one more than those admitted, times the loop's lag per admitted request
+  (the 90th percentile of recent measurements taken with ``LAG_LEARN_MIN`` or more admitted:
+  ``observe_lag``). A burst's answers leave their stages together and the loop then runs all
+  their ends: with 50-60 answers in a process it measured 100-125 ms where it had been a few
+  ms when they were admitted, and a fifth of the answers admitted on the lag of then found
+  their budget short of that reserve and ended in 504 (BENCHMARKS.md, "A regression this
+  burst shows").
 
 A newcomer is admitted when that is within its budget's time left, less ``margin_share`` of its
 budget (the answer's last bytes still have to reach the client, which no server-side figure
@@ -69,8 +82,14 @@ PRIOR_WEIGHT = 16
 #: Requests alone before the learned time alone replaces the prior entirely (a process's first,
 #: which pays one-time costs, is not among them).
 ALONE_PRIOR_WEIGHT = 2
-#: Overlapped requests' throughput is averaged over about this many finished requests.
-THROUGHPUT_SPAN = 64
+#: Overlapped requests' time and finishes fade by half in this many seconds: a few bursts', or
+#: a few hundred requests' at a steady rate.
+THROUGHPUT_HALF_LIFE_S = 10.0
+#: The loop's lag is learned per admitted request from measurements taken with at least this
+#: many admitted (a few requests make no lag worth dividing) ...
+LAG_LEARN_MIN = 8
+#: ... the last this many of them (one every 10 ms while so busy).
+LAG_WINDOW = 200
 
 
 @dataclass(eq=False)
@@ -179,19 +198,25 @@ class FinishAdmission:
         self.generation_floor_ms = generation_floor_ms
         """The smallest answer's generation at the median, by route (0 for a search)."""
         self.lag_ms = lag_ms
+        """The event loop's recent lag: the last event of an answer waits behind it."""
         self.margin_share = margin_share
         """The share of each budget kept free of predicted work: the answer's last bytes still
         have to reach the client, and a client that shares the server's cores (or is busy with
         many streams) reads them late, which no server-side figure shows."""
-        """The event loop's recent lag: the last event of an answer waits behind it."""
         self._tickets: list[Ticket] = []
         self._alone: dict[str, deque[float]] = {}
         self._first_seen: set[str] = set()
         """Routes whose first request alone has finished (and was not learned from)."""
         self._overlap_s = 0.0
-        """Time two or more tickets were in their own work (decayed with ``_finished``)."""
+        """Time two or more tickets were in their own work (fading with time) ..."""
         self._finished = 0.0
-        """Tickets that finished meanwhile (decayed)."""
+        """... and the tickets that finished meanwhile (fading alike)."""
+        self._overlapped_seen = 0
+        """Overlapped finishes ever: how far the learned figure is trusted over the prior."""
+        self._lag_ratios: deque[float] = deque(maxlen=LAG_WINDOW)
+        """The loop's lag over the requests admitted, of measurements with enough admitted."""
+        self._lag_per_request_ms = 0.0
+        """Their 90th percentile (0 before any)."""
         self._accounted = time.perf_counter()
         self._unpublished = False
         """Something was learned since the figures were last given to the siblings."""
@@ -216,16 +241,16 @@ class FinishAdmission:
         """The process's own work per request when requests overlap (see the module
         docstring), blended with the prior while few are seen: the siblings' figure, else the
         median time alone over the process's share of the cores."""
-        if self._finished >= PRIOR_WEIGHT:
+        if self._overlapped_seen >= PRIOR_WEIGHT:
             return self._overlapped_ms()
         prior = self._siblings().per_request_ms
         if prior is None:
             routes = set(self._alone) | set(self._siblings().alone_ms)
             alone = [self.alone_ms(route) for route in routes] or [self.prior_alone_ms]
             prior = median(alone) * self.processes / self.cores
-        if self._finished <= 0:
+        if self._overlapped_seen <= 0:
             return prior
-        return _blend(self._overlapped_ms(), prior, self._finished)
+        return _blend(self._overlapped_ms(), prior, self._overlapped_seen)
 
     def _overlapped_ms(self) -> float:
         """The work per request learned from overlapped finishes (some must be behind it)."""
@@ -237,11 +262,31 @@ class FinishAdmission:
         are behind it."""
         with self.lock:
             alone = {route: _lower_quartile(seen) for route, seen in self._alone.items() if seen}
-            per_request = self._overlapped_ms() if self._finished >= PRIOR_WEIGHT else None
+            per_request = self._overlapped_ms() if self._overlapped_seen >= PRIOR_WEIGHT else None
             return Learned(alone, per_request)
 
     def _siblings(self) -> Learned:
         return self.peers.siblings() if self.peers is not None else _NOTHING_LEARNED
+
+    def lag_per_request_ms(self) -> float:
+        """The loop's lag per admitted request, learned in bursts (0 before any)."""
+        return self._lag_per_request_ms
+
+    def expected_lag_ms(self) -> float:
+        """The loop's lag a newcomer's answer is predicted to meet: the recent lag, or what
+        the admitted requests and the newcomer make at the learned rate, if larger."""
+        return max(self.lag_ms(), (len(self._tickets) + 1) * self._lag_per_request_ms)
+
+    def observe_lag(self, lag_ms: float) -> None:
+        """One measurement of the loop's lag (``LoopLag.listeners``, on the loop): learned
+        from, per admitted request, when ``LAG_LEARN_MIN`` or more are admitted."""
+        with self.lock:
+            admitted = len(self._tickets)
+            if admitted < LAG_LEARN_MIN:
+                return
+            self._lag_ratios.append(max(lag_ms, 0.0) / admitted)
+            ordered = sorted(self._lag_ratios)
+            self._lag_per_request_ms = ordered[int(0.9 * (len(ordered) - 1))]
 
     def ahead_of(self, deadline: float) -> int:
         return sum(1 for t in self._tickets if t.in_own_work and t.deadline <= deadline)
@@ -251,7 +296,7 @@ class FinishAdmission:
             self.alone_ms(route)
             + ahead * self.per_request_ms()
             + self.generation_floor_ms(route)
-            + self.lag_ms()
+            + self.expected_lag_ms()
         )
 
     def account(self, now: float | None = None) -> int:
@@ -260,6 +305,7 @@ class FinishAdmission:
         joins, leaves or changes phase. Returns how many are in their own work."""
         with self.lock:
             now = time.perf_counter() if now is None else now
+            self._fade(now - self._accounted)
             own = [t for t in self._tickets if t.in_own_work]
             if len(own) >= 2:
                 self._overlap_s += now - self._accounted
@@ -267,6 +313,15 @@ class FinishAdmission:
                     ticket.shared = True
             self._accounted = now
             return len(own)
+
+    def _fade(self, elapsed_s: float) -> None:
+        """Fade the overlapped time and finishes alike (their ratio stays), never below one
+        finish's weight: a quiet hour does not bring the prior back."""
+        if self._finished <= 1.0 or elapsed_s <= 0:
+            return
+        factor = max(0.5 ** (elapsed_s / THROUGHPUT_HALF_LIFE_S), 1.0 / self._finished)
+        self._overlap_s *= factor
+        self._finished *= factor
 
     # -- admission -----------------------------------------------------------------------------
 
@@ -291,21 +346,20 @@ class FinishAdmission:
             self._tickets.append(ticket)
             return ticket
 
-    def finish(self, ticket: Ticket, *, learn: bool = True) -> None:
-        """``ticket``'s response ended (``Ticket.finish``)."""
+    def finish(self, ticket: Ticket, *, learn: bool = True, now: float | None = None) -> None:
+        """``ticket``'s response ended (``Ticket.finish``), ``now`` or at this moment."""
         with self.lock:
             if ticket not in self._tickets:
                 return
             ticket.generation_ended()
-            now = time.perf_counter()
+            now = time.perf_counter() if now is None else now
             overlapped = self.account(now) >= 2
             self._tickets.remove(ticket)
             if not learn:
                 return
             if overlapped:
-                decay = 1.0 - 1.0 / THROUGHPUT_SPAN
-                self._overlap_s *= decay
-                self._finished = self._finished * decay + 1.0
+                self._finished += 1.0
+                self._overlapped_seen += 1
             learned_alone = not ticket.shared and self._learn_alone(ticket, now)
             self._unpublished = self._unpublished or overlapped or learned_alone
             self._share(young=learned_alone and len(self._alone[ticket.route]) < ALONE_WINDOW)
@@ -343,7 +397,8 @@ class FinishAdmission:
                 "in_own_work": sum(1 for t in self._tickets if t.in_own_work),
                 "alone_ms": {route: round(self.alone_ms(route), 2) for route in self._alone},
                 "per_request_ms": round(self.per_request_ms(), 3),
-                "overlapped_finishes": round(self._finished, 2),
+                "overlapped_finishes": self._overlapped_seen,
+                "lag_per_request_ms": round(self._lag_per_request_ms, 3),
                 "cores": self.cores,
                 "processes": self.processes,
                 "pid": os.getpid(),
