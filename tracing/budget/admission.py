@@ -32,9 +32,9 @@ predicted as
   as they are shared. Both sums fade with time (halved every ``THROUGHPUT_HALF_LIFE_S``), not
   with each finish: a burst's requests leave their batched stages together, and fading the
   burst's time at each of its finishes counted a fifth of it for a hundred of them, so that
-  the figure fell burst after burst (8.4, 6.7, 4.4, 2.9, then 1.9 ms a request over 25, 100,
-  200 and two 250-question bursts) and the last burst admitted four times what it could
-  answer (BENCHMARKS.md, "A regression this burst shows");
+  the figure fell burst after burst (9.2, 8.0, 5.0, 3.1, then 1.8 ms a request over 25, 100,
+  200 and two 250-question bursts) and the last bursts admitted four times what they could
+  answer (BENCHMARKS.md, "The regression fixed");
 * the generation floor: the smallest answer's predicted generation at the median (nothing for a
   search);
 * the event loop's lag (``tracing.loop_lag``), which the answer's last event waits behind,
@@ -45,8 +45,8 @@ predicted as
   ``observe_lag``). A burst's answers leave their stages together and the loop then runs all
   their ends: with 50-60 answers in a process it measured 100-125 ms where it had been a few
   ms when they were admitted, and a fifth of the answers admitted on the lag of then found
-  their budget short of that reserve and ended in 504 (BENCHMARKS.md, "A regression this
-  burst shows").
+  their budget short of that reserve and ended in 504 (BENCHMARKS.md, "The regression
+  fixed").
 
 A newcomer is admitted when that is within its budget's time left, less ``margin_share`` of its
 budget (the answer's last bytes still have to reach the client, which no server-side figure
