@@ -200,9 +200,12 @@ def test_the_learned_work_per_request_fades_with_time_not_with_quiet() -> None:
 
 
 def test_the_loops_lag_per_admitted_request_is_learned_in_bursts_and_predicted() -> None:
-    """A burst's answers end together and the loop runs all their ends: the lag the admitted
-    requests will make counts in a newcomer's prediction, not only the lag of now."""
+    """A burst's answers end together and the loop runs all their ends: once the work per
+    request is learned, the lag the admitted requests will make counts in a newcomer's
+    prediction, not only the lag of now."""
     book = FinishAdmission(cores=1, prior_alone_ms=10.0, lag_ms=lambda: 5.0)
+    burst(book, PRIOR_WEIGHT + 1, start=time.perf_counter() - 1_000.0, took_s=0.16)
+    assert book.per_request_ms() == pytest.approx(10.0)  # 160 ms over 16 overlapped finishes
     now = time.perf_counter()
     for _ in range(LAG_LEARN_MIN - 1):
         admitted(book.admit(ASK, arrived=now, budget_ms=150.0, now=now))
@@ -219,3 +222,17 @@ def test_the_loops_lag_per_admitted_request_is_learned_in_bursts_and_predicted()
     # The same budget as the 8 ahead: it fits their work (10 + 80 ms) and the lag of now, not
     # the lag they will make.
     assert isinstance(book.admit(ASK, arrived=now, budget_ms=150.0, now=now), Refusal)
+
+
+def test_the_lag_per_request_waits_for_a_learned_pace() -> None:
+    """While the work per request is still the prior (the time alone over the share of the
+    cores, itself cautious), the lag counted is the lag of now: the lags of a first burst's
+    arrivals, over the few admitted then, made a fresh server refuse a tenth of a burst it
+    answers whole."""
+    book = FinishAdmission(cores=1, prior_alone_ms=10.0, lag_ms=lambda: 5.0)
+    now = time.perf_counter()
+    for _ in range(LAG_LEARN_MIN):
+        admitted(book.admit(ASK, arrived=now, budget_ms=1e9, now=now))
+    book.observe_lag(80.0)
+    assert book.lag_per_request_ms() == pytest.approx(10.0)
+    assert book.expected_lag_ms() == 5.0

@@ -42,11 +42,11 @@ predicted as
   (``generation_reserve_ms``): the recent lag, or the lag the requests in the process will
   make, if larger: one more than those admitted, times the loop's lag per admitted request
   (the 90th percentile of recent measurements taken with ``LAG_LEARN_MIN`` or more admitted:
-  ``observe_lag``). A burst's answers leave their stages together and the loop then runs all
-  their ends: with 50-60 answers in a process it measured 100-125 ms where it had been a few
-  ms when they were admitted, and a fifth of the answers admitted on the lag of then found
-  their budget short of that reserve and ended in 504 (BENCHMARKS.md, "The regression
-  fixed").
+  ``observe_lag``), once the work per request is learned (``expected_lag_ms``). A burst's
+  answers leave their stages together and the loop then runs all their ends: with 50-60
+  answers in a process it measured 100-125 ms where it had been a few ms when they were
+  admitted, and a fifth of the answers admitted on the lag of then found their budget short
+  of that reserve and ended in 504 (BENCHMARKS.md, "The regression fixed").
 
 A newcomer is admitted when that is within its budget's time left, less ``margin_share`` of its
 budget (the answer's last bytes still have to reach the client, which no server-side figure
@@ -274,7 +274,13 @@ class FinishAdmission:
 
     def expected_lag_ms(self) -> float:
         """The loop's lag a newcomer's answer is predicted to meet: the recent lag, or what
-        the admitted requests and the newcomer make at the learned rate, if larger."""
+        the admitted requests and the newcomer make at the learned rate, if larger, once the
+        work per request is learned (``PRIOR_WEIGHT`` overlapped finishes). Before, the prior
+        stands, cautious itself, and the lags of a first burst's arrivals, over the few admitted
+        then, would count twice: fresh servers answered 88-98 of a first 100@1 with it, 99-100
+        without (BENCHMARKS.md, "The regression fixed")."""
+        if self._overlapped_seen < PRIOR_WEIGHT:
+            return self.lag_ms()
         return max(self.lag_ms(), (len(self._tickets) + 1) * self._lag_per_request_ms)
 
     def observe_lag(self, lag_ms: float) -> None:
