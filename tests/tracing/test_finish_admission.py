@@ -29,6 +29,14 @@ def past_the_first(book: FinishAdmission) -> FinishAdmission:
     return book
 
 
+def past_the_first_burst(book: FinishAdmission) -> FinishAdmission:
+    """``book`` after its first stretch of overlapped work, which it does not learn from (long
+    ago: the times a test passes come after it)."""
+    burst(book, 2, start=time.perf_counter() - 10_000.0, took_s=0.001)
+    assert not book.snapshot()["first_burst"]
+    return book
+
+
 def test_a_processs_first_request_of_a_route_is_not_learned_from() -> None:
     """It pays one-time costs (the models' first runs): taken as a request's cost, it made a
     fresh process refuse what it could answer."""
@@ -119,7 +127,7 @@ def test_the_generation_floor_counts_for_answers_only() -> None:
 def test_overlapped_requests_teach_the_work_per_request() -> None:
     """Two requests in their own work at once for at least 40 ms, then finished: the work per
     request is learned from that overlap, no longer the prior (1 ms alone, on 8 cores)."""
-    book = FinishAdmission(cores=8, prior_alone_ms=1.0)
+    book = past_the_first_burst(FinishAdmission(cores=8, prior_alone_ms=1.0))
     prior = book.per_request_ms()
     now = time.perf_counter()
     a = admitted(book.admit(ASK, arrived=now, budget_ms=60_000.0))
@@ -177,7 +185,7 @@ def burst(book: FinishAdmission, size: int, *, start: float, took_s: float) -> N
 def test_a_bursts_finishes_together_teach_its_whole_time_over_its_requests() -> None:
     """Fading the overlapped time at each finish counted a fifth of a 100-request burst's time,
     and the learned figure fell burst after burst; it fades with time instead."""
-    book = FinishAdmission(cores=1)
+    book = past_the_first_burst(FinishAdmission(cores=1))
     start = time.perf_counter() - 1_000.0
     burst(book, 100, start=start, took_s=2.0)
     # 2 s over the 99 finishes that had another request beside them (the last was alone).
@@ -188,7 +196,7 @@ def test_a_bursts_finishes_together_teach_its_whole_time_over_its_requests() -> 
 
 
 def test_the_learned_work_per_request_fades_with_time_not_with_quiet() -> None:
-    book = FinishAdmission(cores=1)
+    book = past_the_first_burst(FinishAdmission(cores=1))
     start = time.perf_counter() - 1_000.0
     burst(book, 100, start=start, took_s=2.0)  # about 20 ms a request
     book.account(now=start + 500.0)  # a quiet spell: the figure stays
@@ -203,7 +211,7 @@ def test_the_loops_lag_per_admitted_request_is_learned_in_bursts_and_predicted()
     """A burst's answers end together and the loop runs all their ends: once the work per
     request is learned, the lag the admitted requests will make counts in a newcomer's
     prediction, not only the lag of now."""
-    book = FinishAdmission(cores=1, prior_alone_ms=10.0, lag_ms=lambda: 5.0)
+    book = past_the_first_burst(FinishAdmission(cores=1, prior_alone_ms=10.0, lag_ms=lambda: 5.0))
     burst(book, PRIOR_WEIGHT + 1, start=time.perf_counter() - 1_000.0, took_s=0.16)
     assert book.per_request_ms() == pytest.approx(10.0)  # 160 ms over 16 overlapped finishes
     now = time.perf_counter()
@@ -236,3 +244,39 @@ def test_the_lag_per_request_waits_for_a_learned_pace() -> None:
     book.observe_lag(80.0)
     assert book.lag_per_request_ms() == pytest.approx(10.0)
     assert book.expected_lag_ms() == 5.0
+
+
+def test_a_processs_first_burst_is_not_learned_from() -> None:
+    """It pays one-time costs, as a process's first request alone does: after one small burst,
+    its figure made fresh servers refuse a tenth or more of a burst they answer whole."""
+    book = FinishAdmission(cores=1, prior_alone_ms=10.0)
+    start = time.perf_counter() - 1_000.0
+    burst(book, 13, start=start, took_s=0.36)  # 30 ms a request: the first burst's
+    snapshot = book.snapshot()
+    assert not snapshot["first_burst"] and snapshot["overlapped_finishes"] == 0
+    assert book.per_request_ms() == pytest.approx(10.0)  # still the prior
+    burst(book, PRIOR_WEIGHT + 1, start=start + 10.0, took_s=0.16)  # 10 ms a request
+    assert book.per_request_ms() == pytest.approx(10.0)
+    burst(book, PRIOR_WEIGHT + 1, start=start + 20.0, took_s=0.08)
+    # The second burst and the third (5 ms a request), the second faded by a half.
+    assert book.per_request_ms() == pytest.approx((0.5 * 160.0 + 80.0) / (0.5 * 16 + 16), rel=0.01)
+
+
+def test_the_first_stretch_lasts_until_fewer_than_two_are_in_their_own_work() -> None:
+    """Not cut short: finishes counted after a cut would bring none of a burst's time."""
+    book = FinishAdmission(cores=1, prior_alone_ms=10.0)
+    start = time.perf_counter() - 1_000.0
+    held = [admitted(book.admit(ASK, arrived=start, budget_ms=1e9, now=start)) for _ in range(2)]
+    at = start
+    for _ in range(100):  # two or more in their own work all along
+        ticket = admitted(book.admit(ASK, arrived=at, budget_ms=1e9, now=at))
+        at += 0.02
+        book.finish(ticket, now=at)
+    assert book.snapshot()["first_burst"]
+    assert book.per_request_ms() == pytest.approx(10.0)  # the prior: nothing learned yet
+    for ticket in held:
+        book.finish(ticket, now=at)
+    snapshot = book.snapshot()
+    assert not snapshot["first_burst"] and snapshot["overlapped_finishes"] == 0
+    burst(book, PRIOR_WEIGHT + 1, start=at + 1.0, took_s=0.32)  # then it learns: 20 ms each
+    assert book.per_request_ms() == pytest.approx(20.0, rel=0.01)

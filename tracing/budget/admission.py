@@ -213,6 +213,14 @@ class FinishAdmission:
         """... and the tickets that finished meanwhile (fading alike)."""
         self._overlapped_seen = 0
         """Overlapped finishes ever: how far the learned figure is trusted over the prior."""
+        self._first_burst = True
+        """The process's first stretch of overlapped work (two or more requests in their own
+        work, until fewer are) is not over. Nothing is learned from it: it pays one-time costs,
+        as a process's first request alone does. After one 25@1 burst its figure (18-35 ms a
+        request, where a process's bursts of 12-100 took 7-8 ms each) made fresh servers refuse
+        8-24 of a 100@1 burst; after two, 0-5 (BENCHMARKS.md, "A first burst after a small
+        one"). It is not cut short: a burst's requests finish together, and finishes counted
+        after a cut would bring none of the burst's time with them."""
         self._lag_ratios: deque[float] = deque(maxlen=LAG_WINDOW)
         """The loop's lag over the requests admitted, of measurements with enough admitted."""
         self._lag_per_request_ms = 0.0
@@ -241,16 +249,21 @@ class FinishAdmission:
         """The process's own work per request when requests overlap (see the module
         docstring), blended with the prior while few are seen: the siblings' figure, else the
         median time alone over the process's share of the cores."""
-        if self._overlapped_seen >= PRIOR_WEIGHT:
+        seen = self._seen()
+        if seen >= PRIOR_WEIGHT:
             return self._overlapped_ms()
         prior = self._siblings().per_request_ms
         if prior is None:
             routes = set(self._alone) | set(self._siblings().alone_ms)
             alone = [self.alone_ms(route) for route in routes] or [self.prior_alone_ms]
             prior = median(alone) * self.processes / self.cores
-        if self._overlapped_seen <= 0:
+        if seen <= 0:
             return prior
-        return _blend(self._overlapped_ms(), prior, self._overlapped_seen)
+        return _blend(self._overlapped_ms(), prior, seen)
+
+    def _seen(self) -> int:
+        """Overlapped finishes learned from (none while the first burst lasts)."""
+        return 0 if self._first_burst else self._overlapped_seen
 
     def _overlapped_ms(self) -> float:
         """The work per request learned from overlapped finishes (some must be behind it)."""
@@ -262,7 +275,7 @@ class FinishAdmission:
         are behind it."""
         with self.lock:
             alone = {route: _lower_quartile(seen) for route, seen in self._alone.items() if seen}
-            per_request = self._overlapped_ms() if self._overlapped_seen >= PRIOR_WEIGHT else None
+            per_request = self._overlapped_ms() if self._seen() >= PRIOR_WEIGHT else None
             return Learned(alone, per_request)
 
     def _siblings(self) -> Learned:
@@ -279,7 +292,7 @@ class FinishAdmission:
         stands, cautious itself, and the lags of a first burst's arrivals, over the few admitted
         then, would count twice: fresh servers answered 88-98 of a first 100@1 with it, 99-100
         without (BENCHMARKS.md, "The regression fixed")."""
-        if self._overlapped_seen < PRIOR_WEIGHT:
+        if self._seen() < PRIOR_WEIGHT:
             return self.lag_ms()
         return max(self.lag_ms(), (len(self._tickets) + 1) * self._lag_per_request_ms)
 
@@ -317,8 +330,16 @@ class FinishAdmission:
                 self._overlap_s += now - self._accounted
                 for ticket in own:
                     ticket.shared = True
+            elif self._first_burst and self._overlap_s > 0:
+                self._forget_first_burst()
             self._accounted = now
             return len(own)
+
+    def _forget_first_burst(self) -> None:
+        """The first stretch of overlapped work is over: forget its time and finishes."""
+        self._first_burst = False
+        self._overlap_s = self._finished = 0.0
+        self._overlapped_seen = 0
 
     def _fade(self, elapsed_s: float) -> None:
         """Fade the overlapped time and finishes alike (their ratio stays), never below one
@@ -404,6 +425,7 @@ class FinishAdmission:
                 "alone_ms": {route: round(self.alone_ms(route), 2) for route in self._alone},
                 "per_request_ms": round(self.per_request_ms(), 3),
                 "overlapped_finishes": self._overlapped_seen,
+                "first_burst": self._first_burst,
                 "lag_per_request_ms": round(self._lag_per_request_ms, 3),
                 "cores": self.cores,
                 "processes": self.processes,
