@@ -298,14 +298,15 @@ class FinishAdmission:
 
     def observe_lag(self, lag_ms: float) -> None:
         """One measurement of the loop's lag (``LoopLag.listeners``, on the loop): learned
-        from, per admitted request, when ``LAG_LEARN_MIN`` or more are admitted."""
-        with self.lock:
-            admitted = len(self._tickets)
-            if admitted < LAG_LEARN_MIN:
-                return
-            self._lag_ratios.append(max(lag_ms, 0.0) / admitted)
-            ordered = sorted(self._lag_ratios)
-            self._lag_per_request_ms = ordered[int(0.9 * (len(ordered) - 1))]
+        from, per admitted request, when ``LAG_LEARN_MIN`` or more are admitted. Without the
+        book's lock, which the read-ahead thread's refusals wait on: only the loop touches the
+        ratios, and the figure the deciders read is replaced whole."""
+        admitted = len(self._tickets)
+        if admitted < LAG_LEARN_MIN:
+            return
+        self._lag_ratios.append(max(lag_ms, 0.0) / admitted)
+        ordered = sorted(self._lag_ratios)
+        self._lag_per_request_ms = ordered[int(0.9 * (len(ordered) - 1))]
 
     def ahead_of(self, deadline: float) -> int:
         return sum(1 for t in self._tickets if t.in_own_work and t.deadline <= deadline)
