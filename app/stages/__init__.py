@@ -17,7 +17,7 @@ import logging
 from dataclasses import dataclass
 from typing import Protocol
 
-from app.config import Settings
+from app.config import Settings, usable_cores
 from app.moderation import Moderator
 from app.stages.attribution import Attribute, Attributed
 from app.stages.generation import Assembled, AssemblePrompt, Generate, Generated, GenerateEvent
@@ -50,12 +50,14 @@ log = logging.getLogger(__name__)
 #: Worker threads per stage. A model stage gets one: torch already spreads one call over the
 #: cores, and the classifier holds the GIL, so a second thread only splits the same cores, while
 #: with one, the questions that arrive while it works go together in its next batch. FAISS
-#: searches release the GIL and take several. Work abandoned at a deadline holds a thread of its
-#: own stage only.
+#: searches release the GIL and take several: as many as the cores, 2 to 4. A thread beyond the
+#: cores searches nothing in parallel; it is one more thread taking turns at the GIL, ahead of the
+#: read-ahead thread's refusals (BENCHMARKS.md, "make bench on a slower machine"). Work abandoned
+#: at a deadline holds a thread of its own stage only.
 STAGE_WORKERS = {
     StageName.MODERATE_QUESTION: 1,
     StageName.EMBED: 1,
-    StageName.SEARCH: 4,
+    StageName.SEARCH: max(2, min(4, usable_cores())),
     StageName.KEYWORD: 2,
     StageName.RERANK: 1,
     StageName.MODERATE_PASSAGES: 1,
