@@ -34,15 +34,13 @@ from tracing.budget.cost_model import (
     GenerationPrior,
     Learning,
 )
-from tracing.budget.deadline import (
-    DeadlinePassed,
-    next_before_deadline,
-)
+from tracing.budget.deadline import next_before_deadline
 from tracing.budget.engine import BudgetEngine, Rules
+from tracing.budget.errors import BudgetError, BudgetInfeasible, DeadlinePassed, TargetSaturated
 from tracing.budget.ledger import BudgetLedger, Degradation, StageSpan
-from tracing.budget.policy import Action, BudgetInfeasible, DegradationPolicy, Plan, PlanLimits
+from tracing.budget.policy import Action, DegradationPolicy, Plan, PlanLimits
 from tracing.budget.quality import DEFAULT_QUALITY_PATH, QualityTable
-from tracing.budget.queue import Reservation, Reservations, TargetQueue, TargetSaturated
+from tracing.budget.queue import Reservation, Reservations, TargetQueue
 from tracing.budget.session import BudgetSession
 from tracing.budget.stage_names import StageName
 
@@ -51,6 +49,7 @@ __all__ = [
     "DEFAULT_QUALITY_PATH",
     "Action",
     "BudgetEngine",
+    "BudgetError",
     "BudgetInfeasible",
     "BudgetLedger",
     "BudgetSession",

@@ -16,10 +16,6 @@ from typing import TypeVar
 E = TypeVar("E")
 
 
-class DeadlinePassed(Exception):
-    """A stage's work was still running when the request's budget ran out."""
-
-
 async def next_before_deadline(
     events: AsyncIterator[E],
     deadline: float,

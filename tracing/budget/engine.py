@@ -17,10 +17,11 @@ from dataclasses import dataclass, replace
 from tracing import metrics
 from tracing.budget.calibration import Calibrator, Probe
 from tracing.budget.cost_model import CostModel, Learning
+from tracing.budget.errors import BudgetInfeasible, TargetSaturated
 from tracing.budget.ledger import BudgetLedger
-from tracing.budget.policy import BudgetInfeasible, DegradationPolicy, Plan, PlanLimits
+from tracing.budget.policy import DegradationPolicy, Plan, PlanLimits
 from tracing.budget.quality import QualityTable
-from tracing.budget.queue import Reservation, Reservations, TargetQueue, TargetSaturated, Wait
+from tracing.budget.queue import Reservation, Reservations, TargetQueue, Wait
 from tracing.budget.stage_names import StageName
 
 log = logging.getLogger(__name__)

@@ -30,6 +30,7 @@ import math
 from dataclasses import dataclass, field, replace
 
 from tracing.budget.cost_model import CostModel, GenerationEstimate
+from tracing.budget.errors import BudgetInfeasible
 from tracing.budget.quality import QualityTable
 from tracing.budget.stage_names import StageName
 
@@ -84,18 +85,6 @@ class Plan:
     fitted cost, without the quantile's margin)."""
     meets_ttft: bool = True
     """Whether ``first_token_ms`` is within what the TTFT target leaves (True without one)."""
-
-
-class BudgetInfeasible(Exception):
-    """Not even the smallest plan fits what is left of the budget."""
-
-    def __init__(self, needed_ms: float, remaining_ms: float) -> None:
-        self.needed_ms = needed_ms
-        self.remaining_ms = remaining_ms
-        super().__init__(
-            f"the budget cannot be met: the smallest plan needs about {needed_ms:.0f} ms "
-            f"and {max(remaining_ms, 0.0):.0f} ms remain"
-        )
 
 
 class DegradationPolicy:

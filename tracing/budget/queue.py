@@ -133,10 +133,6 @@ class Reservations:
         return Wait(ms, count, slots, tuple(ahead))
 
 
-class TargetSaturated(Exception):
-    """A target's queue is full: refuse the request at arrival, before any of its work."""
-
-
 @dataclass(frozen=True)
 class TargetQueue:
     """How a target serves its queue, as far as planning is concerned."""

@@ -35,9 +35,10 @@ from opentelemetry.trace import Span
 from tracing import metrics
 from tracing.budget.admission import current_ticket
 from tracing.budget.engine import BudgetEngine, Rules
+from tracing.budget.errors import BudgetInfeasible, TargetSaturated
 from tracing.budget.ledger import BudgetLedger
-from tracing.budget.policy import Action, BudgetInfeasible, Plan, PlanLimits
-from tracing.budget.queue import Reservation, TargetQueue, TargetSaturated
+from tracing.budget.policy import Action, Plan, PlanLimits
+from tracing.budget.queue import Reservation, TargetQueue
 from tracing.budget.stage_names import StageName
 
 #: Kept before the deadline to finish an answer: the last event and the request's close.

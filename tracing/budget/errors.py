@@ -1,0 +1,35 @@
+"""The budget engine's errors: one base, so that a caller (the CLI, the app) can catch them all.
+
+    BudgetError                 anything the budget could not grant
+    ├── BudgetInfeasible        not even the smallest plan fits the time left (504)
+    ├── DeadlinePassed          a stage's work was still running when the budget ran out (504)
+    └── TargetSaturated         a serving target's queue is full: refused at arrival (503)
+
+The app maps each to its status where the pipeline meets them (``app/errors.py``).
+"""
+
+from __future__ import annotations
+
+
+class BudgetError(Exception):
+    """Base class of the budget engine's errors."""
+
+
+class BudgetInfeasible(BudgetError):
+    """Not even the smallest plan fits what is left of the budget."""
+
+    def __init__(self, needed_ms: float, remaining_ms: float) -> None:
+        self.needed_ms = needed_ms
+        self.remaining_ms = remaining_ms
+        super().__init__(
+            f"the budget cannot be met: the smallest plan needs about {needed_ms:.0f} ms "
+            f"and {max(remaining_ms, 0.0):.0f} ms remain"
+        )
+
+
+class DeadlinePassed(BudgetError):
+    """A stage's work was still running when the request's budget ran out."""
+
+
+class TargetSaturated(BudgetError):
+    """A target's queue is full: refuse the request at arrival, before any of its work."""
