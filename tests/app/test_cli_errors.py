@@ -18,7 +18,10 @@ import pytest
 
 from app import cli, services
 from app.config import get_settings
+from inference.errors import BackendUnavailable
+from retrieval.errors import BrokenIndex, RetrievalError
 from tests.fakes.hash_embedder import HashEmbedder
+from tracing.budget.errors import BudgetInfeasible, DeadlinePassed
 
 REPO = Path(__file__).resolve().parents[2]
 READ_ONLY_CAUSES = ("Read-only file system", "Permission denied")
@@ -174,3 +177,49 @@ def test_a_setting_that_does_not_parse(
     assert cli.main(["keys", "list"]) == 1
     err = capsys.readouterr().err
     assert "Traceback" not in err and err.startswith("error: invalid settings:") and "top_k" in err
+
+
+OWN_ERRORS = [
+    RetrievalError("cannot write the ONNX export of m under c: set RAGTIME_EMBEDDING_CACHE_DIR"),
+    BrokenIndex("collection 'demo' cannot be searched: re-ingest it"),
+    BackendUnavailable("the generation backend is not loaded: no model file"),
+    BudgetInfeasible(needed_ms=900.0, remaining_ms=20.0),
+    DeadlinePassed("the budget ran out while the stage ran"),
+]
+
+
+@pytest.mark.parametrize("error", OWN_ERRORS, ids=lambda e: type(e).__name__)
+def test_every_error_of_ragtimes_own_is_one_line_and_exit_1(
+    error: Exception,
+    cli_env: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 41 §2: an error of the retrieval, inference or budget hierarchy, raised by any
+    command (here from an outside failure, as the ONNX export raises it), is its message alone."""
+
+    def fails(args: object) -> int:
+        try:
+            raise OSError(28, "No space left on device")
+        except OSError as cause:
+            raise error from cause
+
+    monkeypatch.setenv("RAGTIME_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setattr(cli, "cmd_setup_demo", fails)
+    assert cli.main(["setup-demo"]) == 1
+    assert one_line_error(capsys.readouterr().err) == f"error: {error}"
+
+
+def test_a_bug_still_shows_its_traceback(
+    cli_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What is not ragtime's own error is not hidden behind one line: it is a bug to report."""
+
+    def fails(args: object) -> int:
+        raise KeyError("a bug")
+
+    monkeypatch.setenv("RAGTIME_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setattr(cli, "cmd_setup_demo", fails)
+    with pytest.raises(KeyError):
+        cli.main(["setup-demo"])

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.ports import free_port
+
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO / "demo" / "corpus"
 
@@ -169,3 +171,73 @@ def test_every_command_on_a_full_disk_says_one_line(tmp_path: Path) -> None:
         assert len(errors) == 1, (name, err)
         assert f"{mount}/data" in errors[0], (name, errors[0])  # names the path
         assert errors[0].endswith(DISK_CAUSES), (name, errors[0])  # and the cause
+
+
+EXPORT_SCRIPT = r"""
+set -u
+mount -t tmpfs -o size=4m tmpfs "$1" || exit 97
+mkdir "$1/ro" && mount -t tmpfs -o ro,size=64k tmpfs "$1/ro" || exit 97
+run() {
+  name="$1"; shift
+  "$PY" -m app.cli "$@" > "$OUT/$name.out" 2> "$OUT/$name.err"; echo $? > "$OUT/$name.rc"
+}
+serve() {  # until /readyz answers, then its body; the log and the exit status after a SIGTERM
+  name="$1"
+  "$PY" -m app.cli serve --port "$PORT" --log-level warning > "$OUT/$name.out" 2> "$OUT/$name.err" &
+  pid=$!
+  "$PY" -m tests.helpers.readyz "http://127.0.0.1:$PORT" > "$OUT/$name.readyz"
+  kill -TERM "$pid"; wait "$pid"; echo $? > "$OUT/$name.rc"
+}
+# A 4 MiB disk: the first thing to fill it is the embedder's ONNX export (about 90 MB).
+export RAGTIME_DATA_DIR="$1/data"
+run ingest-full ingest "$DOCS" --collection notes
+run setup-demo-full setup-demo
+serve serve-full
+# A cache directory that cannot be written (a read-only file system, even for root).
+export RAGTIME_DATA_DIR="$1/data2" RAGTIME_EMBEDDING_CACHE_DIR="$1/ro/models"
+run ingest-ro ingest "$DOCS" --collection notes
+run setup-demo-ro setup-demo
+serve serve-ro
+"""
+
+
+@pytest.mark.slow  # exports the real MiniLM with torch, three times
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root (CI runs as root)")
+def test_the_onnx_export_on_a_full_disk_or_a_read_only_cache_is_one_line(
+    tmp_path: Path,
+) -> None:
+    """Issue 41 §2: the embedder's ONNX export fails (``RetrievalError``, naming the setting to
+    change): ``ingest`` and ``setup-demo`` say so in one line and exit 1; ``serve`` logs one
+    line, no traceback, and stays up not ready (``/readyz`` 503)."""
+    mount, out, docs = tmp_path / "mnt", tmp_path / "out", tmp_path / "docs"
+    for path in (mount, out, docs):
+        path.mkdir()
+    (docs / "lists.md").write_text("# Lists\n\nLists hold items in order.\n")
+    env = script_env(docs, out) | {"PORT": str(free_port())}
+    env = {k: v for k, v in env.items() if not k.startswith("RAGTIME_")} | {
+        "RAGTIME_EMBEDDING_BACKEND": "onnx-int8",
+        "RAGTIME_GENERATION_BACKEND": "null",
+        "RAGTIME_WORKERS": "1",
+    }
+    done = in_private_mounts(EXPORT_SCRIPT, mount, env, timeout_s=600)
+    assert done.returncode == 0, done.stderr
+    for case, cause in (("full", "No space left on device"), ("ro", "Read-only file system")):
+        for command in ("ingest", "setup-demo"):
+            err = (out / f"{command}-{case}.err").read_text()
+            assert (out / f"{command}-{case}.rc").read_text().strip() == "1", (command, err)
+            assert "Traceback" not in err, (command, case, err)
+            errors = [line for line in err.splitlines() if line.startswith("error: ")]
+            assert len(errors) == 1, (command, case, err)
+            assert errors[0].startswith("error: cannot write the ONNX export"), errors[0]
+            assert cause in errors[0] and "RAGTIME_EMBEDDING_CACHE_DIR" in errors[0], errors[0]
+        log = (out / f"serve-{case}.err").read_text()
+        assert "Traceback" not in log, (case, log)
+        said = [
+            line
+            for line in log.splitlines()
+            if line.startswith("ERROR") and "cannot write the ONNX export" in line
+        ]
+        assert len(said) == 1 and cause in said[0], (case, log)
+        assert "NOT ready" in log, log  # and the start-up's summary names the embedder's state
+        readyz = json.loads((out / f"serve-{case}.readyz").read_text())
+        assert readyz == {"status": 503, "body": {"ready": False}}, readyz
