@@ -17,7 +17,16 @@ On SIGTERM or SIGINT (``GracefulServer.handle_exit``) the ``Shutdown`` begins:
   thread ends it (``os._exit``), naming what was still running. Leftovers of work cut so (a
   half-built snapshot, an upload's temporary directory) are removed at the next start.
 
-A second SIGINT stops at once (uvicorn's ``force_exit``).
+Signals, as supervisors send them (issue 41 §1):
+
+- SIGTERM, however often: the same request to drain. A supervisor that signals the whole process
+  group while a wrapper forwards the signal too (GNU make, a shell, systemd's
+  ``KillMode=control-group``) delivers two within microseconds; neither shortens the grace.
+- A second SIGINT (the first one drains, as SIGTERM does), or a SIGQUIT at any time: stop now.
+  The grace ends at once (``Shutdown.end_grace_now``), and it ends as any grace does: each open
+  stream sends its ``shutting_down`` event, a request not yet answered gets the 503, and the
+  process exits within ``EXIT_AFTER_GRACE_S``. Nothing is cut without its event, and nothing is
+  a 500. A signal before the app has started stops the start-up, as uvicorn does.
 """
 
 from __future__ import annotations
@@ -26,11 +35,12 @@ import asyncio
 import contextlib
 import logging
 import os
+import signal
 import socket
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from types import FrameType
 
@@ -70,12 +80,16 @@ class InFlight:
 class Shutdown:
     """The process's stop: when it began, the grace, and the requests in flight.
 
-    ``begin`` may be called from a signal handler or another thread; the rest runs on the
-    serving loop (``bind``)."""
+    ``begin`` and ``end_grace_now`` may be called from a signal handler or another thread; the
+    rest runs on the serving loop (``bind``)."""
 
     def __init__(self, grace_s: float) -> None:
         self.grace_s = grace_s
         self.begun_at: float | None = None
+        self._ends_at = float("inf")
+        #: Set whenever the grace's end moves (``begin``, ``end_grace_now``): the watchdog's
+        #: wait for it.
+        self.grace_moved = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._in_flight: set[InFlight] = set()
         self._cutter: asyncio.Task[None] | None = None
@@ -94,22 +108,41 @@ class Shutdown:
     @property
     def grace_ends_at(self) -> float:
         """When the grace ends (``time.monotonic``); infinity before the stop begins."""
-        return float("inf") if self.begun_at is None else self.begun_at + self.grace_s
+        return self._ends_at
 
     def begin(self) -> None:
         """Begin the stop (again: nothing more). Safe in a signal handler and from any thread."""
         if self.begun_at is not None:
             return
         self.begun_at = time.monotonic()
+        self._ends_at = self.begun_at + self.grace_s
         AppStatus.should_exit = True  # sse-starlette's own drain of open streams
+        self._grace_changed()
+
+    def end_grace_now(self) -> None:
+        """Stop now: begin the stop if it has not begun, and end its grace at once, so that
+        what is in flight ends as at any grace's end. Safe in a signal handler and from any
+        thread; once the grace is over, nothing more."""
+        self.begin()
+        now = time.monotonic()
+        if self._ends_at <= now:
+            return
+        self._ends_at = now
+        self._grace_changed()
+
+    def _grace_changed(self) -> None:
+        self.grace_moved.set()
         if self._loop is not None and not self._loop.is_closed():
             self._loop.call_soon_threadsafe(self._start_in_loop)
 
     def _start_in_loop(self) -> None:
+        """On the loop: every grace timeout set to the grace's end, and the cutter timed to it
+        (started again when the end moved)."""
         for timeout, margin_s in list(self._grace_timeouts.items()):
             timeout.reschedule(self._loop_time_of_grace_end(margin_s))
-        if self._cutter is None:
-            self._cutter = asyncio.ensure_future(self._cut_at_grace_end())
+        if self._cutter is not None:
+            self._cutter.cancel()
+        self._cutter = asyncio.ensure_future(self._cut_at_grace_end())
 
     @contextlib.asynccontextmanager
     async def until_grace_ends(self, margin_s: float) -> AsyncIterator[asyncio.Timeout]:
@@ -281,24 +314,52 @@ class GracefulServer(uvicorn.Server):
         found = getattr(lifespan, "state", {}).get(self.STATE_KEY)
         return found if isinstance(found, Shutdown) else None
 
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        """uvicorn's SIGINT and SIGTERM handlers, and SIGQUIT's too (stop now), while serving."""
+        with super().capture_signals():
+            if threading.current_thread() is not threading.main_thread():
+                yield  # signals reach the main thread only, as uvicorn says
+                return
+            previous = signal.signal(signal.SIGQUIT, self.handle_exit)
+            try:
+                yield
+            finally:
+                signal.signal(signal.SIGQUIT, previous)
+
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        """A signal, as the module's docstring says: SIGTERM drains (again: nothing more); a
+        second SIGINT or a SIGQUIT ends the grace now. Before the app has started, uvicorn's."""
         shutdown = self.app_shutdown
-        if self._stop_asked or shutdown is None or not self.started:
-            super().handle_exit(sig, frame)  # a second signal, or nothing to drain: uvicorn's
+        if shutdown is None or not self.started:
+            super().handle_exit(sig, frame)
             return
-        self._captured_signals.append(sig)
-        self._stop_asked = True
-        shutdown.begin()
-        log.info(
-            "stopping: new requests get 503 shutting_down; %d in flight get %.1f s",
-            shutdown.in_flight,
-            shutdown.grace_s,
-        )
-        if self.hard_exit:
-            deadline = shutdown.grace_s + EXIT_AFTER_GRACE_S
-            threading.Thread(
-                target=_exit_after, args=(deadline, shutdown), name="ragtime-exit", daemon=True
-            ).start()
+        first = not self._stop_asked
+        stop_now = sig == signal.SIGQUIT or (sig == signal.SIGINT and not first)
+        if first:
+            self._stop_asked = True
+            if sig != signal.SIGQUIT:  # raised again once served, as uvicorn does; not a core
+                self._captured_signals.append(sig)
+            shutdown.begin()
+            log.info(
+                "stopping: new requests get 503 shutting_down; %d in flight get %.1f s",
+                shutdown.in_flight,
+                shutdown.grace_s,
+            )
+            if self.hard_exit:
+                threading.Thread(
+                    target=_exit_after_grace, args=(shutdown,), name="ragtime-exit", daemon=True
+                ).start()
+        name = signal.Signals(sig).name
+        if stop_now and shutdown.grace_ends_at > time.monotonic():
+            log.warning(
+                "stopping now (%s): %d in flight end as at the grace's end",
+                name,
+                shutdown.in_flight,
+            )
+            shutdown.end_grace_now()
+        elif not first:
+            log.info("stopping already: %s changes nothing", name)
 
     async def on_tick(self, counter: int) -> bool:
         if await super().on_tick(counter):
@@ -307,9 +368,13 @@ class GracefulServer(uvicorn.Server):
         return self._stop_asked and (shutdown is None or shutdown.done())
 
 
-def _exit_after(seconds: float, shutdown: Shutdown) -> None:
-    """End the process ``seconds`` from now if it has not ended by then."""
-    time.sleep(seconds)
+def _exit_after_grace(shutdown: Shutdown) -> None:
+    """End the process ``EXIT_AFTER_GRACE_S`` after the grace if it has not ended by then; the
+    grace's end may move closer meanwhile (``Shutdown.end_grace_now``)."""
+    # The end is moved before the event is set: cleared after the wait, a move is never missed.
+    while (left_s := shutdown.grace_ends_at + EXIT_AFTER_GRACE_S - time.monotonic()) > 0:
+        shutdown.grace_moved.wait(left_s)
+        shutdown.grace_moved.clear()
     threads = sorted(t.name for t in threading.enumerate() if t is not threading.current_thread())
     log.error(
         "still running %.1f s after the shutdown grace (%d requests in flight; threads: %s): "

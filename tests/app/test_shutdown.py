@@ -184,3 +184,52 @@ async def test_until_grace_ends_cuts_a_wait_begun_before_the_stop() -> None:
                 await asyncio.sleep(30)
     finally:
         AppStatus.should_exit = False
+
+
+async def test_ending_the_grace_now_cuts_what_waits_for_it() -> None:
+    """Stop now (``end_grace_now``, a second SIGINT or a SIGQUIT): a wait set to a long grace
+    is cut at once, in its own task, and the grace's end is now; again, nothing moves."""
+    import asyncio
+
+    shutdown = Shutdown(grace_s=60.0)
+    shutdown.bind(asyncio.get_running_loop())
+    try:
+        shutdown.begin()
+        assert shutdown.grace_moved.is_set()
+        shutdown.grace_moved.clear()
+        asyncio.get_running_loop().call_later(0.05, shutdown.end_grace_now)
+        with pytest.raises(TimeoutError):
+            async with shutdown.until_grace_ends(0.25) as grace:
+                await asyncio.sleep(60)  # cut long before: the test would time out otherwise
+        assert grace.expired()
+        assert shutdown.grace_moved.is_set()  # the watchdog's wait woke
+        ended = shutdown.grace_ends_at
+        assert ended <= time.monotonic()
+        shutdown.end_grace_now()
+        assert shutdown.grace_ends_at == ended
+    finally:
+        AppStatus.should_exit = False
+
+
+def test_a_repeated_sigterm_leaves_the_grace_and_a_sigquit_ends_it(seeded_data_dir: Path) -> None:
+    """The server's handling of each signal, in process: SIGTERM begins the stop and a second
+    one changes nothing (issue 41: make and the process group each send one); SIGQUIT then
+    ends the grace now; uvicorn's own exit is never asked for."""
+    app = build_app(seeded_data_dir, shutdown_grace_s=60.0)
+    try:
+        with uvicorn_serving(app) as server:
+            shutdown = app.state.shutdown
+            server.handle_exit(signal.SIGTERM, None)
+            ends_at = shutdown.grace_ends_at
+            server.handle_exit(signal.SIGTERM, None)
+            assert shutdown.grace_ends_at == ends_at > time.monotonic() + 30
+            assert not server.should_exit and not server.force_exit
+            server.handle_exit(signal.SIGQUIT, None)
+            assert shutdown.grace_ends_at <= time.monotonic()
+            assert not server.should_exit and not server.force_exit
+            deadline = time.monotonic() + 30
+            while not shutdown.done():  # nothing in flight: the server may close
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+    finally:
+        AppStatus.should_exit = False

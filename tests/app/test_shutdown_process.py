@@ -7,7 +7,6 @@ the next start finds nothing half built."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -25,7 +24,15 @@ import pytest
 from app.shutdown import EXIT_AFTER_GRACE_S
 from tests.helpers.ports import free_port
 from tests.helpers.processes import wait_ready
-from tests.helpers.sse import parse_sse
+from tests.helpers.stopping import (
+    Outcome,
+    ask_body,
+    chat_body,
+    finished,
+    joined,
+    shutting_down,
+    started,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -86,75 +93,15 @@ def served(minilm_data_dir: Path, minilm_api_key: str, tmp_path: Path) -> Iterat
             server.proc.wait()
 
 
-@dataclass
-class Outcome:
-    status: int = 0
-    events: list[tuple[str, object]] = field(default_factory=list)
-    body: dict[str, object] = field(default_factory=dict)
-    first_byte: threading.Event = field(default_factory=threading.Event)
-
-
-def stream(server: Served, path: str, body: dict[str, object], outcome: Outcome) -> None:
-    with (
-        httpx.Client(timeout=120) as client,
-        client.stream("POST", server.url + path, json=body, headers=server.headers) as response,
-    ):
-        outcome.status = response.status_code
-        if response.status_code != 200:
-            outcome.body = json.loads(response.read())
-            outcome.first_byte.set()
-            return
-        lines = []
-        for line in response.iter_lines():
-            outcome.first_byte.set()
-            if line.strip() == "data: [DONE]":
-                outcome.events.append(("[DONE]", None))
-                continue
-            lines.append(line)
-        outcome.events += parse_sse([*lines, ""])
-
-
-def ask_body() -> dict[str, object]:
-    return {"question": "How do I make a list?", "stream": True, "budget_ms": 60_000}
-
-
-def chat_body() -> dict[str, object]:
-    return {
-        "model": "SmolLM2-135M-Instruct.Q4_1",
-        "messages": [{"role": "user", "content": "How do I make a list?"}],
-        "stream": True,
-        "budget_ms": 60_000,
-    }
-
-
-def shutting_down(outcome: Outcome) -> bool:
-    """Whether the request ended with the server's ``shutting_down``, in its route's shape."""
-    if outcome.status == 503:
-        error = outcome.body["error"]
-        assert isinstance(error, dict)
-        return "shutting_down" in (error.get("type"), error.get("code"))
-    if not outcome.events:
-        return False
-    _, data = outcome.events[-1]
-    error = data.get("error") if isinstance(data, dict) else None
-    return isinstance(error, dict) and "shutting_down" in (error.get("type"), error.get("code"))
-
-
-def finished(outcome: Outcome) -> bool:
-    return bool(outcome.events) and outcome.events[-1][0] in ("done", "[DONE]")
+MODEL = "SmolLM2-135M-Instruct.Q4_1"
 
 
 def test_sigterm_ends_streams_at_the_grace_and_exits_on_time(served: Served) -> None:
-    asks = [Outcome() for _ in range(4)]
-    chats = [Outcome() for _ in range(4)]
-    threads = [
-        threading.Thread(target=stream, args=(served, "/v1/ask", ask_body(), o)) for o in asks
-    ] + [
-        threading.Thread(target=stream, args=(served, "/v1/chat/completions", chat_body(), o))
-        for o in chats
+    asks = [started(served.url, "/v1/ask", ask_body(), served.headers) for _ in range(4)]
+    chats = [
+        started(served.url, "/v1/chat/completions", chat_body(MODEL), served.headers)
+        for _ in range(4)
     ]
-    for thread in threads:
-        thread.start()
     assert asks[0].first_byte.wait(60) or any(o.first_byte.wait(30) for o in asks + chats)
     time.sleep(0.5)  # generation under way (llama.cpp answers one at a time here)
     stopped = served.stop_at()
@@ -169,8 +116,7 @@ def test_sigterm_ends_streams_at_the_grace_and_exits_on_time(served: Served) -> 
     assert httpx.get(served.url + "/healthz").status_code == 200  # alive: no restart
     assert httpx.get(served.url + "/readyz").status_code == 503  # out of rotation
 
-    for thread in threads:
-        thread.join(timeout=60)
+    joined(asks + chats)
     took = served.exited_within(stopped)
     assert took <= GRACE_S + EXIT_AFTER_GRACE_S + SLACK_S, took
 
