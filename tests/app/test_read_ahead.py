@@ -25,8 +25,8 @@ from fastapi import FastAPI
 from app import held_sockets
 from app import read_ahead as read_ahead_module
 from app.admission import Admission
+from app.frontdoor.server import GracefulServer
 from app.read_ahead import ReadAhead
-from app.shutdown import GracefulServer
 from tests.fakes.backends import ScriptedBackend
 from tests.helpers.app import build_app
 from tests.helpers.raw_http import (
@@ -207,9 +207,14 @@ def test_a_handed_over_request_is_timed_from_the_threads_read(
     """A question admitted by the thread while the loop is busy counts its wait for the loop in
     its budget: its budget's clock starts at the thread's read, not at the loop's."""
     server, _ = crowded
+    admitted_before = read_ahead("admitted")
     with connect(server) as sock, sock.makefile("rb") as stream:
         with loop_blocked(server):
             sock.sendall(b"".join(ask(api_key, 60_000)))
+            deadline = time.monotonic() + 30
+            while read_ahead("admitted") == admitted_before:  # however long the thread takes
+                assert time.monotonic() < deadline, "the thread never admitted the question"
+                time.sleep(0.01)
             time.sleep(0.3)  # read and admitted; the loop runs nothing meanwhile
         answered = read_response(stream)
     assert answered.status == 200
