@@ -17,7 +17,7 @@ lets the admitted request through (``ADMITTED``) and decides only for what neith
 ``GenerationBackend.remote_slots``) remains a hard bound on what one process holds.
 
 From the moment the server is told to stop, every new request is refused with 503
-``shutting_down`` (``app.shutdown``), and the live ones are let finish within the grace.
+``shutting_down`` (``app.frontdoor.shutdown``), and the live ones are let finish within the grace.
 
 Refusals are deliberate, not failures: each is counted in ``ragtime_admission_refused_total``
 (by route and reason), and the error-ratio alert takes them out of both sides of its ratio

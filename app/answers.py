@@ -26,6 +26,7 @@ from app.answer_events import AnswerDone, AnswerEvent, AnswerOutcome, Prepared
 from app.config import Settings
 from app.disconnects import while_connected
 from app.errors import STREAM_FAILURES, ShuttingDown
+from app.frontdoor.shutdown import Shutdown
 from app.limits import check_text, resolve_count
 from app.pipeline import Pipeline
 from app.report import (
@@ -37,7 +38,6 @@ from app.report import (
     timing_headers,
 )
 from app.schemas import Citation, Report
-from app.shutdown import Shutdown
 from tracing import BudgetLedger
 
 
@@ -136,9 +136,10 @@ async def collect(events: AsyncGenerator[AnswerEvent, None]) -> tuple[str, Answe
 
 
 class Drain:
-    """A stream's view of the server stopping (``app.shutdown.Shutdown``): once it begins, the
-    stream may go on until the grace ends, less a margin to send its last event. ``started`` is
-    for sse-starlette (its ``shutdown_event``: it sets it when it sees the stop itself)."""
+    """A stream's view of the server stopping (``app.frontdoor.shutdown.Shutdown``): once it
+    begins, the stream may go on until the grace ends, less a margin to send its last event.
+    ``started`` is for sse-starlette (its ``shutdown_event``: it sets it when it sees the stop
+    itself)."""
 
     MARGIN_S = 0.25
 

@@ -64,8 +64,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from app.early_admission import AdmittingProtocol
+    from app.frontdoor.server import serve
     from app.main import create_app
-    from app.shutdown import serve
     from tracing import shutdown_tracing
     from tracing.budget import admission_peers
     from tracing.metrics import shared_metrics_dir
@@ -75,7 +75,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     port = args.port or int(os.environ.get("PORT", settings.port))
     workers = args.workers or settings.serve_workers
     # uvloop, and httptools deciding admission as it parses (app.early_admission); what is
-    # still open after the shutdown's grace gets a second to close (app.shutdown).
+    # still open after the shutdown's grace gets a second to close (app.frontdoor.server).
     options: dict[str, Any] = {
         "loop": "uvloop",
         "http": AdmittingProtocol,

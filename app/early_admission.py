@@ -75,7 +75,7 @@ tracer = trace.get_tracer(__name__)
 
 
 class Stop(Protocol):
-    """Whether the server's stop has begun (``app.shutdown.Shutdown``)."""
+    """Whether the server's stop has begun (``app.frontdoor.shutdown.Shutdown``)."""
 
     @property
     def begun(self) -> bool: ...

@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from app.config import Settings
-from app.shutdown import EXIT_AFTER_GRACE_S
+from app.frontdoor.shutdown import EXIT_AFTER_GRACE_S
 from bench.sglang_sim.server import UPSTREAM_VERSION
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -33,8 +33,8 @@ import yaml
 from sglang_router.launch_router import parse_router_args
 
 from app.config import Settings
+from app.frontdoor.shutdown import EXIT_AFTER_GRACE_S
 from app.main import API_ROUTES, QUESTION_ROUTES
-from app.shutdown import EXIT_AFTER_GRACE_S
 from bench.sglang_sim.server import UPSTREAM_VERSION
 from tracing.metrics import REGISTRY
 
@@ -66,7 +66,7 @@ SGLANG_METRICS = {
 GATEWAY_ROUTES = {"/liveness", "/readiness", "/health"}
 
 #: What ragtime's shutdown spends after the grace at most: connections close and queued spans
-#: flush within it (a watchdog ends the process there, ``app.shutdown``).
+#: flush within it (a watchdog ends the process there, ``app.frontdoor.server``).
 AFTER_GRACE_S = EXIT_AFTER_GRACE_S
 
 METRIC_NAME = re.compile(r"\b(ragtime_[a-z0-9_]+|sglang:[a-z0-9_]+)")

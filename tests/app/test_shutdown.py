@@ -16,7 +16,7 @@ import pytest
 import uvicorn
 from sse_starlette.sse import AppStatus
 
-from app.shutdown import Shutdown
+from app.frontdoor.shutdown import Shutdown
 from tests.fakes.backends import ScriptedBackend
 from tests.helpers.app import base_url, build_app, uvicorn_serving
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.shutdown import EXIT_AFTER_GRACE_S
+from app.frontdoor.shutdown import EXIT_AFTER_GRACE_S
 from tests.helpers.ports import free_port
 from tests.helpers.processes import wait_ready
 from tests.helpers.stopping import (

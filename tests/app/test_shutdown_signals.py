@@ -28,7 +28,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.shutdown import CUT_STREAMS_AFTER_S, EXIT_AFTER_GRACE_S
+from app.frontdoor.shutdown import CUT_STREAMS_AFTER_S, EXIT_AFTER_GRACE_S
 from tests.helpers.ports import free_port
 from tests.helpers.processes import cli_env, wait_ready
 from tests.helpers.stopping import (

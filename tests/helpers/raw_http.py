@@ -17,7 +17,7 @@ from fastapi import FastAPI
 
 from app.admission import Admission
 from app.early_admission import Gate
-from app.shutdown import Shutdown
+from app.frontdoor.shutdown import Shutdown
 from tests.helpers.app import uvicorn_serving
 
 

@@ -1,0 +1,236 @@
+"""The server that signals reach (issue 24 §1, issue 41 §1): uvicorn's ``Server``, stopping as
+``app.frontdoor.shutdown.Shutdown`` says, with a watchdog that ends the process on time, and
+``serve``, which runs one process or ``--workers N`` of them.
+
+Signals, as supervisors send them (issue 41 §1):
+
+- SIGTERM, however often: the same request to drain. A supervisor that signals the whole process
+  group while a wrapper forwards the signal too (GNU make, a shell, systemd's
+  ``KillMode=control-group``) delivers two within microseconds; neither shortens the grace.
+- A second SIGINT (the first one drains, as SIGTERM does), or a SIGQUIT at any time: stop now.
+  The grace ends at once (``Shutdown.end_grace_now``), and it ends as any grace does: each open
+  stream sends its ``shutting_down`` event, a request not yet answered gets the 503, and the
+  process exits within ``EXIT_AFTER_GRACE_S``. Nothing is cut without its event, and nothing is
+  a 500. A signal before the app has started stops the start-up, as uvicorn does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from types import FrameType
+
+import uvicorn
+from uvicorn.server import STARTUP_FAILURE
+from uvicorn.supervisors import multiprocess
+
+from app import listeners
+from app.config import get_settings
+from app.frontdoor.shutdown import EXIT_AFTER_GRACE_S, Shutdown
+from app.heap import freeze_startup_heap
+from app.read_ahead import ReadAhead
+from tracing.metrics import process_gone
+
+log = logging.getLogger("ragtime")
+
+
+class GracefulServer(uvicorn.Server):
+    """uvicorn's server, stopping as ``Shutdown`` says: a signal begins the app's shutdown
+    (found in the lifespan's state, ``STATE_KEY``) instead of closing the socket; the server
+    closes it once that shutdown is done. ``hard_exit``: a watchdog ends the process
+    ``EXIT_AFTER_GRACE_S`` after the grace; ``freeze_heap``: once started, the process's heap is
+    frozen out of the collector's full passes (``app.heap``). Both for ``ragtime serve``, never
+    in a test's thread. ``read_ahead`` (plain TCP, one socket): the socket is served as
+    ``app.listeners.listen`` says, by a thread that reads requests and decides their admission
+    ahead of the event loop where the app's gate decides (``app.read_ahead``)."""
+
+    STATE_KEY = "ragtime.shutdown"
+
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        *,
+        hard_exit: bool = False,
+        freeze_heap: bool = False,
+        read_ahead: bool = False,
+    ) -> None:
+        super().__init__(config)
+        self.hard_exit = hard_exit
+        self.freeze_heap = freeze_heap
+        self.read_ahead = read_ahead
+        self.reader: ReadAhead | None = None
+        self._stop_asked = False
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        config = self.config
+        one_tcp_socket = not (config.is_ssl or config.uds or config.fd is not None) and (
+            sockets is None or len(sockets) == 1
+        )
+        if not (self.read_ahead and one_tcp_socket):
+            await super().startup(sockets)
+        else:
+            # Bound before the app starts, as uvicorn would; uvicorn itself then listens on none.
+            listener = sockets[0] if sockets else config.bind_socket()
+            try:
+                listener.listen(config.backlog)
+                await super().startup([])
+                self.reader = await listeners.listen(self, listener)
+            except BaseException:
+                listener.close()
+                raise
+        if self.freeze_heap:
+            freeze_startup_heap()
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        if self.reader is not None:
+            self.reader.stop()  # no new connection, and none held there any more
+        await super().shutdown(sockets)
+
+    @property
+    def app_shutdown(self) -> Shutdown | None:
+        lifespan = getattr(self, "lifespan", None)
+        found = getattr(lifespan, "state", {}).get(self.STATE_KEY)
+        return found if isinstance(found, Shutdown) else None
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        """uvicorn's SIGINT and SIGTERM handlers, and SIGQUIT's too (stop now), while serving."""
+        with super().capture_signals():
+            if threading.current_thread() is not threading.main_thread():
+                yield  # signals reach the main thread only, as uvicorn says
+                return
+            previous = signal.signal(signal.SIGQUIT, self.handle_exit)
+            try:
+                yield
+            finally:
+                signal.signal(signal.SIGQUIT, previous)
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        """A signal, as the module's docstring says: SIGTERM drains (again: nothing more); a
+        second SIGINT or a SIGQUIT ends the grace now. Before the app has started, uvicorn's."""
+        shutdown = self.app_shutdown
+        if shutdown is None or not self.started:
+            super().handle_exit(sig, frame)
+            return
+        first = not self._stop_asked
+        stop_now = sig == signal.SIGQUIT or (sig == signal.SIGINT and not first)
+        if first:
+            self._stop_asked = True
+            if sig != signal.SIGQUIT:  # raised again once served, as uvicorn does; not a core
+                self._captured_signals.append(sig)
+            shutdown.begin()
+            log.info(
+                "stopping: new requests get 503 shutting_down; %d in flight get %.1f s",
+                shutdown.in_flight,
+                shutdown.grace_s,
+            )
+            if self.hard_exit:
+                threading.Thread(
+                    target=_exit_after_grace, args=(shutdown,), name="ragtime-exit", daemon=True
+                ).start()
+        name = signal.Signals(sig).name
+        if stop_now and shutdown.grace_ends_at > time.monotonic():
+            log.warning(
+                "stopping now (%s): %d in flight end as at the grace's end",
+                name,
+                shutdown.in_flight,
+            )
+            shutdown.end_grace_now()
+        elif not first:
+            log.info("stopping already: %s changes nothing", name)
+
+    async def on_tick(self, counter: int) -> bool:
+        if await super().on_tick(counter):
+            return True
+        shutdown = self.app_shutdown
+        return self._stop_asked and (shutdown is None or shutdown.done())
+
+
+def _exit_after_grace(shutdown: Shutdown) -> None:
+    """End the process ``EXIT_AFTER_GRACE_S`` after the grace if it has not ended by then; the
+    grace's end may move closer meanwhile (``Shutdown.end_grace_now``)."""
+    # The end is moved before the event is set: cleared after the wait, a move is never missed.
+    while (left_s := shutdown.grace_ends_at + EXIT_AFTER_GRACE_S - time.monotonic()) > 0:
+        shutdown.grace_moved.wait(left_s)
+        shutdown.grace_moved.clear()
+    threads = sorted(t.name for t in threading.enumerate() if t is not threading.current_thread())
+    log.error(
+        "still running %.1f s after the shutdown grace (%d requests in flight; threads: %s): "
+        "exiting now",
+        EXIT_AFTER_GRACE_S,
+        shutdown.in_flight,
+        ", ".join(threads[:8]),
+    )
+    for handler in logging.getLogger().handlers + log.handlers:
+        handler.flush()
+    os._exit(1)
+
+
+class GracefulProcess(multiprocess.Process):
+    """One of ``ragtime serve --workers N``'s processes, serving with ``GracefulServer``: on
+    the supervisor's socket, or, given none, on a socket of its own (``app.listeners``)."""
+
+    def target(self, sockets: list[socket.socket] | None = None) -> None:  # pragma: no cover
+        if not sockets:
+            sockets = [listeners.listening(self.config)]
+        super().target(sockets)
+
+    @property
+    def server(self) -> uvicorn.Server:
+        if self._server is None:
+            self._server = serving_server(self.config)
+        return self._server
+
+    def join(self) -> None:
+        super().join()
+        process_gone(self.process.pid)  # its live gauges leave /metrics with it
+
+
+def serving_server(config: uvicorn.Config) -> GracefulServer:
+    """The server of one ``ragtime serve`` process: its watchdog armed, its heap frozen once
+    started as this process's settings (from the environment) say."""
+    settings = get_settings()
+    return GracefulServer(
+        config,
+        hard_exit=True,
+        freeze_heap=settings.gc_freeze,
+        read_ahead=settings.serve_read_ahead,
+    )
+
+
+def serve(config: uvicorn.Config) -> None:
+    """Serve ``config`` as ``uvicorn.run`` would, each process with ``GracefulServer``."""
+    if config.workers > 1:
+        # Each worker on a socket of its own, the kernel spreading connections (the supervisor
+        # only holds the address), or all on the supervisor's one socket.
+        spread = get_settings().serve_reuse_port and listeners.supported()
+        sock = listeners.reserve(config) if spread else config.bind_socket()
+        if spread:
+            log.info(
+                "serving on http://%s:%d: %d processes, each on its own socket (SO_REUSEPORT)",
+                config.host,
+                config.port,
+                config.workers,
+            )
+        # uvicorn's supervisor makes its workers with its module's ``Process`` (in this
+        # parent only: each worker unpickles the GracefulProcess it was given).
+        original = multiprocess.Process
+        multiprocess.Process = GracefulProcess  # type: ignore[misc]
+        try:
+            with sock:
+                multiprocess.Multiprocess(config, sockets=[] if spread else [sock]).run()
+        finally:
+            multiprocess.Process = original  # type: ignore[misc]
+        return
+    server = serving_server(config)
+    with contextlib.suppress(KeyboardInterrupt):
+        server.run()
+    if not server.started:
+        sys.exit(STARTUP_FAILURE)
