@@ -22,7 +22,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -95,6 +95,20 @@ def exits_within(proc: subprocess.Popen[bytes], since: float, limit_s: float) ->
     assert took <= limit_s, f"exited {took:.1f} s after the stop; promised {limit_s:.1f} s"
 
 
+def drains(url: str, key: str, proc: subprocess.Popen[bytes], stop: Callable[[], None]) -> None:
+    """``stop()`` (the signals of the case at hand) with answers in flight: the server drains
+    as one SIGTERM asks, and the process exits on time."""
+    streams, whole = in_flight(url, key)
+    stop()
+    stopped = time.monotonic()
+    time.sleep(1.5)  # past the 1 s in which uvicorn's own shutdown cut everything
+    late_request_is_refused(url, key)
+    assert httpx.get(url + "/healthz").status_code == 200  # alive: no restart
+    joined([*streams, whole])
+    exits_within(proc, stopped, GRACE_S + EXIT_AFTER_GRACE_S + SLACK_S)
+    ended_by_the_stop(streams, whole)
+
+
 # -- the server process alone ---------------------------------------------------------------
 
 
@@ -137,17 +151,13 @@ def test_a_repeated_sigterm_is_the_same_drain(
 ) -> None:
     url, proc = serve_hashed(data_dir, GRACE_S)
     stopped_at_end.append(proc)
-    streams, whole = in_flight(url, api_key)
-    proc.send_signal(signal.SIGTERM)
-    stopped = time.monotonic()
-    time.sleep(gap_s)
-    proc.send_signal(signal.SIGTERM)
-    time.sleep(1.5)  # past the 1 s in which uvicorn's own shutdown cut everything
-    late_request_is_refused(url, api_key)
-    assert httpx.get(url + "/healthz").status_code == 200
-    joined([*streams, whole])
-    exits_within(proc, stopped, GRACE_S + EXIT_AFTER_GRACE_S + SLACK_S)
-    ended_by_the_stop(streams, whole)
+
+    def twice() -> None:
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(gap_s)
+        proc.send_signal(signal.SIGTERM)
+
+    drains(url, api_key, proc, twice)
 
 
 @pytest.mark.parametrize(
@@ -191,16 +201,11 @@ def demo_dir(minilm_data_dir: Path, tmp_path: Path) -> Path:
 
 
 def real_env(data_dir: Path, **settings: str) -> dict[str, str]:
+    """This test's environment less ragtime's settings and make's own, and the settings of a
+    slow null backend over ``data_dir``, plus ``settings`` (``RAGTIME_*`` names)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RAGTIME_", "MAKE"))}
-    return (
-        env
-        | SLOW_NULL
-        | {
-            "RAGTIME_DATA_DIR": str(data_dir),
-            "RAGTIME_SHUTDOWN_GRACE_S": str(GRACE_S),
-            **settings,
-        }
-    )
+    ours = {"RAGTIME_DATA_DIR": str(data_dir), "RAGTIME_SHUTDOWN_GRACE_S": str(GRACE_S)}
+    return env | SLOW_NULL | ours | settings
 
 
 def demo_key(data_dir: Path) -> str:
@@ -232,15 +237,7 @@ def test_make_serve_drains_on_a_process_group_sigterm(
     url = f"http://127.0.0.1:{port}"
     try:
         wait_ready(url, proc, timeout_s=240, in_a_row=10)  # every worker
-        key = demo_key(demo_dir)
-        streams, whole = in_flight(url, key)
-        os.killpg(proc.pid, signal.SIGTERM)
-        stopped = time.monotonic()
-        time.sleep(1.5)
-        late_request_is_refused(url, key)
-        joined([*streams, whole])
-        exits_within(proc, stopped, GRACE_S + EXIT_AFTER_GRACE_S + SLACK_S)
-        ended_by_the_stop(streams, whole)
+        drains(url, demo_key(demo_dir), proc, lambda: os.killpg(proc.pid, signal.SIGTERM))
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -277,12 +274,5 @@ def test_the_image_command_leaves_the_server_to_get_the_signal(
     wait_ready(url, proc, timeout_s=240, in_a_row=10)  # every worker
     cmdline = Path(f"/proc/{proc.pid}/cmdline").read_bytes().split(b"\0")
     assert b"serve" in cmdline and not cmdline[0].endswith(b"sh"), cmdline
-    key = demo_key(demo_dir)
-    streams, whole = in_flight(url, key)
-    proc.send_signal(signal.SIGTERM)  # what `docker stop` sends to the container's process 1
-    stopped = time.monotonic()
-    time.sleep(1.5)
-    late_request_is_refused(url, key)
-    joined([*streams, whole])
-    exits_within(proc, stopped, GRACE_S + EXIT_AFTER_GRACE_S + SLACK_S)
-    ended_by_the_stop(streams, whole)
+    # What `docker stop` sends to the container's process 1.
+    drains(url, demo_key(demo_dir), proc, lambda: proc.send_signal(signal.SIGTERM))
