@@ -27,7 +27,6 @@ generation a target may have queued) is the budget engine's: ``BudgetEngine.admi
 
 from __future__ import annotations
 
-import asyncio
 import json
 import threading
 import time
@@ -83,13 +82,9 @@ class Admission:
         self.default_budget_ms = default_budget_ms
         self.in_flight = 0
         self.draining = False
-        self._idle = asyncio.Event()
-        self._idle.set()
         self._lock = threading.Lock()
         """Places are taken on the event loop and on the thread reading ahead of it
         (``app.read_ahead``)."""
-        self._loop: asyncio.AbstractEventLoop | None = None
-        """The loop waiting for idle (``wait_idle``), told from another thread."""
 
     def try_enter(self) -> str | None:
         """Take a place, or say why not (``overloaded``, ``shutting_down``)."""
@@ -99,7 +94,6 @@ class Admission:
             if self.in_flight >= self.bound:
                 return OVERLOADED
             self.in_flight += 1
-            self._idle.clear()
         return None
 
     def decide(self, route: str, *, arrived: float, budget_ms: float) -> Ticket | Refused:
@@ -119,37 +113,11 @@ class Admission:
 
     def leave(self) -> None:
         with self._lock:
-            self.in_flight -= 1
-            if self.in_flight > 0:
-                return
-            self.in_flight = 0
-        loop = self._loop
-        if loop is None or _on(loop):
-            self._idle.set()
-        else:
-            loop.call_soon_threadsafe(self._idle.set)
+            self.in_flight = max(self.in_flight - 1, 0)
 
     def drain(self) -> None:
         """Refuse every new request from now on."""
         self.draining = True
-
-    async def wait_idle(self, timeout_s: float) -> bool:
-        """Wait until no admitted request is left, at most ``timeout_s``; whether none is."""
-        self._loop = asyncio.get_running_loop()
-        try:
-            async with asyncio.timeout(timeout_s):
-                await self._idle.wait()
-        except TimeoutError:
-            return False
-        return True
-
-
-def _on(loop: asyncio.AbstractEventLoop) -> bool:
-    """Whether this thread runs ``loop``."""
-    try:
-        return asyncio.get_running_loop() is loop
-    except RuntimeError:
-        return False
 
 
 def refusal_body(reason: str, *, openai: bool = False, detail: str = "") -> bytes:
