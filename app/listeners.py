@@ -10,9 +10,12 @@ one of the listening sockets, so each process gets about its share.
 
 The supervisor keeps a bound socket that does not listen (``reserve``): it holds the address
 against other programs, so a port in use fails at start with a clear error, and it takes no
-connections itself. Each worker binds its own listening socket there (``listening``). A
-connection waiting in a worker's queue when that worker dies is reset, where one shared socket
-would have let another process take it; uvicorn's supervisor starts a new worker.
+connections itself. Each worker binds its own socket there (``worker_socket``) and listens on
+it only once its app has started (``app.frontdoor.server.GracefulServer.startup``): a socket
+that listened while its worker loaded its models took its share of connections, which waited
+there for seconds while ``/readyz``, answered by a sibling, said ready. A connection waiting in
+a worker's queue when that worker dies is reset, where one shared socket would have let another
+process take it; uvicorn's supervisor starts a new worker.
 
 A worker serves its socket through a thread that reads requests ahead of its event loop and
 decides their admission there (``listen``, ``app.read_ahead``), where its app's gate decides
@@ -64,11 +67,11 @@ def reserve(config: uvicorn.Config) -> socket.socket:
     raise OSError(errno.EADDRINUSE, f"a server already listens on {config.host}:{config.port}")
 
 
-def listening(config: uvicorn.Config) -> socket.socket:
-    """A worker's own socket on ``config``'s address, listening."""
-    sock = _bound(config)
-    sock.listen(config.backlog)
-    return sock
+def worker_socket(config: uvicorn.Config) -> socket.socket:
+    """A worker's own socket on ``config``'s address: bound, not listening yet. Until it
+    listens, the kernel hands its connections to the sockets that do (the workers that have
+    started), or refuses them when none does."""
+    return _bound(config)
 
 
 async def listen(server: uvicorn.Server, listener: socket.socket) -> ReadAhead | None:

@@ -67,6 +67,9 @@ class GracefulServer(uvicorn.Server):
         self.read_ahead = read_ahead
         self.reader: ReadAhead | None = None
         self._stop_asked = False
+        #: Set once the server listens and serves. uvicorn's ``started`` comes earlier, inside
+        #: its ``startup``: before the socket listens and the read-ahead thread runs.
+        self.serving = threading.Event()
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         config = self.config
@@ -76,17 +79,20 @@ class GracefulServer(uvicorn.Server):
         if not (self.read_ahead and one_tcp_socket):
             await super().startup(sockets)
         else:
-            # Bound before the app starts, as uvicorn would; uvicorn itself then listens on none.
+            # Bound before the app starts, as uvicorn would; uvicorn itself then listens on none,
+            # and the socket listens once the app has started (``app.listeners``).
             listener = sockets[0] if sockets else config.bind_socket()
             try:
-                listener.listen(config.backlog)
                 await super().startup([])
+                listener.listen(config.backlog)
                 self.reader = await listeners.listen(self, listener)
             except BaseException:
                 listener.close()
                 raise
         if self.freeze_heap:
             freeze_startup_heap()
+        if self.started:
+            self.serving.set()
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         if self.reader is not None:
@@ -179,7 +185,7 @@ class GracefulProcess(multiprocess.Process):
 
     def target(self, sockets: list[socket.socket] | None = None) -> None:  # pragma: no cover
         if not sockets:
-            sockets = [listeners.listening(self.config)]
+            sockets = [listeners.worker_socket(self.config)]
         super().target(sockets)
 
     @property

@@ -4,12 +4,20 @@ none, and a port some server already listens on is refused."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import socket
+import threading
+from collections.abc import AsyncIterator
 
 import pytest
 import uvicorn
+from starlette.applications import Starlette
+from starlette.responses import PlainTextResponse
+from starlette.routing import Route
 
 from app import listeners
+from app.frontdoor.server import GracefulServer
 from tests.helpers.ports import free_port
 
 pytestmark = pytest.mark.skipif(not listeners.supported(), reason="SO_REUSEPORT spreads on Linux")
@@ -34,7 +42,13 @@ def accepted(sock: socket.socket) -> int:
 
 def test_connections_spread_across_the_workers_sockets() -> None:
     cfg = config(free_port())
-    with listeners.reserve(cfg), listeners.listening(cfg) as a, listeners.listening(cfg) as b:
+    with (
+        listeners.reserve(cfg),
+        listeners.worker_socket(cfg) as a,
+        listeners.worker_socket(cfg) as b,
+    ):
+        a.listen(64)
+        b.listen(64)
         clients = [socket.create_connection(("127.0.0.1", cfg.port)) for _ in range(64)]
         try:
             counts = [accepted(a), accepted(b)]
@@ -54,7 +68,43 @@ def test_a_port_in_use_is_refused() -> None:
     # Another ragtime serve on the same port would share it: refused as in use.
     with (
         listeners.reserve(config(port)),
-        listeners.listening(config(port)),
+        listeners.worker_socket(config(port)) as worker,
         pytest.raises(OSError, match="already listens"),
     ):
+        worker.listen(8)  # a worker that has started
         listeners.reserve(config(port))
+
+
+@pytest.mark.parametrize("read_ahead", [True, False], ids=["read-ahead", "on-the-loop"])
+def test_a_worker_takes_no_connection_until_its_app_has_started(read_ahead: bool) -> None:
+    """A worker whose app is still starting (loading its models) does not listen: a connection
+    goes to a sibling that has started, or is refused, never queued where nothing serves it."""
+    started = threading.Event()
+    release = threading.Event()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        started.set()
+        while not release.is_set():  # a model loading
+            await asyncio.sleep(0.01)
+        yield
+
+    app = Starlette(routes=[Route("/", lambda request: PlainTextResponse("up"))], lifespan=lifespan)
+    cfg = uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning")
+    server = GracefulServer(cfg, read_ahead=read_ahead)
+    with listeners.reserve(cfg), listeners.worker_socket(cfg) as sock:
+        thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+        thread.start()
+        try:
+            assert started.wait(30)
+            with pytest.raises(ConnectionRefusedError):  # starting: nobody listens yet
+                socket.create_connection(("127.0.0.1", cfg.port), timeout=5).close()
+            release.set()
+            assert server.serving.wait(30), "the server did not start"
+            with socket.create_connection(("127.0.0.1", cfg.port), timeout=5) as client:
+                client.sendall(b"GET / HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+                assert client.recv(1024).startswith(b"HTTP/1.1 200")
+        finally:
+            release.set()
+            server.should_exit = True
+            thread.join(timeout=15)

@@ -157,9 +157,12 @@ def test_two_workers_serve_one_port(
     try:
         url = f"http://127.0.0.1:{port}"
         wait_ready(url, server)
+        deadline = time.monotonic() + 120
+        while len(listening := listening_pids(port)) < 2:  # each, once its app has started
+            assert time.monotonic() < deadline, listening
+            time.sleep(0.2)
         workers = children_of(server.pid)
         assert len(workers) >= 2
-        listening = listening_pids(port)
         assert len(listening) == 2 and set(listening) <= set(workers), (listening, workers)
         assert list(tmp_path.glob("ragtime-metrics-*")), "no shared metrics directory"
         assert list(tmp_path.glob("ragtime-admission-*")), "no shared admission directory"

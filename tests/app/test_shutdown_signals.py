@@ -236,7 +236,7 @@ def test_make_serve_drains_on_a_process_group_sigterm(
     stopped_at_end.append(proc)
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_ready(url, proc, timeout_s=240, in_a_row=10)  # every worker
+        wait_ready(url, proc, timeout_s=240)
         drains(url, demo_key(demo_dir), proc, lambda: os.killpg(proc.pid, signal.SIGTERM))
     finally:
         if proc.poll() is None:
@@ -271,7 +271,7 @@ def test_the_image_command_leaves_the_server_to_get_the_signal(
     )
     stopped_at_end.append(proc)
     url = f"http://127.0.0.1:{port}"
-    wait_ready(url, proc, timeout_s=240, in_a_row=10)  # every worker
+    wait_ready(url, proc, timeout_s=240)
     cmdline = Path(f"/proc/{proc.pid}/cmdline").read_bytes().split(b"\0")
     assert b"serve" in cmdline and not cmdline[0].endswith(b"sh"), cmdline
     # What `docker stop` sends to the container's process 1.

@@ -186,9 +186,8 @@ def uvicorn_serving(
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 60
-    while not server.started:
+    while not server.serving.wait(0.05):  # listening, its read-ahead thread running
         assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
-        time.sleep(0.05)
     try:
         yield server
     finally:

@@ -71,26 +71,16 @@ def start_server(data_dir: Path, port: int, **settings: str) -> subprocess.Popen
     )
 
 
-def wait_ready(
-    url: str, proc: subprocess.Popen[bytes], timeout_s: float = 120.0, *, in_a_row: int = 1
-) -> None:
-    """Wait until ``/readyz`` says ready ``in_a_row`` times running, each on a new connection.
-    With several workers, each on a socket of its own (``SO_REUSEPORT``), a worker's socket
-    listens while it still loads: one answer is one worker's, and ten in a row leave one chance
-    in a thousand that another worker has not answered yet."""
+def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 120.0) -> None:
     deadline = time.monotonic() + timeout_s
-    answered = 0
     while time.monotonic() < deadline:
         assert proc.poll() is None, "the server exited while starting"
         try:
-            ready = httpx.get(f"{url}/readyz", timeout=1.0).status_code == 200
+            if httpx.get(f"{url}/readyz", timeout=1.0).status_code == 200:
+                return
         except httpx.TransportError:
-            ready = False
-        answered = answered + 1 if ready else 0
-        if answered >= in_a_row:
-            return
-        if not ready:
-            time.sleep(0.3)
+            pass
+        time.sleep(0.3)
     raise AssertionError("the server did not become ready")
 
 
