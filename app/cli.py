@@ -6,17 +6,12 @@ import argparse
 import json
 import logging
 import os
-import sqlite3
 import sys
-import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
-
 from app.auth import SCOPES
+from app.cli_errors import CliError, at, one_line, writable_dir
 from app.config import get_settings
 from app.eval_cli import register_eval
 from app.reranker_cli import register_reranker
@@ -25,36 +20,6 @@ if TYPE_CHECKING:
     from app.auth import BaseKeyStore
 
 DEMO_CORPUS = Path(__file__).resolve().parent.parent / "demo" / "corpus"
-
-
-class CliError(Exception):
-    """A failure the CLI reports as one line naming the path and the cause, no traceback."""
-
-
-def _cause(exc: BaseException) -> str:
-    if isinstance(exc, OSError) and exc.strerror:
-        return exc.strerror
-    return str(exc) or type(exc).__name__
-
-
-@contextmanager
-def _at(path: Path, doing: str) -> Iterator[None]:
-    """Turn a file-system or SQLite failure in the block into ``cannot <doing> <path>: cause``."""
-    try:
-        yield
-    except (OSError, sqlite3.Error) as exc:
-        raise CliError(f"cannot {doing} {path}: {_cause(exc)}") from exc
-
-
-def _writable_dir(path: Path, what: str) -> None:
-    """Make ``path`` if missing and write a file in it, before any slow work (loading a model):
-    a read-only, full or misplaced data dir is named at once."""
-    if path.exists() and not path.is_dir():
-        raise CliError(f"cannot write {what} in {path}: it is not a directory")
-    with _at(path, f"write {what} in"):
-        path.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=path):
-            pass
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -105,10 +70,10 @@ def _ingest(path: Path, collection: str, *, rebuild: bool = False) -> int:
     from retrieval import ingest_path
 
     settings = get_settings()
-    _writable_dir(settings.store_path, "the index")
+    writable_dir(settings.store_path, "the index")
     embedders = default_embedders(settings)
     store = default_store(settings, embedders.default)
-    with _at(settings.store_path, "open the index in"):
+    with at(settings.store_path, "open the index in"):
         store.open()
     try:
         # An existing collection keeps the backend that built it; a rebuild takes the
@@ -118,7 +83,7 @@ def _ingest(path: Path, collection: str, *, rebuild: bool = False) -> int:
         if rebuild:
             print(f"rebuilding {collection!r} from nothing, in a new snapshot", file=sys.stderr)
         printer = ProgressPrinter(sys.stderr)
-        with _at(settings.store_path, "write the index in"), printer.finally_last():
+        with at(settings.store_path, "write the index in"), printer.finally_last():
             report = ingest_path(
                 path,
                 collection=collection,
@@ -166,13 +131,13 @@ def cmd_keys(args: argparse.Namespace) -> int:
     path = settings.keys_path
     if settings.database_url is None:  # SQLite in the data dir: check it before opening
         if args.keys_command != "list":
-            _writable_dir(path.parent, "the key store")
+            writable_dir(path.parent, "the key store")
         elif path.parent.exists() and not path.parent.is_dir():
             raise CliError(f"cannot read the key store in {path.parent}: it is not a directory")
-    with _at(path, "open the key store at"):
+    with at(path, "open the key store at"):
         keys = open_key_store(settings)
     try:
-        with _at(path, "use the key store at"):
+        with at(path, "use the key store at"):
             return _keys_command(keys, args)
     except KeyStoreUnavailable as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -214,10 +179,10 @@ def cmd_setup_demo(args: argparse.Namespace) -> int:
     from app.services import default_embedder, default_store
 
     settings = get_settings()
-    _writable_dir(settings.data_dir, "the demo set-up")
+    writable_dir(settings.data_dir, "the demo set-up")
     name = settings.default_collection
     store = default_store(settings, default_embedder(settings))
-    with _at(settings.store_path, "open the index in"):
+    with at(settings.store_path, "open the index in"):
         store.open()
     has_demo = store.has_collection(name)
     store.close()
@@ -228,11 +193,11 @@ def cmd_setup_demo(args: argparse.Namespace) -> int:
             return status
     key_file = settings.demo_key_path
     if not key_file.exists():
-        with _at(settings.keys_path, "create the demo key in"):
+        with at(settings.keys_path, "create the demo key in"):
             keys = open_key_store(settings)
             _, secret = keys.create("demo", scopes=SCOPES)  # the operator's key: every collection
             keys.close()
-        with _at(key_file, "write the demo key to"):
+        with at(key_file, "write the demo key to"):
             key_file.write_text(secret + "\n")
             key_file.chmod(0o600)
         print(f"demo API key (also in {key_file}): {secret}")
@@ -405,39 +370,12 @@ def main(argv: list[str] | None = None) -> int:
     args.argv = list(sys.argv[1:] if argv is None else argv)  # as typed, for bench records
     try:
         return int(args.func(args))
-    except CliError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-    except ValidationError as exc:  # a RAGTIME_ setting that does not parse
-        print(f"error: invalid settings: {exc}", file=sys.stderr)
-    except OSError as exc:  # what no command foresaw: still one line, with the path
-        where = f" {exc.filename}" if exc.filename else ""
-        print(f"error: cannot use{where}: {_cause(exc)}", file=sys.stderr)
-    except sqlite3.Error as exc:  # likewise, from a database no command named
-        print(f"error: database: {_cause(exc)}", file=sys.stderr)
     except Exception as exc:
-        if not _own_error(exc):
+        line = one_line(exc)
+        if line is None:
             raise  # a bug: its traceback is what a report needs
-        print(f"error: {exc}", file=sys.stderr)  # its message says what to do
-    return 1
-
-
-#: The base of ragtime's own errors in each package, by the module that defines it. Their
-#: messages are written for the user (the ONNX export's names the setting to change); looked up
-#: only where imported: code that raised one imported its module, and the CLI stays light.
-OWN_ERRORS = {
-    "retrieval.errors": "RetrievalError",
-    "inference.errors": "InferenceError",
-    "tracing.budget.errors": "BudgetError",
-}
-
-
-def _own_error(exc: Exception) -> bool:
-    """Whether ``exc`` is one of ragtime's own errors (``OWN_ERRORS``)."""
-    return any(
-        isinstance(exc, getattr(sys.modules[module], base))
-        for module, base in OWN_ERRORS.items()
-        if module in sys.modules
-    )
+        print(line, file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

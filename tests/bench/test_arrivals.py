@@ -104,5 +104,7 @@ async def test_closed_loop_for_a_duration() -> None:
     began = time.perf_counter()
     wall = await closed_loop(2, dispatch, duration_s=0.2)
     assert len(dues) >= 2  # each user sent one at least
-    assert all(due < began + 0.2 for due in dues)  # none began after the duration
+    # None began after the duration: each is stamped just after the loop's check of it, so one
+    # a moment late is a descheduled thread; one a request (20 ms) or more late, a missed check.
+    assert all(due < began + 0.2 + 0.02 for due in dues)
     assert wall >= 0.2  # the last ones, begun before the end, were waited for
