@@ -14,5 +14,5 @@ RUN pip install --no-cache-dir -e . \
 ENV RAGTIME_HOST=0.0.0.0 RAGTIME_PORT=8000
 EXPOSE 8000
 # `exec`: the server replaces the shell, so it is the process `docker stop` (and Kubernetes, and
-# compose) signals, and drains (tests/app/test_shutdown_signals.py runs this command line).
+# compose) signals, and drains (tests/app/frontdoor/test_shutdown_signals.py runs this command line).
 CMD ["sh", "-c", "ragtime setup-demo && exec ragtime serve"]

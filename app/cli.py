@@ -28,18 +28,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
     directory."""
     import uvicorn
 
-    from app.early_admission import AdmittingProtocol
+    from app.frontdoor.protocol import AdmittingProtocol
     from app.frontdoor.server import serve
     from app.main import create_app
     from tracing import shutdown_tracing
-    from tracing.budget import admission_peers
+    from tracing.budget.door import peers
     from tracing.metrics import shared_metrics_dir
 
     settings = get_settings()
     host = args.host or settings.host
     port = args.port or int(os.environ.get("PORT", settings.port))
     workers = args.workers or settings.serve_workers
-    # uvloop, and httptools deciding admission as it parses (app.early_admission); what is
+    # uvloop, and httptools deciding admission as it parses (app.frontdoor.protocol); what is
     # still open after the shutdown's grace gets a second to close (app.frontdoor.server).
     options: dict[str, Any] = {
         "loop": "uvloop",
@@ -56,7 +56,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         # /metrics answers for every process; each process's admission starts from what its
         # siblings learned.
-        with shared_metrics_dir(workers), admission_peers.shared_dir(workers):
+        with shared_metrics_dir(workers), peers.shared_dir(workers):
             serve(config)
     finally:
         shutdown_tracing()

@@ -101,14 +101,15 @@ class Settings(BaseSettings):
     serve_reuse_port: bool = Field(
         True,
         description="With several `ragtime serve` processes, each listens on a socket of its "
-        "own and the kernel spreads connections across them (SO_REUSEPORT, Linux; app.listeners)"
-        ". Off: all share one socket, and whichever process wakes first takes a whole burst.",
+        "own and the kernel spreads connections across them (SO_REUSEPORT, Linux; "
+        "app.frontdoor.listeners). Off: all share one socket, and whichever process wakes first "
+        "takes a whole burst.",
     )
     gc_freeze: bool = Field(
         True,
         description="Once `ragtime serve` has started, freeze the objects then alive out of "
-        "the garbage collector's full passes (app.heap): a full pass then takes milliseconds, "
-        "not the 65-110 ms that stalled the event loop in a burst.",
+        "the garbage collector's full passes (app.frontdoor.heap): a full pass then takes "
+        "milliseconds, not the 65-110 ms that stalled the event loop in a burst.",
     )
     default_collection: str = Field("demo", min_length=1)
 
@@ -293,13 +294,13 @@ class Settings(BaseSettings):
         description="A hard bound on the question requests (/v1/ask, /v1/chat/completions, "
         "/v1/search) a process holds at once, plus the decoding slots of the remote generation "
         "servers serving now; more are refused at once (503 overloaded). Below it, a request is "
-        "admitted when it is predicted to finish within its budget (app.admission).",
+        "admitted when it is predicted to finish within its budget (app.frontdoor.gate).",
     )
     admit_as_parsed: bool = Field(
         True,
         description="Decide admission in the HTTP protocol as a question request is parsed, "
         "before any task is made for it, so a refusal does not wait behind the work admitted "
-        "before it (app.early_admission; `ragtime serve` only). Off: the middleware decides, "
+        "before it (app.frontdoor.protocol; `ragtime serve` only). Off: the middleware decides, "
         "in the request's first step.",
     )
     serve_read_ahead: bool = Field(
@@ -307,7 +308,7 @@ class Settings(BaseSettings):
         description="`ragtime serve`: a thread of each process accepts and reads its "
         "connections ahead of the event loop and decides question requests' admission there, "
         "so that a refusal is sent as its request arrives, not once the loop, busy with the "
-        "work it admitted, gets round to reading it (app.read_ahead). Needs "
+        "work it admitted, gets round to reading it (app.frontdoor.read_ahead). Needs "
         "RAGTIME_ADMIT_AS_PARSED, and Linux. Off: the loop reads every connection.",
     )
     admission_margin: float = Field(

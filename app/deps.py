@@ -67,7 +67,7 @@ async def get_ledger(request: Request, settings: SettingsDep) -> BudgetLedger:
     read_at, received_at = getattr(state, "read_at", None), getattr(state, "received_at", None)
     if read_at is not None and received_at is not None:
         # Before its first stage: how long the request waited in the kernel before its read
-        # (``app.socket_wait``), and how much of that the budget counts (the loop's lag).
+        # (``app.frontdoor.socket_wait``), and how much of that the budget counts (the loop's lag).
         trace.get_current_span().set_attributes(
             {
                 "ragtime.request.socket_wait_ms": round((read_at - received_at) * 1000.0, 3),

@@ -12,12 +12,13 @@ from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
 from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 
-from app import access_log, openapi, socket_wait
-from app.admission import Admission, AdmissionMiddleware
+from app import access_log, openapi
 from app.calibration import probes, reported_itl_ms
 from app.config import Settings, get_settings, usable_cores
-from app.early_admission import GATE_KEY, Gate
 from app.errors import install_error_handlers
+from app.frontdoor import socket_wait
+from app.frontdoor.gate import Admission, AdmissionMiddleware
+from app.frontdoor.protocol import GATE_KEY, Gate
 from app.frontdoor.server import GracefulServer
 from app.frontdoor.shutdown import Shutdown, ShutdownMiddleware
 from app.pipeline import Pipeline
@@ -27,8 +28,8 @@ from app.services import Services
 from inference import GenerationBackend
 from tracing import RequestMetricsMiddleware, configure_tracing, flush_tracing
 from tracing.alerts import AlertEvaluator
-from tracing.budget import admission_peers
-from tracing.budget.admission import FinishAdmission
+from tracing.budget.door.book import FinishAdmission
+from tracing.budget.door.peers import Peers, serving_processes
 from tracing.loop_lag import LoopLag
 
 log = logging.getLogger("ragtime")
@@ -45,7 +46,7 @@ API_ROUTES = (
     "/readyz",
     "/metrics",
 )
-#: The routes whose requests admission control bounds (``app.admission``).
+#: The routes whose requests admission control bounds (``app.frontdoor.gate``).
 QUESTION_ROUTES = ("/v1/ask", "/v1/chat/completions", "/v1/search")
 #: Of those, the routes that generate an answer.
 ANSWER_ROUTES = frozenset({"/v1/ask", "/v1/chat/completions"})
@@ -95,8 +96,8 @@ def create_app(
     loop_lag = LoopLag()
     finish = FinishAdmission(
         cores=usable_cores(),
-        processes=admission_peers.serving_processes(),
-        peers=admission_peers.Peers.from_environment(),
+        processes=serving_processes(),
+        peers=Peers.from_environment(),
         lag_ms=loop_lag.ms,
         margin_share=settings.admission_margin,
     )

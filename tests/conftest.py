@@ -49,8 +49,8 @@ def no_network(
 @pytest.fixture(scope="module", autouse=True)
 def frozen_heap_of_earlier_modules() -> None:
     """Collect what earlier test modules left as garbage and freeze the rest (``gc.freeze``),
-    as ``ragtime serve`` freezes its start-up heap (``app.heap``). A test worker's heap grows to
-    about 800,000 objects; a full collection over it held the process for up to 555 ms
+    as ``ragtime serve`` freezes its start-up heap (``app.frontdoor.heap``). A test worker's heap
+    grows to about 800,000 objects; a full collection over it held the process for up to 555 ms
     (measured with ``gc.callbacks`` in a parallel ``make test``), long enough to break a test
     whose request has a budget of 700 ms. Frozen objects are skipped by later passes, so each
     module's collections walk only what that module made, and this collection only what the

@@ -8,7 +8,7 @@ last ``window_s`` (a quarter of a second: the lag of now, not of a start-up long
 halved for every ``half_life_s`` of its age, or the stall going on now if that is longer. The
 budget counts it: arrivals are stamped that much earlier
 (``tracing.metrics.RequestMetricsMiddleware``), answers keep that much more in reserve
-(``tracing.budget.session``), and admission predicts with it (``app.admission``). It is
+(``tracing.budget.session``), and admission predicts with it (``app.frontdoor.gate``). It is
 published as ``ragtime_event_loop_lag_seconds``, and every measurement goes into the histogram
 ``ragtime_event_loop_lag_measured_seconds`` (what ``ragtime bench burst`` reads of a burst).
 

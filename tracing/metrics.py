@@ -163,10 +163,10 @@ REQUEST_SOCKET_WAIT_SECONDS = Histogram(
 )
 READ_AHEAD_REQUESTS = Counter(
     "ragtime_read_ahead_requests",
-    "Requests read by the thread that reads connections ahead of the event loop (app.read_ahead; "
-    "ragtime serve only), by what it did: refused (503 sent from that thread), admitted (handed "
-    "to the loop with its ticket), passed (handed to the loop undecided: not a question the "
-    "gate takes, or incomplete, pipelined or unparsable).",
+    "Requests read by the thread that reads connections ahead of the event loop "
+    "(app.frontdoor.read_ahead; ragtime serve only), by what it did: refused (503 sent from that "
+    "thread), admitted (handed to the loop with its ticket), passed (handed to the loop undecided: "
+    "not a question the gate takes, or incomplete, pipelined or unparsable).",
     ["outcome"],
     registry=REGISTRY,
 )

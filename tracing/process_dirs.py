@@ -1,6 +1,6 @@
 """A directory the processes of one ``ragtime serve`` share: made before they start, named in the
 environment they inherit, removed after they stop (their metrics: ``metrics``; what their
-admission learned: ``budget.admission_peers``)."""
+admission learned: ``budget.door.peers``)."""
 
 from __future__ import annotations
 

@@ -26,17 +26,20 @@ import threading
 import time
 from collections.abc import Iterator
 from types import FrameType
+from typing import TYPE_CHECKING
 
 import uvicorn
 from uvicorn.server import STARTUP_FAILURE
 from uvicorn.supervisors import multiprocess
 
-from app import listeners
 from app.config import get_settings
+from app.frontdoor import listeners
+from app.frontdoor.heap import freeze_startup_heap
 from app.frontdoor.shutdown import EXIT_AFTER_GRACE_S, Shutdown
-from app.heap import freeze_startup_heap
-from app.read_ahead import ReadAhead
 from tracing.metrics import process_gone
+
+if TYPE_CHECKING:  # the read-ahead plug-in is imported only when it is on
+    from app.frontdoor.read_ahead.reader import ReadAhead
 
 log = logging.getLogger("ragtime")
 
@@ -46,10 +49,10 @@ class GracefulServer(uvicorn.Server):
     (found in the lifespan's state, ``STATE_KEY``) instead of closing the socket; the server
     closes it once that shutdown is done. ``hard_exit``: a watchdog ends the process
     ``EXIT_AFTER_GRACE_S`` after the grace; ``freeze_heap``: once started, the process's heap is
-    frozen out of the collector's full passes (``app.heap``). Both for ``ragtime serve``, never
-    in a test's thread. ``read_ahead`` (plain TCP, one socket): the socket is served as
-    ``app.listeners.listen`` says, by a thread that reads requests and decides their admission
-    ahead of the event loop where the app's gate decides (``app.read_ahead``)."""
+    frozen out of the collector's full passes (``app.frontdoor.heap``). Both for ``ragtime serve``,
+    never in a test's thread. ``read_ahead`` (the opt-in plug-in; plain TCP, one socket): the
+    socket is served by a thread that reads requests and decides their admission ahead of the
+    event loop (``app.frontdoor.read_ahead``)."""
 
     STATE_KEY = "ragtime.shutdown"
 
@@ -80,12 +83,14 @@ class GracefulServer(uvicorn.Server):
             await super().startup(sockets)
         else:
             # Bound before the app starts, as uvicorn would; uvicorn itself then listens on none,
-            # and the socket listens once the app has started (``app.listeners``).
+            # and the socket listens once the app has started (``app.frontdoor.listeners``).
             listener = sockets[0] if sockets else config.bind_socket()
             try:
                 await super().startup([])
                 listener.listen(config.backlog)
-                self.reader = await listeners.listen(self, listener)
+                from app.frontdoor.read_ahead.serving import listen
+
+                self.reader = await listen(self, listener)
             except BaseException:
                 listener.close()
                 raise
@@ -181,7 +186,7 @@ def _exit_after_grace(shutdown: Shutdown) -> None:
 
 class GracefulProcess(multiprocess.Process):
     """One of ``ragtime serve --workers N``'s processes, serving with ``GracefulServer``: on
-    the supervisor's socket, or, given none, on a socket of its own (``app.listeners``)."""
+    the supervisor's socket, or, given none, on a socket of its own (``listeners``)."""
 
     def target(self, sockets: list[socket.socket] | None = None) -> None:  # pragma: no cover
         if not sockets:

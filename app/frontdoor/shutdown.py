@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from sse_starlette.sse import AppStatus
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.admission import SHUTTING_DOWN, send_refusal
+from app.frontdoor.gate import SHUTTING_DOWN, send_refusal
 
 log = logging.getLogger("ragtime")
 

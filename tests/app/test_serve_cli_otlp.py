@@ -136,9 +136,9 @@ def test_two_workers_serve_one_port(
     minilm_data_dir: Path, minilm_api_key: str, tmp_path: Path
 ) -> None:
     """``serve --workers 2``: two processes, each with its own app, answer on one port, each
-    listening on a socket of its own (the supervisor on none: ``app.listeners``), and
+    listening on a socket of its own (the supervisor on none: ``app.frontdoor.listeners``), and
     ``/metrics``, whichever process takes the scrape, counts both; each process's admission
-    knows what its sibling learned (``tracing.budget.admission_peers``); their metrics' and
+    knows what its sibling learned (``tracing.budget.door.peers``); their metrics' and
     figures' directories are gone after the stop."""
     port = free_port()
     env = {

@@ -25,7 +25,7 @@ from starlette.datastructures import State
 
 from app.auth import SCOPES, KeyStore
 from app.config import Settings
-from app.early_admission import AdmittingProtocol
+from app.frontdoor.protocol import AdmittingProtocol
 from app.frontdoor.server import GracefulServer
 from app.main import create_app
 from app.moderation import Moderator

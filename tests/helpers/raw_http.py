@@ -15,8 +15,8 @@ from typing import Any, BinaryIO
 import uvicorn
 from fastapi import FastAPI
 
-from app.admission import Admission
-from app.early_admission import Gate
+from app.frontdoor.gate import Admission
+from app.frontdoor.protocol import Gate
 from app.frontdoor.shutdown import Shutdown
 from tests.helpers.app import uvicorn_serving
 

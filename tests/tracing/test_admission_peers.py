@@ -1,5 +1,5 @@
 """The figures the processes of one server share, so that a process that has served nothing yet
-admits from its siblings' (``tracing.budget.admission_peers``)."""
+admits from its siblings' (``tracing.budget.door.peers``)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from tracing.budget import admission, admission_peers
-from tracing.budget.admission import PRIOR_WEIGHT, FinishAdmission, Refusal, Ticket
-from tracing.budget.admission_peers import Learned, Peers, median_of, shared_dir
+from tracing.budget.door import book as admission
+from tracing.budget.door import peers as admission_peers
+from tracing.budget.door.book import PRIOR_WEIGHT, FinishAdmission, Refusal, Ticket
+from tracing.budget.door.peers import Learned, Peers, median_of, shared_dir
 
 ASK = "/v1/ask"
 

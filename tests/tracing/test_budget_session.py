@@ -22,7 +22,7 @@ from tracing.budget import (
     StageName,
     TargetSaturated,
 )
-from tracing.budget.admission import FinishAdmission, Ticket, hold, release
+from tracing.budget.door.book import FinishAdmission, Ticket, hold, release
 from tracing.budget.policy import Action
 
 SEARCH = PlanLimits(20, 0, 0, 0, 0, 0, 0.0)

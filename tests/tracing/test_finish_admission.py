@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from tracing.budget.admission import (
+from tracing.budget.door.book import (
     LAG_LEARN_MIN,
     PRIOR_WEIGHT,
     FinishAdmission,

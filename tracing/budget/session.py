@@ -33,7 +33,7 @@ from typing import Protocol
 from opentelemetry.trace import Span
 
 from tracing import metrics
-from tracing.budget.admission import current_ticket
+from tracing.budget.door.book import current_ticket
 from tracing.budget.engine import BudgetEngine, Rules
 from tracing.budget.errors import BudgetInfeasible, TargetSaturated
 from tracing.budget.ledger import BudgetLedger

@@ -4,15 +4,15 @@ A process that accepts every request collapses under overload: each admitted req
 other, until none finishes within its budget (issue 13, finding 2). A fixed cap on requests in
 flight refuses work that fits (issue 22). ``AdmissionMiddleware`` (pure ASGI, in front of
 routing, auth and the body's parsing) admits a question request when the work ahead of it lets
-it finish within its budget: ``tracing.budget.admission.FinishAdmission`` predicts that finish
+it finish within its budget: ``tracing.budget.door.book.FinishAdmission`` predicts that finish
 from the requests ahead in the process's own work. The budget is read from the JSON body's
 ``budget_ms`` (a small body is already in the server's buffer; a large one, or none, or one
 sent without a key, counts with the default budget). A request that would not finish is
 refused at once, before any of its work is done: 503 ``overloaded`` with ``Retry-After`` (the
 time for the work ahead to drain). Under ``ragtime serve`` the same decision is made earlier
-still, in the HTTP protocol as the request is parsed (``app.early_admission``), or by the
-thread that reads requests ahead of the event loop (``app.read_ahead``): the middleware then
-lets the admitted request through (``ADMITTED``) and decides only for what neither took.
+still, in the HTTP protocol as the request is parsed (``app.frontdoor.protocol``), or by the
+thread that reads requests ahead of the event loop (``app.frontdoor.read_ahead``): the middleware
+then lets the admitted request through (``ADMITTED``) and decides only for what neither took.
 ``max_in_flight`` (plus the decoding slots of the remote generation servers serving now,
 ``GenerationBackend.remote_slots``) remains a hard bound on what one process holds.
 
@@ -37,7 +37,7 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tracing import metrics
-from tracing.budget.admission import FinishAdmission, Refusal, Ticket, hold, release
+from tracing.budget.door.book import FinishAdmission, Refusal, Ticket, hold, release
 
 #: Bodies up to this size are read for their ``budget_ms`` before admission decides.
 PEEK_BYTES = 16 * 1024
@@ -46,7 +46,7 @@ OVERLOADED = "overloaded"
 SHUTTING_DOWN = "shutting_down"
 
 #: Set in a request's ``scope["state"]`` when it was admitted as it was parsed
-#: (``app.early_admission``): the middleware lets it through.
+#: (``app.frontdoor.protocol``): the middleware lets it through.
 ADMITTED = "ragtime.admitted"
 
 
@@ -84,7 +84,7 @@ class Admission:
         self.draining = False
         self._lock = threading.Lock()
         """Places are taken on the event loop and on the thread reading ahead of it
-        (``app.read_ahead``)."""
+        (``app.frontdoor.read_ahead``)."""
 
     def try_enter(self) -> str | None:
         """Take a place, or say why not (``overloaded``, ``shutting_down``)."""
@@ -241,7 +241,7 @@ def count_refusal(
 ) -> None:
     """Count a refusal sent, just now or at ``sent_at`` (``ragtime_admission_refused_total``),
     and time it, from the request's arrival: when the kernel received its bytes
-    (``received_at``) where the server's HTTP protocol measured it (``app.early_admission``),
+    (``received_at``) where the server's HTTP protocol measured it (``app.frontdoor.protocol``),
     else its budget's start (``arrived_at``); and, where stamped, from its read (``read_at``)."""
     metrics.ADMISSION_REFUSED.labels(route=route, reason=reason).inc()
     now = time.perf_counter() if sent_at is None else sent_at

@@ -15,7 +15,7 @@ parser's own callback instead, once a question request's small body is read (in 
 
 Its arrival is stamped as its headers are parsed, less the loop's recent lag: the budget counts
 from there, as before this protocol. How long its bytes really waited in the kernel before that
-read (``app.socket_wait``: the connection's own figure, to a jiffy) is measured beside it
+read (``app.frontdoor.socket_wait``: the connection's own figure, to a jiffy) is measured beside it
 (``received_at``, ``ragtime_request_socket_wait_seconds``), and refusals are timed from it. In
 bursts that wait was 0-340 ms, against a loop lag of 16-90 ms: the connections queue in the
 kernel while the loop works through the requests read before them (BENCHMARKS.md, "How long
@@ -28,7 +28,7 @@ and the middleware decides for them. The gate comes from the app's lifespan stat
 (``GATE_KEY``), so the protocol needs nothing else.
 
 Under ``ragtime serve`` a connection's first request is usually read, and decided, earlier
-still, by the thread that reads ahead of the event loop (``app.read_ahead``). It hands the
+still, by the thread that reads ahead of the event loop (``app.frontdoor.read_ahead``). It hands the
 connection over with what it read (a ``Prelude``): its bytes, when they were read and received,
 and the ticket where it admitted the request. The protocol then serves them as it would have
 served its own read.
@@ -53,8 +53,8 @@ from uvicorn.protocols.http.httptools_impl import (
 )
 from uvicorn.protocols.utils import get_client_addr, get_path_with_query_string
 
-from app import socket_wait
-from app.admission import (
+from app.frontdoor import socket_wait
+from app.frontdoor.gate import (
     ADMITTED,
     Admission,
     Refused,
@@ -66,7 +66,7 @@ from app.admission import (
     serve_admitted,
 )
 from tracing import metrics
-from tracing.budget.admission import Ticket
+from tracing.budget.door.book import Ticket
 
 #: Where the app's lifespan state holds the ``Gate``.
 GATE_KEY = "ragtime.admission_gate"
@@ -95,7 +95,7 @@ class Gate:
     """Off (``RAGTIME_ADMIT_AS_PARSED=false``): requests are only stamped here."""
 
     def waited_ms(self, sock: Any) -> float:
-        """How long the request being parsed waited on ``sock`` (``app.socket_wait``)."""
+        """How long the request being parsed waited on ``sock`` (``app.frontdoor.socket_wait``)."""
         return socket_wait.waited_ms(sock, self.lag_ms())
 
     def takes(self, scope: Scope) -> bool:
@@ -211,8 +211,8 @@ class Gate:
 
 @dataclass(eq=False)
 class Prelude:
-    """What was read of a connection before this protocol took it (``app.read_ahead``): its
-    bytes, and for the first request among them, when it was read and received, and its
+    """What was read of a connection before this protocol took it (``app.frontdoor.read_ahead``):
+    its bytes, and for the first request among them, when it was read and received, and its
     ticket where it was admitted there."""
 
     data: bytes

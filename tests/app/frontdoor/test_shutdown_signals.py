@@ -42,7 +42,7 @@ from tests.helpers.stopping import (
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 #: Longer than uvicorn's own 1 s cut, which a second SIGTERM used to start.
 GRACE_S = 4.0
 #: Signals, process exit and the test's own polling take a little more than the promise.

@@ -17,23 +17,17 @@ there for seconds while ``/readyz``, answered by a sibling, said ready. A connec
 a worker's queue when that worker dies is reset, where one shared socket would have let another
 process take it; uvicorn's supervisor starts a new worker.
 
-A worker serves its socket through a thread that reads requests ahead of its event loop and
-decides their admission there (``listen``, ``app.read_ahead``), where its app's gate decides
-(``app.early_admission``); else on the loop, as uvicorn would.
+A worker serves its socket on its event loop, as uvicorn would, or, where the read-ahead
+plug-in is on, through its thread (``app.frontdoor.read_ahead``).
 """
 
 from __future__ import annotations
 
-import asyncio
 import errno
 import socket
 import sys
 
 import uvicorn
-
-from app import held_sockets
-from app.early_admission import GATE_KEY, AdmittingProtocol, Gate
-from app.read_ahead import ReadAhead
 
 
 def supported() -> bool:
@@ -72,40 +66,3 @@ def worker_socket(config: uvicorn.Config) -> socket.socket:
     listens, the kernel hands its connections to the sockets that do (the workers that have
     started), or refuses them when none does."""
     return _bound(config)
-
-
-async def listen(server: uvicorn.Server, listener: socket.socket) -> ReadAhead | None:
-    """Serve ``listener`` for ``server`` (its app started): through a thread reading ahead of
-    the event loop where the app's gate decides and the platform has its calls (that thread,
-    started), else on the loop as uvicorn's ``startup`` would (``None``)."""
-    config = server.config
-
-    def protocol() -> asyncio.Protocol:
-        """The server's HTTP protocol for one connection, as uvicorn's ``startup`` makes it."""
-        made: asyncio.Protocol = config.http_protocol_class(  # type: ignore[call-arg]
-            config=config, server_state=server.server_state, app_state=server.lifespan.state
-        )
-        return made
-
-    gate = server.lifespan.state.get(GATE_KEY)
-    if not (
-        isinstance(gate, Gate)
-        and gate.decides
-        and issubclass(config.http_protocol_class, AdmittingProtocol)
-        and held_sockets.available()
-    ):
-        loop_server = await asyncio.get_running_loop().create_server(
-            protocol, sock=listener, backlog=config.backlog
-        )
-        server.servers.append(loop_server)
-        return None
-    reader = ReadAhead(
-        listener,
-        gate=gate,
-        loop=asyncio.get_running_loop(),
-        protocol=protocol,
-        default_headers=lambda: server.server_state.default_headers,
-        keep_alive_s=config.timeout_keep_alive,
-    )
-    reader.start()
-    return reader

@@ -1,6 +1,6 @@
-"""``ragtime serve`` freezes its start-up heap out of the collector's full passes (``app.heap``)
-unless ``RAGTIME_GC_FREEZE=false``, and says how many objects it froze in ``/metrics``; tried on
-real server processes."""
+"""``ragtime serve`` freezes its start-up heap out of the collector's full passes
+(``app.frontdoor.heap``) unless ``RAGTIME_GC_FREEZE=false``, and says how many objects it froze in
+``/metrics``; tried on real server processes."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Socket calls that keep the interpreter's lock (``app.held_sockets``), used by the thread that
-reads requests ahead of the event loop: what each call returns, and that none lets another
-thread run."""
+"""Socket calls that keep the interpreter's lock (``app.frontdoor.read_ahead.held_sockets``), used
+by the thread that reads requests ahead of the event loop: what each call returns, and that none
+lets another thread run."""
 
 from __future__ import annotations
 
@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from app import held_sockets, socket_wait
-from app.held_sockets import HeldSocket
+from app.frontdoor import socket_wait
+from app.frontdoor.read_ahead import held_sockets
+from app.frontdoor.read_ahead.held_sockets import HeldSocket
 
 pytestmark = pytest.mark.skipif(not held_sockets.available(), reason="Linux calls")
 

@@ -1,6 +1,6 @@
 """Requests read ahead of the event loop, so that a refusal need not wait for it (issue 22 §1).
 
-Deciding admission as a request is parsed (``app.early_admission``) sends a refusal within a
+Deciding admission as a request is parsed (``app.frontdoor.protocol``) sends a refusal within a
 millisecond of its read. But in a burst the read itself comes late: the event loop gets round to
 a connection only between the steps of the work it already took on, and requests waited 0-340
 ms in the kernel before it read them (BENCHMARKS.md, "How long a burst's requests wait before
@@ -17,7 +17,8 @@ a key and a small body: ``Gate.takes``), decides admission there:
   whose HTTP protocol (``AdmittingProtocol`` with a ``Prelude``) serves them as if it had read
   them itself. An admitted request holds its ticket, and its budget counts from this read, less
   its wait in the kernel: from the kernel's stamp of its arrival (``held_sockets.stamp_arrivals``)
-  to the nanosecond, or where there is none from ``TCP_INFO`` to a jiffy (``app.socket_wait``).
+  to the nanosecond, or where there is none from ``TCP_INFO`` to a jiffy
+  (``app.frontdoor.socket_wait``).
 
 Handed over as read, undecided: a request not complete ``PARTIAL_S`` after its first bytes, or
 larger than ``MAX_READ_BYTES``, pipelined behind another, with ``Expect`` or an upgrade, or not
@@ -25,7 +26,7 @@ parsable (the protocol answers it, a 400 there).
 
 The thread runs Python, so it waits for the interpreter's lock while the loop's thread holds it:
 up to the switch interval (5 ms) before that thread is made to let go. It waits once a wake-up:
-its socket calls keep the lock (``app.held_sockets``), and what would let go of it (logging and
+its socket calls keep the lock (``held_sockets``), and what would let go of it (logging and
 tracing the refusals sent, waking the loop for the connections handed over) is done once, after
 every ready connection has been answered.
 
@@ -52,12 +53,13 @@ from typing import Any
 
 import httptools
 
-from app import held_sockets, socket_wait
-from app.admission import Refused
-from app.early_admission import AdmittingProtocol, Gate, Prelude
-from app.held_sockets import HeldSocket
+from app.frontdoor import socket_wait
+from app.frontdoor.gate import Refused
+from app.frontdoor.protocol import AdmittingProtocol, Gate, Prelude
+from app.frontdoor.read_ahead import held_sockets
+from app.frontdoor.read_ahead.held_sockets import HeldSocket
 from tracing import metrics
-from tracing.budget.admission import Ticket
+from tracing.budget.door.book import Ticket
 
 log = logging.getLogger("ragtime")
 

@@ -2,7 +2,7 @@
 within its budget, and refused at once (503 ``overloaded``) when it does not.
 
 Decisions are made on the event loop and, under ``ragtime serve``, on the thread that reads
-requests ahead of it (``app.read_ahead``): the book's changes hold its lock.
+requests ahead of it (``app.frontdoor.read_ahead``): the book's changes hold its lock.
 
 A fixed cap on requests in flight refuses work that fits and admits work that cannot (issue 22):
 25 questions at once with 1 s each got 4 answers from a server that answers 25 a second. Here
@@ -51,10 +51,11 @@ predicted as
 A newcomer is admitted when that is within its budget's time left, less ``margin_share`` of its
 budget (the answer's last bytes still have to reach the client, which no server-side figure
 shows). Before anything is learned, what the process's siblings under the same ``ragtime serve``
-have learned stands in (``admission_peers``), else ``prior_alone_ms``, and the time alone divided
+have learned stands in (``peers``), else ``prior_alone_ms``, and the time alone divided
 by the process's share of the cores (the cores over the processes serving beside each other: in
-a burst every process is busy). Refusing costs one comparison; the middleware (``app.admission``)
-decides before auth and before the stage threads, with the budget read from the small JSON body.
+a burst every process is busy). Refusing costs one comparison; the middleware
+(``app.frontdoor.gate``) decides before auth and before the stage threads, with the budget read from
+the small JSON body.
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from tracing.budget.admission_peers import Learned, Peers, median
+from tracing.budget.door.peers import Learned, Peers, median
 
 #: Requests alone kept per route: few, so that a fresh process's slow first ones soon leave.
 ALONE_WINDOW = 16

@@ -1,5 +1,5 @@
-"""How long a request's bytes waited on the socket (``app.socket_wait``): the kernel's figure
-for the connection bounds the loop's lag, within a jiffy either way."""
+"""How long a request's bytes waited on the socket (``app.frontdoor.socket_wait``): the kernel's
+figure for the connection bounds the loop's lag, within a jiffy either way."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from app import socket_wait
+from app.frontdoor import socket_wait
 
 linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="TCP_INFO as on Linux")
 

@@ -1,4 +1,4 @@
-"""Admission as a request is parsed (issue 22 §1, ``app.early_admission``): a question that
+"""Admission as a request is parsed (issue 22 §1, ``app.frontdoor.protocol``): a question that
 cannot finish in time is refused by the server's HTTP protocol, before any task is made for it,
 and the connection goes on; what the protocol does not take, the middleware still decides; an
 admitted request gives its place back however it ends.
@@ -22,8 +22,8 @@ from fastapi import FastAPI
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
-from app.admission import Admission, AdmissionMiddleware, Refused, count_refusal
-from app.early_admission import GATE_KEY
+from app.frontdoor.gate import Admission, AdmissionMiddleware, Refused, count_refusal
+from app.frontdoor.protocol import GATE_KEY
 from tests.fakes.backends import ScriptedBackend
 from tests.helpers.app import build_app
 from tests.helpers.raw_http import (
@@ -35,7 +35,7 @@ from tests.helpers.raw_http import (
     settled,
 )
 from tracing import metrics
-from tracing.budget.admission import FinishAdmission, Ticket
+from tracing.budget.door.book import FinishAdmission, Ticket
 from tracing.loop_lag import LoopLag
 
 

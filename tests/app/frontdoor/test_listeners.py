@@ -1,6 +1,6 @@
 """Several ``ragtime serve`` processes each listen on a socket of their own, and the kernel
-spreads connections across them (``app.listeners``); the supervisor's reserved address takes
-none, and a port some server already listens on is refused."""
+spreads connections across them (``app.frontdoor.listeners``); the supervisor's reserved address
+takes none, and a port some server already listens on is refused."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from starlette.applications import Starlette
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
-from app import listeners
+from app.frontdoor import listeners
 from app.frontdoor.server import GracefulServer
 from tests.helpers.ports import free_port
 

@@ -8,7 +8,7 @@ The kernel keeps the time each TCP connection last received data: ``tcpi_last_da
 ``TCP_INFO``, in milliseconds since then, counted in jiffies (4 ms at ``HZ=250``). Read as a
 request is parsed, it bounds that request's own wait to within a jiffy either way. ``waited_ms``
 takes the loop's lag where it lies within those bounds, and the nearest bound where it does not:
-at rest the lag's finer figure, in a burst the request's own. ``app.early_admission`` records
+at rest the lag's finer figure, in a burst the request's own. ``app.frontdoor.protocol`` records
 it for every request it reads and times refusals from it. It times the connection's last
 segment, so a request whose body came apart from its headers is timed from its body's arrival.
 

@@ -1,5 +1,5 @@
-"""Requests read ahead of the event loop (issue 22 §1, ``app.read_ahead``): a question that
-cannot finish in time is refused by the reading thread while the event loop is busy; what it
+"""Requests read ahead of the event loop (issue 22 §1, ``app.frontdoor.read_ahead``): a question
+that cannot finish in time is refused by the reading thread while the event loop is busy; what it
 admits or does not decide reaches the loop's protocol whole, and is served as if the loop had
 read it; a connection the loop never takes gives its place back.
 
@@ -22,11 +22,11 @@ import pytest
 import uvicorn
 from fastapi import FastAPI
 
-from app import held_sockets
-from app import read_ahead as read_ahead_module
-from app.admission import Admission
+from app.frontdoor.gate import Admission
+from app.frontdoor.read_ahead import held_sockets
+from app.frontdoor.read_ahead import reader as read_ahead_module
+from app.frontdoor.read_ahead.reader import ReadAhead
 from app.frontdoor.server import GracefulServer
-from app.read_ahead import ReadAhead
 from tests.fakes.backends import ScriptedBackend
 from tests.helpers.app import build_app
 from tests.helpers.raw_http import (
@@ -39,7 +39,7 @@ from tests.helpers.raw_http import (
     settled,
 )
 from tracing import metrics
-from tracing.budget.admission import FinishAdmission
+from tracing.budget.door.book import FinishAdmission
 from tracing.loop_lag import LoopLag
 
 

@@ -3,7 +3,7 @@
 CPython lets go of its lock (the GIL) around every socket call, and a thread that let go must
 take it back from the threads that took it meanwhile: while the event loop's thread runs Python,
 that can take up to the switch interval (5 ms), again after every call. The read-ahead thread
-(``app.read_ahead``) made five or so such calls a refusal (accept, register, read, write,
+(``app.frontdoor.read_ahead``) made five or so such calls a refusal (accept, register, read, write,
 unregister), and in a burst each refusal waited tens of milliseconds for the lock between
 them (BENCHMARKS.md, "Refusals without letting go of the interpreter's lock").
 
