@@ -23,6 +23,7 @@ from app.auth import ApiKey, BaseKeyStore, KeyStoreUnavailable
 from app.body import parse_body, read_body
 from app.config import Settings
 from app.errors import Forbidden, KeyStoreDown, Unauthorized
+from app.frontdoor.gate import TICKET
 from app.limits import TIMEOUT_HEADER, request_budget
 from app.pipeline import Pipeline
 from app.ratelimit import RateLimiter
@@ -64,18 +65,18 @@ async def get_ledger(request: Request, settings: SettingsDep) -> BudgetLedger:
     default budget until a question route reads the request's own (``question_body``)."""
     state = request.state
     arrived = getattr(state, "arrived_at", None) or time.perf_counter()
-    read_at, received_at = getattr(state, "read_at", None), getattr(state, "received_at", None)
-    if read_at is not None and received_at is not None:
+    read_at = getattr(state, "read_at", None)
+    if read_at is not None:
         # Before its first stage: how long the request waited in the kernel before its read
-        # (``app.frontdoor.socket_wait``), and how much of that the budget counts (the loop's lag).
-        trace.get_current_span().set_attributes(
-            {
-                "ragtime.request.socket_wait_ms": round((read_at - received_at) * 1000.0, 3),
-                "ragtime.request.wait_counted_ms": round((read_at - arrived) * 1000.0, 3),
-            }
+        # (``app.frontdoor.socket_wait``), counted in its budget (``app.frontdoor.gate``).
+        trace.get_current_span().set_attribute(
+            "ragtime.request.socket_wait_ms", round((read_at - arrived) * 1000.0, 3)
         )
     return BudgetLedger(
-        settings.budget_ms_default, started_at=arrived, shares=settings.budget_shares
+        settings.budget_ms_default,
+        started_at=arrived,
+        shares=settings.budget_shares,
+        ticket=getattr(state, TICKET, None),
     )
 
 

@@ -4,6 +4,8 @@ and the request's budget: from the body, else the ``Request-Timeout-Ms`` header,
 
 from __future__ import annotations
 
+import json
+
 from app.config import Settings
 from app.errors import InvalidField, InvalidHeader
 
@@ -36,6 +38,22 @@ def request_budget(budget_ms: int | None, timeout_header: str | None, settings: 
             )
         return budget_ms
     return settings.budget_ms_default if from_header is None else from_header
+
+
+def door_budget(body: bytes, timeout_header: str | None, settings: Settings) -> int:
+    """The budget admission counts with, read before the route has validated anything: the
+    route's own (``request_budget``, from the JSON body's ``budget_ms`` and the header), or the
+    default where the route will refuse the request (400 or 422) anyway."""
+    try:
+        value = json.loads(body).get("budget_ms") if body else None
+    except (ValueError, AttributeError, RecursionError):
+        value = None
+    if not isinstance(value, int) or isinstance(value, bool):
+        value = None  # not a whole number: the route's 422, if it is there at all
+    try:
+        return request_budget(value, timeout_header, settings)
+    except (InvalidField, InvalidHeader):
+        return settings.budget_ms_default
 
 
 def resolve_count(value: int | None, *, field: str, default: int, maximum: int) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -17,10 +18,11 @@ from app.calibration import probes, reported_itl_ms
 from app.config import Settings, get_settings, usable_cores
 from app.errors import install_error_handlers
 from app.frontdoor import socket_wait
-from app.frontdoor.gate import Admission, AdmissionMiddleware
-from app.frontdoor.protocol import GATE_KEY, Gate
+from app.frontdoor.gate import GATE_KEY, Admission, Gate
+from app.frontdoor.middleware import AdmissionMiddleware
 from app.frontdoor.server import GracefulServer
 from app.frontdoor.shutdown import Shutdown, ShutdownMiddleware
+from app.limits import door_budget
 from app.pipeline import Pipeline
 from app.ratelimit import build_limiter
 from app.routes import alerts, ask, budget, chat, collections, health, search
@@ -106,7 +108,6 @@ def create_app(
         settings.max_in_flight,
         retry_after_s=settings.retry_after_s,
         finish=finish,
-        default_budget_ms=settings.budget_ms_default,
     )
 
     shutdown = Shutdown(settings.shutdown_grace_s)
@@ -116,6 +117,7 @@ def create_app(
         routes=frozenset(QUESTION_ROUTES),
         openai_routes=frozenset({chat.ROUTE}),
         shutdown=shutdown,
+        budget_ms=functools.partial(door_budget, settings=settings),
         lag_ms=loop_lag.ms,
         decides=settings.admit_as_parsed,
     )
@@ -150,7 +152,6 @@ def create_app(
             # How the server finds the stop, and its HTTP protocol the admission.
             yield {GracefulServer.STATE_KEY: shutdown, GATE_KEY: gate}
         finally:
-            admission.drain()
             for task in (upkeep, lag):
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -188,12 +189,7 @@ def create_app(
         server_request_hook=access_log.redact_span_url,
     )
     # Outermost last: every request is counted and timed, refusals included.
-    app.add_middleware(
-        AdmissionMiddleware,
-        admission=admission,
-        routes=QUESTION_ROUTES,
-        openai_routes=(chat.ROUTE,),
-    )
+    app.add_middleware(AdmissionMiddleware, gate=gate)
     app.add_middleware(
         ShutdownMiddleware,
         shutdown=shutdown,

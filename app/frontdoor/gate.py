@@ -1,43 +1,48 @@
-"""Admission control: which question requests one process takes on, and the rest refused at once.
+"""The door's one admission decision, the one refusal it writes, and the one arrival clock.
 
 A process that accepts every request collapses under overload: each admitted request slows every
 other, until none finishes within its budget (issue 13, finding 2). A fixed cap on requests in
-flight refuses work that fits (issue 22). ``AdmissionMiddleware`` (pure ASGI, in front of
-routing, auth and the body's parsing) admits a question request when the work ahead of it lets
-it finish within its budget: ``tracing.budget.door.book.FinishAdmission`` predicts that finish
-from the requests ahead in the process's own work. The budget is read from the JSON body's
-``budget_ms`` (a small body is already in the server's buffer; a large one, or none, or one
-sent without a key, counts with the default budget). A request that would not finish is
-refused at once, before any of its work is done: 503 ``overloaded`` with ``Retry-After`` (the
-time for the work ahead to drain). Under ``ragtime serve`` the same decision is made earlier
-still, in the HTTP protocol as the request is parsed (``app.frontdoor.protocol``), or by the
-thread that reads requests ahead of the event loop (``app.frontdoor.read_ahead``): the middleware
-then lets the admitted request through (``ADMITTED``) and decides only for what neither took.
-``max_in_flight`` (plus the decoding slots of the remote generation servers serving now,
-``GenerationBackend.remote_slots``) remains a hard bound on what one process holds.
+flight refuses work that fits (issue 22). So a question request (``Gate.routes``) is admitted
+when the work ahead of it lets it finish within its budget (``Gate.admit``):
 
-From the moment the server is told to stop, every new request is refused with 503
-``shutting_down`` (``app.frontdoor.shutdown``), and the live ones are let finish within the grace.
+1. a place: the process's bound (``Admission``: ``max_in_flight`` plus the decoding slots of the
+   remote generation servers serving now) is not full, and no stop has begun;
+2. a ticket: ``tracing.budget.door.book.FinishAdmission`` predicts the request's finish from the
+   requests ahead of it in the process's own work, against its budget, read as the route will
+   read it (``app.limits.door_budget``: ``budget_ms`` in the body, else ``Request-Timeout-Ms``,
+   else the default; where the route would answer 400 or 422, the default).
 
-Refusals are deliberate, not failures: each is counted in ``ragtime_admission_refused_total``
-(by route and reason), and the error-ratio alert takes them out of both sides of its ratio
-(``deploy/prometheus/alerts.yml``, ``tracing/_alert_conditions.py``). The per-pool bound (how much
-generation a target may have queued) is the budget engine's: ``BudgetEngine.admit``.
+A request not admitted is refused at once, before any of its work is done: 503 ``overloaded``
+with ``Retry-After`` (the time for the work ahead to drain), or ``shutting_down`` once the stop
+has begun. Every path writes that refusal from ``refusal``: the ASGI middleware
+(``app.frontdoor.middleware``), uvicorn's HTTP protocol as the request is parsed
+(``app.frontdoor.protocol``), and the opt-in read-ahead thread (``app.frontdoor.read_ahead``).
+Each is counted in ``ragtime_admission_refused_total`` (by route and reason), logged and traced
+the same way (``Gate.refused``); the error-ratio alert takes refusals out of both sides of its
+ratio (``deploy/prometheus/alerts.yml``).
+
+**The arrival clock** (``arrived``, on ``time.perf_counter``): a request's budget starts when it
+reached us: when the first of our code to see it read its headers (``stamp_arrival``), less how
+long its bytes had already waited in the kernel where that is known (``app.frontdoor.socket_wait``;
+the read-ahead thread has the kernel's own stamp). Every path stamps the same two figures in the
+request's state: ``arrived_at`` (the budget's start) and ``read_at``.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
+from opentelemetry import trace
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tracing import metrics
-from tracing.budget.door.book import FinishAdmission, Refusal, Ticket, hold, release
+from tracing.budget.door.book import FinishAdmission, Refusal, Ticket
 
 #: Bodies up to this size are read for their ``budget_ms`` before admission decides.
 PEEK_BYTES = 16 * 1024
@@ -45,9 +50,22 @@ PEEK_BYTES = 16 * 1024
 OVERLOADED = "overloaded"
 SHUTTING_DOWN = "shutting_down"
 
-#: Set in a request's ``scope["state"]`` when it was admitted as it was parsed
-#: (``app.frontdoor.protocol``): the middleware lets it through.
-ADMITTED = "ragtime.admitted"
+#: Where the app's lifespan state holds the ``Gate`` (the protocol's and read-ahead's way to it).
+GATE_KEY = "ragtime.admission_gate"
+
+#: Where an admitted request's state holds its ticket: the request's ledger carries it to the
+#: budget session (``app.deps.get_ledger``). Its presence also tells the middleware the request
+#: was admitted already, as it was parsed.
+TICKET = "admission_ticket"
+
+tracer = trace.get_tracer(__name__)
+
+
+class Stop(Protocol):
+    """Whether the server's stop has begun (``app.frontdoor.shutdown.Shutdown``)."""
+
+    @property
+    def begun(self) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -60,7 +78,7 @@ class Refused:
 
 
 class Admission:
-    """The process's count of question requests in flight, its bound, and whether it drains."""
+    """The process's places for question requests: how many are taken, and its bound."""
 
     def __init__(
         self,
@@ -69,7 +87,6 @@ class Admission:
         retry_after_s: int,
         remote_slots: Callable[[], int] = lambda: 0,
         finish: FinishAdmission | None = None,
-        default_budget_ms: float = 15_000.0,
     ) -> None:
         if max_in_flight < 1:
             raise ValueError(f"max_in_flight must be >= 1, got {max_in_flight}")
@@ -79,32 +96,17 @@ class Admission:
         """The remote generation servers' slots now (set once the backend is built)."""
         self.finish = finish
         """Admission by predicted finish (``None``: the bound alone)."""
-        self.default_budget_ms = default_budget_ms
         self.in_flight = 0
-        self.draining = False
         self._lock = threading.Lock()
-        """Places are taken on the event loop and on the thread reading ahead of it
-        (``app.frontdoor.read_ahead``)."""
+        """Places are taken on the event loop and on the read-ahead thread."""
 
-    def try_enter(self) -> str | None:
-        """Take a place, or say why not (``overloaded``, ``shutting_down``)."""
-        if self.draining:
-            return SHUTTING_DOWN
+    def try_enter(self) -> bool:
+        """Take a place, if the bound has room."""
         with self._lock:
             if self.in_flight >= self.bound:
-                return OVERLOADED
+                return False
             self.in_flight += 1
-        return None
-
-    def decide(self, route: str, *, arrived: float, budget_ms: float) -> Ticket | Refused:
-        """With a place taken (``try_enter``): a ticket when the request is predicted to finish
-        within ``budget_ms`` of ``arrived`` (``FinishAdmission.admit``), else why not."""
-        if self.finish is None:
-            raise RuntimeError("admission by predicted finish is not configured")
-        decision = self.finish.admit(route, arrived=arrived, budget_ms=budget_ms)
-        if isinstance(decision, Refusal):
-            return Refused(OVERLOADED, decision.retry_after_s, str(decision))
-        return decision
+        return True
 
     @property
     def bound(self) -> int:
@@ -115,166 +117,206 @@ class Admission:
         with self._lock:
             self.in_flight = max(self.in_flight - 1, 0)
 
-    def drain(self) -> None:
-        """Refuse every new request from now on."""
-        self.draining = True
 
+@dataclass(frozen=True)
+class Gate:
+    """The door of one process: its admission, the question routes (and which answer in
+    OpenAI's shape), the stop, how a budget is read, and the loop's recent lag in ms."""
 
-def refusal_body(reason: str, *, openai: bool = False, detail: str = "") -> bytes:
-    """The refusal's JSON: the service's error shape, or OpenAI's (on its compatible routes)."""
-    message = (
-        "the server is shutting down; retry on another instance"
-        if reason == SHUTTING_DOWN
-        else "the server is at capacity; retry after the time in Retry-After"
-    )
-    if detail:
-        message = f"{message} ({detail})"
-    if openai:
-        error = {"message": message, "type": "server_error", "param": None, "code": reason}
-        return json.dumps({"error": error}).encode()
-    return json.dumps({"error": {"type": reason, "message": message}}).encode()
+    admission: Admission
+    routes: frozenset[str]
+    openai_routes: frozenset[str]
+    shutdown: Stop
+    budget_ms: Callable[[bytes, str | None], float]
+    """The budget admission counts with, from the body and the ``Request-Timeout-Ms`` header
+    (``app.limits.door_budget``)."""
+    lag_ms: Callable[[], float]
+    decides: bool = True
+    """Off (``RAGTIME_ADMIT_AS_PARSED=false``): the protocol only stamps arrivals, and the
+    middleware decides for every request."""
 
-
-class AdmissionMiddleware:
-    """Admit the ``routes``' requests within ``admission``'s bound; refuse the rest at once (in
-    OpenAI's error shape on ``openai_routes``)."""
-
-    def __init__(
-        self,
-        app: ASGIApp,
-        admission: Admission,
-        routes: Iterable[str],
-        openai_routes: Iterable[str] = (),
-    ) -> None:
-        self.app = app
-        self.admission = admission
-        self.routes = frozenset(routes)
-        self.openai_routes = frozenset(openai_routes)
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        state = scope.get("state", {})
-        if scope["type"] != "http" or scope["path"] not in self.routes or state.get(ADMITTED):
-            await self.app(scope, receive, send)  # (admitted already, as it was parsed)
-            return
-        admission = self.admission
-        reason = admission.try_enter()
-        if reason is not None:
-            await self._refuse(scope, send, Refused(reason, admission.retry_after_s))
-            return
-        try:
-            if admission.finish is None:
-                await self.app(scope, receive, send)
-                return
-            await self._admit_by_finish(scope, receive, send)
-        finally:
-            admission.leave()
-
-    async def _admit_by_finish(self, scope: Scope, receive: Receive, send: Send) -> None:
-        budget_ms, receive = await peek_budget(scope, receive, self.admission.default_budget_ms)
-        arrived = scope.get("state", {}).get("arrived_at") or time.perf_counter()
-        verdict = self.admission.decide(scope["path"], arrived=arrived, budget_ms=budget_ms)
-        if isinstance(verdict, Refused):
-            await self._refuse(scope, send, verdict)
-            return
-        await serve_admitted(self.app, verdict, scope, receive, send)
-
-    async def _refuse(self, scope: Scope, send: Send, refused: Refused) -> None:
-        openai = scope["path"] in self.openai_routes
-        await send_refusal(
-            scope, send, refused.reason, refused.retry_after_s, openai=openai, detail=refused.detail
+    def takes(self, scope: Scope) -> bool:
+        """Whether the protocol decides this request as it is parsed: a question with a key and
+        a small body, while admission by predicted finish runs and no stop has begun."""
+        return (
+            self.decides
+            and scope["method"] == "POST"
+            and scope["path"] in self.routes
+            and self.admission.finish is not None
+            and not self.shutdown.begun
+            and budget_readable(scope)
         )
 
+    def admit(self, scope: Scope, body: bytes) -> Ticket | Refused | None:
+        """THE decision, for every path: a place and a ticket for the request (``None``: a
+        place, admission by predicted finish being off), or why not. A ticket holds its place
+        until ``finished``; a refusal holds none."""
+        admission = self.admission
+        if self.shutdown.begun:
+            return Refused(SHUTTING_DOWN, admission.retry_after_s)
+        if not admission.try_enter():
+            return Refused(OVERLOADED, admission.retry_after_s)
+        if admission.finish is None:
+            return None
+        state = scope.setdefault("state", {})
+        if "arrived_at" not in state:  # no stamp (an app served without ours): from now
+            stamp_arrival(state, time.perf_counter(), 0.0)
+        try:
+            timeout = dict(scope.get("headers") or []).get(b"request-timeout-ms")
+            budget_ms = self.budget_ms(body, None if timeout is None else timeout.decode("latin-1"))
+            verdict = admission.finish.admit(
+                scope["path"], arrived=state["arrived_at"], budget_ms=budget_ms
+            )
+        except BaseException:
+            admission.leave()
+            raise
+        if isinstance(verdict, Refusal):
+            admission.leave()
+            return Refused(OVERLOADED, verdict.retry_after_s, str(verdict))
+        return verdict
 
-async def serve_admitted(
-    app: ASGIApp, ticket: Ticket, scope: Scope, receive: Receive, send: Send
-) -> None:
-    """Serve an admitted request with its ticket held (its stages report to it); when its
-    response ends the ticket is finished, learning from it only if it was a 200."""
-    status = 500
+    def finished(self, ticket: Ticket | None, *, learn: bool) -> None:
+        """An admitted request's end (``learn``: it was answered, and its time teaches the
+        model): its ticket and place given back."""
+        if ticket is not None:
+            ticket.finish(learn=learn)
+        self.admission.leave()
 
-    async def watch(message: Message) -> None:
-        nonlocal status
-        if message["type"] == "http.response.start":
-            status = message["status"]
-        await send(message)
+    def admitted(self, app: ASGIApp, ticket: Ticket | None) -> ASGIApp:
+        """``app`` for one admitted request: served with its ticket in its state, which is
+        finished (learning from it only if it was a 200), and its place given back, when its
+        response ends, however it ends."""
 
-    token = hold(ticket)
-    try:
-        await app(scope, receive, watch)
-    finally:
-        release(token)
-        ticket.finish(learn=status == 200)
+        async def serve(scope: Scope, receive: Receive, send: Send) -> None:
+            status = 500
+
+            async def watch(message: Message) -> None:
+                nonlocal status
+                if message["type"] == "http.response.start":
+                    status = message["status"]
+                await send(message)
+
+            scope["state"][TICKET] = ticket
+            try:
+                await app(scope, receive, watch)
+            finally:
+                self.finished(ticket, learn=status == 200)
+
+        return serve
+
+    def refused(
+        self,
+        scope: Scope,
+        refused: Refused,
+        access_logger: logging.Logger | None = None,
+        sent_at: float | None = None,
+    ) -> None:
+        """Count and time a refusal sent, just now or at ``sent_at``; where it was written to
+        the socket (``access_logger`` given: the protocol, the read-ahead thread), also its
+        access log line, the request metrics and a server span, as the app gives any response."""
+        now = time.perf_counter() if sent_at is None else sent_at
+        route, state = scope["path"], scope["state"]
+        count_refusal(route, refused.reason, state, now)
+        if access_logger is None:
+            return
+        if access_logger.hasHandlers():
+            client, query = scope.get("client"), scope.get("query_string", b"")
+            access_logger.info(
+                '%s - "%s %s HTTP/%s" %d',
+                f"{client[0]}:{client[1]}" if client else "-",
+                scope["method"],
+                f"{route}?{query.decode('ascii')}" if query else route,
+                scope["http_version"],
+                503,
+            )
+        arrived = state["arrived_at"]
+        metrics.REQUESTS.labels(route=route, status="503").inc()
+        metrics.REQUEST_SECONDS.labels(route=route).observe(now - arrived)
+        span = tracer.start_span(
+            f"{scope['method']} {route}",
+            kind=trace.SpanKind.SERVER,
+            start_time=time.time_ns() - int((now - arrived) * 1e9),
+            attributes={
+                "http.method": scope["method"],
+                "http.route": route,
+                "http.target": route,
+                "http.status_code": 503,
+                "ragtime.admission.refused": refused.reason,
+                "ragtime.admission.detail": refused.detail,
+            },
+        )
+        span.set_status(trace.Status(trace.StatusCode.ERROR, refused.reason))
+        span.end()
+
+    def refusal(self, scope: Scope, refused: Refused, *, close: bool = False) -> Response:
+        """The refusal's response, in OpenAI's error shape on its compatible routes."""
+        return refusal(refused, openai=scope["path"] in self.openai_routes, close=close)
 
 
-def refusal_headers(body: bytes, retry_after_s: int) -> list[tuple[bytes, bytes]]:
-    """A refusal's headers: its JSON body's type and length, and ``Retry-After``."""
-    return [
+def stamp_arrival(state: dict[str, Any], read_at: float, waited_s: float) -> None:
+    """The arrival clock (the module's docstring): the request's headers were read at
+    ``read_at``, its bytes having waited ``waited_s`` in the kernel before that."""
+    state["read_at"] = read_at
+    state["arrived_at"] = read_at - max(waited_s, 0.0)
+
+
+@dataclass(frozen=True)
+class Response:
+    """A response to write: its status, headers and body."""
+
+    status: int
+    headers: list[tuple[bytes, bytes]]
+    body: bytes
+
+    async def send(self, send: Send) -> None:
+        await send({"type": "http.response.start", "status": self.status, "headers": self.headers})
+        await send({"type": "http.response.body", "body": self.body})
+
+    def wire(self, default_headers: list[tuple[bytes, bytes]]) -> bytes:
+        """The response as HTTP/1.1 bytes, after the server's ``default_headers``."""
+        content = [b"HTTP/1.1 %d Service Unavailable\r\n" % self.status]
+        for name, value in [*default_headers, *self.headers]:
+            content.extend([name, b": ", value, b"\r\n"])
+        content.extend([b"\r\n", self.body])
+        return b"".join(content)
+
+
+def refusal(refused: Refused, *, openai: bool = False, close: bool = False) -> Response:
+    """THE refusal: 503 with ``Retry-After`` and a JSON body in the service's error shape, or
+    OpenAI's; ``close``: and ask the client to close the connection."""
+    message = (
+        "the server is shutting down; retry on another instance"
+        if refused.reason == SHUTTING_DOWN
+        else "the server is at capacity; retry after the time in Retry-After"
+    )
+    if refused.detail:
+        message = f"{message} ({refused.detail})"
+    if openai:
+        error = {"message": message, "type": "server_error", "param": None, "code": refused.reason}
+        body = json.dumps({"error": error}).encode()
+    else:
+        body = json.dumps({"error": {"type": refused.reason, "message": message}}).encode()
+    headers = [
         (b"content-type", b"application/json"),
         (b"content-length", str(len(body)).encode()),
-        (b"retry-after", str(retry_after_s).encode()),
+        (b"retry-after", str(refused.retry_after_s).encode()),
     ]
-
-
-async def send_refusal(
-    scope: Scope,
-    send: Send,
-    reason: str,
-    retry_after_s: int,
-    *,
-    openai: bool = False,
-    detail: str = "",
-    close: bool = False,
-) -> None:
-    """Answer 503 ``reason`` with ``Retry-After``, counted in ``ragtime_admission_refused_total``
-    (``close``: and ask the client to close the connection: this server is going away)."""
-    body = refusal_body(reason, openai=openai, detail=detail)
-    headers = refusal_headers(body, retry_after_s)
     if close:
         headers.append((b"connection", b"close"))
-    await send({"type": "http.response.start", "status": 503, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
-    count_refusal(scope["path"], reason, scope.get("state", {}))
+    return Response(503, headers, body)
 
 
 def count_refusal(
     route: str, reason: str, state: Mapping[str, Any], sent_at: float | None = None
 ) -> None:
     """Count a refusal sent, just now or at ``sent_at`` (``ragtime_admission_refused_total``),
-    and time it, from the request's arrival: when the kernel received its bytes
-    (``received_at``) where the server's HTTP protocol measured it (``app.frontdoor.protocol``),
-    else its budget's start (``arrived_at``); and, where stamped, from its read (``read_at``)."""
+    and time it from the request's arrival (``arrived_at``) and, where stamped, its read."""
     metrics.ADMISSION_REFUSED.labels(route=route, reason=reason).inc()
     now = time.perf_counter() if sent_at is None else sent_at
-    arrived = state.get("received_at", state.get("arrived_at"))
-    if arrived is not None:
-        metrics.ADMISSION_REFUSAL_SECONDS.observe(now - arrived)
+    if "arrived_at" in state:
+        metrics.ADMISSION_REFUSAL_SECONDS.observe(now - state["arrived_at"])
     if "read_at" in state:
         metrics.ADMISSION_REFUSAL_AFTER_READ_SECONDS.observe(now - state["read_at"])
-
-
-async def peek_budget(scope: Scope, receive: Receive, default_ms: float) -> tuple[float, Receive]:
-    """The request's ``budget_ms`` from its JSON body when the body is small (declared at most
-    ``PEEK_BYTES``) and the request carries a key (a request without one never has its body
-    read: it gets its 401 first), else ``default_ms``; and a ``receive`` that replays what was
-    read. A body that is not JSON, or has no valid ``budget_ms``, counts with the default: the
-    route's own validation answers for it."""
-    if not budget_readable(scope):
-        return default_ms, receive
-    messages: list[Message] = []
-    body = b""
-    while True:
-        message = await receive()
-        messages.append(message)
-        if message["type"] != "http.request":
-            break
-        body += message.get("body", b"")
-        if not message.get("more_body") or len(body) > PEEK_BYTES:
-            break
-
-    async def replay() -> Message:
-        return messages.pop(0) if messages else await receive()
-
-    return budget_in(body, default_ms), replay
 
 
 def budget_readable(scope: Scope) -> bool:
@@ -285,15 +327,3 @@ def budget_readable(scope: Scope) -> bool:
     declared = headers.get(b"content-length", b"")
     scheme = headers.get(b"authorization", b"").partition(b" ")[0].lower()
     return scheme == b"bearer" and declared.isdigit() and int(declared) <= PEEK_BYTES
-
-
-def budget_in(body: bytes, default_ms: float) -> float:
-    """The JSON body's positive integer ``budget_ms``, else ``default_ms`` (a body that is not
-    JSON, or has no valid ``budget_ms``: the route's own validation answers for it)."""
-    try:
-        value = json.loads(body).get("budget_ms")
-    except (ValueError, AttributeError, RecursionError):
-        return default_ms
-    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-        return float(value)
-    return default_ms

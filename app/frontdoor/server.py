@@ -29,7 +29,6 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 import uvicorn
-from uvicorn.server import STARTUP_FAILURE
 from uvicorn.supervisors import multiprocess
 
 from app.config import get_settings
@@ -42,6 +41,9 @@ if TYPE_CHECKING:  # the read-ahead plug-in is imported only when it is on
     from app.frontdoor.read_ahead.reader import ReadAhead
 
 log = logging.getLogger("ragtime")
+
+#: The exit status of a server that failed to start, as uvicorn's own (``uvicorn.config``).
+STARTUP_FAILURE = 3
 
 
 class GracefulServer(uvicorn.Server):
@@ -70,6 +72,8 @@ class GracefulServer(uvicorn.Server):
         self.read_ahead = read_ahead
         self.reader: ReadAhead | None = None
         self._stop_asked = False
+        self._stop_signal: int | None = None
+        """The SIGINT or SIGTERM that began the stop, raised again once served."""
         #: Set once the server listens and serves. uvicorn's ``started`` comes earlier, inside
         #: its ``startup``: before the socket listens and the read-ahead thread runs.
         self.serving = threading.Event()
@@ -112,16 +116,19 @@ class GracefulServer(uvicorn.Server):
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
-        """uvicorn's SIGINT and SIGTERM handlers, and SIGQUIT's too (stop now), while serving."""
+        """uvicorn's SIGINT and SIGTERM handlers, and SIGQUIT's too (stop now), while serving;
+        then, as uvicorn does with the signals it handled, the one that began the stop raised
+        again under the handlers restored."""
+        main = threading.current_thread() is threading.main_thread()
         with super().capture_signals():
-            if threading.current_thread() is not threading.main_thread():
-                yield  # signals reach the main thread only, as uvicorn says
-                return
-            previous = signal.signal(signal.SIGQUIT, self.handle_exit)
+            previous = signal.signal(signal.SIGQUIT, self.handle_exit) if main else None
             try:
-                yield
+                yield  # (signals reach the main thread only, as uvicorn says)
             finally:
-                signal.signal(signal.SIGQUIT, previous)
+                if previous is not None:
+                    signal.signal(signal.SIGQUIT, previous)
+        if main and self._stop_signal is not None:
+            signal.raise_signal(self._stop_signal)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         """A signal, as the module's docstring says: SIGTERM drains (again: nothing more); a
@@ -135,7 +142,7 @@ class GracefulServer(uvicorn.Server):
         if first:
             self._stop_asked = True
             if sig != signal.SIGQUIT:  # raised again once served, as uvicorn does; not a core
-                self._captured_signals.append(sig)
+                self._stop_signal = sig
             shutdown.begin()
             log.info(
                 "stopping: new requests get 503 shutting_down; %d in flight get %.1f s",

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from sse_starlette.sse import AppStatus
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.frontdoor.gate import SHUTTING_DOWN, send_refusal
+from app.frontdoor.gate import SHUTTING_DOWN, Refused, count_refusal, refusal
 
 log = logging.getLogger("ragtime")
 
@@ -224,11 +224,7 @@ class ShutdownMiddleware:
             self.shutdown.leave(request)
 
     async def _refuse(self, scope: Scope, send: Send) -> None:
-        await send_refusal(
-            scope,
-            send,
-            SHUTTING_DOWN,
-            self.retry_after_s,
-            openai=scope["path"] in self.openai_routes,
-            close=True,
-        )
+        openai = scope["path"] in self.openai_routes
+        refused = Refused(SHUTTING_DOWN, self.retry_after_s)
+        await refusal(refused, openai=openai, close=True).send(send)
+        count_refusal(scope["path"], SHUTTING_DOWN, scope.get("state", {}))

@@ -15,9 +15,10 @@ from typing import Any, BinaryIO
 import uvicorn
 from fastapi import FastAPI
 
-from app.frontdoor.gate import Admission
-from app.frontdoor.protocol import Gate
+from app.config import Settings
+from app.frontdoor.gate import Admission, Gate
 from app.frontdoor.shutdown import Shutdown
+from app.limits import door_budget
 from tests.helpers.app import uvicorn_serving
 
 
@@ -32,15 +33,25 @@ class Response:
 
 
 def ask(
-    api_key: str, budget_ms: int, *, expect_continue: bool = False, http: str = "1.1"
+    api_key: str,
+    budget_ms: int | None,
+    *,
+    expect_continue: bool = False,
+    http: str = "1.1",
+    timeout_ms: str | None = None,
 ) -> tuple[bytes, bytes]:
-    """A non-streamed ``/v1/ask``: its head and its body, apart."""
-    body = json.dumps({"question": "What is a list?", "budget_ms": budget_ms}).encode()
+    """A non-streamed ``/v1/ask``: its head and its body, apart (``budget_ms`` ``None``: none
+    in the body; ``timeout_ms``: a ``Request-Timeout-Ms`` header)."""
+    asked: dict[str, object] = {"question": "What is a list?"}
+    if budget_ms is not None:
+        asked["budget_ms"] = budget_ms
+    body = json.dumps(asked).encode()
     head = (
         f"POST /v1/ask HTTP/{http}\r\nhost: ragtime\r\n"
         f"authorization: Bearer {api_key}\r\ncontent-type: application/json\r\n"
         f"content-length: {len(body)}\r\n"
         + ("expect: 100-continue\r\n" if expect_continue else "")
+        + ("" if timeout_ms is None else f"request-timeout-ms: {timeout_ms}\r\n")
         + "\r\n"
     ).encode()
     return head, body
@@ -100,5 +111,6 @@ def gate_of(admission: Admission) -> Gate:
         routes=frozenset({"/v1/ask"}),
         openai_routes=frozenset(),
         shutdown=Shutdown(1.0),
+        budget_ms=lambda body, header: door_budget(body, header, Settings()),
         lag_ms=lambda: 0.0,
     )

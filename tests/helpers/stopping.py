@@ -4,12 +4,16 @@ For the process tests of the shutdown (``test_shutdown_process``, ``test_shutdow
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import httpx
+from sse_starlette.sse import AppStatus
 
+from app.frontdoor.shutdown import Shutdown
 from tests.helpers.sse import parse_sse
 
 
@@ -102,3 +106,14 @@ def finished(outcome: Outcome) -> bool:
     if outcome.events:
         return outcome.events[-1][0] in ("done", "[DONE]")
     return outcome.status == 200 and bool(outcome.body)
+
+
+@contextlib.contextmanager
+def stopping(shutdown: Shutdown) -> Iterator[None]:
+    """An app in process whose stop has begun (``Shutdown.begin``), for the block; sse-starlette's
+    process-wide flag, which the stop sets, is cleared after it for the tests that follow."""
+    shutdown.begin()
+    try:
+        yield
+    finally:
+        AppStatus.should_exit = False

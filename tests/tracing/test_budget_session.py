@@ -22,7 +22,7 @@ from tracing.budget import (
     StageName,
     TargetSaturated,
 )
-from tracing.budget.door.book import FinishAdmission, Ticket, hold, release
+from tracing.budget.door.book import FinishAdmission, Ticket
 from tracing.budget.policy import Action
 
 SEARCH = PlanLimits(20, 0, 0, 0, 0, 0, 0.0)
@@ -252,14 +252,10 @@ def test_generating_is_out_of_the_requests_own_work_only_when_it_waits_on_a_mode
     assert isinstance(ticket, Ticket)
     serving = Serving()
     serving.generation_waits = waits  # type: ignore[attr-defined]
-    session = BudgetSession(engine(), BudgetLedger(10_000), route="/v1/ask", question="q",
-                            serving=serving)  # fmt: skip
-    token = hold(ticket)
-    try:
-        with session.holding():
-            in_own_work = ticket.in_own_work
-    finally:
-        release(token)
+    ledger = BudgetLedger(10_000, ticket=ticket)  # the front door's ticket, on the request's ledger
+    session = BudgetSession(engine(), ledger, route="/v1/ask", question="q", serving=serving)
+    with session.holding():
+        in_own_work = ticket.in_own_work
     assert in_own_work is not waits
     assert ticket.in_own_work
 

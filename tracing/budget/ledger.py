@@ -18,12 +18,15 @@ import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode
 
 from tracing import metrics
+
+if TYPE_CHECKING:
+    from tracing.budget.door.book import Ticket
 
 tracer = trace.get_tracer(__name__)
 
@@ -73,8 +76,12 @@ class BudgetLedger:
         *,
         started_at: float | None = None,
         shares: Mapping[str, float] | None = None,
+        ticket: Ticket | None = None,
     ) -> None:
         self.budget_ms = float(budget_ms)
+        self.ticket = ticket
+        """The request's admission ticket (``tracing.budget.door.book``), where the front door
+        admitted it by predicted finish: its session says when its work waits on a model."""
         self.started_at = time.perf_counter() if started_at is None else started_at
         self.shares: Mapping[str, float] = shares or {}
         self._timings: dict[str, float] = {}

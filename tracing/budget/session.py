@@ -33,7 +33,6 @@ from typing import Protocol
 from opentelemetry.trace import Span
 
 from tracing import metrics
-from tracing.budget.door.book import current_ticket
 from tracing.budget.engine import BudgetEngine, Rules
 from tracing.budget.errors import BudgetInfeasible, TargetSaturated
 from tracing.budget.ledger import BudgetLedger
@@ -401,7 +400,7 @@ class BudgetSession:
         """The generation, started at its target's queue; the reservation released after. The
         request's admission ticket is out of the process's own work meanwhile, when generating
         waits on the model."""
-        ticket = current_ticket() if self.generation_waits else None
+        ticket = self.ledger.ticket if self.generation_waits else None
         if ticket is not None:
             ticket.generation_started()
         try:

@@ -54,8 +54,8 @@ from typing import Any
 import httptools
 
 from app.frontdoor import socket_wait
-from app.frontdoor.gate import Refused
-from app.frontdoor.protocol import AdmittingProtocol, Gate, Prelude
+from app.frontdoor.gate import Gate, Refused, stamp_arrival
+from app.frontdoor.protocol import AdmittingProtocol, Prelude
 from app.frontdoor.read_ahead import held_sockets
 from app.frontdoor.read_ahead.held_sockets import HeldSocket
 from tracing import metrics
@@ -340,14 +340,15 @@ class ReadAhead:
         if not request.complete:
             self._heads.append((connection.sock.fd, connection))
             return
-        verdict = gate.admit(scope, bytes(request.body), connection.received_at)
-        if isinstance(verdict, Ticket):
+        verdict = gate.admit(scope, bytes(request.body))
+        if not isinstance(verdict, Refused):
             self._hand_over(connection, verdict)
             return
         keep_alive = connection.parser.should_keep_alive()
-        response = gate.refusal(scope, verdict, self.default_headers(), keep_alive=keep_alive)
+        response = gate.refusal(scope, verdict, close=not keep_alive)
+        wire = response.wire(self.default_headers())
         try:
-            connection.sock.send_all(response, SEND_TIMEOUT_S)
+            connection.sock.send_all(wire, SEND_TIMEOUT_S)
             sent = True
         except OSError:
             sent = False
@@ -365,6 +366,8 @@ class ReadAhead:
         if any(name in (b"expect", b"upgrade") for name, _ in request.headers):
             return None
         url = httptools.parse_url(request.url)
+        state: dict[str, Any] = {}
+        stamp_arrival(state, connection.read_at, connection.read_at - connection.received_at)
         return {
             "type": "http",
             "method": parser.get_method().decode("ascii"),
@@ -375,11 +378,7 @@ class ReadAhead:
             "root_path": "",
             "headers": request.headers,
             "client": connection.sock.peer,
-            "state": {
-                "read_at": connection.read_at,
-                "arrived_at": connection.received_at,
-                "received_at": connection.received_at,
-            },
+            "state": state,
         }
 
     def _account(self) -> None:
@@ -471,4 +470,4 @@ class ReadAhead:
         with contextlib.suppress(OSError):
             os.close(fd)
         if (ticket := prelude.take_ticket()) is not None:
-            self.gate.release(ticket)
+            self.gate.finished(ticket, learn=False)

@@ -8,7 +8,8 @@ import socket
 
 import uvicorn
 
-from app.frontdoor.protocol import GATE_KEY, AdmittingProtocol, Gate
+from app.frontdoor.gate import GATE_KEY, Gate
+from app.frontdoor.protocol import AdmittingProtocol
 from app.frontdoor.read_ahead import held_sockets
 from app.frontdoor.read_ahead.reader import ReadAhead
 

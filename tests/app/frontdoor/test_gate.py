@@ -14,6 +14,7 @@ from prometheus_client import CollectorRegistry, Counter
 from app.frontdoor.gate import Admission
 from tests.fakes.backends import ScriptedBackend
 from tests.helpers.app import app_state, asgi_client, build_app, running_app
+from tests.helpers.stopping import stopping
 from tracing import metrics
 from tracing._alert_conditions import REFUSED, REQUESTS, SampleKey, Snapshot, error_ratio
 from tracing.loop_lag import LoopLag
@@ -93,8 +94,8 @@ def test_refusals_stay_out_of_the_error_ratio() -> None:
 def test_a_drained_app_refuses_new_questions(seeded_data_dir: Path, auth: dict[str, str]) -> None:
     before = refused("shutting_down")
     with running_app(seeded_data_dir, backend=ScriptedBackend()) as client:
-        app_state(client).admission.drain()
-        response = client.post("/v1/ask", json={"question": "What is a list?"}, headers=auth)
+        with stopping(app_state(client).shutdown):
+            response = client.post("/v1/ask", json={"question": "What is a list?"}, headers=auth)
         assert client.get("/healthz").status_code == 200
     assert response.status_code == 503
     assert response.json()["error"]["type"] == "shutting_down"
@@ -106,9 +107,9 @@ def test_the_chat_route_refuses_in_openais_shape(
 ) -> None:
     """An OpenAI client reads the refusal as it reads any other error of the chat route."""
     with running_app(seeded_data_dir, backend=ScriptedBackend()) as client:
-        app_state(client).admission.drain()
         chat = {"model": "ragtime", "messages": [{"role": "user", "content": "What is a list?"}]}
-        response = client.post("/v1/chat/completions", json=chat, headers=auth)
+        with stopping(app_state(client).shutdown):
+            response = client.post("/v1/chat/completions", json=chat, headers=auth)
     assert response.status_code == 503 and response.headers["Retry-After"]
     assert response.json() == {
         "error": {
@@ -170,15 +171,15 @@ def test_remote_decoding_slots_widen_the_bound() -> None:
     slots count only while its servers serve (none told yet, or all down: the bound alone)."""
     slots = [0]
     admission = Admission(2, retry_after_s=1, remote_slots=lambda: slots[0])
-    assert [admission.try_enter() for _ in range(3)] == [None, None, "overloaded"]
+    assert [admission.try_enter() for _ in range(3)] == [True, True, False]
     slots[0] = 64
     assert admission.bound == 66
-    assert all(admission.try_enter() is None for _ in range(64))
-    assert admission.try_enter() == "overloaded"
+    assert all(admission.try_enter() for _ in range(64))
+    assert not admission.try_enter()
     slots[0] = 0  # the servers went down: no new admissions until the 66 leave
     for _ in range(64):
         admission.leave()
-    assert admission.try_enter() == "overloaded" and admission.in_flight == 2
+    assert not admission.try_enter() and admission.in_flight == 2
 
 
 async def test_a_burst_past_a_fixed_cap_is_admitted_when_it_fits(

@@ -22,8 +22,15 @@ from fastapi import FastAPI
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
-from app.frontdoor.gate import Admission, AdmissionMiddleware, Refused, count_refusal
-from app.frontdoor.protocol import GATE_KEY
+from app.frontdoor.gate import (
+    GATE_KEY,
+    TICKET,
+    Admission,
+    Gate,
+    Refused,
+    count_refusal,
+    stamp_arrival,
+)
 from tests.fakes.backends import ScriptedBackend
 from tests.helpers.app import build_app
 from tests.helpers.raw_http import (
@@ -55,13 +62,14 @@ def answers_503() -> float:
 def middleware_refusals(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The reasons the middleware refused with (it must see none the protocol refused)."""
     seen: list[str] = []
-    original = AdmissionMiddleware._refuse
+    original = Gate.refused
 
-    async def recording(self: AdmissionMiddleware, scope: Any, send: Any, refused: Any) -> None:
-        seen.append(refused.reason)
-        await original(self, scope, send, refused)
+    def recording(self: Gate, scope: Any, refused: Refused, *args: Any, **kwargs: Any) -> None:
+        if not args and "access_logger" not in kwargs:  # the middleware's (nothing on a socket)
+            seen.append(refused.reason)
+        original(self, scope, refused, *args, **kwargs)
 
-    monkeypatch.setattr(AdmissionMiddleware, "_refuse", recording)
+    monkeypatch.setattr(Gate, "refused", recording)
     return seen
 
 
@@ -122,17 +130,19 @@ def test_a_question_that_cannot_finish_is_refused_as_it_is_parsed(
         assert "3 requests ahead" in str(attributes["ragtime.admission.detail"])
 
 
-def test_a_refusal_is_timed_from_when_the_kernel_received_it() -> None:
-    """The budget's clock (``arrived_at``: the read less the loop's lag, 10 s here) is not what
-    a refusal is timed from when the kernel's figure (``received_at``) is known."""
+def test_one_arrival_clock_a_refusal_and_the_budget_count_from() -> None:
+    """A request's budget and its refusal's time both start when its bytes reached the kernel:
+    its read, less how long they waited there (``stamp_arrival``)."""
     now = time.perf_counter()
+    state: dict[str, Any] = {}
+    stamp_arrival(state, now, 0.25)
+    assert state == {"read_at": now, "arrived_at": now - 0.25}
     before = sample("ragtime_admission_refusal_seconds_sum")
-    stamps = {"arrived_at": now - 10.0, "received_at": now - 0.002, "read_at": now}
-    count_refusal("/v1/ask", "overloaded", stamps)
-    assert 0.002 <= sample("ragtime_admission_refusal_seconds_sum") - before < 1.0
-    # No kernel figure: the budget's clock.
-    count_refusal("/v1/ask", "overloaded", {"arrived_at": now - 10.0})
-    assert sample("ragtime_admission_refusal_seconds_sum") - before >= 10.0
+    before_read = sample("ragtime_admission_refusal_after_read_seconds_sum")
+    count_refusal("/v1/ask", "overloaded", state, sent_at=now + 0.001)
+    assert sample("ragtime_admission_refusal_seconds_sum") - before == pytest.approx(0.251)
+    after_read = sample("ragtime_admission_refusal_after_read_seconds_sum") - before_read
+    assert after_read == pytest.approx(0.001)
 
 
 @pytest.mark.parametrize("read_ahead", [True, False])
@@ -143,8 +153,8 @@ def test_the_requests_trace_says_how_long_it_waited_before_its_read(
     monkeypatch: pytest.MonkeyPatch,
     read_ahead: bool,
 ) -> None:
-    """Read ahead of the loop, the budget counts the kernel's whole figure; read by the loop,
-    the loop's lag within it (patched to 0 here)."""
+    """Read ahead of the loop or by it, the request's trace says how long its bytes waited in
+    the kernel before their read: what its budget counts before its first stage."""
     monkeypatch.setattr(LoopLag, "ms", lambda self, now=None: 0.0)
     app = build_app(seeded_data_dir, backend=ScriptedBackend())
     with (
@@ -159,8 +169,39 @@ def test_the_requests_trace_says_how_long_it_waited_before_its_read(
     attributes = dict(root.attributes or {})
     waited = attributes["ragtime.request.socket_wait_ms"]
     assert isinstance(waited, float) and waited >= 0.0
-    counted = attributes["ragtime.request.wait_counted_ms"]
-    assert counted == (waited if read_ahead else 0.0)
+
+
+def test_the_door_reads_the_budget_as_the_route_does(
+    crowded: tuple[uvicorn.Server, FastAPI], api_key: str, middleware_refusals: list[str]
+) -> None:
+    """One budget reader (``app.limits``): the body's ``budget_ms``, else ``Request-Timeout-Ms``
+    (clamped to the range), else the default; what the route will refuse counts with the
+    default, and the route answers it. The middleware reads it the same way."""
+    server, _ = crowded
+    cases = [
+        (None, "1000", False, 503),  # the header alone: 1 s cannot finish
+        (None, "1000", True, 503),  # ... decided by the middleware (Expect: 100-continue)
+        (None, "60000", False, 200),
+        (60_000, "1000", False, 200),  # the body's budget first
+        (None, "a second", False, 400),  # the route's 400, after the default admitted it
+        (10**9, None, False, 422),  # out of range: the route's 422
+    ]
+    statuses = []
+    for budget_ms, timeout_ms, expect, _ in cases:
+        with connect(server) as sock, sock.makefile("rb") as stream:
+            head, body = ask(api_key, budget_ms, timeout_ms=timeout_ms, expect_continue=expect)
+            sock.sendall(head)
+            if expect:
+                first = read_response(stream)
+                if first.status == 100:
+                    sock.sendall(body)
+                    first = read_response(stream)
+                statuses.append(first.status)
+                continue
+            sock.sendall(body)
+            statuses.append(read_response(stream).status)
+    assert statuses == [status for *_, status in cases]
+    assert middleware_refusals == ["overloaded"]
 
 
 def test_what_the_protocol_does_not_decide_the_middleware_does(
@@ -219,20 +260,20 @@ async def test_an_admitted_request_gives_its_place_back_however_it_ends() -> Non
     async def broken(scope: Any, receive: Any, send: Any) -> None:
         raise RuntimeError("an outer layer failed before the route")
 
-    ticket = gate.admit(scope, b'{"budget_ms": 5000}', time.perf_counter())
+    ticket = gate.admit(scope, b'{"budget_ms": 5000}')
     assert isinstance(ticket, Ticket) and admission.in_flight == 1
     with pytest.raises(RuntimeError):
         await gate.admitted(broken, ticket)(scope, _gone, _discard)
     assert admission.in_flight == 0 and finish.admitted == 0
-    assert scope["state"]["ragtime.admitted"] is True
+    assert scope["state"][TICKET] is ticket
 
 
 async def test_a_full_process_refuses_without_reading_the_budget() -> None:
     admission = Admission(1, retry_after_s=7, finish=FinishAdmission(cores=1))
     gate = gate_of(admission)
     scope: dict[str, Any] = {"type": "http", "method": "POST", "path": "/v1/ask", "state": {}}
-    first = gate.admit(scope, b"{}", time.perf_counter())
-    second = gate.admit(scope, b"not json", time.perf_counter())
+    first = gate.admit(scope, b"{}")
+    second = gate.admit(scope, b"not json")
     assert isinstance(first, Ticket)
     assert second == Refused("overloaded", 7)
     assert admission.in_flight == 1  # the refused one took no place
@@ -251,7 +292,7 @@ def test_the_chat_route_is_refused_in_openais_shape() -> None:
     gate = replace(gate_of(admission), openai_routes=frozenset({"/v1/chat/completions"}))
     refused = Refused("overloaded", 3, "2 requests ahead")
     date = [(b"date", b"Sat, 05 Dec 2026 13:35:34 GMT")]
-    response = gate.refusal({"path": "/v1/chat/completions"}, refused, date, keep_alive=True)
+    response = gate.refusal({"path": "/v1/chat/completions"}, refused).wire(date)
     head, _, body = response.partition(b"\r\n\r\n")
     lines = head.split(b"\r\n")
     assert lines[0] == b"HTTP/1.1 503 Service Unavailable" and lines[1] == b"date: " + date[0][1]
@@ -260,7 +301,7 @@ def test_the_chat_route_is_refused_in_openais_shape() -> None:
     error = json.loads(body)["error"]
     assert error["code"] == "overloaded" and error["type"] == "server_error"
     assert "2 requests ahead" in error["message"]
-    plain = gate.refusal({"path": "/v1/ask"}, refused, [], keep_alive=False)
+    plain = gate.refusal({"path": "/v1/ask"}, refused, close=True).wire([])
     head, _, body = plain.partition(b"\r\n\r\n")
     assert b"connection: close" in head.split(b"\r\n")
     assert json.loads(body)["error"]["type"] == "overloaded"

@@ -170,12 +170,14 @@ def test_a_connection_admitted_but_never_served_gives_its_place_back(api_key: st
     with standalone_reader() as (reader, admission, loop):
         with socket.create_connection(reader.listener.getsockname(), timeout=10) as sock:
             sock.sendall(b"".join(ask(api_key, 60_000)))
-            assert admitted(admission) == 1 and admission.finish is not None
-            assert admission.finish.admitted == 1  # admitted, not yet served
+            book = admission.finish
+            assert admitted(admission) == 1 and book is not None
+            # Its place is taken before its ticket is written: admitted, not yet served.
+            assert in_flight_once(admission, lambda _: book.admitted == 1) == 1
             reader.stop()
             loop.run_until_complete(asyncio.sleep(0.05))  # the hand-over runs: too late
             assert sock.recv(1) == b""
-        assert admission.in_flight == 0 and admission.finish.admitted == 0
+        assert admission.in_flight == 0 and book.admitted == 0
 
 
 def test_a_connection_the_loop_cannot_take_gives_its_place_back(

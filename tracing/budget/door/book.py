@@ -61,7 +61,6 @@ the small JSON body.
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import math
 import os
 import threading
@@ -155,25 +154,6 @@ class Refusal:
             f"{self.ahead} requests ahead: predicted to finish in {self.predicted_ms:.0f} ms, "
             f"{self.remaining_ms:.0f} ms of its budget left"
         )
-
-
-_current: contextvars.ContextVar[Ticket | None] = contextvars.ContextVar(
-    "ragtime_admission_ticket", default=None
-)
-
-
-def current_ticket() -> Ticket | None:
-    """The ticket of the request this task serves (set by the admission middleware)."""
-    return _current.get()
-
-
-def hold(ticket: Ticket | None) -> contextvars.Token[Ticket | None]:
-    """Make ``ticket`` the current request's (``release`` with the token returned)."""
-    return _current.set(ticket)
-
-
-def release(token: contextvars.Token[Ticket | None]) -> None:
-    _current.reset(token)
 
 
 class FinishAdmission:
