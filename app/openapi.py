@@ -25,8 +25,8 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
-from app.config import Settings
 from app.schemas import Report
+from app.settings import Settings
 
 SCHEME = "ApiKey"
 NATIVE_ERROR = "Error"

@@ -32,10 +32,10 @@ from uvicorn.server import STARTUP_FAILURE
 from uvicorn.supervisors import multiprocess
 
 from app import listeners
-from app.config import get_settings
 from app.frontdoor.shutdown import EXIT_AFTER_GRACE_S, Shutdown
 from app.heap import freeze_startup_heap
 from app.read_ahead import ReadAhead
+from app.settings import get_settings
 from tracing.metrics import process_gone
 
 log = logging.getLogger("ragtime")
