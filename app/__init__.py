@@ -3,6 +3,6 @@
 Importing ``app`` stays light (settings only): the app itself is built by ``app.main.create_app``.
 """
 
-from app.config import Settings, get_settings
+from app.settings import Settings, get_settings
 
 __all__ = ["Settings", "get_settings"]

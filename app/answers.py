@@ -23,7 +23,6 @@ from opentelemetry.trace import Span, Status, StatusCode
 from starlette.requests import Request
 
 from app.answer_events import AnswerDone, AnswerEvent, AnswerOutcome, Prepared
-from app.config import Settings
 from app.disconnects import while_connected
 from app.errors import STREAM_FAILURES, ShuttingDown
 from app.frontdoor.shutdown import Shutdown
@@ -38,6 +37,7 @@ from app.report import (
     timing_headers,
 )
 from app.schemas import Citation, Report
+from app.settings import Settings
 from tracing import BudgetLedger
 
 

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from app.config import Settings
+    from app.settings import Settings
 
 KEY_PREFIX = "rt_"
 #: What a key may do: ask (``/v1/ask``, ``/v1/search``, the OpenAI face), ingest (upload

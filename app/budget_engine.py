@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.config import Settings
+from app.settings import Settings
 from tracing.budget import (
     DEFAULT_QUALITY_PATH,
     BudgetEngine,

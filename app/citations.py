@@ -35,8 +35,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from app.config import DEFAULT_ATTRIBUTION_THRESHOLD
 from app.recent import Recent
+from app.settings import DEFAULT_ATTRIBUTION_THRESHOLD
 from retrieval.sentences import MIN_WORDS, sentences
 
 __all__ = [

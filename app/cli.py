@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 from app.auth import SCOPES
 from app.cli_errors import CliError, at, one_line, writable_dir
-from app.config import get_settings
 from app.eval_cli import register_eval
 from app.reranker_cli import register_reranker
+from app.settings import get_settings
 
 if TYPE_CHECKING:
     from app.auth import BaseKeyStore

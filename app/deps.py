@@ -21,7 +21,6 @@ from opentelemetry.trace import Span
 
 from app.auth import ApiKey, BaseKeyStore, KeyStoreUnavailable
 from app.body import parse_body, read_body
-from app.config import Settings
 from app.errors import Forbidden, KeyStoreDown, Unauthorized
 from app.frontdoor.gate import TICKET
 from app.limits import TIMEOUT_HEADER, request_budget
@@ -29,6 +28,7 @@ from app.pipeline import Pipeline
 from app.ratelimit import RateLimiter
 from app.schemas import AskRequest, BudgetedRequest, ChatCompletionRequest, SearchRequest
 from app.services import Services
+from app.settings import Settings
 from retrieval import UnknownCollection
 from tracing import BudgetLedger
 from tracing.budget import StageName

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from app.config import Settings, get_settings
+from app.settings import Settings, get_settings
 
 DATASETS = ("python-faq", "python-keywords", "python-phrases")
 

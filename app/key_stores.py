@@ -4,7 +4,7 @@ shared by every replica, ``app.keys_postgres``), else SQLite in the data dir (``
 from __future__ import annotations
 
 from app.auth import BaseKeyStore, KeyStore
-from app.config import Settings
+from app.settings import Settings
 
 
 def open_key_store(settings: Settings) -> BaseKeyStore:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 
-from app.config import Settings
 from app.errors import InvalidField, InvalidHeader
+from app.settings import Settings
 
 TIMEOUT_HEADER = "Request-Timeout-Ms"
 TIMEOUT_MAX_DIGITS = 12  # 10^12 ms is some 30 years: anything longer is not a timeout

@@ -15,7 +15,6 @@ from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 
 from app import access_log, openapi
 from app.calibration import probes, reported_itl_ms
-from app.config import Settings, get_settings, usable_cores
 from app.errors import install_error_handlers
 from app.frontdoor import socket_wait
 from app.frontdoor.gate import GATE_KEY, Admission, Gate
@@ -27,6 +26,7 @@ from app.pipeline import Pipeline
 from app.ratelimit import build_limiter
 from app.routes import alerts, ask, budget, chat, collections, health, search
 from app.services import Services
+from app.settings import Settings, get_settings, usable_cores
 from inference import GenerationBackend
 from tracing import RequestMetricsMiddleware, configure_tracing, flush_tracing
 from tracing.alerts import AlertEvaluator

@@ -34,10 +34,10 @@ from app.answer_events import (
     finish_reason,
 )
 from app.budget_engine import build_budget_engine
-from app.config import SearchMode
 from app.errors import BudgetExhausted, InvalidField, budget_refusals
 from app.frontdoor.shutdown import Shutdown
 from app.services import Services
+from app.settings import SearchMode
 from app.stages import Attributed, Generated
 from app.stages.attribution import kept_chunks
 from app.stages.generation import record_first_token, record_generation_end

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from app.errors import RateLimited
 
 if TYPE_CHECKING:
-    from app.config import Settings
+    from app.settings import Settings
 
 log = logging.getLogger(__name__)
 

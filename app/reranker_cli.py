@@ -13,7 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-from app.config import get_settings
+from app.settings import get_settings
 
 
 def cmd_reranker_train(args: argparse.Namespace) -> int:

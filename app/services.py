@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.auth import BaseKeyStore
-from app.config import Settings
 from app.key_stores import open_key_store
 from app.moderation import Moderator
+from app.settings import Settings
 from app.stages import Stages
 from app.uploads import ingest_workers
 from inference import (

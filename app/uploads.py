@@ -30,7 +30,6 @@ from starlette.formparsers import MultiPartException, MultiPartParser
 from starlette.requests import Request
 
 from app.body import bounded_stream, is_json, parse_body, read_body
-from app.config import Settings
 from app.disconnects import while_connected
 from app.errors import (
     InvalidBody,
@@ -39,6 +38,7 @@ from app.errors import (
     UploadNotStored,
 )
 from app.schemas import DocumentText
+from app.settings import Settings
 from retrieval import SUPPORTED_SUFFIXES, DocumentStore, Embedder, IngestReport, ParseLimits
 from retrieval.formats import suffix_of
 from retrieval.ingest import publish_prepared

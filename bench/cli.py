@@ -557,7 +557,7 @@ def cmd_documents(args: argparse.Namespace) -> int:
 def cmd_quality(args: argparse.Namespace) -> int:
     import asyncio
 
-    from app.config import get_settings
+    from app.settings import get_settings
     from bench.quality import QualityResult, measure_quality
 
     settings = get_settings()
@@ -982,14 +982,14 @@ def _targets(args: argparse.Namespace, stack: ExitStack) -> tuple[list[Any], lis
 
 
 def _max_output_tokens(config: dict[str, str]) -> int:
-    from app.config import Settings
+    from app.settings import Settings
 
     default = Settings.model_fields["max_output_tokens"].default
     return int(config.get("RAGTIME_MAX_OUTPUT_TOKENS", default))
 
 
 def _default_url_and_key(args: argparse.Namespace) -> tuple[str, str | None]:
-    from app.config import get_settings
+    from app.settings import get_settings
 
     settings = get_settings()
     url = args.url or f"http://{settings.host}:{os.environ.get('PORT', settings.port)}"

@@ -20,7 +20,7 @@ from opentelemetry import trace
 from pydantic import BaseModel, Field
 
 from app.budget_engine import build_budget_engine
-from app.config import DEFAULT_BUDGET_SHARES, Settings
+from app.settings import DEFAULT_BUDGET_SHARES, Settings
 from bench.stats import Summary, summarize
 from inference import Usage
 from tracing.budget import BudgetEngine, BudgetLedger, BudgetSession, StageName

@@ -20,8 +20,8 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from app.config import Settings
 from app.frontdoor.shutdown import EXIT_AFTER_GRACE_S
+from app.settings import Settings
 from bench.sglang_sim.server import UPSTREAM_VERSION
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -32,9 +32,9 @@ import pytest
 import yaml
 from sglang_router.launch_router import parse_router_args
 
-from app.config import Settings
 from app.frontdoor.shutdown import EXIT_AFTER_GRACE_S
 from app.main import API_ROUTES, QUESTION_ROUTES
+from app.settings import Settings
 from bench.sglang_sim.server import UPSTREAM_VERSION
 from tracing.metrics import REGISTRY
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from app.config import Settings
+from app.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"

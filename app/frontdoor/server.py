@@ -31,10 +31,10 @@ from typing import TYPE_CHECKING
 import uvicorn
 from uvicorn.supervisors import multiprocess
 
-from app.config import get_settings
 from app.frontdoor import listeners
 from app.frontdoor.heap import freeze_startup_heap
 from app.frontdoor.shutdown import EXIT_AFTER_GRACE_S, Shutdown
+from app.settings import get_settings
 from tracing.metrics import process_gone
 
 if TYPE_CHECKING:  # the read-ahead plug-in is imported only when it is on

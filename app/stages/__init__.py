@@ -17,8 +17,8 @@ import logging
 from dataclasses import dataclass
 from typing import Protocol
 
-from app.config import Settings, usable_cores
 from app.moderation import Moderator
+from app.settings import Settings, usable_cores
 from app.stages.attribution import Attribute, Attributed
 from app.stages.generation import Assembled, AssemblePrompt, Generate, Generated, GenerateEvent
 from app.stages.moderation import (

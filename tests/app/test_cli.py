@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from app import cli, services
-from app.config import get_settings
+from app.settings import get_settings
 from retrieval import DocumentStore
 from tests.fakes.hash_embedder import HashEmbedder, hash_embedder_of
 from tests.helpers.legacy_store import write_legacy_collection

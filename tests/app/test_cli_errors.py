@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from app import cli, services
-from app.config import get_settings
+from app.settings import get_settings
 from inference.errors import BackendUnavailable
 from retrieval.errors import BrokenIndex, RetrievalError
 from tests.fakes.hash_embedder import HashEmbedder

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from app.config import Settings
 from app.services import default_reranker
+from app.settings import Settings
 from retrieval.trained_reranker import RECORD_NAME, trained_model_dir
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from app import cli, eval_cli, services
-from app.config import Settings, get_settings
+from app.settings import Settings, get_settings
 from inference import PromptAssembler
 from retrieval import Passage
 from retrieval.trained_reranker import RECORD_NAME, choose_reranker, record_evaluation

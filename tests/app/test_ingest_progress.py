@@ -6,8 +6,8 @@ import io
 
 import pytest
 
-from app.config import Settings
 from app.ingest_progress import ProgressPrinter, progress_line
+from app.settings import Settings
 from retrieval import IngestProgress
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from app import cli
 from app.auth import KeyStore
-from app.config import get_settings
+from app.settings import get_settings
 
 
 @pytest.fixture

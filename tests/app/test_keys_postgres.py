@@ -12,9 +12,9 @@ from pydantic import ValidationError
 
 from app import cli
 from app.auth import KeyStoreUnavailable
-from app.config import get_settings
 from app.key_stores import open_key_store
 from app.keys_postgres import PostgresKeyStore
+from app.settings import get_settings
 from tests.fakes.backends import ScriptedBackend
 from tests.helpers.app import make_settings, running_app
 from tests.helpers.ports import free_port

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from app.config import Settings
 from app.services import default_backend
+from app.settings import Settings
 from inference import (
     GenerationDone,
     LlamaCppBackend,

@@ -24,12 +24,12 @@ from fastapi.testclient import TestClient
 from starlette.datastructures import State
 
 from app.auth import SCOPES, KeyStore
-from app.config import Settings
 from app.frontdoor.protocol import AdmittingProtocol
 from app.frontdoor.server import GracefulServer
 from app.main import create_app
 from app.moderation import Moderator
 from app.services import Services
+from app.settings import Settings
 from inference import GenerationBackend
 from retrieval import DocumentStore, Embedder, Reranker, ingest_path
 from tests.fakes.backends import ScriptedBackend

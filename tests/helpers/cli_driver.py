@@ -10,7 +10,7 @@ import json
 import sys
 
 from app import cli, services
-from app.config import get_settings
+from app.settings import get_settings
 from retrieval import DocumentStore
 from tests.fakes.hash_embedder import HashEmbedder
 

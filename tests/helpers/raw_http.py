@@ -15,10 +15,10 @@ from typing import Any, BinaryIO
 import uvicorn
 from fastapi import FastAPI
 
-from app.config import Settings
 from app.frontdoor.gate import Admission, Gate
 from app.frontdoor.shutdown import Shutdown
 from app.limits import door_budget
+from app.settings import Settings
 from tests.helpers.app import uvicorn_serving
 
 

@@ -18,8 +18,8 @@ import pytest
 from PIL import Image, ImageDraw
 
 from app import cli, services
-from app.config import get_settings
 from app.schemas import SearchHit
+from app.settings import get_settings
 from bench.ocr import render_text, word_accuracy, words
 from retrieval import DocumentStore, LimitExceeded, NoTextLayer, UnreadableDocument, ingest_path
 from retrieval.chunking import chunk_document

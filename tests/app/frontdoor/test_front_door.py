@@ -19,8 +19,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind
 from starlette.types import Message
 
-from app.config import Settings
 from app.main import create_app
+from app.settings import Settings
 from tests.fakes.hash_embedder import HashEmbedder
 from tests.helpers.app import (
     asgi_client,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from app.config import AUTO_WORKERS_MAX, Settings
+from app.settings import AUTO_WORKERS_MAX, Settings
 
 
 def test_environment_overrides_defaults(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,19 @@
+"""The service's settings: one ``Settings`` from ``RAGTIME_*`` variables, a part per concern."""
+
+from app.settings.budget import DEFAULT_BUDGET_SHARES
+from app.settings.checks import DEFAULT_ATTRIBUTION_THRESHOLD
+from app.settings.generation import ModelPool
+from app.settings.retrieval import SearchMode
+from app.settings.serve import AUTO_WORKERS_MAX, usable_cores
+from app.settings.settings import Settings, get_settings
+
+__all__ = [
+    "AUTO_WORKERS_MAX",
+    "DEFAULT_ATTRIBUTION_THRESHOLD",
+    "DEFAULT_BUDGET_SHARES",
+    "ModelPool",
+    "SearchMode",
+    "Settings",
+    "get_settings",
+    "usable_cores",
+]

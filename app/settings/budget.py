@@ -1,0 +1,87 @@
+"""The latency budget: a request's budget and its bounds, each stage's share, the TTFT target,
+how plans degrade, how costs are learned and calibrated, and the faults benches inject."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from tracing.budget import StageName
+
+#: Default share of a request's budget per stage; generation gets most of it.
+DEFAULT_BUDGET_SHARES: dict[str, float] = {
+    StageName.AUTH: 0.01,
+    StageName.MODERATE_QUESTION: 0.01,
+    StageName.EMBED: 0.04,
+    StageName.SEARCH: 0.02,
+    StageName.KEYWORD: 0.01,
+    StageName.RERANK: 0.11,
+    StageName.MODERATE_PASSAGES: 0.01,
+    StageName.ASSEMBLE: 0.02,
+    StageName.GENERATE: 0.72,
+    StageName.MODERATE_ANSWER: 0.03,
+    StageName.ATTRIBUTE: 0.02,
+}
+
+
+class BudgetSettings(BaseModel):
+    """What the budget engine is told."""
+
+    budget_ms_default: int = Field(15_000, ge=1)
+    budget_ms_min: int = Field(50, ge=1)
+    budget_ms_max: int = Field(120_000, ge=1)
+
+    # The budget engine.
+    budget_shares: dict[str, float] = Field(
+        default_factory=lambda: dict(DEFAULT_BUDGET_SHARES),
+        description="Each stage's share of a request's budget (JSON object).",
+    )
+    ttft_target_ms: int = Field(
+        600,
+        ge=0,
+        description="Time-to-first-token target, from arrival: the budget engine prefers plans "
+        "predicted to meet it (pruning or cutting the context) while they keep "
+        "`ttft_min_quality` of the answer, and a first token later than it is marked on the "
+        "trace; 0: none.",
+    )
+    ttft_min_quality: float = Field(
+        0.9,
+        ge=0.0,
+        le=1.0,
+        description="The least quality, as a share of the best plan's (quality.json), that a "
+        "plan may keep to meet the TTFT target; below it the target is missed instead.",
+    )
+    context_pruning: bool = Field(
+        True,
+        description="Whether the budget engine may fill a prompt's context with each passage's "
+        "sentences closest to the question (priced by the `pruned` curve of the quality table).",
+    )
+    degradation_policy: bool = Field(True, description="Plan within the budget (off: never).")
+    on_infeasible: Literal["fail", "passages"] = Field(
+        "fail", description="When no plan fits: 504, or answer with the passages alone."
+    )
+    min_context_tokens: int = Field(64, ge=0)
+    min_output_tokens: int = Field(16, ge=1)
+    budget_quantile: float = Field(
+        0.9, gt=0.0, lt=1.0, description="Plans are sized to this quantile of observed costs."
+    )
+    budget_halflife_requests: float = Field(
+        16.0, gt=0, description="An observed cost weighs half after this many newer ones."
+    )
+    budget_halflife_s: float = Field(
+        120.0, gt=0, description="... and half after this many seconds (drift back to the prior)."
+    )
+    budget_quality_path: Path | None = Field(
+        None, description="Quality per saving (JSON, from `ragtime bench quality`); empty: shipped."
+    )
+    calibrate: bool = Field(
+        True, description="Probe remote targets when they join (off: plan with the priors)."
+    )
+    calibration_interval_s: float = Field(
+        10.0, gt=0, description="Seconds between checks for remote targets to calibrate."
+    )
+    # Fault injection, for benches and tests only.
+    fault_rerank_delay_ms: float = Field(0.0, ge=0.0)
+    fault_generate_token_delay_ms: float = Field(0.0, ge=0.0)
