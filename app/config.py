@@ -116,7 +116,8 @@ class Settings(BaseSettings):
     # onnx: the same vectors as torch (cosine 1.0000 on 200 demo chunks), 2x its batch
     # throughput and a fraction of its one-question latency; onnx-int8 is faster still (1.49
     # against 3.35 ms a question) and scored nDCG@10 0.730 against fp32's 0.723 on the whole
-    # Python FAQ evaluation, though its cosine to torch is 0.985 (BENCHMARKS.md, bench/embed.py).
+    # Python FAQ evaluation, though its cosine to torch is 0.985 (BENCHMARKS.md,
+    # bench/suites/embed/backends.py).
     embedding_backend: Literal["torch", "onnx", "onnx-int8"] = Field(
         "onnx-int8",
         description="The backend new collections are embedded with: torch "
