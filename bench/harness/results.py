@@ -116,12 +116,19 @@ class TargetInfo(BaseModel):
     config: dict[str, str] = Field(default_factory=dict)
 
 
-class BenchResult(BaseModel):
+class RunHeader(BaseModel):
+    """When, how and on what a bench ran: the head of every bench's ``--json`` file, each
+    bench's result model naming its own ``schema_version``."""
+
+    schema_version: str
+    created: str = Field(description="When the run began (UTC, ISO 8601).")
+    command: str = Field(description="The ragtime command line that ran it.")
+    machine: dict[str, Any] = Field(description="Cores, CPU, memory, OS, load averages.")
+    versions: dict[str, str] = Field(description="Python, the packages that matter, the commit.")
+
+
+class BenchResult(RunHeader):
     schema_version: Literal["ragtime-bench/1"] = "ragtime-bench/1"
-    created: str
-    command: str
-    machine: dict[str, Any]
-    versions: dict[str, str]
     targets: list[TargetInfo]
     runs: list[Run]
     comparisons: list[Comparison] = Field(default_factory=list)

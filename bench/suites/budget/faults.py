@@ -29,7 +29,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from bench.harness.client import RequestRecord
-from bench.harness.results import Run, TargetInfo
+from bench.harness.results import Run, RunHeader, TargetInfo
 from bench.harness.stats import Summary, summarize
 from bench.suites.machinery.cost import MachineryCost, machinery_line
 
@@ -140,12 +140,8 @@ class FaultRuns(BaseModel):
     runs: list[Run]
 
 
-class BudgetResult(BaseModel):
+class BudgetResult(RunHeader):
     schema_version: Literal["ragtime-bench-budget/1"] = "ragtime-bench-budget/1"
-    created: str
-    command: str
-    machine: dict[str, Any]
-    versions: dict[str, str]
     budget_ms: int
     config_path: str
     config: dict[str, str]

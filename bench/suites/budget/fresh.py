@@ -22,12 +22,13 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
 from bench.harness.client import RequestRecord
 from bench.harness.outcomes import is_refused, is_useful, is_within
+from bench.harness.results import RunHeader
 from bench.harness.stats import Summary, summarize
 
 SCHEMA_VERSION = "ragtime-bench-fresh/1"
@@ -128,12 +129,8 @@ class FreshServer(BaseModel):
     total: Tally = Field(description="Over every start's requests together.")
 
 
-class FreshResult(BaseModel):
+class FreshResult(RunHeader):
     schema_version: Literal["ragtime-bench-fresh/1"] = "ragtime-bench-fresh/1"
-    created: str
-    command: str
-    machine: dict[str, Any]
-    versions: dict[str, str]
     budget_ms: int
     order: list[int] = Field(description="Question numbers (1-based) of each start's requests.")
     questions: list[str] = Field(description="The questions asked, in order.")

@@ -32,6 +32,7 @@ from pydantic import BaseModel, Field
 
 from bench.harness.client import RequestRecord
 from bench.harness.outcomes import is_refused, is_useful, is_within
+from bench.harness.results import RunHeader
 from bench.harness.stats import Summary, summarize
 
 SCHEMA_VERSION = "ragtime-bench-goodput/1"
@@ -92,12 +93,8 @@ class ServerBaseline(BaseModel):
     cost_model_after: dict[str, Any] = Field(default_factory=dict)
 
 
-class GoodputResult(BaseModel):
+class GoodputResult(RunHeader):
     schema_version: Literal["ragtime-bench-goodput/1"] = "ragtime-bench-goodput/1"
-    created: str
-    command: str
-    machine: dict[str, Any]
-    versions: dict[str, str]
     multiples: list[float]
     repeat_share: float
     cache_hits: int

@@ -280,11 +280,13 @@ def run_burst_bench(
     bursts, then the users' loops, against it."""
     from contextlib import ExitStack
 
-    from bench.harness.record import machine_info, now_iso
+    from bench.harness.record import machine_info, now_iso, versions
     from bench.harness.serve import config_key, ragtime_server, read_config
     from bench.sglang_sim.process import with_simulated_sglang
 
-    result = BurstBench(created=now_iso(), command=command, machine=machine_info(), targets=[])
+    result = BurstBench(
+        created=now_iso(), command=command, machine=machine_info(), versions=versions(), targets=[]
+    )
     for name, path in servers:
         with ExitStack() as stack:
             config = read_config(path)

@@ -29,6 +29,7 @@ from bench.harness.client import (
     RequestRecord,
 )
 from bench.harness.outcomes import is_useful
+from bench.harness.results import RunHeader
 from bench.harness.stats import percentiles
 
 SCHEMA_VERSION = "ragtime-bench-burst/1"
@@ -144,11 +145,10 @@ class UsersResult(BaseModel):
     other_samples: list[str] = Field(default_factory=list)
 
 
-class BurstBench(BaseModel):
+class BurstBench(RunHeader):
     schema_version: str = SCHEMA_VERSION
-    created: str
-    command: str
-    machine: dict[str, Any]
+    versions: dict[str, str] = Field(default_factory=dict)
+    """Recorded since the header became one model; files written before hold none."""
     targets: list[dict[str, Any]]
     bursts: list[BurstResult] = Field(default_factory=list)
     users: list[UsersResult] = Field(default_factory=list)

@@ -45,6 +45,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from bench.harness.results import RunHeader
 from tracing.budget import QualityTable
 
 _STOP_WORDS = (
@@ -70,12 +71,8 @@ class KnobPoint(BaseModel):
     saved_ms_p50: float = Field(description="Median ms saved against the full plan.")
 
 
-class QualityResult(BaseModel):
+class QualityResult(RunHeader):
     schema_version: str = "ragtime-bench-quality/1"
-    created: str
-    command: str
-    machine: dict[str, Any]
-    versions: dict[str, str]
     questions: int
     context_tokens: int
     max_output_tokens: int
