@@ -8,9 +8,9 @@ threshold. An answer sentence that reaches it nowhere is unsupported; an answer 
 sentences is supported is not grounded.
 
 The threshold (``RAGTIME_ATTRIBUTION_THRESHOLD``, ``DEFAULT_THRESHOLD`` here) was chosen on a
-labelled set built from the demo corpus (``bench/attribution.py``; ``ragtime bench attribution``
-prints the sweep): answer-like sentences taken verbatim or lightly paraphrased from one passage
-(they should be attributed to it) and sentences from other documents (they should not be
+labelled set built from the demo corpus (``bench/suites/attribution/labelled.py``; ``ragtime bench
+attribution`` prints the sweep): answer-like sentences taken verbatim or lightly paraphrased from
+one passage (they should be attributed to it) and sentences from other documents (they should not be
 attributed at all), each given with that passage and related passages of other documents. On
 the development set (seed 0, 160 cases, MiniLM) the lowest threshold on a 0.025 grid whose
 precision reaches 0.9 is 0.725 (precision 0.938, recall 0.950; 0.6 gave 0.796 / 0.975, 0.8 gave
@@ -49,7 +49,8 @@ __all__ = [
     "sentences",
 ]
 
-#: Chosen on the labelled set of ``bench/attribution.py`` (see the module docstring).
+#: Chosen on the labelled set of ``bench/suites/attribution/labelled.py`` (see the module
+#: docstring).
 DEFAULT_THRESHOLD = DEFAULT_ATTRIBUTION_THRESHOLD
 
 #: Passages whose sentence vectors the cache keeps.

@@ -198,7 +198,7 @@ def loaded_after(statement: str, modules: tuple[str, ...]) -> list[str]:
 
 def test_bench_stats_loads_neither_faiss_nor_the_pipeline() -> None:
     heavy = ("faiss", "app", "app.pipeline", "torch", "fastapi")
-    assert loaded_after("import bench.stats", heavy) == []
+    assert loaded_after("import bench.harness.stats", heavy) == []
 
 
 def test_importing_app_stays_light() -> None:
@@ -207,4 +207,4 @@ def test_importing_app_stays_light() -> None:
 
 
 def test_the_floor_holds_the_bare_stack_only() -> None:
-    assert loaded_after("import bench.floor", ("app", "faiss", "torch")) == []
+    assert loaded_after("import bench.harness.floor", ("app", "faiss", "torch")) == []

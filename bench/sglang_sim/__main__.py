@@ -12,7 +12,8 @@ from collections.abc import Sequence
 
 import uvicorn
 
-from bench.sglang_sim.server import SimConfig, SimulatedSGLang
+from bench.sglang_sim.scheduler import SimConfig
+from bench.sglang_sim.server import SimulatedSGLang
 
 
 def main(argv: Sequence[str] | None = None) -> None:

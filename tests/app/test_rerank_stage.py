@@ -8,7 +8,7 @@ import pytest
 from fastapi.testclient import TestClient
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from bench.tiny_cross_encoder import build_tiny_cross_encoder
+from bench.harness.tiny_cross_encoder import build_tiny_cross_encoder
 from tests.fakes.backends import ScriptedBackend
 from tests.fakes.rerankers import OverlapReranker
 from tests.helpers.app import running_app

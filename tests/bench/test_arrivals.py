@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from bench.arrivals import closed_loop, open_loop, poisson_offsets
+from bench.harness.arrivals import closed_loop, open_loop, poisson_offsets
 
 
 def test_mean_gap_is_one_over_the_rate() -> None:

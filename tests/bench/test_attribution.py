@@ -1,7 +1,7 @@
 """Citation attribution with the real question embedder (MiniLM): it picks the passage that
 supports a sentence and leaves an unsupported one alone, and it holds its precision on the
-labelled set that ``bench/attribution.py`` builds (seed 1; the threshold was chosen on seed 0).
-The set's own construction is checked without a model."""
+labelled set that ``bench/suites/attribution/labelled.py`` builds (seed 1; the threshold was
+chosen on seed 0). The set's own construction is checked without a model."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from app.citations import DEFAULT_THRESHOLD, sentences
 from app.stages import Attribute, StageThreads
-from bench.attribution import (
+from bench.suites.attribution.labelled import (
     PASSAGES_PER_CASE,
     Decision,
     choose_threshold,

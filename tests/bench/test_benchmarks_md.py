@@ -5,14 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from app.cli import main
-from bench.benchmarks_md import KEPT_MARK, write_benchmarks
-from bench.prefix import NAIVE, OURS
-from bench.report import write_json
-from bench.results import (
+from bench.harness.record import write_json
+from bench.harness.results import (
     Run,
     TargetInfo,
     summarize_run,
 )
+from bench.report.benchmarks_md import KEPT_MARK, write_benchmarks
+from bench.report.prefix_md import NAIVE, OURS
 from tests.helpers.bench_results import make_result, make_run
 
 

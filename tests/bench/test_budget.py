@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from app.cli import main
-from bench.budget import (
+from bench.harness.client import RequestRecord
+from bench.harness.results import Run, TargetInfo, summarize_run
+from bench.suites.budget.faults import (
     SCHEMA_VERSION,
     BudgetResult,
     FaultRuns,
@@ -21,9 +23,7 @@ from bench.budget import (
     text_report,
     write_budget_json,
 )
-from bench.client import RequestRecord
-from bench.machinery import MachineryCost, measure_machinery
-from bench.results import Run, TargetInfo, summarize_run
+from bench.suites.machinery.cost import MachineryCost, measure_machinery
 from tests.helpers.bench_results import make_result, make_run
 
 
@@ -222,7 +222,7 @@ def test_tiny_cross_encoder_loads(tmp_path: Path) -> None:
     and here (about 8 s on 2 cores); it is the only test of the bench's builder."""
     from sentence_transformers import CrossEncoder
 
-    from bench.tiny_cross_encoder import build_tiny_cross_encoder
+    from bench.harness.tiny_cross_encoder import build_tiny_cross_encoder
 
     model_dir = build_tiny_cross_encoder(tmp_path / "ce")
     model = CrossEncoder(str(model_dir), device="cpu")

@@ -5,19 +5,16 @@ from __future__ import annotations
 
 import pytest
 
-from bench.burst import (
-    LOOP_LAG,
-    REFUSALS,
+from bench.harness.client import RequestRecord
+from bench.report.burst_md import section, why_missed
+from bench.suites.burst.loads import LOOP_LAG, REFUSALS, bucket_p99_ms, histogram_buckets
+from bench.suites.burst.results import (
     BurstBench,
-    bucket_p99_ms,
     classify,
-    histogram_buckets,
     judge_burst,
     parse_bursts,
     summarize_burst,
 )
-from bench.burst_md import section, why_missed
-from bench.client import RequestRecord
 
 
 def record(

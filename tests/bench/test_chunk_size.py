@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from collections import Counter
 
-from bench.chunk_size import Passage, _relevant, load_corpus, plain_passages, ragtime_passages
+from bench.studies.chunk_size import (
+    Passage,
+    _relevant,
+    load_corpus,
+    plain_passages,
+    ragtime_passages,
+)
 
 
 def test_questions_are_left_out_and_every_answer_has_passages() -> None:

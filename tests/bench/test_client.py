@@ -14,8 +14,8 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from sse_starlette import EventSourceResponse
 
-from bench.client import Target, ask_stream, make_client
-from bench.serve import floor_server
+from bench.harness.client import Target, ask_stream, make_client
+from bench.harness.serve import floor_server
 
 DONE: dict[str, Any] = {
     "citations": [],

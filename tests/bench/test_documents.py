@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from app.cli import main
-from bench.documents import build_folder
+from bench.suites.documents import build_folder
 
 
 def test_the_folder_holds_e_mails_with_five_attachments_and_copies(tmp_path: Path) -> None:

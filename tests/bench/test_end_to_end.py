@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from app.cli import main
-from bench.results import BenchResult
+from bench.harness.results import BenchResult
 
 
 @pytest.mark.slow

@@ -8,23 +8,20 @@ from pathlib import Path
 import pytest
 
 from app.cli import main
-from bench.budget_md import BEGIN as BUDGET_BEGIN
-from bench.client import RequestRecord
-from bench.fresh import (
-    BEGIN,
-    END,
+from bench.harness.client import RequestRecord
+from bench.report.budget_md import BEGIN as BUDGET_BEGIN
+from bench.report.fresh_md import BEGIN, END, section, write_section
+from bench.suites.budget.fresh import (
     FRESH_ORDER,
     FreshResult,
     FreshStart,
     fresh_questions,
     fresh_server,
     read_fresh_json,
-    section,
     tally,
     text_report,
     why_not_useful,
     write_fresh_json,
-    write_section,
 )
 
 

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from bench.client import RequestRecord
-from bench.goodput import (
+from bench.harness.client import RequestRecord
+from bench.harness.outcomes import is_useful, is_within
+from bench.sglang_sim.process import spec_args
+from bench.suites.budget.goodput import (
     GoodputResult,
-    is_useful,
-    is_within,
     repeat_mix,
     summarize_cell,
     table,
     verdicts,
 )
-from bench.sglang_sim.process import spec_args
 
 
 def record(status: int = 200, words: int = 10, e2e: float = 500.0, **kw: object) -> RequestRecord:

@@ -4,7 +4,7 @@ The real app answers the grouped questions through ``SGLangBackend``, once per p
 each time from an empty cache of the simulated server (a trie of every finished request's
 tokens, as RadixAttention keeps). ragtime's layout must get a strictly higher cached-token
 ratio. ``make bench`` measures the same with real processes (``ragtime bench load
---fake-sglang``, ``bench/prefix.py``).
+--fake-sglang``, ``bench/report/prefix_md.py``).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.cli import read_questions
-from bench.prefix import NAIVE, OURS, LayoutCache, layout_cache
+from bench.harness.commands import read_questions
+from bench.report.prefix_md import NAIVE, OURS, LayoutCache, layout_cache
 from bench.sglang_sim.server import SimulatedSGLang
 from bench.sglang_sim.tokenizer import build_tiny_tokenizer
 from inference import HFTokenizer, SGLangBackend

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.profile import Profiler, py_spy, read_samples, top_functions
+from bench.harness.profile import Profiler, py_spy, read_samples, top_functions
 
 BUSY = """
 import time

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from bench.quality import KnobPoint, QualityResult, content_words, quality_table, table
+from bench.suites.quality.measure import (
+    KnobPoint,
+    QualityResult,
+    content_words,
+    quality_table,
+    table,
+)
 
 
 def result(**curves: list[KnobPoint]) -> QualityResult:

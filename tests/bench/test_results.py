@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.report import read_json, write_json
-from bench.results import (
+from bench.harness.record import read_json, write_json
+from bench.harness.results import (
     SCHEMA_VERSION,
     BenchResult,
     TargetInfo,
@@ -16,8 +16,8 @@ from bench.results import (
     find_ceiling,
     summarize_run,
 )
-from bench.runner import LoadSpec
-from bench.serve import config_key, read_config
+from bench.harness.runner import LoadSpec
+from bench.harness.serve import config_key, read_config
 from tests.helpers.bench_results import make_run, record
 
 

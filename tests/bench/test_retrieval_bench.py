@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from app.cli import main
-from bench.retrieval import IndexRow, index_spec, run_bench, table, target_verdict
+from bench.suites.retrieval.indexes import IndexRow, index_spec, run_bench, table, target_verdict
 
 
 def test_the_bench_measures_every_type_at_every_size_as_the_store_builds_it() -> None:

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from app.cli import main
-from bench import runner
-from bench.client import Target
-from bench.results import BenchResult, Run
-from bench.runner import LoadSpec, measure, sweep
-from bench.serve import ServerProcess, floor_server
+from bench.harness import runner
+from bench.harness.client import Target
+from bench.harness.results import BenchResult, Run
+from bench.harness.runner import LoadSpec, measure, sweep
+from bench.harness.serve import ServerProcess, floor_server
 from tests.helpers.bench_results import make_run
 
 QUESTIONS = ["one?", "two?", "three?"]

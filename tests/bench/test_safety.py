@@ -1,6 +1,6 @@
 """The injection screen and the PII redaction hold their precision and recall on the labelled
-sets of ``bench/safety.py`` and the demo corpus (all clean); ``ragtime bench safety`` prints
-them."""
+sets of ``bench/suites/safety/labelled_sets.py`` and the demo corpus (all clean); ``ragtime
+bench safety`` prints them."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from app.cli import main
-from bench.safety import CLEAN, HELD_OUT_HOSTILE, HOSTILE, PII, SafetyResult, measure
+from bench.suites.safety.labelled_sets import CLEAN, HELD_OUT_HOSTILE, HOSTILE, PII
+from bench.suites.safety.scoring import SafetyResult, measure
 
 
 @pytest.fixture(scope="module")

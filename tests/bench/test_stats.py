@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.stats import percentiles, ratio, summarize
+from bench.harness.stats import percentiles, ratio, summarize
 
 
 def test_percentiles_of_one_to_a_hundred() -> None:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from bench.client import RequestRecord
-from bench.results import BenchResult, Run, TargetInfo, compare, find_ceiling, summarize_run
+from bench.harness.client import RequestRecord
+from bench.harness.results import BenchResult, Run, TargetInfo, compare, find_ceiling, summarize_run
 
 
 def record(i: int, *, target: str = "a", ttft: float = 10.0, outcome: str = "ok") -> RequestRecord:

@@ -1,6 +1,6 @@
 """Builders of small document files for the format tests: PDF (fpdf2), DOCX (python-docx), XLSX
 (openpyxl), e-mail (the standard library's ``email``), and broken ones of each binary type; PDFs
-of scanned pages (Pillow, fpdf2) from images of text (``bench.ocr.render_text``)."""
+of scanned pages (Pillow, fpdf2) from images of text (``bench.suites.ocr.render_text``)."""
 
 from __future__ import annotations
 

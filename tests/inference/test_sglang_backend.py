@@ -14,7 +14,8 @@ import pytest
 from opentelemetry import trace
 
 from bench.sglang_sim.model import detokenize, output_ids
-from bench.sglang_sim.server import ReqState, SimulatedSGLang
+from bench.sglang_sim.scheduler import ReqState
+from bench.sglang_sim.server import SimulatedSGLang
 from inference import (
     AssembledPrompt,
     BackendBusy,

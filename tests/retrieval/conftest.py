@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.tiny_cross_encoder import build_tiny_cross_encoder
+from bench.harness.tiny_cross_encoder import build_tiny_cross_encoder
 from retrieval import DocumentStore, Embedder
 
 DEMO_CORPUS = Path(__file__).resolve().parents[2] / "demo" / "corpus"

@@ -20,7 +20,7 @@ from PIL import Image, ImageDraw
 from app import cli, services
 from app.schemas import SearchHit
 from app.settings import get_settings
-from bench.ocr import render_text, word_accuracy, words
+from bench.suites.ocr import render_text, word_accuracy, words
 from retrieval import DocumentStore, LimitExceeded, NoTextLayer, UnreadableDocument, ingest_path
 from retrieval.chunking import chunk_document
 from retrieval.formats import ParseLimits, parse_bytes, parse_file

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from app.schemas import SearchHit
-from bench.ocr import render_text
+from bench.suites.ocr import render_text
 from retrieval import DocumentStore, ingest_path
 from retrieval.formats.ocr import find_tesseract
 from retrieval.snapshots import CHUNKS_DB, MANIFEST, Manifest, file_checksum

@@ -1,0 +1,1 @@
+"""BENCHMARKS.md: its sections, the fast-path targets, and the Markdown tables of a load run."""

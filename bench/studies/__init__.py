@@ -1,0 +1,1 @@
+"""One-off measurements behind choices BENCHMARKS.md records (``python -m bench.studies.X``)."""

@@ -1,0 +1,45 @@
+"""``ragtime bench attribution``: its options and its run: the labelled set in-process
+(``labelled``), or a running server's answers (``share``) with ``--url``."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+
+def register(subparsers: Any) -> None:
+    """Add ``attribution`` to ``ragtime bench``'s subcommands."""
+    attribution = subparsers.add_parser(
+        "attribution",
+        help="citation attribution: precision and recall on a labelled set, and the share of "
+        "a running server's answers that cite a passage",
+        description="Without --url: MiniLM in-process on the labelled sets of "
+        "bench/suites/attribution/labelled.py (built from the demo corpus), the threshold sweep "
+        "and the "
+        "threshold it chooses. With --url: ask a running server the questions one by one and "
+        "count the answers that cite a passage by the model's labels, and at all.",
+    )
+    attribution.add_argument("--threshold", type=float, help="mark this one (default: shipped)")
+    attribution.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+    attribution.add_argument("--url", help="a running server, e.g. http://127.0.0.1:8000")
+    attribution.add_argument("--key", help="its API key (default: .ragtime/demo-api-key)")
+    attribution.add_argument("--questions", type=Path, default=Path("demo/questions.txt"))
+    attribution.add_argument("--limit", type=int, default=12, help="questions asked")
+    attribution.add_argument("--budget-ms", type=int, help="each question's budget")
+    attribution.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from bench.suites.attribution.labelled import sweep_report
+    from bench.suites.attribution.share import citation_share, questions_of, share_report
+
+    if args.url is None:
+        print(sweep_report(args.threshold, args.seeds))
+        return 0
+    key = args.key or Path(".ragtime/demo-api-key").read_text().strip()
+    share = citation_share(
+        args.url, key, questions_of(args.questions, args.limit), budget_ms=args.budget_ms
+    )
+    print(share_report(share))
+    return 0

@@ -1,0 +1,137 @@
+"""``ragtime bench quality``: its options and its run, on the demo questions or on the Python
+FAQ evaluation (``--python-faq``); ``measure`` holds the measurement."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from bench.harness.commands import DEMO_QUESTIONS, argv_of, read_questions
+
+
+def register(subparsers: Any) -> None:
+    """Add ``quality`` to ``ragtime bench``'s subcommands."""
+    quality = subparsers.add_parser(
+        "quality",
+        help="what each saving (smaller context, capped output) costs in answer quality",
+        description="In-process on the configured models (RAGTIME_* settings): answers with "
+        "the full plan, with smaller contexts (cut and pruned) and cut short, scored by the "
+        "reference's content words they keep (bench.suites.quality.measure): each question's own "
+        "answer with "
+        "--python-faq, else the first passage of the configured collection. Writes the curves "
+        "the degradation policy weighs its savings with.",
+    )
+    quality.add_argument("--questions", type=Path, default=DEMO_QUESTIONS)
+    quality.add_argument("--limit", type=int, default=12, help="questions used")
+    quality.add_argument(
+        "--python-faq",
+        type=Path,
+        metavar="DATA",
+        help="measure on the Python FAQ evaluation fetched into DATA (`make eval-data`)",
+    )
+    quality.add_argument(
+        "--work-dir", type=Path, help="its store, as `ragtime eval retrieval` keeps it"
+    )
+    quality.add_argument(
+        "--sample", type=float, default=0.25, help="share of the other documents kept"
+    )
+    quality.add_argument(
+        "--table", type=Path, help="write the QualityTable here (e.g. tracing/budget/quality.json)"
+    )
+    quality.add_argument("--json", type=Path, help="write the measurement here")
+    quality.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from app.settings import get_settings
+    from bench.suites.quality.measure import QualityResult, measure_quality
+
+    settings = get_settings()
+    if args.python_faq:
+        return _quality_on_python_faq(args, settings)
+    questions = read_questions(args.questions)[: args.limit]
+    measured = asyncio.run(measure_quality(questions, settings=settings))
+    return _write_quality(args, settings, measured, QualityResult.model_fields["measure"].default)
+
+
+def _quality_on_python_faq(args: argparse.Namespace, settings: Any) -> int:
+    import asyncio
+
+    from app.services import default_embedder
+    from bench.suites.quality.measure import faq_cases, measure_quality
+    from retrieval.eval import EvalDataMissing, build_dataset, require_sources
+    from retrieval.eval.runner import COLLECTION, ragtime_store
+
+    def say(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    work = args.work_dir or settings.data_dir / "eval" / "work"
+    try:
+        dataset = build_dataset(
+            require_sources(args.python_faq), work / "corpus", sample=args.sample
+        )
+    except EvalDataMissing as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    embedder = default_embedder(settings)
+    embedder.load()
+    store = ragtime_store(
+        dataset,
+        embedder,
+        work,
+        say,
+        chunk_tokens=settings.chunk_tokens,
+        overlap_tokens=settings.chunk_overlap_tokens,
+    )
+    try:
+        step = max(1, len(dataset.questions) // max(args.limit, 1))
+        chosen = dataset.questions[::step][: args.limit]  # spread over the FAQ's pages
+        answers = {
+            q.text: (dataset.corpus_dir / q.answer_source).read_text(encoding="utf-8")
+            for q in chosen
+        }
+        cases = faq_cases(store, COLLECTION, embedder, answers, settings.top_k)
+        measured = asyncio.run(measure_quality(list(answers), settings=settings, cases=cases))
+    finally:
+        store.close()
+    measure = (
+        "the content words of each question's own answer (the Python FAQ's, as its authors "
+        f"wrote it) that the answer holds, relative to the full plan, over {measured.questions} "
+        f"Python FAQ questions (other documents sampled at {args.sample:.0%})"
+    )
+    return _write_quality(args, settings, measured, measure)
+
+
+def _write_quality(args: argparse.Namespace, settings: Any, measured: Any, measure: str) -> int:
+    from bench.harness.record import command_line, machine_info, now_iso, versions, write_json
+    from bench.suites.quality.measure import QualityResult, quality_table, table
+    from tracing.budget import DEFAULT_QUALITY_PATH, QualityTable
+
+    result = QualityResult(
+        created=now_iso(),
+        command=command_line(argv_of(args)),
+        machine=machine_info(),
+        versions=versions(),
+        questions=measured.questions,
+        context_tokens=settings.context_tokens,
+        max_output_tokens=settings.max_output_tokens,
+        full_score_mean=round(measured.full_score, 3),
+        full_generate_ms_p50=round(measured.full_ms, 1),
+        context=measured.context,
+        output=measured.output,
+        pruned=measured.pruned,
+        measure=measure,
+    )
+    print(table(result))
+    if args.json:
+        write_json(result, args.json)
+    if args.table:
+        shipped = QualityTable.load(DEFAULT_QUALITY_PATH)
+        rerank = shipped.curves.get("rerank", [(0.0, 0.95), (1.0, 1.0)])
+        quality_table(result, rerank, shipped).dump(args.table)
+        print(f"wrote {args.table}", file=sys.stderr)
+    return 0

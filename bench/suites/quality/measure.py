@@ -1,0 +1,321 @@
+"""``ragtime bench quality``: what each saving of the budget engine costs in answer quality.
+
+In-process, on the configured models and collection (the CPU default on the demo corpus), for
+each question: retrieve its passages once, then generate
+
+* the **full** plan's answer (the configured context and output tokens);
+* an answer from each smaller context (shares of the configured context tokens), the passages
+  packed in rank order and the last one cut (``context``);
+* an answer from the same shares and the whole context **pruned** to each passage's sentences
+  closest to the question (``pruned``; ``inference.prompt``);
+* and, for output caps, the full answer cut after each share of its tokens (decoding is greedy,
+  so a capped answer is the full answer's first tokens).
+
+An answer's score is how many of the **reference's content words** (four letters or more, not
+stop words) it holds. Two references:
+
+* ``--python-faq DATA`` (what ``make bench`` runs): the Python FAQ evaluation's questions
+  (``retrieval.eval``), their passages from its store, and as reference each question's own
+  answer, as the FAQ's authors wrote it. An answer scores for saying what the right answer says,
+  whichever passage it took it from;
+* otherwise the demo questions on the configured collection, and as reference the passage
+  ranked first. That rewards copying the first passage, so a context cut down to little more
+  than it scores above the full one: it prices output caps, not contexts.
+
+A knob's quality at a share is the sum of the scores there over the sum of the full plan's
+(capped at 1 in the table). Beside each share go the milliseconds it saves at the median, priced
+at the rates measured on the full plan's run (prefill per uncached token, decode per token): the
+prompt tokens and answer tokens it removes. (A smaller prompt run right after the full one finds
+most of its prefix cached, so its own timing would flatter it.) The curves are written as a
+``QualityTable`` (``tracing/budget/quality.json`` is the shipped one), which orders the
+policy's savings.
+
+Rerank is not measured here: no cross-encoder ships offline, so its curve stays as assumed
+(``notes`` say so) until a reranker and a retrieval evaluation exist.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from bench.harness.results import RunHeader
+from tracing.budget import QualityTable
+
+_STOP_WORDS = (
+    "about above after again also been before being below between both could does doing down "
+    "during each from further have having here into itself just more most once only other "
+    "over same should some such than that their them then there these they this those through "
+    "under until very were what when where which while with would your yours answer question "
+    "passage passages python"
+)
+STOP = frozenset(_STOP_WORDS.split())
+SHARES = (0.75, 0.5, 0.375, 0.25)
+#: Pruning is weighed at the whole context too: it may fill it differently from packing.
+PRUNED_SHARES = (1.0, *SHARES)
+
+
+def content_words(text: str) -> set[str]:
+    return {w for w in re.findall(r"[a-z_]{4,}", text.lower()) if w not in STOP}
+
+
+class KnobPoint(BaseModel):
+    share: float
+    quality: float
+    saved_ms_p50: float = Field(description="Median ms saved against the full plan.")
+
+
+class QualityResult(RunHeader):
+    schema_version: str = "ragtime-bench-quality/1"
+    questions: int
+    context_tokens: int
+    max_output_tokens: int
+    full_score_mean: float
+    full_generate_ms_p50: float = Field(description="Priced as the savings are (uncached).")
+    context: list[KnobPoint]
+    output: list[KnobPoint]
+    pruned: list[KnobPoint] = Field(default_factory=list)
+    measure: str = Field(
+        "the reference passage's content words the answer keeps, relative to the full plan, "
+        "over the demo questions",
+        description="What an answer's score counts, over which questions.",
+    )
+    notes: list[str] = Field(default_factory=list)
+
+
+@dataclass
+class Measured:
+    """``measure_quality``'s curves, the full plan's mean score and median generation ms."""
+
+    context: list[KnobPoint]
+    output: list[KnobPoint]
+    pruned: list[KnobPoint]
+    full_score: float
+    full_ms: float
+    questions: int = 0
+
+
+@dataclass
+class Case:
+    """One question as measured: its passages (best first), the content words an answer is
+    scored on, and each passage's scored pieces for pruning."""
+
+    question: str
+    passages: list[Any]
+    reference: set[str]
+    pieces: list[list[Any]]
+
+
+#: Builds a question's ``Case`` from the started services (None: nothing retrieved).
+CaseBuilder = Callable[[Any, str], Awaitable["Case | None"]]
+
+
+def demo_cases(settings: Any) -> CaseBuilder:
+    """Cases from the configured collection; the reference is the first passage's content
+    words. It rewards copying that passage, so a smaller context that holds little else can
+    score above the full one: fit for the output curve, not for comparing contexts."""
+    from app.pipeline import Pipeline
+    from tracing.budget import BudgetLedger
+
+    collection = settings.default_collection
+
+    async def build(services: Any, question: str) -> Case | None:
+        ledger = BudgetLedger(120_000)
+        passages = await Pipeline(services).retrieve(
+            question, collection, settings.top_k, ledger, route="bench"
+        )
+        if not passages:
+            return None
+        embedded = await services.stages.embed.run(
+            question, deadline=ledger.deadline, embedder=services.embedders_for(collection)
+        )
+        pieces = [services.store.passage_pieces(p, embedded.vector) for p in passages]
+        return Case(question, passages, content_words(passages[0].text), pieces)
+
+    return build
+
+
+def faq_cases(
+    store: Any, collection: str, embedder: Any, answers: dict[str, str], k: int
+) -> CaseBuilder:
+    """Cases from the Python FAQ evaluation (``retrieval.eval``): its store's passages, and as
+    reference the content words of the question's own answer, written by the FAQ's authors."""
+
+    async def build(services: Any, question: str) -> Case | None:
+        vector = embedder.embed([question])[0]
+        passages = store.search(collection, vector, k)
+        if not passages:
+            return None
+        pieces = [store.passage_pieces(p, vector) for p in passages]
+        return Case(question, passages, content_words(answers[question]), pieces)
+
+    return build
+
+
+async def measure_quality(
+    questions: Sequence[str],
+    *,
+    settings: Any,
+    cases: CaseBuilder | None = None,
+    shares: Sequence[float] = SHARES,
+    pruned_shares: Sequence[float] = PRUNED_SHARES,
+) -> Measured:
+    """The context, output and pruned-context curves, against the full plan, over the cases
+    ``cases`` builds (``demo_cases`` unless given)."""
+    from app.services import Services
+    from inference import GenerationDone, TextDelta
+
+    build = cases or demo_cases(settings)
+    services = Services.build(settings)
+    await services.start()
+    assembler = services.stages.assemble.assembler
+    if services.problems or assembler is None:
+        raise RuntimeError(f"the service did not load: {services.problems}")
+    backend = services.backend
+    full_ctx, full_out = settings.context_tokens, settings.max_output_tokens
+
+    async def generate(prompt: Any, max_tokens: int) -> tuple[list[str], float, float]:
+        """Deltas, the prefill ms per uncached token, and the decode ms per token."""
+        started = time.perf_counter()
+        deltas: list[str] = []
+        first = 0.0
+        uncached = prompt.prompt_tokens
+        async for event in backend.stream(prompt, max_tokens=max_tokens):
+            if isinstance(event, TextDelta):
+                first = first or (time.perf_counter() - started) * 1000.0
+                deltas.append(event.text)
+            elif isinstance(event, GenerationDone):
+                uncached = event.usage.prompt_tokens - event.usage.cached_tokens
+                break
+        decode = ((time.perf_counter() - started) * 1000.0 - first) / max(len(deltas) - 1, 1)
+        return deltas, first / max(uncached, 1), decode
+
+    full_scores: list[float] = []
+    full_ms: list[float] = []
+    ctx_scores: dict[float, list[float]] = {s: [] for s in shares}
+    ctx_saved: dict[float, list[float]] = {s: [] for s in shares}
+    out_scores: dict[float, list[float]] = {s: [] for s in shares}
+    out_saved: dict[float, list[float]] = {s: [] for s in shares}
+    pruned_scores: dict[float, list[float]] = {s: [] for s in pruned_shares}
+    pruned_saved: dict[float, list[float]] = {s: [] for s in pruned_shares}
+
+    async def score_smaller(smaller: Any, scores: list[float], saved: list[float]) -> None:
+        answer, _, _ = await generate(smaller, full_out)
+        scores.append(len(content_words("".join(answer)) & key))
+        # Priced at the full plan's measured rates: the smaller prompt shares its prefix with
+        # the one before it, so its own timing would flatter it.
+        removed = prompt.prompt_tokens - smaller.prompt_tokens
+        saved.append(removed * prefill + (len(deltas) - len(answer)) * per_token)
+
+    try:
+        for question in questions:
+            case = await build(services, question)
+            if case is None:
+                continue
+            key, passages = case.reference, case.passages
+            prompt = assembler.assemble(question, passages, context_tokens=full_ctx)
+            deltas, prefill, per_token = await generate(prompt, full_out)
+            full_scores.append(len(content_words("".join(deltas)) & key))
+            full_ms.append(prompt.prompt_tokens * prefill + len(deltas) * per_token)
+            for share in shares:
+                cut = max(round(full_out * share), 1)
+                out_scores[share].append(len(content_words("".join(deltas[:cut])) & key))
+                out_saved[share].append(max(len(deltas) - cut, 0) * per_token)
+                smaller = assembler.assemble(
+                    question, passages, context_tokens=max(round(full_ctx * share), 1)
+                )
+                await score_smaller(smaller, ctx_scores[share], ctx_saved[share])
+            for share in pruned_shares:
+                pruned = assembler.assemble(
+                    question,
+                    passages,
+                    context_tokens=max(round(full_ctx * share), 1),
+                    pieces=case.pieces,
+                )
+                await score_smaller(pruned, pruned_scores[share], pruned_saved[share])
+    finally:
+        await services.close()
+    base = sum(full_scores) or 1.0
+
+    def curve(scores: dict[float, list[float]], saved: dict[float, list[float]]) -> list[KnobPoint]:
+        return [
+            KnobPoint(
+                share=share,
+                quality=round(sum(scores[share]) / base, 4),
+                saved_ms_p50=round(statistics.median(saved[share]), 1) if saved[share] else 0.0,
+            )
+            for share in sorted(scores)
+        ]
+
+    return Measured(
+        curve(ctx_scores, ctx_saved),
+        curve(out_scores, out_saved),
+        curve(pruned_scores, pruned_saved),
+        statistics.fmean(full_scores) if full_scores else 0.0,
+        statistics.median(full_ms) if full_ms else 0.0,
+        len(full_scores),
+    )
+
+
+def quality_table(
+    result: QualityResult,
+    rerank: Sequence[tuple[float, float]],
+    kept: QualityTable | None = None,
+) -> QualityTable:
+    """The measured context and output curves, and the assumed rerank one, as the policy's
+    ``QualityTable`` (validated as it is built; ``dump`` writes its file); the ``keyword``
+    curve and its note carried from ``kept`` (measured by ``ragtime eval retrieval``)."""
+
+    def points(knob: list[KnobPoint]) -> list[tuple[float, float]]:
+        measured = {p.share: min(p.quality, 1.0) for p in knob}
+        measured.setdefault(1.0, 1.0)
+        return _monotone([(0.0, 0.0), *sorted(measured.items())])
+
+    curves = {"context": points(result.context), "output": points(result.output), "rerank": rerank}
+    if result.pruned:
+        curves["pruned"] = points(result.pruned)
+    notes = {
+        "source": f"ragtime bench quality, {result.created}: {result.command}",
+        "measure": result.measure,
+        "questions": result.questions,
+        "rerank": "assumed, not measured: no cross-encoder ships offline",
+    }
+    if kept is not None and "keyword" in kept.curves:
+        curves["keyword"] = list(kept.curves["keyword"])
+        if "keyword" in kept.notes:
+            notes["keyword"] = kept.notes["keyword"]
+    return QualityTable(curves, notes)
+
+
+def _monotone(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Quality never falls as a knob grows: a noisy dip is flattened, not trusted."""
+    best = 0.0
+    out = []
+    for share, quality in points:
+        best = max(best, quality)
+        out.append((share, round(best, 4)))
+    return out
+
+
+def table(result: QualityResult) -> str:
+    rows = [
+        "| saving | share kept | quality kept | ms saved (median) | quality lost per 100 ms |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for knob, points in (
+        ("context", result.context),
+        ("pruned", result.pruned),
+        ("output", result.output),
+    ):
+        for p in points:
+            per = (1 - p.quality) / p.saved_ms_p50 * 100 if p.saved_ms_p50 > 0 else float("nan")
+            rows.append(
+                f"| {knob} | {p.share:.0%} | {p.quality:.0%} | {p.saved_ms_p50:.0f} | {per:.3f} |"
+            )
+    return "\n".join(rows)

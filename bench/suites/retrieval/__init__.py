@@ -1,0 +1,5 @@
+"""``ragtime bench retrieval``: FAISS index types at collection sizes, on synthetic vectors."""
+
+from bench.suites.retrieval.command import register, run
+
+__all__ = ["register", "run"]

@@ -1,0 +1,68 @@
+"""``ragtime bench section``: write one block of BENCHMARKS.md in place, between its markers:
+the budget engine's (goodput, quality per saving), a fresh process's first requests, bursts."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def register(subparsers: Any) -> None:
+    """Add ``section`` to ``ragtime bench``'s subcommands."""
+    section = subparsers.add_parser(
+        "section",
+        help="write the budget engine's section of BENCHMARKS.md (goodput, quality per saving, "
+        "a fresh process's first requests)",
+    )
+    section.add_argument(
+        "--goodput", type=Path, action="append", default=[], help="JSON of a goodput run"
+    )
+    section.add_argument("--quality", type=Path, help="JSON of `ragtime bench quality`")
+    section.add_argument(
+        "--fresh",
+        type=Path,
+        help="JSON of `ragtime bench budget --fresh-starts` (writes its own block; alone, "
+        "only that block)",
+    )
+    section.add_argument(
+        "--burst",
+        type=Path,
+        action="append",
+        default=[],
+        help="JSON of `ragtime bench burst` (writes the bursts block; alone, only that block)",
+    )
+    section.add_argument(
+        "--burst-before", type=Path, help="JSON of the previous burst run, for its figures"
+    )
+    section.add_argument("--out", type=Path, default=Path("BENCHMARKS.md"))
+    section.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from bench.report.budget_md import write_section
+    from bench.suites.budget.goodput import read_goodput_json
+    from bench.suites.quality.measure import QualityResult
+
+    if args.goodput or args.quality or not (args.fresh or args.burst):
+        goodputs = [read_goodput_json(path) for path in args.goodput]
+        quality = (
+            QualityResult.model_validate_json(args.quality.read_text()) if args.quality else None
+        )
+        write_section(args.out, goodputs, quality)
+        print(f"wrote the budget engine's section of {args.out}", file=sys.stderr)
+    if args.fresh:
+        from bench.report.fresh_md import write_section as write_fresh_section
+        from bench.suites.budget.fresh import read_fresh_json
+
+        write_fresh_section(args.out, read_fresh_json(args.fresh))
+        print(f"wrote the fresh-process section of {args.out}", file=sys.stderr)
+    if args.burst:
+        from bench.report.burst_md import read_burst_json
+        from bench.report.burst_md import write_section as write_burst_section
+
+        before = read_burst_json(args.burst_before) if args.burst_before else None
+        write_burst_section(args.out, [read_burst_json(p) for p in args.burst], before)
+        print(f"wrote the bursts section of {args.out}", file=sys.stderr)
+    return 0
