@@ -23,13 +23,13 @@ DEMO_CORPUS = Path(__file__).resolve().parent.parent / "demo" / "corpus"
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    """Serve on uvloop and httptools. With several workers, uvicorn starts that many processes
-    on one socket, each building its own app from the environment, their metrics in one
-    directory."""
+    """Serve on uvloop and httptools. With several workers, our supervisor starts that many
+    processes (``app.frontdoor.workers``), each building its own app from the environment,
+    their metrics in one directory."""
     import uvicorn
 
     from app.frontdoor.protocol import AdmittingProtocol
-    from app.frontdoor.server import serve
+    from app.frontdoor.run import serve
     from app.main import create_app
     from tracing import shutdown_tracing
     from tracing.budget.door import peers
@@ -57,10 +57,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         # /metrics answers for every process; each process's admission starts from what its
         # siblings learned.
         with shared_metrics_dir(workers), peers.shared_dir(workers):
-            serve(config)
+            status = serve(config)
     finally:
         shutdown_tracing()
-    return 0
+    return status
 
 
 def _ingest(path: Path, collection: str, *, rebuild: bool = False) -> int:

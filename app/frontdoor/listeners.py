@@ -15,7 +15,7 @@ it only once its app has started (``app.frontdoor.server.GracefulServer.startup`
 that listened while its worker loaded its models took its share of connections, which waited
 there for seconds while ``/readyz``, answered by a sibling, said ready. A connection waiting in
 a worker's queue when that worker dies is reset, where one shared socket would have let another
-process take it; uvicorn's supervisor starts a new worker.
+process take it; the supervisor starts a new worker (``app.frontdoor.workers``).
 
 A worker serves its socket on its event loop, as uvicorn would, or, where the read-ahead
 plug-in is on, through its thread (``app.frontdoor.read_ahead``).

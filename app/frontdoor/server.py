@@ -1,6 +1,6 @@
 """The server that signals reach (issue 24 §1, issue 41 §1): uvicorn's ``Server``, stopping as
-``app.frontdoor.shutdown.Shutdown`` says, with a watchdog that ends the process on time, and
-``serve``, which runs one process or ``--workers N`` of them.
+``app.frontdoor.shutdown.Shutdown`` says, with a watchdog that ends the process on time;
+``serving_server``, the one each ``ragtime serve`` process runs (``app.frontdoor.run``).
 
 Signals, as supervisors send them (issue 41 §1):
 
@@ -21,7 +21,6 @@ import logging
 import os
 import signal
 import socket
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -29,13 +28,10 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 import uvicorn
-from uvicorn.supervisors import multiprocess
 
-from app.frontdoor import listeners
 from app.frontdoor.heap import freeze_startup_heap
 from app.frontdoor.shutdown import EXIT_AFTER_GRACE_S, Shutdown
 from app.settings import get_settings
-from tracing.metrics import process_gone
 
 if TYPE_CHECKING:  # the read-ahead plug-in is imported only when it is on
     from app.frontdoor.read_ahead.reader import ReadAhead
@@ -191,26 +187,6 @@ def _exit_after_grace(shutdown: Shutdown) -> None:
     os._exit(1)
 
 
-class GracefulProcess(multiprocess.Process):
-    """One of ``ragtime serve --workers N``'s processes, serving with ``GracefulServer``: on
-    the supervisor's socket, or, given none, on a socket of its own (``listeners``)."""
-
-    def target(self, sockets: list[socket.socket] | None = None) -> None:  # pragma: no cover
-        if not sockets:
-            sockets = [listeners.worker_socket(self.config)]
-        super().target(sockets)
-
-    @property
-    def server(self) -> uvicorn.Server:
-        if self._server is None:
-            self._server = serving_server(self.config)
-        return self._server
-
-    def join(self) -> None:
-        super().join()
-        process_gone(self.process.pid)  # its live gauges leave /metrics with it
-
-
 def serving_server(config: uvicorn.Config) -> GracefulServer:
     """The server of one ``ragtime serve`` process: its watchdog armed, its heap frozen once
     started as this process's settings (from the environment) say."""
@@ -221,34 +197,3 @@ def serving_server(config: uvicorn.Config) -> GracefulServer:
         freeze_heap=settings.gc_freeze,
         read_ahead=settings.serve_read_ahead,
     )
-
-
-def serve(config: uvicorn.Config) -> None:
-    """Serve ``config`` as ``uvicorn.run`` would, each process with ``GracefulServer``."""
-    if config.workers > 1:
-        # Each worker on a socket of its own, the kernel spreading connections (the supervisor
-        # only holds the address), or all on the supervisor's one socket.
-        spread = get_settings().serve_reuse_port and listeners.supported()
-        sock = listeners.reserve(config) if spread else config.bind_socket()
-        if spread:
-            log.info(
-                "serving on http://%s:%d: %d processes, each on its own socket (SO_REUSEPORT)",
-                config.host,
-                config.port,
-                config.workers,
-            )
-        # uvicorn's supervisor makes its workers with its module's ``Process`` (in this
-        # parent only: each worker unpickles the GracefulProcess it was given).
-        original = multiprocess.Process
-        multiprocess.Process = GracefulProcess  # type: ignore[misc]
-        try:
-            with sock:
-                multiprocess.Multiprocess(config, sockets=[] if spread else [sock]).run()
-        finally:
-            multiprocess.Process = original  # type: ignore[misc]
-        return
-    server = serving_server(config)
-    with contextlib.suppress(KeyboardInterrupt):
-        server.run()
-    if not server.started:
-        sys.exit(STARTUP_FAILURE)

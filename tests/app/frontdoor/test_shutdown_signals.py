@@ -218,7 +218,7 @@ def test_make_serve_drains_on_a_process_group_sigterm(
 ) -> None:
     """As ``kill -TERM -- -PGID`` (systemd's ``KillMode=control-group``, a terminal's job
     control) stops ``make serve``: make and every ragtime process get a SIGTERM, and make
-    passes its own on. With two workers, uvicorn's supervisor sends each worker one more."""
+    passes its own on. With two workers, our supervisor sends each worker one more."""
     venv = Path(sys.prefix)
     port = free_port()
     make = [
