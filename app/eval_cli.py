@@ -132,7 +132,7 @@ def _baseline_embedder(settings: Settings) -> Any:
 
 def _record_gains(report: Any, say: Any) -> None:
     """Each trained reranker's gain over vector order, into its own record."""
-    from retrieval.trained_reranker import record_evaluation
+    from retrieval.rerank.trained import record_evaluation
 
     vector = next(row for row in report.rows if row.kind == "vector")
     for row in report.rows:

@@ -39,16 +39,16 @@ from typing import Any, Protocol
 import faiss
 import numpy as np
 
-from retrieval.chunking import DEFAULT_CHUNK_TOKENS, DEFAULT_OVERLAP_TOKENS
-from retrieval.embeddings import Embedder
+from retrieval.embedding.embedder import Embedder
 from retrieval.eval.metrics import Scores, score_rankings
 from retrieval.eval.python_faq import Dataset
-from retrieval.ingest import ingest_path, iter_documents
-from retrieval.keyword import fuse_passages
-from retrieval.passages import Passage
-from retrieval.rerank import Reranker
-from retrieval.sentences import ScoredPiece
-from retrieval.store import DocumentStore
+from retrieval.ingest.chunking import DEFAULT_CHUNK_TOKENS, DEFAULT_OVERLAP_TOKENS
+from retrieval.ingest.folder import ingest_path, iter_documents
+from retrieval.rerank.reranker import Reranker
+from retrieval.search.bm25 import fuse_passages
+from retrieval.search.passages import Passage
+from retrieval.store.document_store import DocumentStore
+from retrieval.store.sentences import ScoredPiece
 
 COLLECTION = "eval"
 BASELINE_WORDS = 200

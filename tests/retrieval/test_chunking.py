@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from retrieval import Chunk, chunk_text
-from retrieval.chunking import chunk_document, embedding_input
 from retrieval.formats import PATH_SEPARATOR, parse_markup
 from retrieval.formats.document import Block, Document
-from retrieval.tokens import approximate_tokens, wordpiece_counter
+from retrieval.ingest.chunking import chunk_document, embedding_input
+from retrieval.ingest.tokens import approximate_tokens, wordpiece_counter
 
 CONTROLFLOW = "tutorial/controlflow.rst.txt"
 

@@ -13,8 +13,8 @@ import pytest
 
 from retrieval import DocumentStore, LimitExceeded, ParseLimits, SearchFilter, ingest_path
 from retrieval.formats import parse_with_attachments
-from retrieval.ingest import DocumentReader, prepare_documents
-from retrieval.tokens import approximate_tokens
+from retrieval.ingest.folder import DocumentReader, prepare_documents
+from retrieval.ingest.tokens import approximate_tokens
 from tests.fakes.hash_embedder import HashEmbedder
 from tests.helpers.carried_documents import (
     BODY_TEXT,

@@ -158,7 +158,7 @@ def test_small_batches_on_one_thread_give_the_vectors_of_the_wide_session(
 ) -> None:
     """A batch of at most ``ONE_THREAD_TOKENS`` padded tokens runs on the one-thread session,
     a wider one on the session with a thread per core: both give each text the same vector."""
-    from retrieval.onnx_embed import MAX_BATCH_TOKENS, ONE_THREAD_TOKENS
+    from retrieval.embedding.onnx_encoder import MAX_BATCH_TOKENS, ONE_THREAD_TOKENS
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     onnx = Embedder(backend="onnx", cache_dir=onnx_cache)  # int8's scales depend on the batch
@@ -195,7 +195,7 @@ def test_workers_starting_together_export_the_onnx_model_once(
     """Several ``ragtime serve`` workers start at once on an empty cache: one exports and
     quantizes while the others wait for its files (the quantizer's scratch file beside its
     source would be shared). The export and the quantizer are stood in for; the lock is real."""
-    from retrieval import onnx_embed
+    from retrieval.embedding import onnx_encoder
 
     model = tmp_path / "model"
     (model / "1_Pooling").mkdir(parents=True)
@@ -220,12 +220,12 @@ def test_workers_starting_together_export_the_onnx_model_once(
 
         return write
 
-    monkeypatch.setattr(onnx_embed, "_export_fp32", working("export"))
-    monkeypatch.setattr(onnx_embed, "_quantize_int8", working("quantize"))
+    monkeypatch.setattr(onnx_encoder, "_export_fp32", working("export"))
+    monkeypatch.setattr(onnx_encoder, "_quantize_int8", working("quantize"))
     cache = tmp_path / "cache"
 
     def start(_: str) -> Path:
-        return onnx_embed.onnx_model_file(model, cache, int8=True)
+        return onnx_encoder.onnx_model_file(model, cache, int8=True)
 
     with ThreadPoolExecutor(4) as pool:
         files = list(pool.map(start, "abcd"))

@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from retrieval import Chunk, DocumentStore, IndexSettings, InvalidFilter, SearchFilter, snapshots
+from retrieval import Chunk, DocumentStore, IndexSettings, InvalidFilter, SearchFilter
+from retrieval.store import snapshot
 
 DIM = 16
 KINDS = ("md", "pdf", "txt")
@@ -52,7 +53,7 @@ def filled(tmp_path: Path) -> tuple[DocumentStore, np.ndarray]:
     return store, np.concatenate(all_vectors)
 
 
-@pytest.mark.parametrize("exact_max", [snapshots.EXACT_FILTER_MAX, 0])
+@pytest.mark.parametrize("exact_max", [snapshot.EXACT_FILTER_MAX, 0])
 @pytest.mark.parametrize(
     "search_filter",
     [
@@ -67,7 +68,7 @@ def test_filtered_search_matches_brute_force(
     exact_max: int,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(snapshots, "EXACT_FILTER_MAX", exact_max)
+    monkeypatch.setattr(snapshot, "EXACT_FILTER_MAX", exact_max)
     store, vectors = filled
     query = vectors[7] + 0.5 * vectors[123]
     query /= np.linalg.norm(query)

@@ -9,7 +9,6 @@ import pytest
 from PIL import Image
 
 from retrieval import NoTextLayer, UnreadableDocument
-from retrieval.chunking import chunk_document
 from retrieval.formats import (
     SUPPORTED_SUFFIXES,
     parse_bytes,
@@ -18,6 +17,7 @@ from retrieval.formats import (
     stem_of,
     suffix_of,
 )
+from retrieval.ingest.chunking import chunk_document
 from tests.helpers.documents import (
     make_broken,
     make_docx,

@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from retrieval import DocumentStore, ingest, ingest_path
+from retrieval import DocumentStore, ingest_path
+from retrieval.ingest import folder as ingest_folder
 from tests.fakes.hash_embedder import CountingEmbedder, HashEmbedder
 
 
@@ -138,7 +139,7 @@ def test_an_error_mid_ingest_publishes_nothing(
         return HashEmbedder().embed(list(texts))  # type: ignore[call-overload]
 
     monkeypatch.setattr(embedder, "embed", embed_then_fail)
-    monkeypatch.setattr(ingest, "EMBED_GATHER", 1)  # each file embedded, then staged, alone
+    monkeypatch.setattr(ingest_folder, "EMBED_GATHER", 1)  # each file embedded, then staged, alone
     with pytest.raises(RuntimeError, match="broke"):
         ingest_path(docs, collection="notes", embedder=embedder, store=store)
     snapshot = store.snapshot("notes")

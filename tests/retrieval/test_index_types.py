@@ -10,7 +10,7 @@ import faiss
 import numpy as np
 import pytest
 
-from retrieval.index_types import (
+from retrieval.search.index_types import (
     IndexSettings,
     IndexSpec,
     build_index,

@@ -22,7 +22,6 @@ from app.config import get_settings
 from app.schemas import SearchHit
 from bench.ocr import render_text, word_accuracy, words
 from retrieval import DocumentStore, LimitExceeded, NoTextLayer, UnreadableDocument, ingest_path
-from retrieval.chunking import chunk_document
 from retrieval.formats import ParseLimits, parse_bytes, parse_file
 from retrieval.formats.ocr import (
     LANGUAGES,
@@ -32,7 +31,8 @@ from retrieval.formats.ocr import (
     flat,
     paragraphs_of_tsv,
 )
-from retrieval.passages import passage_of_row
+from retrieval.ingest.chunking import chunk_document
+from retrieval.search.passages import passage_of_row
 from tests.fakes.hash_embedder import HashEmbedder
 from tests.helpers.documents import make_image_pdf, make_mixed_pdf, make_pdf
 from tests.helpers.store_spy import recording_writes

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from retrieval import Passage, Reranker, RerankerUnavailable
-from retrieval._offline import hub_kwargs
+from retrieval.model_hub import hub_kwargs
 from tests.fakes.rerankers import OverlapReranker
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from retrieval import Chunk, DocumentStore, IndexSettings
-from retrieval.snapshots import Snapshot
+from retrieval.store.snapshot import Snapshot
 
 DIM = 8
 

@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 
 from retrieval import Chunk, DocumentStore, Passage, Reranker, UnknownCollection
-from retrieval.keyword import fuse_passages
-from retrieval.reranker_mining import (
+from retrieval.rerank.mining import (
     MinedQuery,
     MinedSet,
     TrainOptions,
@@ -22,8 +21,9 @@ from retrieval.reranker_mining import (
     mine_queries,
     split_holdout,
 )
-from retrieval.train_reranker import EarlyStop, rank_figures, train_reranker
-from retrieval.trained_reranker import RECORD_NAME, choose_reranker
+from retrieval.rerank.trained import RECORD_NAME, choose_reranker
+from retrieval.rerank.training import EarlyStop, rank_figures, train_reranker
+from retrieval.search.bm25 import fuse_passages
 from tests.fakes.hash_embedder import HashEmbedder
 
 STACK_FIRST = "A list can be used as a stack, where the last element added is the first one taken."

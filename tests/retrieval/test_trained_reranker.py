@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from retrieval.trained_reranker import (
+from retrieval.rerank.trained import (
     MIN_NDCG_GAIN,
     RECORD_NAME,
     choose_reranker,

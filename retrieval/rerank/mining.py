@@ -1,4 +1,4 @@
-"""The training pairs of ``retrieval.train_reranker``, mined from a collection's own chunks.
+"""The training pairs of ``retrieval.rerank.training``, mined from a collection's own chunks.
 
 Queries are section headings (numbering stripped) and each chunk's first sentence. In the
 collection being trained for, a heading that is a question (ends with "?", as the FAQ's are:
@@ -8,7 +8,7 @@ query whose embedding lies within ``exclude_similarity`` of an excluded question
 query's positive is its own chunk (for a first sentence, with that sentence taken out, so the
 pair is not a verbatim match); its candidates are the ranking the service would give it: the
 FAISS neighbours fused with the BM25 hits by reciprocal rank, as hybrid search fuses them
-(``retrieval.keyword.fuse_passages``; dense only without a keyword search), and the hard
+(``retrieval.search.bm25.fuse_passages``; dense only without a keyword search), and the hard
 negatives are those from other sources or sections. Sections, not single queries, are held
 out.
 """
@@ -23,11 +23,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from retrieval.embeddings import Embedder
+from retrieval.embedding.embedder import Embedder
 from retrieval.errors import UnknownCollection
-from retrieval.keyword import fuse_passages
-from retrieval.passages import Passage
-from retrieval.store import DocumentStore
+from retrieval.search.bm25 import fuse_passages
+from retrieval.search.passages import Passage
+from retrieval.store.document_store import DocumentStore
 
 _NUMBERING = re.compile(r"^\s*(?:\d+(?:\.\d+)*\.?|[A-Z]\.)\s+")
 _SENTENCE = re.compile(r"^(.{10,}?[.!?])\s+(?=[A-Z(\"'`])", re.S)

@@ -14,12 +14,12 @@ and the others go on; files of other types are listed as skipped. A chunk whose 
 was already taken in this ingest (a licence footer, a repeated notice) is stored once, with its
 first source. An e-mail's attachments are sources of their own (``thread.eml#report.pdf``),
 replaced and removed with their message; a byte-identical copy of another source is recorded
-as its copy (``IngestReport.copies``), searchable under both names (``retrieval.ingest_files``).
+as its copy (``IngestReport.copies``), searchable under both names (``retrieval.ingest.files``).
 
 Embedding is batched across files: chunks of several files are gathered, sorted by length,
 embedded in batches of similar lengths (little padding), and put back in order before each
 file's chunks are written; so are the chunks' sentences, whose vectors the snapshot keeps for
-attribution (``retrieval.sentences``). ``on_progress`` hears after every written file how far
+attribution (``retrieval.store.sentences``). ``on_progress`` hears after every written file how far
 ingest is: files done of all, chunks per second and the time left.
 """
 
@@ -33,19 +33,19 @@ from pathlib import Path
 
 import numpy as np
 
-from retrieval.chunking import (
+from retrieval.embedding.embedder import Embedder
+from retrieval.formats import ParseLimits, suffix_of
+from retrieval.ingest.chunking import (
     DEFAULT_CHUNK_TOKENS,
     DEFAULT_OVERLAP_TOKENS,
     Chunk,
     embedding_input,
 )
-from retrieval.embeddings import Embedder
-from retrieval.formats import ParseLimits, suffix_of
-from retrieval.ingest_files import DocumentReader, FileTaker, Holders, Pending
-from retrieval.sentences import sentence_vectors
-from retrieval.snapshot_writer import SnapshotWriter, file_sha256
-from retrieval.store import DocumentStore
-from retrieval.tokens import TokenCounter, approximate_tokens, wordpiece_counter
+from retrieval.ingest.files import DocumentReader, FileTaker, Holders, Pending
+from retrieval.ingest.tokens import TokenCounter, approximate_tokens, wordpiece_counter
+from retrieval.store.document_store import DocumentStore
+from retrieval.store.sentences import sentence_vectors
+from retrieval.store.writer import SnapshotWriter, file_sha256
 
 #: Chunks gathered (from one file or several) before they are embedded together.
 EMBED_GATHER = 256

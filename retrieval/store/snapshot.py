@@ -14,12 +14,12 @@ Layout under the store root (``$RAGTIME_DATA_DIR/store``)::
         vectors.npy      float32 (n, dim): row i is the vector of chunk ``ids[i]``
         index.faiss      the FAISS index over those vectors, by chunk id
         sentence_vectors.npy   float16 (m, dim): the unit vectors of every chunk's sentences
-                         (``retrieval.sentences``), chunk after chunk in ``ids`` order
+                         (``retrieval.store.sentences``), chunk after chunk in ``ids`` order
         sentence_offsets.npy   int64 (n + 1,): chunk ``ids[i]``'s sentences are rows
                          ``offsets[i]:offsets[i + 1]`` (both files absent in snapshots
                          written before they were kept: attribution then embeds passages)
         bm25/            the BM25 keyword index over every chunk's title, section and text,
-                         in ``ids`` order (bm25s's files; ``retrieval.keyword``); a snapshot
+                         in ``ids`` order (bm25s's files; ``retrieval.search.bm25``); a snapshot
                          written before it was kept builds it in memory at its first keyword
                          search
     collections/<name>/snapshots/.building-<version>-<pid>/   a snapshot being written
@@ -47,10 +47,10 @@ import faiss
 import numpy as np
 
 from retrieval.errors import BrokenIndex, RetrievalError
-from retrieval.filters import SearchFilter
-from retrieval.index_types import IndexSpec, search_parameters, to_device
-from retrieval.keyword import KEYWORD_DIR, KeywordIndex, chunk_document
-from retrieval.source_names import SourceNames
+from retrieval.search.bm25 import KEYWORD_DIR, KeywordIndex, chunk_document
+from retrieval.search.filters import SearchFilter
+from retrieval.search.index_types import IndexSpec, search_parameters, to_device
+from retrieval.search.source_names import SourceNames
 
 log = logging.getLogger(__name__)
 
@@ -292,8 +292,8 @@ class Snapshot:
 
     def sentence_rows(self, chunk_id: int) -> np.ndarray | None:
         """The unit vectors of chunk ``chunk_id``'s sentences (float32 rows, in
-        ``retrieval.sentences.sentences`` order); None when the snapshot keeps none or does not
-        hold the chunk."""
+        ``retrieval.store.sentences.sentences`` order); None when the snapshot keeps none or
+        does not hold the chunk."""
         if self.sentences is None or not len(self.ids):
             return None
         at = int(np.searchsorted(self.ids, chunk_id))

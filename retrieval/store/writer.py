@@ -37,11 +37,11 @@ from typing import Any
 import faiss
 import numpy as np
 
-from retrieval.chunking import Chunk
 from retrieval.errors import EmbeddingMismatch
-from retrieval.index_types import IndexSettings, build_index, choose_spec
-from retrieval.keyword import KEYWORD_DIR, KeywordIndex
-from retrieval.snapshots import (
+from retrieval.ingest.chunking import Chunk
+from retrieval.search.bm25 import KEYWORD_DIR, KeywordIndex
+from retrieval.search.index_types import IndexSettings, build_index, choose_spec
+from retrieval.store.snapshot import (
     CHUNKS_DB,
     IDS,
     INDEX,
@@ -359,7 +359,7 @@ class SnapshotWriter:
         message: str = "",
     ) -> int:
         """Make ``chunks`` (with ``vectors``, and each chunk's ``sentence_vectors`` when
-        given: ``retrieval.sentences``) the whole of ``source`` (an attachment of the e-mail
+        given: ``retrieval.store.sentences``) the whole of ``source`` (an attachment of the e-mail
         ``message``, when given); no chunks removes it. Returns the number stored. A
         ``ValueError`` changes nothing."""
         if sentence_vectors is not None and len(sentence_vectors) != len(chunks):

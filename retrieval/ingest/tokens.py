@@ -35,7 +35,7 @@ class WordPieceCounter:
         from tokenizers import Tokenizer
 
         if model_dir is None:
-            from retrieval.embeddings import default_embedding_model_path
+            from retrieval.embedding.embedder import default_embedding_model_path
 
             model_dir = default_embedding_model_path()
         path = Path(model_dir) / "tokenizer.json"

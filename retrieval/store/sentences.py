@@ -4,7 +4,7 @@
 block, a blank line, a new list item), collapses whitespace, drops ``[n]`` labels and pieces of
 fewer than ``MIN_WORDS`` words. Attribution (``app.citations``) gives each sentence of an answer
 to the passage holding the sentence most like it; the passages' sentence vectors are computed
-once, at ingest (``sentence_vectors``), and kept in the snapshot (``retrieval.snapshots``), so
+once, at ingest (``sentence_vectors``), and kept in the snapshot (``retrieval.store.snapshot``), so
 that a question's attribution embeds only its answer.
 
 ``scored_pieces`` cuts a passage at the same places, keeping every character, and scores each

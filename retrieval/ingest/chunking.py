@@ -12,7 +12,7 @@ OCR with a text layer's (a chunk's ``ocr`` says which it holds). With
 before. On the Python FAQ evaluation (whole corpus) this took nDCG@10 from 0.667, with a chunk
 per section at most, to 0.720 (BENCHMARKS.md, retrieval evaluation).
 
-Token counts come from a ``TokenCounter`` (``retrieval.tokens``): ingest uses the embedding
+Token counts come from a ``TokenCounter`` (``retrieval.ingest.tokens``): ingest uses the embedding
 model's own WordPiece tokenizer; ``approximate_tokens``, the default here, needs no file.
 """
 
@@ -24,7 +24,7 @@ from itertools import groupby
 
 from retrieval.formats import PATH_SEPARATOR, Document, parse_markup, stem_of, suffix_of
 from retrieval.formats.document import Block
-from retrieval.tokens import TokenCounter, approximate_tokens
+from retrieval.ingest.tokens import TokenCounter, approximate_tokens
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[^\sa-z])")
 

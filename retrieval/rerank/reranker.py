@@ -19,9 +19,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from retrieval._offline import hub_kwargs, local_or_id
 from retrieval.errors import RerankerUnavailable
-from retrieval.passages import Passage
+from retrieval.model_hub import hub_kwargs, local_or_id
+from retrieval.search.passages import Passage
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,8 +1,8 @@
 """The chunk store: named collections, each served from its current snapshot.
 
-Each collection lives in versioned, immutable snapshot directories (``retrieval.snapshots``:
+Each collection lives in versioned, immutable snapshot directories (``retrieval.store.snapshot``:
 chunk table, vectors, FAISS index, manifest) and a ``CURRENT`` pointer. A write builds the next
-snapshot beside the current one and publishes it atomically (``retrieval.snapshot_writer``):
+snapshot beside the current one and publishes it atomically (``retrieval.store.writer``):
 ``writer()`` for many changes in one snapshot (ingest), ``replace_source`` and
 ``drop_collection`` for one. A process that crashes mid-write leaves the current snapshot
 served and intact.
@@ -12,7 +12,7 @@ which never changes. ``refresh()`` (cheap: a ``stat`` of each pointer) loads a s
 process published and swaps it in; ``watch()`` runs it in a background thread, so that a
 running server picks up a new index without a restart while searches in flight finish on the
 old one. A data dir of the old layout (``chunks.sqlite3`` + ``faiss/<collection>.faiss``) is
-migrated on ``open()`` (``retrieval.legacy``).
+migrated on ``open()`` (``retrieval.store.legacy``).
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from pathlib import Path
 
 import numpy as np
 
-from retrieval.chunking import Chunk
 from retrieval.errors import (
     BrokenIndex,
     EmbeddingMismatch,
@@ -35,23 +34,24 @@ from retrieval.errors import (
     RetrievalError,
     UnknownCollection,
 )
-from retrieval.filters import SearchFilter
-from retrieval.index_types import IndexSettings
-from retrieval.legacy import migrate_legacy_layout
-from retrieval.passages import KeywordInfo, Passage, SearchInfo, passage_of_row
-from retrieval.sentences import ScoredPiece, scored_pieces
-from retrieval.snapshot_writer import (
-    SnapshotWriter,
-    collection_lock,
-    remove_half_built,
-    vector_family,
-)
-from retrieval.snapshots import (
+from retrieval.ingest.chunking import Chunk
+from retrieval.search.filters import SearchFilter
+from retrieval.search.index_types import IndexSettings
+from retrieval.search.passages import KeywordInfo, Passage, SearchInfo, passage_of_row
+from retrieval.store.legacy import migrate_legacy_layout
+from retrieval.store.sentences import ScoredPiece, scored_pieces
+from retrieval.store.snapshot import (
     POINTER,
     Snapshot,
     collection_dir,
     read_pointer,
     snapshots_dir,
+)
+from retrieval.store.writer import (
+    SnapshotWriter,
+    collection_lock,
+    remove_half_built,
+    vector_family,
 )
 
 log = logging.getLogger(__name__)
@@ -80,7 +80,8 @@ class DocumentStore:
     vectors of another backend (``torch`` and ``onnx`` give the same ones, ``onnx-int8`` not),
     or a write that would mix such backends in one collection, raises ``EmbeddingMismatch``
     (409); ``writer(rebuild=True)`` or ``drop_collection`` then lets it be rebuilt. The service
-    keeps one embedder per backend (``retrieval.embedders``) and uses each collection's own.
+    keeps one embedder per backend (``retrieval.embedding.embedders``) and uses each
+    collection's own.
     ``index_settings`` choose each snapshot's FAISS index by its size; ``keep`` snapshots per
     collection stay on disk (the current one and those before it).
     """

@@ -25,12 +25,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-from retrieval.chunking import (
-    DEFAULT_CHUNK_TOKENS,
-    DEFAULT_OVERLAP_TOKENS,
-    Chunk,
-    chunk_document,
-)
 from retrieval.errors import LimitExceeded, UnreadableDocument
 from retrieval.formats import (
     CARRIERS,
@@ -41,8 +35,14 @@ from retrieval.formats import (
     parse_with_attachments,
     suffix_of,
 )
-from retrieval.snapshot_writer import file_sha256
-from retrieval.tokens import TokenCounter
+from retrieval.ingest.chunking import (
+    DEFAULT_CHUNK_TOKENS,
+    DEFAULT_OVERLAP_TOKENS,
+    Chunk,
+    chunk_document,
+)
+from retrieval.ingest.tokens import TokenCounter
+from retrieval.store.writer import file_sha256
 
 #: Between an e-mail's source and its attachment's name: ``thread.eml#report.pdf``.
 ATTACHMENT_MARK = "#"

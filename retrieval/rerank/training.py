@@ -42,10 +42,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from retrieval.embeddings import Embedder
+from retrieval.embedding.embedder import Embedder
 from retrieval.eval.metrics import MRR_AT, NDCG_AT, ndcg_at, reciprocal_rank
-from retrieval.passages import Passage
-from retrieval.reranker_mining import (
+from retrieval.rerank.mining import (
     MinedQuery,
     MinedSet,
     TrainOptions,
@@ -54,8 +53,9 @@ from retrieval.reranker_mining import (
     mine_queries,
     split_holdout,
 )
-from retrieval.store import DocumentStore
-from retrieval.trained_reranker import RECORD_NAME, trained_model_dir
+from retrieval.rerank.trained import RECORD_NAME, trained_model_dir
+from retrieval.search.passages import Passage
+from retrieval.store.document_store import DocumentStore
 
 log = logging.getLogger(__name__)
 

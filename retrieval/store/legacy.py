@@ -23,9 +23,9 @@ from typing import Any
 import faiss
 import numpy as np
 
-from retrieval.chunking import Chunk
-from retrieval.snapshot_writer import SnapshotWriter
-from retrieval.snapshots import POINTER, collection_dir
+from retrieval.ingest.chunking import Chunk
+from retrieval.store.snapshot import POINTER, collection_dir
+from retrieval.store.writer import SnapshotWriter
 
 #: How a collection's next snapshot is written: ``DocumentStore.writer``.
 Writer = Callable[..., AbstractContextManager[SnapshotWriter]]

@@ -14,9 +14,9 @@ import threading
 from collections.abc import Callable
 from typing import Protocol
 
-from retrieval.embeddings import Embedder
+from retrieval.embedding.embedder import Embedder
 from retrieval.errors import EmbeddingMismatch
-from retrieval.snapshot_writer import vector_family
+from retrieval.store.writer import vector_family
 
 
 class BuiltWith(Protocol):

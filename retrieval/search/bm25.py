@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from retrieval.passages import Passage
+from retrieval.search.passages import Passage
 
 if TYPE_CHECKING:
     from bm25s.tokenization import Tokenizer

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from retrieval.index_types import IndexSpec
-from retrieval.source_names import SourceNames
+from retrieval.search.index_types import IndexSpec
+from retrieval.search.source_names import SourceNames
 
 
 @dataclass(frozen=True)

@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Literal, get_args
 
 import numpy as np
 
-from retrieval._offline import hub_kwargs, local_or_id
 from retrieval.errors import RetrievalError
+from retrieval.model_hub import hub_kwargs, local_or_id
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
-    from retrieval.onnx_embed import OnnxSentenceEncoder
+    from retrieval.embedding.onnx_encoder import OnnxSentenceEncoder
 
 #: How vectors are computed: sentence-transformers on torch, or ONNX Runtime (fp32 or int8
 #: weights, exported from the same model on first use). An index is searched only with vectors
@@ -70,7 +70,7 @@ class Embedder:
         self._lock = threading.Lock()
 
     def __getstate__(self) -> dict[str, object]:
-        """Pickled unloaded (for an ingest worker, ``retrieval.ingest_worker``): the model is
+        """Pickled unloaded (for an ingest worker, ``retrieval.ingest.workers``): the model is
         loaded again where it is unpickled."""
         state = self.__dict__.copy()
         state.update(_model=None, _onnx=None, _dim=0)
@@ -82,7 +82,7 @@ class Embedder:
         self._lock = threading.Lock()
 
     def _load_onnx(self) -> None:
-        from retrieval.onnx_embed import OnnxSentenceEncoder, default_cache_dir
+        from retrieval.embedding.onnx_encoder import OnnxSentenceEncoder, default_cache_dir
 
         model_dir = Path(local_or_id(self._name))
         if not model_dir.is_dir():  # a hub id: its local snapshot, never a download

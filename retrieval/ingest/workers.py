@@ -2,7 +2,7 @@
 
 A hostile upload (a paragraph bomb, a document that inflates to a gigabyte) must not cost the
 serving process its memory, its event loop or its shutdown (issue 24 §2). ``IngestWorkers``
-runs ``retrieval.ingest.prepare_documents`` in a process of its own (a fresh interpreter
+runs ``retrieval.ingest.folder.prepare_documents`` in a process of its own (a fresh interpreter
 running this module, talking over a socket pair in ``multiprocessing``'s pickled messages), and
 watches it while it works:
 
@@ -16,7 +16,7 @@ Workers run at a lower CPU priority (``NICENESS``) than the serving process.
 
 At most ``max_workers`` work at once (others wait their turn); one idle worker is kept, its
 embedding model loaded, for the next upload. The caller publishes the result
-(``retrieval.ingest.publish_prepared``): only that step holds the collection's lock.
+(``retrieval.ingest.folder.publish_prepared``): only that step holds the collection's lock.
 """
 
 from __future__ import annotations
@@ -34,10 +34,10 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
-from retrieval.embeddings import Embedder
+from retrieval.embedding.embedder import Embedder
 from retrieval.errors import LimitExceeded, RetrievalError
 from retrieval.formats import ParseLimits
-from retrieval.ingest import (
+from retrieval.ingest.folder import (
     DocumentReader,
     PreparedDocuments,
     default_token_counter,
@@ -105,14 +105,14 @@ def _serve(conn: Connection) -> None:
 
 
 class _Worker:
-    """One worker process (``python -m retrieval.ingest_worker FD``: a fresh interpreter, so
+    """One worker process (``python -m retrieval.ingest.workers FD``: a fresh interpreter, so
     no script's ``__main__`` is run again in it) and the parent's end of its socket."""
 
     def __init__(self) -> None:
         mine, theirs = socket.socketpair()
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "retrieval.ingest_worker", str(theirs.fileno())],
+            [sys.executable, "-m", "retrieval.ingest.workers", str(theirs.fileno())],
             pass_fds=[theirs.fileno()],
             stdin=subprocess.DEVNULL,
             env=env,
