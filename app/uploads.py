@@ -41,7 +41,7 @@ from app.errors import (
 from app.schemas import DocumentText
 from retrieval import SUPPORTED_SUFFIXES, DocumentStore, Embedder, IngestReport, ParseLimits
 from retrieval.formats import suffix_of
-from retrieval.ingest.folder import publish_prepared
+from retrieval.ingest.prepared import publish_prepared
 from retrieval.ingest.workers import IngestWorkers, PrepareJob
 
 #: At most this many documents in one upload.

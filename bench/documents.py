@@ -206,7 +206,7 @@ def measure(
     from app.config import get_settings
     from app.services import default_embedder
     from retrieval import DocumentStore, ingest_path
-    from retrieval.eval.runner import search_in_mode
+    from retrieval.eval.retrievers import search_in_mode
     from retrieval.formats.ocr import find_tesseract
 
     settings = get_settings()

@@ -28,7 +28,7 @@ import numpy as np
 
 from retrieval import Embedder, chunk_text, default_embedding_model_path, iter_documents
 from retrieval.embedding.embedder import EMBEDDING_BACKENDS, EmbeddingBackend
-from retrieval.ingest.folder import embedding_input
+from retrieval.ingest.chunking import embedding_input
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO_CORPUS = ROOT / "demo" / "corpus"

@@ -24,10 +24,11 @@ from retrieval.errors import (
 )
 from retrieval.formats import SUPPORTED_SUFFIXES, ParseLimits
 from retrieval.ingest.chunking import Chunk, chunk_text
-from retrieval.ingest.folder import IngestProgress, IngestReport, ingest_path, iter_documents
+from retrieval.ingest.folder import ingest_path, iter_documents
+from retrieval.ingest.report import IngestProgress, IngestReport
 from retrieval.rerank.reranker import Reranker, RerankResult, RerankRound
-from retrieval.search.bm25 import RRF_K, fuse_passages, keyword_weight, rrf_fuse
 from retrieval.search.filters import SearchFilter
+from retrieval.search.fusion import RRF_K, fuse_passages, keyword_weight, rrf_fuse
 from retrieval.search.index_types import IndexSettings, IndexSpec
 from retrieval.search.passages import KeywordInfo, Passage, SearchInfo
 from retrieval.store.document_store import DocumentStore

@@ -26,7 +26,7 @@ from retrieval import (
     SearchInfo,
     UnknownCollection,
 )
-from retrieval.store.writer import vector_family
+from retrieval.embedding.embedder import vector_family
 from tracing.budget import DeadlinePassed, StageName
 
 

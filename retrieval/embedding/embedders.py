@@ -14,9 +14,8 @@ import threading
 from collections.abc import Callable
 from typing import Protocol
 
-from retrieval.embedding.embedder import Embedder
+from retrieval.embedding.embedder import Embedder, vector_family
 from retrieval.errors import EmbeddingMismatch
-from retrieval.store.writer import vector_family
 
 
 class BuiltWith(Protocol):

@@ -2,9 +2,9 @@
 
 A hostile upload (a paragraph bomb, a document that inflates to a gigabyte) must not cost the
 serving process its memory, its event loop or its shutdown (issue 24 §2). ``IngestWorkers``
-runs ``retrieval.ingest.folder.prepare_documents`` in a process of its own (a fresh interpreter
-running this module, talking over a socket pair in ``multiprocessing``'s pickled messages), and
-watches it while it works:
+runs ``retrieval.ingest.prepared.prepare_documents`` in a process of its own (a fresh
+interpreter running this module, talking over a socket pair in ``multiprocessing``'s pickled
+messages), and watches it while it works:
 
 - a file whose parsing runs longer than ``max_parse_s`` gets its worker killed, and
   ``LimitExceeded`` (``max_parse_s``, 422) names the file;
@@ -16,7 +16,7 @@ Workers run at a lower CPU priority (``NICENESS``) than the serving process.
 
 At most ``max_workers`` work at once (others wait their turn); one idle worker is kept, its
 embedding model loaded, for the next upload. The caller publishes the result
-(``retrieval.ingest.folder.publish_prepared``): only that step holds the collection's lock.
+(``retrieval.ingest.prepared.publish_prepared``): only that step holds the collection's lock.
 """
 
 from __future__ import annotations
@@ -37,12 +37,8 @@ from typing import Any
 from retrieval.embedding.embedder import Embedder
 from retrieval.errors import LimitExceeded, RetrievalError
 from retrieval.formats import ParseLimits
-from retrieval.ingest.folder import (
-    DocumentReader,
-    PreparedDocuments,
-    default_token_counter,
-    prepare_documents,
-)
+from retrieval.ingest.files import DocumentReader
+from retrieval.ingest.prepared import PreparedDocuments, default_token_counter, prepare_documents
 
 #: How often a working worker is checked (its time on a file, its memory).
 WATCH_S = 0.05

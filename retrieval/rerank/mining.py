@@ -8,7 +8,7 @@ query whose embedding lies within ``exclude_similarity`` of an excluded question
 query's positive is its own chunk (for a first sentence, with that sentence taken out, so the
 pair is not a verbatim match); its candidates are the ranking the service would give it: the
 FAISS neighbours fused with the BM25 hits by reciprocal rank, as hybrid search fuses them
-(``retrieval.search.bm25.fuse_passages``; dense only without a keyword search), and the hard
+(``retrieval.search.fusion.fuse_passages``; dense only without a keyword search), and the hard
 negatives are those from other sources or sections. Sections, not single queries, are held
 out.
 """
@@ -25,7 +25,7 @@ import numpy as np
 
 from retrieval.embedding.embedder import Embedder
 from retrieval.errors import UnknownCollection
-from retrieval.search.bm25 import fuse_passages
+from retrieval.search.fusion import fuse_passages
 from retrieval.search.passages import Passage
 from retrieval.store.document_store import DocumentStore
 

@@ -38,11 +38,11 @@ def passage_of_row(
     names: SourceNames | None = None,
     prefix: str = "",
 ) -> Passage:
-    """A snapshot's chunk row (``snapshots.CHUNK_COLUMNS``) as a passage; its ``ocr`` column,
+    """A snapshot's chunk row (``store.snapshot.CHUNK_COLUMNS``) as a passage; its ``ocr`` column,
     which snapshots written before OCR lack, reads as false where it is missing or NULL.
     ``names`` (the snapshot's) name it: by the first of its source and that source's copies
     that starts with ``prefix`` (a search's filter), the others in ``also``, and its message."""
-    id_, source, title, section, text, page, kind = row[:7]  # snapshots.CHUNK_COLUMNS order
+    id_, source, title, section, text, page, kind = row[:7]  # store.snapshot.CHUNK_COLUMNS order
     ocr = bool(row[7]) if len(row) > 7 else False
     shown, also = names.shown(source, prefix) if names is not None else (source, ())
     message = names.message_of(shown) if names is not None else ""

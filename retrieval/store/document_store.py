@@ -1,18 +1,13 @@
 """The chunk store: named collections, each served from its current snapshot.
 
-Each collection lives in versioned, immutable snapshot directories (``retrieval.store.snapshot``:
-chunk table, vectors, FAISS index, manifest) and a ``CURRENT`` pointer. A write builds the next
-snapshot beside the current one and publishes it atomically (``retrieval.store.writer``):
-``writer()`` for many changes in one snapshot (ingest), ``replace_source`` and
-``drop_collection`` for one. A process that crashes mid-write leaves the current snapshot
-served and intact.
-
-Readers hold no lock across a search: each takes the collection's current ``Snapshot`` object,
-which never changes. ``refresh()`` (cheap: a ``stat`` of each pointer) loads a snapshot another
-process published and swaps it in; ``watch()`` runs it in a background thread, so that a
-running server picks up a new index without a restart while searches in flight finish on the
-old one. A data dir of the old layout (``chunks.sqlite3`` + ``faiss/<collection>.faiss``) is
-migrated on ``open()`` (``retrieval.store.legacy``).
+Each collection lives in versioned, immutable snapshot directories (``layout``: chunk table,
+vectors, FAISS index, manifest) and a ``CURRENT`` pointer. A write builds the next snapshot
+beside the current one and publishes it atomically (``writer``): ``writer()`` for many changes
+in one snapshot (ingest), ``replace_source`` and ``drop_collection`` for one. A process that
+crashes mid-write leaves the current snapshot served and intact. Readers hold no lock across a
+search, and a snapshot another process published is picked up without a restart
+(``served``). A data dir of the old layout (``chunks.sqlite3`` + ``faiss/<collection>.faiss``)
+is migrated on ``open()`` (``legacy``).
 """
 
 from __future__ import annotations
@@ -27,32 +22,23 @@ from pathlib import Path
 
 import numpy as np
 
+from retrieval.embedding.embedder import vector_family
 from retrieval.errors import (
     BrokenIndex,
     EmbeddingMismatch,
     InvalidFilter,
-    RetrievalError,
-    UnknownCollection,
 )
 from retrieval.ingest.chunking import Chunk
 from retrieval.search.filters import SearchFilter
 from retrieval.search.index_types import IndexSettings
 from retrieval.search.passages import KeywordInfo, Passage, SearchInfo, passage_of_row
+from retrieval.store.layout import collection_dir
 from retrieval.store.legacy import migrate_legacy_layout
+from retrieval.store.publishing import collection_lock, remove_half_built
 from retrieval.store.sentences import ScoredPiece, scored_pieces
-from retrieval.store.snapshot import (
-    POINTER,
-    Snapshot,
-    collection_dir,
-    read_pointer,
-    snapshots_dir,
-)
-from retrieval.store.writer import (
-    SnapshotWriter,
-    collection_lock,
-    remove_half_built,
-    vector_family,
-)
+from retrieval.store.served import ServedSnapshots
+from retrieval.store.snapshot import Snapshot
+from retrieval.store.writer import SnapshotWriter
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +57,7 @@ def check_collection_name(name: str) -> None:
 MAX_ABS_SCORE = 1.1
 
 
-class DocumentStore:
+class DocumentStore(ServedSnapshots):
     """Chunks and their vectors, grouped in named collections, under ``root``.
 
     ``embedding_backend`` (and ``embedding_model``) name the embedder whose vectors this object
@@ -95,21 +81,11 @@ class DocumentStore:
         index_settings: IndexSettings | None = None,
         keep: int = 3,
     ) -> None:
-        self.root = Path(root)
+        super().__init__(Path(root), index_settings or IndexSettings())
         self.embedding_backend = embedding_backend
         self.embedding_model = embedding_model
-        self.index_settings = index_settings or IndexSettings()
         self.keep = max(1, keep)
-        self._snapshots: dict[str, Snapshot] = {}
-        """Current snapshot per collection: replaced whole on every change, read without a lock."""
-        self._broken: dict[str, str] = {}  # collection -> why its snapshot cannot be served
-        self._errors: dict[str, str] = {}  # collection -> the last load error logged
-        self._pointer_keys: dict[str, tuple[int, int, int]] = {}
-        self._open = False
-        self._lock = threading.RLock()  # installs and refreshes
         self._writer_locks: dict[str, threading.Lock] = {}
-        self._watcher: threading.Thread | None = None
-        self._stop = threading.Event()
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -139,160 +115,7 @@ class DocumentStore:
             self._broken = {}
             self._pointer_keys = {}
 
-    def watch(self, interval_s: float) -> None:
-        """Poll every ``interval_s`` seconds, in a daemon thread, for snapshots published by
-        other processes (``refresh``); ``close()`` stops it."""
-        if interval_s <= 0 or self._watcher is not None:
-            return
-        self._stop.clear()
-
-        def loop() -> None:
-            while not self._stop.wait(interval_s):
-                try:
-                    self.refresh()
-                except Exception:  # a bad snapshot must not stop the watcher
-                    log.exception("refreshing the snapshots under %s failed", self.root)
-
-        self._watcher = threading.Thread(target=loop, name="snapshot-watch", daemon=True)
-        self._watcher.start()
-
-    def stop_watching(self) -> None:
-        self._stop.set()
-        if self._watcher is not None:
-            self._watcher.join(timeout=5)
-        self._watcher = None
-
-    def _require_open(self) -> None:
-        if not self._open:
-            raise RetrievalError(f"document store at {self.root} is not open")
-
-    # -- picking up published snapshots ------------------------------------------------------
-
-    def refresh(self) -> list[str]:
-        """Load every collection whose ``CURRENT`` changed since this object last looked (one
-        ``stat`` per collection when nothing did), and drop those that are gone. Returns the
-        names that changed. A snapshot that cannot be read keeps the one served before it."""
-        self._require_open()
-        folder = self.root / "collections"
-        names = sorted(p.name for p in folder.iterdir() if (p / POINTER).is_file())
-        changed: list[str] = []
-        with self._lock:
-            for name in names:
-                if self._refresh_one(name):
-                    changed.append(name)
-            for name in set(self._snapshots) | set(self._broken):
-                if name not in names:
-                    self._uninstall(name)
-                    changed.append(name)
-        return changed
-
-    def _refresh_one(self, name: str) -> bool:
-        path = collection_dir(self.root, name)
-        try:
-            st = (path / POINTER).stat()
-        except FileNotFoundError:
-            return False
-        key = (st.st_mtime_ns, st.st_size, st.st_ino)
-        if self._pointer_keys.get(name) == key:
-            return False
-        self._pointer_keys[name] = key
-        try:
-            version = read_pointer(path)
-        except RetrievalError as exc:
-            self._mark_broken(name, str(exc))
-            return False
-        current = self._snapshots.get(name)
-        if version is None or (current is not None and current.version == version):
-            return False
-        try:
-            snapshot = Snapshot.load(
-                snapshots_dir(path) / version, use_gpu=self.index_settings.use_gpu
-            )
-        except RetrievalError as exc:
-            self._mark_broken(name, str(exc))
-            return False
-        self._install(name, snapshot)
-        self._errors.pop(name, None)
-        log.info("collection %r now served from snapshot %s", name, version)
-        return True
-
-    def _remember_pointer(self, name: str) -> None:
-        """Note ``CURRENT`` as it is now, so that ``refresh`` does not load it again."""
-        st = (collection_dir(self.root, name) / POINTER).stat()
-        self._pointer_keys[name] = (st.st_mtime_ns, st.st_size, st.st_ino)
-
-    def _mark_broken(self, name: str, reason: str) -> None:
-        """Record that ``name``'s published snapshot cannot be loaded; the next ``refresh``
-        tries again (it may have been pruned while this process was slow to look). Logged once
-        per reason."""
-        self._pointer_keys.pop(name, None)
-        first = self._errors.get(name) != reason
-        self._errors[name] = reason
-        if name in self._snapshots:
-            if first:
-                log.error("%s; still serving %r from its previous snapshot", reason, name)
-            return
-        if first:
-            log.error("%s: re-ingest it", reason)
-        self._broken = self._broken | {name: reason}
-
-    def _install(self, name: str, snapshot: Snapshot) -> None:
-        """Serve ``snapshot`` for ``name`` (none when it holds no chunks). The old one is only
-        dropped from the map: searches that hold it finish on it."""
-        others = {n: s for n, s in self._snapshots.items() if n != name}
-        self._snapshots = others | ({name: snapshot} if snapshot.count else {})
-        self._broken = {n: r for n, r in self._broken.items() if n != name}
-
-    def _uninstall(self, name: str) -> None:
-        self._snapshots = {n: s for n, s in self._snapshots.items() if n != name}
-        self._broken = {n: r for n, r in self._broken.items() if n != name}
-        self._pointer_keys.pop(name, None)
-
     # -- reads -------------------------------------------------------------------------------
-
-    def collections(self) -> dict[str, int]:
-        """Each collection's name and number of chunks (as last loaded; no lock, no I/O)."""
-        self._require_open()
-        counts = {name: s.count for name, s in self._snapshots.items()}
-        counts |= {name: 0 for name in self._broken if name not in counts}
-        return dict(sorted(counts.items()))
-
-    def has_collection(self, name: str) -> bool:
-        """Whether ``name`` holds chunks (or has a snapshot that failed to load); no I/O."""
-        self._require_open()
-        return name in self._snapshots or name in self._broken
-
-    def load_keyword_indexes(self) -> list[str]:
-        """Load the BM25 index each served snapshot keeps (bm25s and scipy imported with the
-        first), so that no request pays for it; a snapshot that keeps none builds it at its
-        first keyword search instead, not here. The collections loaded; one whose index cannot
-        be read is left to fail its own searches."""
-        loaded = []
-        for name, snapshot in sorted(self._snapshots.items()):
-            if snapshot.keyword_source == "stored":
-                try:
-                    snapshot.keyword_index()
-                except BrokenIndex as exc:
-                    log.warning("collection %r: %s", name, exc)
-                    continue
-                loaded.append(name)
-        return loaded
-
-    def snapshot(self, name: str) -> Snapshot | None:
-        """The snapshot ``name`` is served from now (None when it has none)."""
-        return self._snapshots.get(name)
-
-    def problems(self) -> dict[str, str]:
-        """Collections whose snapshot could not be loaded, with the reason (some may still
-        serve their previous snapshot)."""
-        return dict(self._broken)
-
-    def check(self) -> dict[str, str]:
-        """Collections that cannot be served at all (no snapshot loaded), with the reason:
-        what ``/readyz`` reports. No I/O."""
-        self._require_open()
-        broken = dict(self._broken)
-        return {name: broken[name] for name in sorted(broken) if name not in self._snapshots}
 
     def embedding_backend_of(self, collection: str) -> str:
         """The backend ``collection`` was embedded with (``torch`` when unrecorded)."""
@@ -377,18 +200,6 @@ class DocumentStore:
                 f"collection {collection!r} holds no {', '.join(map(repr, missing))} files; "
                 f"its file types are {sorted(kinds)}",
             )
-
-    def _serving(self, collection: str) -> Snapshot:
-        self._require_open()
-        snapshot = self._snapshots.get(collection)
-        if snapshot is None:
-            if collection in self._broken:
-                raise BrokenIndex(
-                    f"collection {collection!r} cannot be searched: its index could not be "
-                    "loaded; re-ingest it"
-                )
-            raise UnknownCollection.named(collection, self._snapshots)
-        return snapshot
 
     def search(
         self,

@@ -24,7 +24,7 @@ import faiss
 import numpy as np
 
 from retrieval.ingest.chunking import Chunk
-from retrieval.store.snapshot import POINTER, collection_dir
+from retrieval.store.layout import POINTER, collection_dir
 from retrieval.store.writer import SnapshotWriter
 
 #: How a collection's next snapshot is written: ``DocumentStore.writer``.

@@ -2,109 +2,48 @@
 
 A ``SnapshotWriter`` starts from the current snapshot (the base) and takes changes: sources
 replaced (new chunks and vectors) and sources removed; every other source of the base is
-carried over with its stored vectors, never embedded again. ``publish()`` then:
-
-1. writes the new snapshot into ``snapshots/.building-<version>-<pid>/`` (chunk table, ids,
-   vectors, FAISS index, BM25 keyword index, manifest), each file fsynced;
-2. renames that directory to ``snapshots/<version>`` (and fsyncs ``snapshots/``);
-3. writes ``CURRENT.tmp``, fsyncs it and ``os.replace``s it over ``CURRENT`` (and fsyncs the
-   collection directory): the one step that makes the new snapshot the served one;
-4. prunes: keeps the current snapshot and the ``keep - 1`` before it.
-
-A crash before step 3 leaves ``CURRENT`` naming the previous snapshot, which is untouched; the
-next writer removes the half-built directory. One writer per collection at a time: the caller
-holds ``collection_lock`` (an ``flock``, released by the kernel when a writer dies).
+carried over with its stored vectors, never embedded again (``carry``). ``publish()`` then
+writes the new snapshot beside the served one, renames it into place, points ``CURRENT`` at it
+and prunes the old ones (``publishing``, one function a step): a crash before ``CURRENT``
+changes leaves the previous snapshot served and untouched. One writer per collection at a
+time: the caller holds ``publishing.collection_lock``.
 """
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import hashlib
-import logging
 import os
-import re
 import shutil
 import sqlite3
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
-from typing import Any
 
-import faiss
 import numpy as np
 
+from retrieval.embedding.embedder import vector_family
 from retrieval.errors import EmbeddingMismatch
 from retrieval.ingest.chunking import Chunk
-from retrieval.search.bm25 import KEYWORD_DIR, KeywordIndex
+from retrieval.search.bm25 import KeywordIndex
 from retrieval.search.index_types import IndexSettings, build_index, choose_spec
-from retrieval.store.snapshot import (
+from retrieval.store.carry import carry_rows, sentence_arrays
+from retrieval.store.layout import (
+    CHUNK_TABLE,
+    CHUNK_TABLE_COLUMNS,
+    CHUNK_TABLE_INDEXES,
     CHUNKS_DB,
-    IDS,
-    INDEX,
-    LOCK,
-    MANIFEST,
-    POINTER,
-    SENTENCE_OFFSETS,
-    SENTENCE_VECTORS,
     STAGING_PREFIX,
-    VECTORS,
     Manifest,
-    Snapshot,
     SourceRecord,
-    file_checksum,
-    fsync_dir,
-    keyword_documents,
     published_versions,
-    read_pointer,
     snapshots_dir,
-    verify_checksums,
     version_name,
     version_number,
 )
-
-log = logging.getLogger(__name__)
-
-_SCHEMA = """
-CREATE TABLE chunks (
-    id INTEGER PRIMARY KEY,
-    source TEXT NOT NULL,
-    title TEXT NOT NULL,
-    section TEXT NOT NULL,
-    ordinal INTEGER NOT NULL,
-    page INTEGER,
-    kind TEXT NOT NULL,
-    text TEXT NOT NULL,
-    ocr INTEGER NOT NULL DEFAULT 0
-);
-"""
-_INDEXES = """
-CREATE INDEX IF NOT EXISTS chunks_source ON chunks (source);
-CREATE INDEX IF NOT EXISTS chunks_kind ON chunks (kind);
-"""
-_COLUMNS = "id, source, title, section, ordinal, page, kind, text, ocr"
-#: Backends that give the same vectors: ONNX fp32 matched torch with cosine 1.0000 on 200 demo
-#: chunks and the same top-10 for every question (``ragtime bench embed``); int8 does not.
-_SAME_VECTORS = {"torch": "fp32", "onnx": "fp32"}
-
-
-def write_faiss_index(index: Any, path: Path) -> None:
-    """``faiss.write_index``, whose failures (a RuntimeError naming the C library's error in
-    parentheses at its end) are raised as the ``OSError`` they are: a full disk is ENOSPC."""
-    try:
-        faiss.write_index(index, str(path))
-    except RuntimeError as exc:
-        found = re.search(r"\(([^()]+)\)\s*$", str(exc))
-        reason = found[1] if found else "faiss could not write the index"
-        code = next((c for c in errno.errorcode if os.strerror(c) == reason), errno.EIO)
-        raise OSError(code, reason, str(path)) from exc
-
-
-def vector_family(backend: str) -> str:
-    return _SAME_VECTORS.get(backend, backend)
+from retrieval.store.publishing import point_current, prune, rename_into_place, write_snapshot_files
+from retrieval.store.snapshot import Snapshot, keyword_documents
 
 
 def file_sha256(data: bytes) -> str:
@@ -115,135 +54,6 @@ def kind_of(source: str) -> str:
     """A source's file type from its last suffix (``md`` for ``a/b.md``), "" without one."""
     suffix = PurePosixPath(source).suffix.lower().lstrip(".")
     return "".join(c for c in suffix if c.isalnum())[:16]
-
-
-@contextmanager
-def collection_lock(collection: Path) -> Iterator[None]:
-    """Hold the collection's writer lock (blocking until any other writer is done, and saying
-    so: an ingest that waits for another does not look hung)."""
-    collection.mkdir(parents=True, exist_ok=True)
-    with open(collection / LOCK, "a+b") as handle:
-        try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            log.warning(
-                "collection %s: another writer holds it; waiting for it to finish",
-                collection.name,
-            )
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-
-
-def remove_half_built(collection: Path) -> list[str]:
-    """Remove the snapshots a killed writer left half built in ``collection``, if no writer
-    holds its lock now (a live one's staging directory is its own). Returns the removed names."""
-    folder = snapshots_dir(collection)
-    if not folder.is_dir():
-        return []
-    with open(collection / LOCK, "a+b") as handle:
-        try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return []  # a writer is at work: what it stages is not a leftover
-        try:
-            return _remove_staging(folder)
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-
-
-def _remove_staging(folder: Path) -> list[str]:
-    """Remove the half-built snapshots in a collection's ``snapshots`` folder; their names.
-    Call with the collection lock held."""
-    removed = []
-    if folder.is_dir():
-        for path in folder.iterdir():
-            if path.name.startswith(STAGING_PREFIX):
-                shutil.rmtree(path, ignore_errors=True)
-                removed.append(path.name)
-    return removed
-
-
-def _fsync_file(path: Path) -> None:
-    with open(path, "rb+") as f:
-        os.fsync(f.fileno())
-
-
-# The publish steps, one function each (a crash test stops the process between them).
-
-
-def write_snapshot_files(
-    staging: Path,
-    manifest: Manifest,
-    ids: np.ndarray,
-    vectors: np.ndarray,
-    index: Any,
-    sentences: tuple[np.ndarray, np.ndarray] | None = None,
-    keyword: KeywordIndex | None = None,
-) -> Manifest:
-    """Step 1: the arrays, indexes (FAISS, and BM25 when given) and manifest (with every
-    other file's checksum) beside the chunk table, all fsynced, then read back and checked
-    against the checksums; returns the manifest as written."""
-    np.save(staging / IDS, ids)
-    np.save(staging / VECTORS, vectors)
-    if sentences is not None:
-        np.save(staging / SENTENCE_VECTORS, sentences[0])
-        np.save(staging / SENTENCE_OFFSETS, sentences[1])
-    if index is not None:
-        write_faiss_index(index, staging / INDEX)
-    names = [CHUNKS_DB, IDS, VECTORS]
-    names += [INDEX] if index is not None else []
-    names += [SENTENCE_VECTORS, SENTENCE_OFFSETS] if sentences is not None else []
-    if keyword is not None:
-        written = keyword.save(staging / KEYWORD_DIR)
-        names += [path.relative_to(staging).as_posix() for path in written]
-    for name in names:
-        _fsync_file(staging / name)
-    if keyword is not None:
-        fsync_dir(staging / KEYWORD_DIR)
-    manifest = replace(manifest, checksums={name: file_checksum(staging / name) for name in names})
-    (staging / MANIFEST).write_text(manifest.to_json(), encoding="utf-8")
-    _fsync_file(staging / MANIFEST)
-    fsync_dir(staging)
-    verify_checksums(staging, manifest)  # what reached the disk, before it is published
-    return manifest
-
-
-def rename_into_place(staging: Path, final: Path) -> None:
-    """Step 2: the snapshot gets its final name (still not served)."""
-    os.rename(staging, final)
-    fsync_dir(final.parent)
-
-
-def point_current(collection: Path, version: str) -> None:
-    """Step 3: ``CURRENT`` names ``version``, replaced atomically."""
-    tmp = collection / f".{POINTER}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="ascii") as f:
-        f.write(version + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, collection / POINTER)
-    fsync_dir(collection)
-
-
-def prune(collection: Path, keep: int) -> list[str]:
-    """Step 4: remove all but the current snapshot and the ``keep - 1`` published before it,
-    and any half-built one. Returns the removed names. Call with the collection lock held."""
-    current = read_pointer(collection)
-    folder = snapshots_dir(collection)
-    removed = _remove_staging(folder)
-    versions = published_versions(collection)
-    if current in versions:
-        kept = set(versions[: versions.index(current) + 1][-max(1, keep) :])
-    else:
-        kept = set(versions[-max(1, keep) :])
-    for name in versions:
-        if name not in kept:
-            shutil.rmtree(folder / name, ignore_errors=True)
-            removed.append(name)
-    return removed
 
 
 class SnapshotWriter:
@@ -276,7 +86,7 @@ class SnapshotWriter:
         self.staging = folder / f"{STAGING_PREFIX}{self.version}-{os.getpid()}"
         self.staging.mkdir()
         self._db = sqlite3.connect(self.staging / CHUNKS_DB, uri=True, isolation_level=None)
-        self._db.executescript("PRAGMA synchronous = OFF;" + _SCHEMA)
+        self._db.executescript("PRAGMA synchronous = OFF;" + CHUNK_TABLE)
         self._db.execute("BEGIN")
         self._next_id = base.manifest.next_id if base is not None else 1
         self._files: dict[str, SourceRecord] = dict(base.manifest.files) if base else {}
@@ -386,7 +196,7 @@ class SnapshotWriter:
         ids = np.arange(self._next_id, self._next_id + len(chunks), dtype=np.int64)
         self._next_id += len(chunks)
         self._db.executemany(
-            f"INSERT INTO chunks ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            f"INSERT INTO chunks ({CHUNK_TABLE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 (
                     int(i),
@@ -472,47 +282,13 @@ class SnapshotWriter:
 
     # -- publish -----------------------------------------------------------------------------
 
-    def _carried(self) -> tuple[np.ndarray, np.ndarray]:
-        """The base's kept rows copied into the new table; their (ids, vectors)."""
-        base = self.base
-        if base is None or not base.count:
-            return np.zeros(0, np.int64), np.zeros((0, self._dim() or 0), np.float32)
-        uri = f"{(base.path / CHUNKS_DB).resolve().as_uri()}?mode=ro&immutable=1"
-        self._db.execute("ATTACH DATABASE ? AS base", (uri,))  # outside a transaction
-        self._db.execute("BEGIN")
-        self._db.execute("CREATE TEMP TABLE dropped (source TEXT PRIMARY KEY)")
-        self._db.executemany("INSERT INTO dropped VALUES (?)", [(s,) for s in self._dropped])
-        self._db.execute("CREATE TEMP TABLE renamed (old TEXT PRIMARY KEY, new TEXT NOT NULL)")
-        renamed = [(old, new) for new, old in self._base_rows.items() if new != old]
-        self._db.executemany("INSERT INTO renamed VALUES (?, ?)", renamed)
-        carried = _COLUMNS.replace(
-            "source", "COALESCE((SELECT new FROM renamed WHERE old = source), source)", 1
-        )
-        if "ocr" not in {row[1] for row in self._db.execute("PRAGMA base.table_info(chunks)")}:
-            carried = carried.replace(", ocr", ", 0")  # a base written before OCR
-        self._db.execute(
-            f"INSERT INTO chunks ({_COLUMNS}) SELECT {carried} FROM base.chunks "
-            "WHERE source NOT IN (SELECT source FROM dropped)"
-        )
-        gone = np.fromiter(
-            (
-                row[0]
-                for row in self._db.execute(
-                    "SELECT id FROM base.chunks WHERE source IN (SELECT source FROM dropped)"
-                )
-            ),
-            dtype=np.int64,
-        )
-        self._db.execute("COMMIT")
-        self._db.execute("DETACH DATABASE base")
-        mask = ~np.isin(base.ids, gone)
-        return np.asarray(base.ids[mask]), np.asarray(base.vectors[mask], dtype=np.float32)
-
     def publish(self) -> Snapshot:
         """Write, rename, point ``CURRENT`` at the new snapshot, prune; returns it loaded."""
         started = time.perf_counter()
         self._db.execute("COMMIT")
-        kept_ids, kept_vectors = self._carried()
+        kept_ids, kept_vectors = carry_rows(
+            self._db, self.base, self._dropped, self._base_rows, self._dim()
+        )
         parts = [(kept_ids, kept_vectors), *self._new.values()]
         dim = self._dim() or 0
         ids = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)
@@ -522,9 +298,11 @@ class SnapshotWriter:
             else np.zeros((0, 0), np.float32)
         )
         order = np.argsort(ids, kind="stable")
-        sentences = self._sentence_arrays(kept_ids, ids[order], dim)
+        sentences = sentence_arrays(
+            self.base, self._new, self._sentences, kept_ids, ids[order], dim
+        )
         ids, vectors = ids[order], np.ascontiguousarray(vectors[order])
-        self._db.executescript(_INDEXES)
+        self._db.executescript(CHUNK_TABLE_INDEXES)
         kinds = dict(self._db.execute("SELECT kind, COUNT(*) FROM chunks GROUP BY kind"))
         keyword = self._keyword_index(len(ids))
         self._db.close()
@@ -563,34 +341,6 @@ class SnapshotWriter:
         if len(documents) != count:
             raise RuntimeError(f"{len(documents)} chunk rows for {count} ids")
         return KeywordIndex.build(documents)
-
-    def _sentence_arrays(
-        self, kept_ids: np.ndarray, ids: np.ndarray, dim: int
-    ) -> tuple[np.ndarray, np.ndarray] | None:
-        """The next snapshot's sentence vectors (float16) and offsets, chunk by chunk in
-        ``ids`` order: a kept chunk's from the base, a new one's as given. None unless every
-        chunk has them (a base written before they were kept, or a source given without)."""
-        rows: dict[int, np.ndarray] = {}
-        base = self.base
-        if len(kept_ids):
-            if base is None or base.sentences is None:
-                return None
-            # Sliced from the base's arrays as stored (float16), not converted and back.
-            vectors, offsets = base.sentences
-            at = np.searchsorted(base.ids, kept_ids)
-            for chunk_id, i in zip(kept_ids, at, strict=True):
-                rows[int(chunk_id)] = vectors[int(offsets[i]) : int(offsets[i + 1])]
-        for source, (new_ids, _) in self._new.items():
-            given = self._sentences.get(source)
-            if given is None:
-                return None
-            rows.update(zip((int(i) for i in new_ids), given, strict=True))
-        counts = [len(rows[int(i)]) for i in ids]
-        offsets = np.zeros(len(ids) + 1, np.int64)
-        offsets[1:] = np.cumsum(counts)
-        parts = [rows[int(i)].reshape(-1, dim) for i in ids if len(rows[int(i)])]
-        matrix = np.concatenate(parts) if parts else np.zeros((0, dim), np.float32)
-        return matrix.astype(np.float16), offsets
 
     def abort(self) -> None:
         """Throw the half-built snapshot away; the current one stays."""

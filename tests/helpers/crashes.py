@@ -37,6 +37,8 @@ class _CrashingEmbedder(HashEmbedder):
 
 
 def _wrap(step: str, when: str) -> None:
+    # Replaced where ``SnapshotWriter.publish`` looks the step up: the writer module's name for
+    # it (the steps are defined in ``retrieval.store.publishing``).
     original: Callable[..., Any] = getattr(snapshot_writer, step)
 
     def crashing(*args: Any, **kwargs: Any) -> Any:

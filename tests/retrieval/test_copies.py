@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from retrieval import DocumentStore, SearchFilter, ingest_path
-from retrieval.ingest.folder import IngestReport
-from retrieval.store.snapshot import Manifest
+from retrieval.ingest.report import IngestReport
+from retrieval.store.layout import Manifest
 from tests.fakes.hash_embedder import HashEmbedder
 from tests.helpers.carried_documents import make_thread
 

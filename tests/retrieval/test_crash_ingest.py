@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from retrieval import DocumentStore, ingest_path
-from retrieval.store.writer import collection_lock
+from retrieval.store.publishing import collection_lock
 from tests.fakes.hash_embedder import HashEmbedder
 from tests.helpers.processes import run_ingest, start_ingest
 

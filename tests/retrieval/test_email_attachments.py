@@ -13,7 +13,8 @@ import pytest
 
 from retrieval import DocumentStore, LimitExceeded, ParseLimits, SearchFilter, ingest_path
 from retrieval.formats import parse_with_attachments
-from retrieval.ingest.folder import DocumentReader, prepare_documents
+from retrieval.ingest.files import DocumentReader
+from retrieval.ingest.prepared import prepare_documents
 from retrieval.ingest.tokens import approximate_tokens
 from tests.fakes.hash_embedder import HashEmbedder
 from tests.helpers.carried_documents import (

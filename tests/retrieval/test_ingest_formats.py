@@ -12,7 +12,7 @@ import pytest
 from PIL import Image
 
 from retrieval import DocumentStore, IngestProgress, ingest_path
-from retrieval.ingest.folder import embed_by_length
+from retrieval.ingest.prepared import embed_by_length
 from tests.fakes.hash_embedder import HashEmbedder
 from tests.helpers.documents import (
     make_broken,

@@ -19,8 +19,10 @@ from retrieval import (
     rrf_fuse,
 )
 from retrieval.eval import Dataset, keyword_dataset, phrase_dataset
-from retrieval.search.bm25 import KEYWORD_DIR, exact_terms, keyword_weight, tokens
-from retrieval.store.snapshot import MANIFEST, Snapshot
+from retrieval.search.bm25 import KEYWORD_DIR, tokens
+from retrieval.search.fusion import exact_terms, keyword_weight
+from retrieval.store.layout import MANIFEST
+from retrieval.store.snapshot import Snapshot
 from tests.fakes.hash_embedder import HashEmbedder
 
 #: Two decoys that repeat the words of ``os.path.join``; the chunk that holds the identifier

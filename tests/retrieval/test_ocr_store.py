@@ -14,7 +14,7 @@ from app.schemas import SearchHit
 from bench.ocr import render_text
 from retrieval import DocumentStore, ingest_path
 from retrieval.formats.ocr import find_tesseract
-from retrieval.store.snapshot import CHUNKS_DB, MANIFEST, Manifest, file_checksum
+from retrieval.store.layout import CHUNKS_DB, MANIFEST, Manifest, file_checksum
 from tests.fakes.hash_embedder import HashEmbedder
 
 SPANISH = ["La caldera arranca con el interruptor rojo del lado izquierdo del panel."]

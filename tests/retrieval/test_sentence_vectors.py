@@ -12,8 +12,9 @@ import numpy as np
 from app.stages import Attribute, StageThreads
 from app.stages.attribution import kept_rows
 from retrieval import DocumentStore, ingest_path
+from retrieval.store.layout import SENTENCE_OFFSETS, SENTENCE_VECTORS
 from retrieval.store.sentences import scored_pieces, sentences
-from retrieval.store.snapshot import SENTENCE_OFFSETS, SENTENCE_VECTORS, Snapshot
+from retrieval.store.snapshot import Snapshot
 from tests.fakes.hash_embedder import CountingEmbedder, HashEmbedder
 
 LISTS = "# Lists\n\nA list holds items in order. The append method adds an item to its end.\n"

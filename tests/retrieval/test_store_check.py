@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from retrieval import BrokenIndex, Chunk, DocumentStore
-from retrieval.store.snapshot import MANIFEST, file_checksum
+from retrieval.store.layout import MANIFEST, file_checksum
 
 DIM = 8
 

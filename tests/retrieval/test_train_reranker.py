@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from retrieval import Chunk, DocumentStore, Passage, Reranker, UnknownCollection
+from retrieval.rerank.heldout import EarlyStop, rank_figures
 from retrieval.rerank.mining import (
     MinedQuery,
     MinedSet,
@@ -22,8 +23,8 @@ from retrieval.rerank.mining import (
     split_holdout,
 )
 from retrieval.rerank.trained import RECORD_NAME, choose_reranker
-from retrieval.rerank.training import EarlyStop, rank_figures, train_reranker
-from retrieval.search.bm25 import fuse_passages
+from retrieval.rerank.training import train_reranker
+from retrieval.search.fusion import fuse_passages
 from tests.fakes.hash_embedder import HashEmbedder
 
 STACK_FIRST = "A list can be used as a stack, where the last element added is the first one taken."
