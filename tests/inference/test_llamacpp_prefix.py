@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from inference import common_prefix
-from inference._llamacpp_prefix import PrefixStates
+from inference.local.llamacpp_prefix import PrefixStates
 
 
 class FakeContext:

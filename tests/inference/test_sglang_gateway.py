@@ -24,7 +24,7 @@ from inference import (
     SGLangBackend,
     TextDelta,
 )
-from inference._endpoints import EndpointState
+from inference.remote.endpoints import EndpointState
 from tests.fakes._serve import ServerThread
 from tests.fakes.passages import Doc
 from tests.helpers.sglang_gateway import RELEASES, Gateway, sglang_gateway

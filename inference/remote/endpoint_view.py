@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Mapping
 from typing import Protocol
 
-from inference._endpoints import EndpointState
 from inference.backend import GenerationBackend, GenerationEvent, TargetLoad
 from inference.prompt import AssembledPrompt
+from inference.remote.endpoints import EndpointState
 from inference.tokenizer import PromptTokenizer
 
 

@@ -20,7 +20,7 @@ and an error when the server aborted the request itself with a ``status_code``: 
 request's fault, 503 a full queue (busy), anything else the server's. With ``stream: true``
 SGLang answers 200 before it validates the request, so a request error comes as an error
 event, ``{"error": {"message", "type", "code": 400, "retryable": false}}``
-(``entrypoints/http_server.py``). Failures map as ``inference._http_stream`` describes.
+(``entrypoints/http_server.py``). Failures map as ``inference.remote.http_stream`` describes.
 
 Polling (``_poll_endpoint``, off the request path), first for readiness: ``GET /ready`` (an
 SGLang server's cheap check); a 404 there and ``/readiness`` is asked (SGLang's gateway, 503
@@ -48,7 +48,7 @@ What none of these tells stays at the configured ``RemoteOptions.context_length`
 worker's generation there (the gateway drops its upstream connection, and 0.5.23 aborts a
 request whose client went away). A gateway with no worker for the model answers ``/generate``
 with 404 ``model_not_found`` (smg) or 503 ``no_available_workers`` (0.3.2): that endpoint is
-down, and the request moves on (``inference._http_stream``).
+down, and the request moves on (``inference.remote.http_stream``).
 """
 
 from __future__ import annotations
@@ -61,11 +61,11 @@ from typing import Any
 
 import httpx
 
-from inference._endpoints import EndpointState, parse_metrics
-from inference._faults import StreamError, error_event
-from inference._http_stream import HTTPStreamBackend
 from inference.backend import GenerationDone, Usage
 from inference.prompt import AssembledPrompt
+from inference.remote.endpoints import EndpointState, parse_metrics
+from inference.remote.faults import StreamError, error_event
+from inference.remote.http_stream import HTTPStreamBackend
 
 log = logging.getLogger(__name__)
 

@@ -10,8 +10,8 @@ from typing import Any, Protocol
 
 import httpx
 
-from inference._faults import StreamError
 from inference.backend import GenerationDone
+from inference.remote.faults import StreamError
 
 RID_BYTES = 16
 """Request ids are ``2 * RID_BYTES`` hex digits: fixed length, so none is a prefix of another."""

@@ -13,7 +13,7 @@ Cancelling closes the stream (vLLM and llama.cpp's server stop on disconnect); t
 HTTP 400 (``serving_engine.py::create_error_response``); an error once the stream has begun
 is a ``data: {"error": {"message", "type", "code"}}`` event
 (``serving_completion.py``/``serving_engine.py::create_streaming_error_response``), 4xx codes
-the request's fault, others the server's. Failures map as ``inference._http_stream``
+the request's fault, others the server's. Failures map as ``inference.remote.http_stream``
 describes. Polling asks ``/models``, whose cards give vLLM's ``max_model_len``.
 """
 
@@ -22,11 +22,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from inference._endpoints import RemoteOptions
-from inference._faults import StreamError, error_event
-from inference._http_stream import HTTPStreamBackend
 from inference.backend import GenerationDone, Usage
 from inference.prompt import AssembledPrompt
+from inference.remote.faults import StreamError, error_event
+from inference.remote.http_stream import HTTPStreamBackend
+from inference.remote.options import RemoteOptions
 from inference.tokenizer import PromptTokenizer
 
 __all__ = ["OpenAICompatBackend"]

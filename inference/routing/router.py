@@ -20,7 +20,7 @@ any network wait:
    per endpoint at most; a request's own error (``GenerationRejected``) goes back to the
    caller at once and takes nothing out.
 
-Every endpoint's state lives in its pool backend (``inference._endpoints.EndpointState``),
+Every endpoint's state lives in its pool backend (``inference.remote.endpoints.EndpointState``),
 kept by that backend's background poll and by what requests see: one health mechanism for
 plain and routed use. Each attempt yields a ``RouteDecision`` (and another if the endpoint had
 to cap the output to its context length). The choice goes on the span current when
@@ -46,10 +46,6 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Span
 
-from inference._endpoints import EndpointState, Health, RemoteOptions
-from inference._faults import StreamError
-from inference._http_stream import HTTPStreamBackend
-from inference._route_classifier import Classification, QuestionClassifier
 from inference.backend import (
     GenerationBackend,
     GenerationEvent,
@@ -59,6 +55,11 @@ from inference.backend import (
 )
 from inference.errors import BackendBusy, BackendUnavailable
 from inference.prompt import AssembledPrompt
+from inference.remote.endpoints import EndpointState, Health
+from inference.remote.faults import StreamError
+from inference.remote.http_stream import HTTPStreamBackend
+from inference.remote.options import RemoteOptions
+from inference.routing.classifier import Classification, QuestionClassifier
 from inference.tokenizer import PromptTokenizer, load_tokenizer
 
 log = logging.getLogger(__name__)
@@ -141,7 +142,7 @@ class RoutedBackend(GenerationBackend):
         moves on to the next endpoint itself)."""
         from dataclasses import replace
 
-        from inference.sglang import SGLangBackend
+        from inference.remote.sglang import SGLangBackend
 
         options = replace(options or RemoteOptions(), max_attempts=1)
         members: dict[str, HTTPStreamBackend] = {}

@@ -11,8 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from inference._llamacpp_prefix import PrefixStates
 from inference.backend import GenerationDone, TextDelta, Usage
+from inference.local.llamacpp_prefix import PrefixStates
 from inference.prompt import common_prefix
 
 END = object()

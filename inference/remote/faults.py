@@ -6,7 +6,7 @@ decoders raise ``StreamError``), or a broken connection (an ``httpx`` error). Ea
 request's own fault, a full server's (busy), a broken server's, or ours (a configuration the
 server refuses). ``fault_of`` decides by the status and SGLang's ``retryable`` flag;
 ``FAILS_THE_REQUEST`` is what the request's and ours become before the first delta (the busy and
-the server's fault move on to the next endpoint, see ``inference._http_stream``).
+the server's fault move on to the next endpoint, see ``inference.remote.http_stream``).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from typing import Any, Literal
 
 import httpx
 
-from inference._endpoints import EMPTY_POOL_CODES
 from inference.errors import BackendUnavailable, GenerationRejected, InferenceError
+from inference.remote.endpoints import EMPTY_POOL_CODES
 
 Fault = Literal["request", "busy", "server", "config"]
 """Whose fault a failure is: the request's, a full server's, a broken server's, or ours."""

