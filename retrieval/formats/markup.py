@@ -1,4 +1,4 @@
-"""Markdown, reStructuredText (``.rst``, ``.rst.txt``) and plain text, read by ``_markup``.
+"""Markdown, reStructuredText (``.rst``, ``.rst.txt``) and plain text, read by ``markup_text``.
 
 Heading levels follow each format's rule: in reStructuredText a style (underline character,
 with or without overline) gets the next level the first time it appears; in Markdown ``#``

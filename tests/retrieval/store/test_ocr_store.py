@@ -1,6 +1,6 @@
 """The ``ocr`` flag of a chunk kept in the snapshot's chunk table, read back by search and shown
 in the HTTP search hit; a snapshot written before the column reads as false and is carried
-over (tests/retrieval/test_ocr.py reads the files themselves)."""
+over (tests/retrieval/formats/test_ocr.py reads the files themselves)."""
 
 from __future__ import annotations
 

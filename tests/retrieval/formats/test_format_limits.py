@@ -188,8 +188,8 @@ def test_markup_blocks_count_against_the_paragraph_limit(name: str) -> None:
 
 def test_eml_attachment_over_the_paragraph_limit_is_refused_as_such() -> None:
     """A text attachment of no type ingest reads is read into the message (one of a type it
-    reads is a document of its own, read within a file's limits: tests/retrieval/test_email_
-    attachments.py)."""
+    reads is a document of its own, read within a file's limits:
+    tests/retrieval/ingest/test_email_attachments.py)."""
     message = EmailMessage()
     message["Subject"] = "Minutes"
     message.set_content("See the attached minutes.")

@@ -153,7 +153,7 @@ def test_pdf_text_layer_keeps_page_numbers(tmp_path: Path) -> None:
 
 @pytest.mark.usefixtures("no_tesseract")
 def test_scanned_pdf_and_images_need_ocr(tmp_path: Path) -> None:
-    """Without Tesseract (tests/retrieval/test_ocr.py reads them with it)."""
+    """Without Tesseract (tests/retrieval/formats/test_ocr.py reads them with it)."""
     with pytest.raises(NoTextLayer, match=r"no text layer: needs OCR .*tesseract-ocr"):
         parse_file(make_scanned_pdf(tmp_path / "scan.pdf"))
     Image.new("L", (64, 32), 255).save(tmp_path / "photo.png")

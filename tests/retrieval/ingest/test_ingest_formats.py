@@ -29,8 +29,8 @@ FOOTER = "This document is confidential and meant for its addressees only."
 
 @pytest.fixture
 def mixed(tmp_path: Path, no_tesseract: None) -> Path:
-    """Files of every format, and some that fail; without Tesseract (tests/retrieval/test_ocr.py
-    ingests scans with it)."""
+    """Files of every format, and some that fail; without Tesseract
+    (tests/retrieval/formats/test_ocr.py ingests scans with it)."""
     root = tmp_path / "mixed"
     root.mkdir()
     (root / "a.md").write_text(f"# Lists\n\nA list holds items in order.\n\n{FOOTER}\n")
