@@ -20,7 +20,7 @@ near copies of their passage's sentences; a model's paraphrase strays further, s
 answers the threshold trades recall for precision more than these figures show.
 
 A passage's sentence vectors come from its snapshot, where ingest stored them
-(``retrieval.sentences``), so a question's attribution embeds only its answer; a passage of a
+(``retrieval.store.sentences``), so a question's attribution embeds only its answer; a passage of a
 snapshot without them (built before they were stored) has its sentences embedded here and kept
 in a small LRU cache by its text. ``Attributor.attribute_many`` attributes several answers with
 one model call for all their texts (the attribute stage batches concurrent requests' answers).
@@ -37,7 +37,7 @@ import numpy as np
 
 from app.recent import Recent
 from app.settings import DEFAULT_ATTRIBUTION_THRESHOLD
-from retrieval.sentences import MIN_WORDS, sentences
+from retrieval.store.sentences import MIN_WORDS, sentences
 
 __all__ = [
     "MIN_WORDS",

@@ -95,8 +95,8 @@ def _packer(settings: Settings) -> Any:
     import llama_cpp
 
     from inference import PromptAssembler
-    from inference._llamacpp_tokenizer import LlamaCppTokenizer
-    from inference.llamacpp import default_generation_model_path
+    from inference.local.llamacpp import default_generation_model_path
+    from inference.local.llamacpp_tokenizer import LlamaCppTokenizer
 
     path = settings.generation_model_path or str(default_generation_model_path())
     llm = llama_cpp.Llama(model_path=path, vocab_only=True, verbose=False)
@@ -132,7 +132,7 @@ def _baseline_embedder(settings: Settings) -> Any:
 
 def _record_gains(report: Any, say: Any) -> None:
     """Each trained reranker's gain over vector order, into its own record."""
-    from retrieval.trained_reranker import record_evaluation
+    from retrieval.rerank.trained import record_evaluation
 
     vector = next(row for row in report.rows if row.kind == "vector")
     for row in report.rows:

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:
-    from retrieval.ingest import IngestProgress
+    from retrieval.ingest.report import IngestProgress
 
 
 def _duration(seconds: float | None) -> str:

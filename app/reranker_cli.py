@@ -1,9 +1,9 @@
 """``ragtime reranker train``: fine-tune the collection's cross-encoder offline.
 
 It starts from the shipped MiniLM, mines queries from the collection's own chunks (leaving out
-the evaluation's questions), trains (``retrieval.train_reranker``), and saves the model in
+the evaluation's questions), trains (``retrieval.rerank.training``), and saves the model in
 ``<data_dir>/models/reranker-NAME`` with its held-out figures; the service uses it by default
-only when its evaluation clears the bar (``retrieval.trained_reranker``).
+only when its evaluation clears the bar (``retrieval.rerank.trained``).
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ from app.settings import get_settings
 
 def cmd_reranker_train(args: argparse.Namespace) -> int:
     """Fine-tune the collection's cross-encoder from the shipped MiniLM (see
-    ``retrieval.train_reranker``) and save it in ``<data_dir>/models/reranker-NAME``."""
+    ``retrieval.rerank.training``) and save it in ``<data_dir>/models/reranker-NAME``."""
     from app.services import default_embedder
     from retrieval import DocumentStore, RetrievalError, default_embedding_model_path
-    from retrieval.reranker_mining import TrainOptions
-    from retrieval.train_reranker import train_reranker
-    from retrieval.trained_reranker import choose_reranker
+    from retrieval.rerank.mining import TrainOptions
+    from retrieval.rerank.trained import choose_reranker
+    from retrieval.rerank.training import train_reranker
 
     settings = get_settings()
     questions: list[str] = []

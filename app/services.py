@@ -33,8 +33,8 @@ from inference import (
     SGLangBackend,
 )
 from retrieval import DocumentStore, Embedder, Embedders, Reranker
-from retrieval.ingest_worker import IngestWorkers
-from retrieval.trained_reranker import choose_reranker
+from retrieval.ingest.workers import IngestWorkers
+from retrieval.rerank.trained import choose_reranker
 from tracing import metrics
 
 log = logging.getLogger(__name__)

@@ -9,7 +9,7 @@ shortened with a hash suffix when longer than ``MAX_NAME_BYTES``. A document who
 disagree with its name (a PDF named ``.md``, text named ``.pdf``, NUL bytes in a text type) is
 refused with a 415 that says what the bytes are (``check_content``).
 The documents are parsed, chunked and embedded in a worker process (``ingest_documents``,
-``retrieval.ingest_worker``), within the limits ``RAGTIME_INGEST_MAX_*`` set (413 or 422 naming
+``retrieval.ingest.workers``), within the limits ``RAGTIME_INGEST_MAX_*`` set (413 or 422 naming
 the one passed, and nothing ingested); a client that goes away cancels its ingest. Only the
 publishing of the result into the running service's store holds the collection's lock: the next
 search sees them.
@@ -41,8 +41,8 @@ from app.schemas import DocumentText
 from app.settings import Settings
 from retrieval import SUPPORTED_SUFFIXES, DocumentStore, Embedder, IngestReport, ParseLimits
 from retrieval.formats import suffix_of
-from retrieval.ingest import publish_prepared
-from retrieval.ingest_worker import IngestWorkers, PrepareJob
+from retrieval.ingest.prepared import publish_prepared
+from retrieval.ingest.workers import IngestWorkers, PrepareJob
 
 #: At most this many documents in one upload.
 MAX_FILES = 100
@@ -227,7 +227,7 @@ async def ingest_documents(
     workers: IngestWorkers,
 ) -> IngestReport:
     """Ingest ``documents`` into ``collection`` with ``embedder`` (the collection's own): a
-    worker process parses and embeds them (``retrieval.ingest_worker``, killed at its limits
+    worker process parses and embeds them (``retrieval.ingest.workers``, killed at its limits
     and when the client goes away), then the result is published, the one step that holds the
     collection's lock."""
     job = PrepareJob(

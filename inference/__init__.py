@@ -12,7 +12,6 @@ A request the server finds invalid is a ``GenerationRejected``; every server ful
 ``BackendBusy``. ``NullBackend`` streams without a model, for benches and tests only.
 """
 
-from inference._endpoints import RemoteOptions
 from inference.backend import (
     GenerationBackend,
     GenerationDone,
@@ -29,10 +28,12 @@ from inference.errors import (
     GenerationRejected,
     InferenceError,
 )
-from inference.hf_tokenizer import HFTokenizer
-from inference.llamacpp import LlamaCppBackend, LlamaCppTokenizer, default_generation_model_path
-from inference.null_backend import NullBackend
-from inference.openai_compat import OpenAICompatBackend
+from inference.local.llamacpp import (
+    LlamaCppBackend,
+    LlamaCppTokenizer,
+    default_generation_model_path,
+)
+from inference.local.null_backend import NullBackend
 from inference.prompt import (
     DEFAULT_SYSTEM_PROMPT,
     AssembledPrompt,
@@ -41,8 +42,11 @@ from inference.prompt import (
     PromptPassage,
     common_prefix,
 )
-from inference.routing import QuestionClassifier, RoutedBackend
-from inference.sglang import SGLangBackend
+from inference.remote.hf_tokenizer import HFTokenizer
+from inference.remote.openai_compat import OpenAICompatBackend
+from inference.remote.options import RemoteOptions
+from inference.remote.sglang import SGLangBackend
+from inference.routing.router import QuestionClassifier, RoutedBackend
 from inference.tokenizer import PromptTokenizer
 
 __all__ = [

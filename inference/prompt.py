@@ -78,7 +78,7 @@ class ContextPassage(Protocol):
 
 
 class ScoredText(Protocol):
-    """A piece of a passage for pruning (``retrieval.sentences.ScoredPiece`` fits)."""
+    """A piece of a passage for pruning (``retrieval.store.sentences.ScoredPiece`` fits)."""
 
     @property
     def text(self) -> str: ...

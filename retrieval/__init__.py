@@ -9,9 +9,8 @@ when a cross-encoder is loaded, ``Reranker.rerank``. ``IndexSettings`` choose ea
 FAISS index by its size. Errors carry the HTTP status the app answers with.
 """
 
-from retrieval.chunking import Chunk, chunk_text
-from retrieval.embedders import Embedders
-from retrieval.embeddings import Embedder, default_embedding_model_path
+from retrieval.embedding.embedder import Embedder, default_embedding_model_path
+from retrieval.embedding.embedders import Embedders
 from retrieval.errors import (
     BrokenIndex,
     EmbeddingMismatch,
@@ -23,14 +22,16 @@ from retrieval.errors import (
     UnknownCollection,
     UnreadableDocument,
 )
-from retrieval.filters import SearchFilter
 from retrieval.formats import SUPPORTED_SUFFIXES, ParseLimits
-from retrieval.index_types import IndexSettings, IndexSpec
-from retrieval.ingest import IngestProgress, IngestReport, ingest_path, iter_documents
-from retrieval.keyword import RRF_K, fuse_passages, keyword_weight, rrf_fuse
-from retrieval.passages import KeywordInfo, Passage, SearchInfo
-from retrieval.rerank import Reranker, RerankResult, RerankRound
-from retrieval.store import DocumentStore
+from retrieval.ingest.chunking import Chunk, chunk_text
+from retrieval.ingest.folder import ingest_path, iter_documents
+from retrieval.ingest.report import IngestProgress, IngestReport
+from retrieval.rerank.reranker import Reranker, RerankResult, RerankRound
+from retrieval.search.filters import SearchFilter
+from retrieval.search.fusion import RRF_K, fuse_passages, keyword_weight, rrf_fuse
+from retrieval.search.index_types import IndexSettings, IndexSpec
+from retrieval.search.passages import KeywordInfo, Passage, SearchInfo
+from retrieval.store.document_store import DocumentStore
 
 __all__ = [
     "RRF_K",

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, Field
 
 if TYPE_CHECKING:
-    from retrieval.index_types import IndexSettings
+    from retrieval.search.index_types import IndexSettings
 
 #: How a search finds passages: by vector (``dense``), by BM25 over their words (``keyword``), or
 #: both fused by reciprocal rank (``hybrid``).
@@ -35,7 +35,7 @@ class RetrievalSettings(BaseModel):
         None, description="Where ONNX exports are written (once); empty = <data_dir>/models."
     )
     # Ingest chunking: sizes in tokens of the embedding model's own tokenizer, the heading line
-    # embedded above each chunk included (retrieval/chunking.py; measured in BENCHMARKS.md).
+    # embedded above each chunk included (retrieval/ingest/chunking.py; measured in BENCHMARKS.md).
     chunk_tokens: int = Field(
         256, ge=16, le=8192, description="Largest chunk, in embedding-model tokens."
     )
@@ -61,7 +61,7 @@ class RetrievalSettings(BaseModel):
     )
     max_top_k: int = Field(20, ge=1, le=200)
 
-    # Snapshots and indexes (retrieval/store.py, retrieval/index_types.py).
+    # Snapshots and indexes (retrieval/store/document_store.py, retrieval/search/index_types.py).
     max_search_k: int = Field(
         100, ge=1, le=10_000, description="Largest k of /v1/search (apart from max_top_k)."
     )
@@ -92,8 +92,8 @@ class RetrievalSettings(BaseModel):
 
     @property
     def index_settings(self) -> IndexSettings:
-        """The ``RAGTIME_INDEX_*`` settings as ``retrieval.index_types`` takes them."""
-        from retrieval.index_types import IndexSettings
+        """The ``RAGTIME_INDEX_*`` settings as ``retrieval.search.index_types`` takes them."""
+        from retrieval.search.index_types import IndexSettings
 
         return IndexSettings(
             kind=self.index_kind,

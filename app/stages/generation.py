@@ -29,7 +29,7 @@ from inference import (
     common_prefix,
 )
 from inference.prompt import NO_PASSAGES_BLOCK, ContextPassage, PromptLayout
-from retrieval.sentences import scored_pieces
+from retrieval.store.sentences import scored_pieces
 from tracing import metrics
 from tracing.budget import StageName, next_before_deadline
 

@@ -26,7 +26,7 @@ from retrieval import (
     SearchInfo,
     UnknownCollection,
 )
-from retrieval.snapshot_writer import vector_family
+from retrieval.embedding.embedder import vector_family
 from tracing.budget import DeadlinePassed, StageName
 
 

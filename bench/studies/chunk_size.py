@@ -28,10 +28,10 @@ import numpy as np
 
 from bench.harness.paths import DEMO_CORPUS
 from retrieval import Embedder
-from retrieval.chunking import chunk_document, embedding_input
 from retrieval.formats import Document, parse_file
 from retrieval.formats.document import Block
-from retrieval.tokens import wordpiece_counter
+from retrieval.ingest.chunking import chunk_document, embedding_input
+from retrieval.ingest.tokens import wordpiece_counter
 
 CORPUS = DEMO_CORPUS
 Key = tuple[str, tuple[str, ...]]  # (source, path down to the question heading)

@@ -5,7 +5,7 @@ an ``IDSelectorBatch``, or over-fetch then filter; per filter selectivity, on fl
 dimensions around 1,000 topics, in sources of 100 chunks; a filter keeps 1, 10, 100 or all
 sources. Prints, per method, the median ms of a search of k=10 (building the selector
 included; the SQL lookup of the matching ids, common to all, excluded) and recall@10 against
-the exact filtered answer. The store (``retrieval/snapshots.py``) searches exactly up to
+the exact filtered answer. The store (``retrieval/store/snapshot.py``) searches exactly up to
 ``EXACT_FILTER_MAX`` matching chunks and with a selector above, from these figures.
 """
 
@@ -20,7 +20,7 @@ from functools import partial
 import faiss
 import numpy as np
 
-from retrieval.index_types import (
+from retrieval.search.index_types import (
     IndexSettings,
     IndexSpec,
     build_index,

@@ -208,7 +208,7 @@ def measure(
     from app.services import default_embedder
     from app.settings import get_settings
     from retrieval import DocumentStore, ingest_path
-    from retrieval.eval.runner import search_in_mode
+    from retrieval.eval.retrievers import search_in_mode
     from retrieval.formats.ocr import find_tesseract
 
     settings = get_settings()

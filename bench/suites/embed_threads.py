@@ -4,7 +4,7 @@ thread per core, on the small batches a server embeds (a question, an answer's s
 Each round runs every batch size on both sessions, in turns, on the same encoder
 (``OnnxSentenceEncoder``, the shipped MiniLM); the table gives the medians of the rounds' mean
 wall and CPU time per call (the process's CPU time: both threads of the wide session count).
-``retrieval.onnx_embed.ONE_THREAD_TOKENS`` was chosen from this table.
+``retrieval.embedding.onnx_encoder.ONE_THREAD_TOKENS`` was chosen from this table.
 
     ragtime bench embed-threads [--backend onnx-int8] [--sizes 1,4,8,16,32] [--rounds 5]
 """
@@ -38,8 +38,8 @@ def _timed(encoder: Any, session: Any, texts: list[str], calls: int) -> tuple[fl
 
 def measure(backend: str, sizes: list[int], rounds: int, cache_dir: Path) -> list[dict[str, Any]]:
     """Per batch size and session: the medians over ``rounds`` of wall and CPU ms a call."""
-    from retrieval.embeddings import default_embedding_model_path
-    from retrieval.onnx_embed import OnnxSentenceEncoder
+    from retrieval.embedding.embedder import default_embedding_model_path
+    from retrieval.embedding.onnx_encoder import OnnxSentenceEncoder
 
     encoder = OnnxSentenceEncoder(
         default_embedding_model_path(), cache_dir, int8=backend == "onnx-int8"
@@ -100,7 +100,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from retrieval.onnx_embed import default_cache_dir
+    from retrieval.embedding.onnx_encoder import default_cache_dir
 
     rows = measure(args.backend, args.sizes, args.rounds, args.cache_dir or default_cache_dir())
     if args.json:

@@ -18,7 +18,9 @@ from retrieval.eval.python_faq import (
 )
 from retrieval.eval.python_keywords import keyword_dataset
 from retrieval.eval.python_phrases import phrase_dataset
-from retrieval.eval.runner import EvalReport, EvalRow, evaluate, fixed_word_chunks, table
+from retrieval.eval.report import EvalReport, EvalRow, table
+from retrieval.eval.retrievers import fixed_word_chunks
+from retrieval.eval.runner import evaluate
 
 __all__ = [
     "Dataset",

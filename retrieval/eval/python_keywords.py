@@ -26,7 +26,7 @@ from collections import defaultdict
 from dataclasses import replace
 
 from retrieval.eval.python_faq import Dataset, Question
-from retrieval.ingest import iter_documents
+from retrieval.ingest.folder import iter_documents
 
 DATASET = "python-keywords"
 QUESTIONS = 240

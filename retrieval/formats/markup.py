@@ -1,4 +1,4 @@
-"""Markdown, reStructuredText (``.rst``, ``.rst.txt``) and plain text, read by ``_markup``.
+"""Markdown, reStructuredText (``.rst``, ``.rst.txt``) and plain text, read by ``markup_text``.
 
 Heading levels follow each format's rule: in reStructuredText a style (underline character,
 with or without overline) gets the next level the first time it appears; in Markdown ``#``
@@ -10,10 +10,10 @@ Reading is linear in the text, which the upload size bounds: the blocks are coun
 
 from __future__ import annotations
 
-from retrieval._markup import iter_blocks, split_sections, strip_noise
 from retrieval.errors import UnreadableDocument
 from retrieval.formats.document import Block, Document, SectionPath, drop_title
 from retrieval.formats.limits import DEFAULT_LIMITS, ParseLimits
+from retrieval.formats.markup_text import iter_blocks, split_sections, strip_noise
 
 _MARKDOWN_UNDERLINES: dict[str | int, int] = {"=": 1, "-": 2}
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from app.services import default_reranker
 from app.settings import Settings
-from retrieval.trained_reranker import RECORD_NAME, trained_model_dir
+from retrieval.rerank.trained import RECORD_NAME, trained_model_dir
 
 
 def _settings(tmp_path: Path, **values: object) -> Settings:

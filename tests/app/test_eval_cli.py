@@ -13,7 +13,7 @@ from app import cli, eval_cli, services
 from app.settings import Settings, get_settings
 from inference import PromptAssembler
 from retrieval import Passage
-from retrieval.trained_reranker import RECORD_NAME, choose_reranker, record_evaluation
+from retrieval.rerank.trained import RECORD_NAME, choose_reranker, record_evaluation
 from tests.fakes.hash_embedder import HashEmbedder
 from tests.fakes.rerankers import OverlapReranker
 from tests.fakes.word_tokenizer import WordTokenizer

@@ -23,8 +23,8 @@ from app.auth import KeyStore
 from app.citations import Attributor
 from app.moderation import Moderator
 from inference.prompt import PromptAssembler
-from retrieval.rerank import Reranker
-from retrieval.store import DocumentStore
+from retrieval.rerank.reranker import Reranker
+from retrieval.store.document_store import DocumentStore
 from tests.fakes.backends import ScriptedBackend
 from tests.fakes.hash_embedder import HashEmbedder
 from tests.helpers.app import asgi_client, build_app

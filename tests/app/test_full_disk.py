@@ -108,7 +108,7 @@ mount -t tmpfs -o size=64k tmpfs "$1" || exit 97
 import errno, sys
 from pathlib import Path
 import faiss, numpy as np
-from retrieval.snapshot_writer import write_faiss_index
+from retrieval.store.publishing import write_faiss_index
 index = faiss.IndexFlatIP(384)
 index.add(np.ones((2000, 384), dtype=np.float32))
 try:

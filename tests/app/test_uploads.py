@@ -15,7 +15,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from retrieval import SUPPORTED_SUFFIXES
-from retrieval.snapshot_writer import SnapshotWriter
+from retrieval.store.writer import SnapshotWriter
 from tests.fakes.backends import ScriptedBackend
 from tests.fakes.hash_embedder import HashEmbedder
 from tests.helpers.app import app_state, asgi_client, build_app, create_key, running_app

@@ -18,7 +18,7 @@ from inference import (
     TextDelta,
     Usage,
 )
-from inference.null_backend import NullTokenizer
+from inference.local.null_backend import NullTokenizer
 
 
 class ScriptedBackend(GenerationBackend):

@@ -11,7 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from retrieval import ingest, snapshot_writer
+from retrieval.ingest import folder as ingest_folder
+from retrieval.store import writer as snapshot_writer
 from tests.fakes.hash_embedder import HashEmbedder
 
 STEPS = ("write_snapshot_files", "rename_into_place", "point_current", "prune")
@@ -36,6 +37,8 @@ class _CrashingEmbedder(HashEmbedder):
 
 
 def _wrap(step: str, when: str) -> None:
+    # Replaced where ``SnapshotWriter.publish`` looks the step up: the writer module's name for
+    # it (the steps are defined in ``retrieval.store.publishing``).
     original: Callable[..., Any] = getattr(snapshot_writer, step)
 
     def crashing(*args: Any, **kwargs: Any) -> Any:
@@ -56,7 +59,7 @@ def install(crash_at: str) -> HashEmbedder:
     if kind == "embed":
         # Each file embedded on its own (ingest gathers 256 chunks across files by default),
         # so that the Nth embedding comes after N-1 files were staged.
-        ingest.EMBED_GATHER = 1
+        ingest_folder.EMBED_GATHER = 1
         return _CrashingEmbedder(int(arg))
     if kind in ("before", "after") and arg in STEPS:
         _wrap(arg, kind)

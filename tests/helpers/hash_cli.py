@@ -6,7 +6,7 @@ that run ingest or serve as real subprocesses without loading MiniLM.
 OOM killer would stop it (no ``finally``, no ``atexit``):
 
 - ``embed:N``: on the Nth call that embeds chunks (files before it are staged, not published);
-- ``before:STEP`` / ``after:STEP``: around one publish step of ``retrieval.snapshot_writer``
+- ``before:STEP`` / ``after:STEP``: around one publish step of ``retrieval.store.publishing``
   (``write_snapshot_files``, ``rename_into_place``, ``point_current``, ``prune``).
 
 Logging is configured before FAISS is imported, as ``ragtime`` configures it before a command

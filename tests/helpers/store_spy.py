@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from retrieval.chunking import Chunk
-from retrieval.snapshot_writer import SnapshotWriter
+from retrieval.ingest.chunking import Chunk
+from retrieval.store.writer import SnapshotWriter
 
 
 def recording_writes(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[Chunk]]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from inference import PromptAssembler
-from retrieval.sentences import ScoredPiece
+from retrieval.store.sentences import ScoredPiece
 from tests.fakes.passages import Doc
 from tests.fakes.word_tokenizer import WordTokenizer
 

@@ -9,7 +9,7 @@ import pytest
 
 from bench.sglang_sim.tokenizer import build_tiny_tokenizer
 from inference import HFTokenizer, PromptAssembler
-from inference.null_backend import NullTokenizer
+from inference.local.null_backend import NullTokenizer
 from tests.fakes.passages import Doc
 from tests.fakes.word_tokenizer import WordTokenizer
 

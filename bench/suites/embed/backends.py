@@ -7,7 +7,7 @@ from a shared machine falls on all of them alike. Medians, and ratios to torch. 
 never timed call by call against another: right after an ONNX Runtime call torch ran several
 times slower, an interference that a service running one backend never sees.
 
-Agreement with torch, over the whole demo corpus as ingest embeds it (``retrieval.chunking``,
+Agreement with torch, over the whole demo corpus as ingest embeds it (``retrieval.ingest.chunking``,
 ``embedding_input``): the cosine of each chunk's vector with torch's (min, 1st percentile,
 mean), and for each demo question the top 10 of an index built with that backend against the
 top 10 of an index built with torch (identical lists, mean overlap, same first passage).
@@ -27,8 +27,8 @@ import numpy as np
 
 from bench.harness.paths import DEMO_CORPUS, DEMO_QUESTIONS
 from retrieval import Embedder, chunk_text, default_embedding_model_path, iter_documents
-from retrieval.embeddings import EMBEDDING_BACKENDS, EmbeddingBackend
-from retrieval.ingest import embedding_input
+from retrieval.embedding.embedder import EMBEDDING_BACKENDS, EmbeddingBackend
+from retrieval.ingest.chunking import embedding_input
 
 BATCH = 32
 

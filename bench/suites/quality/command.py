@@ -64,7 +64,7 @@ def _quality_on_python_faq(args: argparse.Namespace, settings: Any) -> int:
     from app.services import default_embedder
     from bench.suites.quality.measure import faq_cases, measure_quality
     from retrieval.eval import EvalDataMissing, build_dataset, require_sources
-    from retrieval.eval.runner import COLLECTION, ragtime_store
+    from retrieval.eval.retrievers import COLLECTION, ragtime_store
 
     def say(line: str) -> None:
         print(line, file=sys.stderr, flush=True)

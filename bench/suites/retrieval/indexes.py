@@ -4,7 +4,7 @@ For each size (``--sizes``, default 10k, 100k and 1M) the bench draws random but
 384-d vectors (``--clusters`` unit centres, each point its centre plus Gaussian noise, then
 normalised, so that neighbours share a cluster as passages share a topic) and queries drawn the
 same way; each size's vectors come from their own seed, so a size is the same set whatever
-else is run. It builds each index type as the store builds it (``retrieval.index_types``:
+else is run. It builds each index type as the store builds it (``retrieval.search.index_types``:
 ``choose_spec`` with the kind forced, then ``build_index``; the defaults of ``IndexSettings``
 for M, efConstruction, nlist and PQ), timing the build (training, then adding: the add rate is
 the ingest throughput in vectors/s) with ``--threads`` OpenMP threads, and measures, one query
@@ -37,8 +37,8 @@ from typing import Any
 import faiss
 import numpy as np
 
-from retrieval.index_types import IndexSettings, IndexSpec, build_index, choose_spec
-from retrieval.index_types import search_parameters as _search_parameters
+from retrieval.search.index_types import IndexSettings, IndexSpec, build_index, choose_spec
+from retrieval.search.index_types import search_parameters as _search_parameters
 
 DIM = 384
 INDEX_TYPES = ("flat", "hnsw", "ivfpq")

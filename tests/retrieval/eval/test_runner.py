@@ -11,7 +11,7 @@ import pytest
 
 from inference import PromptAssembler
 from retrieval.eval import build_dataset, evaluate, fixed_word_chunks, require_sources, table
-from retrieval.eval.runner import rerank_levels
+from retrieval.eval.rows import rerank_levels
 from tests.fakes.hash_embedder import HashEmbedder
 from tests.fakes.rerankers import OverlapReranker
 from tests.fakes.word_tokenizer import WordTokenizer

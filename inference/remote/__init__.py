@@ -1,0 +1,1 @@
+"""Remote generation over HTTP: SGLang and OpenAI-compatible servers, their endpoints and faults."""

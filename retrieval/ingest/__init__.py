@@ -1,0 +1,1 @@
+"""Ingest: files read, chunked by model tokens, embedded, and published as a snapshot."""

@@ -1,0 +1,1 @@
+"""The chunk store: collections served from versioned snapshots, written and published whole."""
