@@ -26,12 +26,13 @@ class AdmissionSettings(BaseModel):
         "in the request's first step.",
     )
     serve_read_ahead: bool = Field(
-        True,
-        description="`ragtime serve`: a thread of each process accepts and reads its "
-        "connections ahead of the event loop and decides question requests' admission there, "
-        "so that a refusal is sent as its request arrives, not once the loop, busy with the "
-        "work it admitted, gets round to reading it (app.frontdoor.read_ahead). Needs "
-        "RAGTIME_ADMIT_AS_PARSED, and Linux. Off: the loop reads every connection.",
+        False,
+        description="`ragtime serve`, the read-ahead plug-in: a thread of each process accepts "
+        "and reads its connections ahead of the event loop and decides question requests' "
+        "admission there, so that a refusal is sent as its request arrives, not once the loop, "
+        "busy with the work it admitted, gets round to reading it (app.frontdoor.read_ahead). "
+        "Needs RAGTIME_ADMIT_AS_PARSED, and Linux. Off (the default): the loop reads every "
+        "connection, and its HTTP protocol decides.",
     )
     admission_margin: float = Field(
         0.1,
