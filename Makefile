@@ -133,8 +133,9 @@ bench: install eval-data
 		--json $(BENCH)/goodput-sglang.json
 	$(RAGTIME) bench budget --serve benchmarks/cpu-default.env --serve benchmarks/budget-sglang.env \
 		--fake-sglang $(FAKE_SGLANG) --fresh-starts 3 --budget-ms 2500 --json $(BENCH)/fresh.json
-	$(RAGTIME) bench burst --serve benchmarks/null.env --bursts 25@1,100@1,200@2 --repeats 3 \
-		--json $(BENCH)/burst.json
+	# The default path (the gate in uvicorn's protocol) beside the read-ahead plug-in.
+	$(RAGTIME) bench burst --serve benchmarks/null.env --serve benchmarks/null-read-ahead.env \
+		--bursts 25@1,100@1,200@2 --repeats 3 --json $(BENCH)/burst.json
 	$(RAGTIME) bench burst --serve benchmarks/gpu-like.env --fake-sglang $(FAKE_GPU) --users 12 \
 		--budgets-ms 1500,900,600 --requests 120 --json $(BENCH)/burst-gpu.json
 	$(MAKE) bench-report

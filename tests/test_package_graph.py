@@ -6,6 +6,7 @@ stands apart: only ``ragtime bench`` (``app/cli.py``) reaches it, and nothing in
 imports ``tests``. Import costs are checked in fresh interpreters, where ``sys.modules`` is clean.
 Within ``tests/``, no module imports a test module or a conftest: shared builders live in
 ``tests/helpers/``, test doubles in ``tests/fakes/``, and fixtures reach tests through conftest.
+No module of the five packages is over ``MAX_MODULE_LINES`` lines.
 """
 
 from __future__ import annotations
@@ -208,3 +209,17 @@ def test_importing_app_stays_light() -> None:
 
 def test_the_floor_holds_the_bare_stack_only() -> None:
     assert loaded_after("import bench.harness.floor", ("app", "faiss", "torch")) == []
+
+
+#: The most lines a module of ours may have (issue 42 §3): one a newcomer reads in one sitting.
+MAX_MODULE_LINES = 400
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_no_module_is_over_400_lines(package: str) -> None:
+    long = {
+        path.relative_to(ROOT).as_posix(): lines
+        for path in sorted((ROOT / package).rglob("*.py"))
+        if (lines := len(path.read_text().splitlines())) > MAX_MODULE_LINES
+    }
+    assert not long, f"split by meaning: {long}"

@@ -42,7 +42,8 @@ from opentelemetry import trace
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tracing import metrics
-from tracing.budget.door.book import FinishAdmission, Refusal, Ticket
+from tracing.budget.door.book import FinishAdmission
+from tracing.budget.door.ticket import Refusal, Ticket
 
 #: Bodies up to this size are read for their ``budget_ms`` before admission decides.
 PEEK_BYTES = 16 * 1024

@@ -53,7 +53,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResp
 from app.frontdoor import socket_wait
 from app.frontdoor.gate import GATE_KEY, Gate, Refused, stamp_arrival
 from tracing import metrics
-from tracing.budget.door.book import Ticket
+from tracing.budget.door.ticket import Ticket
 
 
 @dataclass(eq=False)

@@ -11,8 +11,9 @@ import pytest
 
 from tracing.budget.door import book as admission
 from tracing.budget.door import peers as admission_peers
-from tracing.budget.door.book import PRIOR_WEIGHT, FinishAdmission, Refusal, Ticket
+from tracing.budget.door.book import PRIOR_WEIGHT, FinishAdmission
 from tracing.budget.door.peers import Learned, Peers, median_of, shared_dir
+from tracing.budget.door.ticket import Refusal, Ticket
 
 ASK = "/v1/ask"
 

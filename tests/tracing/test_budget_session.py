@@ -22,7 +22,8 @@ from tracing.budget import (
     StageName,
     TargetSaturated,
 )
-from tracing.budget.door.book import FinishAdmission, Ticket
+from tracing.budget.door.book import FinishAdmission
+from tracing.budget.door.ticket import Ticket
 from tracing.budget.policy import Action
 
 SEARCH = PlanLimits(20, 0, 0, 0, 0, 0, 0.0)

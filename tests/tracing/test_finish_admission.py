@@ -7,13 +7,8 @@ import time
 
 import pytest
 
-from tracing.budget.door.book import (
-    LAG_LEARN_MIN,
-    PRIOR_WEIGHT,
-    FinishAdmission,
-    Refusal,
-    Ticket,
-)
+from tracing.budget.door.book import LAG_LEARN_MIN, PRIOR_WEIGHT, FinishAdmission
+from tracing.budget.door.ticket import Refusal, Ticket
 
 ASK = "/v1/ask"
 

@@ -26,7 +26,7 @@ from opentelemetry.trace import Span, Status, StatusCode
 from tracing import metrics
 
 if TYPE_CHECKING:
-    from tracing.budget.door.book import Ticket
+    from tracing.budget.door.ticket import Ticket
 
 tracer = trace.get_tracer(__name__)
 

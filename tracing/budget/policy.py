@@ -260,3 +260,24 @@ def _rank(plan: Plan) -> tuple[float, float, bool]:
     """What makes one plan better than another: quality, then the larger plan, then a cut
     context over a pruned one of the same size."""
     return (plan.quality, plan.predicted_ms, not plan.prune)
+
+
+def fit_context_length(plan: Plan, limits: PlanLimits, context_length: int | None) -> Plan:
+    """Shrink the plan's context so that prompt + output fits the server's ``context_length``
+    (the backend caps the output for whatever is left over)."""
+    if not context_length:
+        return plan
+    room = context_length - limits.prompt_overhead_tokens - plan.max_output_tokens
+    if plan.context_tokens <= room:
+        return plan
+    context = max(room, min(limits.min_context_tokens, plan.context_tokens))
+    actions = [a for a in plan.actions if a.action != "context_reduced"]
+    actions.append(
+        Action(
+            StageName.ASSEMBLE,
+            "context_reduced",
+            f"{context} of {limits.context_tokens} tokens: the server's context length is "
+            f"{context_length} and the answer may have {plan.max_output_tokens}",
+        )
+    )
+    return replace(plan, context_tokens=context, actions=actions)

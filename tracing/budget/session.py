@@ -28,16 +28,17 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import Protocol
 
 from opentelemetry.trace import Span
 
 from tracing import metrics
 from tracing.budget.engine import BudgetEngine, Rules
 from tracing.budget.errors import BudgetInfeasible, TargetSaturated
+from tracing.budget.keyword_side import keyword_side
 from tracing.budget.ledger import BudgetLedger
-from tracing.budget.policy import Action, Plan, PlanLimits
+from tracing.budget.policy import Action, Plan, PlanLimits, fit_context_length
 from tracing.budget.queue import Reservation, TargetQueue
+from tracing.budget.serving import GenerationResult, ReportedLoad, ServingTargets
 from tracing.budget.stage_names import StageName
 
 #: Kept before the deadline to finish an answer: the last event and the request's close.
@@ -52,66 +53,6 @@ def finish_reserve_ms(engine: BudgetEngine) -> float:
 
 #: Finish reasons whose timings describe the target (a request cut short teaches nothing).
 LEARNED_FINISH_REASONS = frozenset({"stop", "length"})
-
-
-class ServingTargets(Protocol):
-    """Where answers are generated, as the budget sees it (``inference.GenerationBackend``
-    fits): the targets an answer may go to, their loads and context length."""
-
-    @property
-    def earliest_deadline_first(self) -> bool: ...
-
-    @property
-    def context_length(self) -> int | None: ...
-
-    def cost_targets(self, question: str = "") -> list[str]: ...
-
-    def target_load(self, target: str) -> ReportedLoad | None: ...
-
-
-class ReportedLoad(Protocol):
-    """What a serving target says of its load (``inference.TargetLoad`` fits)."""
-
-    @property
-    def waiting(self) -> int: ...
-
-    @property
-    def max_running(self) -> int | None: ...
-
-
-class TokenUsage(Protocol):
-    """A generation's token counts (``inference.Usage`` fits)."""
-
-    @property
-    def prompt_tokens(self) -> int: ...
-
-    @property
-    def cached_tokens(self) -> int: ...
-
-    @property
-    def completion_tokens(self) -> int: ...
-
-
-class GenerationResult(Protocol):
-    """How one generation ended (``app.stages.Generated`` fits)."""
-
-    @property
-    def finish_reason(self) -> str: ...
-
-    @property
-    def target(self) -> str: ...
-
-    @property
-    def started(self) -> float: ...
-
-    @property
-    def first_at(self) -> float | None: ...
-
-    @property
-    def usage(self) -> TokenUsage | None: ...
-
-    @property
-    def queue_ms(self) -> float: ...
 
 
 @dataclass(frozen=True)
@@ -231,51 +172,15 @@ class BudgetSession:
     # -- the plan --------------------------------------------------------------------------
 
     def keyword_side(self, *, k: int, rerank_available: bool) -> Action | None:
-        """Whether hybrid search's keyword side runs: None when it does; else the action that
-        drops it (``keyword_skipped``, a priced saving like the plan's): when the best plan
-        after search keeps more quality without its predicted time (the ``keyword`` knob of the
-        quality table at 0) than with it, or fits only without it. Nothing is dropped where
-        nothing fits either way: the plan refuses then."""
-        engine = self.engine
+        """Whether hybrid search's keyword side runs (``keyword_side.keyword_side``): None when
+        it does, else the action that drops it."""
         if not self.rules.degrade:
             return None
-        keyword_ms = engine.cost.predict(StageName.KEYWORD, 1)
         target = self.targets[0] if self.targets else None
         queue = self.queue(target) if target is not None else None
-
-        def quality(spend_first_ms: float) -> float | None:
-            return engine.plan_quality(
-                self.ledger,
-                spend_first_ms=spend_first_ms,
-                k=k,
-                rerank_available=rerank_available,
-                target=target,
-                queue=queue,
-            )
-
-        with_side = quality(keyword_ms)
-        kept_with = (
-            None if with_side is None else with_side * engine.quality.quality("keyword", 1.0)
+        return keyword_side(
+            self.engine, self.ledger, target, queue, k=k, rerank_available=rerank_available
         )
-        dropped = engine.quality.quality("keyword", 0.0)
-        if kept_with is not None and kept_with >= dropped:
-            return None  # no plan without it can keep more (a plan's quality is at most 1)
-        without = quality(0.0)
-        if without is None:
-            return None
-        kept = without * dropped
-        if kept_with is not None and kept_with >= kept:
-            return None
-        if with_side is None:
-            reason = (
-                f"keyword search needs ~{keyword_ms:.1f} ms: the smallest plan fits only without it"
-            )
-        else:
-            reason = (
-                f"keyword search needs ~{keyword_ms:.1f} ms: the plan keeps {kept:.2f} of its "
-                f"quality without it, {with_side:.2f} with it"
-            )
-        return Action(StageName.KEYWORD, "keyword_skipped", reason)
 
     def plan(self, *, k: int, rerank_available: bool) -> Plan:
         """The plan for what is left of the budget (an answer's, or a search's when the engine
@@ -326,33 +231,12 @@ class BudgetSession:
                     plan,
                     actions=[*plan.actions, Action(StageName.GENERATE, "smaller_model", reason)],
                 )
-            return self._fit_context_length(plan, limits)
+            return fit_context_length(plan, limits, self.context_length)
         assert first is not None
         if self.rules.on_infeasible == "passages" and limits.max_output_tokens:
             self.ledger.degrade(StageName.GENERATE, "generation_skipped", str(first))
             return Plan(0, limits.context_tokens, 0, 0.0, target=self.targets[0])
         raise first
-
-    def _fit_context_length(self, plan: Plan, limits: PlanLimits) -> Plan:
-        """Shrink the context so that prompt + output fits the server's context length (the
-        backend caps the output for whatever is left over)."""
-        length = self.context_length
-        if not length:
-            return plan
-        room = length - limits.prompt_overhead_tokens - plan.max_output_tokens
-        if plan.context_tokens <= room:
-            return plan
-        context = max(room, min(limits.min_context_tokens, plan.context_tokens))
-        actions = [a for a in plan.actions if a.action != "context_reduced"]
-        actions.append(
-            Action(
-                StageName.ASSEMBLE,
-                "context_reduced",
-                f"{context} of {limits.context_tokens} tokens: the server's context length is "
-                f"{length} and the answer may have {plan.max_output_tokens}",
-            )
-        )
-        return replace(plan, context_tokens=context, actions=actions)
 
     def begin(self, stage: StageName, span: Span, *, runs: bool = True) -> None:
         """As ``stage`` begins: its predicted ms on the ledger (when it ``runs``: a rerank of no

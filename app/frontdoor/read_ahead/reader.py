@@ -46,20 +46,17 @@ import os
 import socket
 import threading
 import time
-import urllib.parse
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import httptools
 
-from app.frontdoor import socket_wait
-from app.frontdoor.gate import Gate, Refused, stamp_arrival
+from app.frontdoor.gate import Gate, Refused
 from app.frontdoor.protocol import AdmittingProtocol, Prelude
 from app.frontdoor.read_ahead import held_sockets
-from app.frontdoor.read_ahead.held_sockets import HeldSocket
+from app.frontdoor.read_ahead.connections import Connection, waited_ms
 from tracing import metrics
-from tracing.budget.door.book import Ticket
+from tracing.budget.door.ticket import Ticket
 
 log = logging.getLogger("ragtime")
 
@@ -76,73 +73,6 @@ SEND_TIMEOUT_S = 1.0
 TURN_S = 0.005
 #: Of that, the longest it waits, keeping the lock, for the bodies of the heads it read.
 BODY_WAIT_S = 0.002
-
-
-def _waited_ms(sock: HeldSocket, arrived_ns: int | None) -> float:
-    """How long the bytes just read from ``sock`` waited in the kernel: from the stamp of their
-    arrival where there is one, else from the connection's ``TCP_INFO``, to a jiffy (4 ms). A
-    stamp ahead of the clock (the wall clock stepped back) is not believed."""
-    if arrived_ns is not None:
-        waited_ns = time.time_ns() - arrived_ns
-        if waited_ns >= 0:
-            return waited_ns / 1e6
-    return socket_wait.last_data_ms(sock) or 0.0
-
-
-class _Request:
-    """httptools' callbacks for one request read on a connection; ``begun`` counts requests."""
-
-    def __init__(self) -> None:
-        self.url = b""
-        self.headers: list[tuple[bytes, bytes]] = []
-        self.body = bytearray()
-        self.begun = 0
-        self.head_read = False
-        self.complete = False
-
-    def on_message_begin(self) -> None:
-        self.begun += 1
-
-    def on_url(self, url: bytes) -> None:
-        self.url += url
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        self.headers.append((name.lower(), value))
-
-    def on_headers_complete(self) -> None:
-        self.head_read = True
-
-    def on_body(self, body: bytes) -> None:
-        self.body += body
-
-    def on_message_complete(self) -> None:
-        self.complete = True
-
-
-@dataclass(eq=False)
-class _Connection:
-    """A connection held by the thread: what it has read of its next request."""
-
-    sock: HeldSocket
-    request: _Request = field(default_factory=_Request)
-    parser: Any = None
-    data: bytearray = field(default_factory=bytearray)
-    read_at: float = 0.0
-    """When the request's first bytes were read (0: none yet)."""
-    received_at: float = 0.0
-    idle_since: float | None = None
-    """Set after a response from here: the connection is closed after the keep-alive."""
-
-    def __post_init__(self) -> None:
-        self.parser = httptools.HttpRequestParser(self.request)
-
-    def reset(self, now: float) -> None:
-        """Ready for the connection's next request, after a response."""
-        self.request = _Request()
-        self.parser = httptools.HttpRequestParser(self.request)
-        self.data = bytearray()
-        self.read_at = self.received_at = 0.0
-        self.idle_since = now
 
 
 class ReadAhead:
@@ -167,11 +97,11 @@ class ReadAhead:
         self.keep_alive_s = keep_alive_s
         self._poller = held_sockets.Poller()
         self._wake_r, self._wake_w = socket.socketpair()
-        self._connections: dict[int, _Connection] = {}
+        self._connections: dict[int, Connection] = {}
         self._refused: list[tuple[dict[str, Any], Refused, float]] = []
         self._handing: list[tuple[int, Prelude]] = []
         self._waits: list[float] = []
-        self._heads: list[tuple[int, _Connection]] = []
+        self._heads: list[tuple[int, Connection]] = []
         """This turn's connections whose head is read and whose body is still to come."""
         self._stopping = False
         self._attaching: set[asyncio.Task[None]] = set()
@@ -277,11 +207,11 @@ class ReadAhead:
             except OSError:  # gone already
                 sock.close()
                 continue
-            connection = _Connection(sock)
+            connection = Connection(sock)
             self._connections[sock.fd] = connection
             self._step(connection)  # its request is often there already
 
-    def _step(self, connection: _Connection) -> None:
+    def _step(self, connection: Connection) -> None:
         """Read what ``connection`` has, and decide its request once it is whole. A fault here
         is one connection's: it goes to the loop undecided (or is closed), the thread goes on."""
         try:
@@ -295,7 +225,7 @@ class ReadAhead:
             else:
                 self._close(connection)
 
-    def _read(self, connection: _Connection) -> None:
+    def _read(self, connection: Connection) -> None:
         first = not connection.data
         try:
             if first and self._stamped:
@@ -312,10 +242,10 @@ class ReadAhead:
             return
         if first:
             now = time.perf_counter()
-            waited_ms = _waited_ms(connection.sock, arrived_ns)
-            connection.read_at, connection.received_at = now, now - waited_ms / 1000.0
+            waited = waited_ms(connection.sock, arrived_ns)
+            connection.read_at, connection.received_at = now, now - waited / 1000.0
             connection.idle_since = None
-            self._waits.append(waited_ms / 1000.0)
+            self._waits.append(waited / 1000.0)
         connection.data += data
         try:
             connection.parser.feed_data(data)
@@ -328,12 +258,12 @@ class ReadAhead:
         elif request.head_read:
             self._decide(connection)
 
-    def _decide(self, connection: _Connection) -> None:
+    def _decide(self, connection: Connection) -> None:
         """Once a request's head is read: to the loop now if the gate does not take it (it
         may be waiting for a reply before it sends its body: ``Expect``); else, once its body
         is read too, admitted (to the loop) or refused (here)."""
         request, gate = connection.request, self.gate
-        scope = self._scope(connection)
+        scope = connection.scope()
         if scope is None or not gate.takes(scope):
             self._hand_over(connection)
             return
@@ -358,28 +288,6 @@ class ReadAhead:
             connection.reset(sent_at)
         else:
             self._close(connection)
-
-    def _scope(self, connection: _Connection) -> dict[str, Any] | None:
-        """What the gate reads of the request, as an ASGI scope would hold it (``None``: one
-        the gate never takes, as uvicorn would not start it without a reply first)."""
-        request, parser = connection.request, connection.parser
-        if any(name in (b"expect", b"upgrade") for name, _ in request.headers):
-            return None
-        url = httptools.parse_url(request.url)
-        state: dict[str, Any] = {}
-        stamp_arrival(state, connection.read_at, connection.read_at - connection.received_at)
-        return {
-            "type": "http",
-            "method": parser.get_method().decode("ascii"),
-            "http_version": parser.get_http_version(),
-            "path": urllib.parse.unquote(url.path.decode("ascii")),
-            "raw_path": url.path,
-            "query_string": url.query or b"",
-            "root_path": "",
-            "headers": request.headers,
-            "client": connection.sock.peer,
-            "state": state,
-        }
 
     def _account(self) -> None:
         """After a turn's answers, what may wait for the interpreter's lock or for a lock the
@@ -419,16 +327,16 @@ class ReadAhead:
             ):
                 self._close(connection)
 
-    def _forget(self, connection: _Connection) -> None:
+    def _forget(self, connection: Connection) -> None:
         if self._connections.pop(connection.sock.fd, None) is not None:
             with contextlib.suppress(OSError):
                 self._poller.unregister(connection.sock.fd)
 
-    def _close(self, connection: _Connection) -> None:
+    def _close(self, connection: Connection) -> None:
         self._forget(connection)
         connection.sock.close()
 
-    def _hand_over(self, connection: _Connection, ticket: Ticket | None = None) -> None:
+    def _hand_over(self, connection: Connection, ticket: Ticket | None = None) -> None:
         """Give the connection, with what was read of it, to the loop's HTTP protocol (at the
         turn's end)."""
         self._forget(connection)

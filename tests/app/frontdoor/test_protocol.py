@@ -42,7 +42,8 @@ from tests.helpers.raw_http import (
     settled,
 )
 from tracing import metrics
-from tracing.budget.door.book import FinishAdmission, Ticket
+from tracing.budget.door.book import FinishAdmission
+from tracing.budget.door.ticket import Ticket
 from tracing.loop_lag import LoopLag
 
 

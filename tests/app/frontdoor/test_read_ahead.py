@@ -23,7 +23,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from app.frontdoor.gate import Admission
-from app.frontdoor.read_ahead import held_sockets
+from app.frontdoor.read_ahead import connections, held_sockets
 from app.frontdoor.read_ahead import reader as read_ahead_module
 from app.frontdoor.read_ahead.reader import ReadAhead
 from app.frontdoor.server import GracefulServer
@@ -239,7 +239,7 @@ def test_a_request_is_timed_from_its_arrival_not_from_the_threads_read(
             time.sleep(0.3)  # the request waits in the kernel meanwhile
         return accept(listener)
 
-    monkeypatch.setattr(read_ahead_module.socket_wait, "last_data_ms", lambda sock: None)
+    monkeypatch.setattr(connections.socket_wait, "last_data_ms", lambda sock: None)
     monkeypatch.setattr(held_sockets, "accept", accept_late)
     with connect(server) as sock, sock.makefile("rb") as stream:
         sock.sendall(b"".join(ask(api_key, 60_000)))
@@ -296,12 +296,12 @@ def test_a_request_read_whole_is_decided_without_waiting(
 
 def test_a_stamp_ahead_of_the_clock_is_not_believed(monkeypatch: pytest.MonkeyPatch) -> None:
     """The wall clock stepped back after the kernel stamped the bytes: the jiffy figure."""
-    monkeypatch.setattr(read_ahead_module.socket_wait, "last_data_ms", lambda sock: 8.0)
+    monkeypatch.setattr(connections.socket_wait, "last_data_ms", lambda sock: 8.0)
     now = time.time_ns()
     held = held_sockets.HeldSocket(-1)
-    assert read_ahead_module._waited_ms(held, now - 30_000_000) >= 30.0
-    assert read_ahead_module._waited_ms(held, now + 10**12) == 8.0
-    assert read_ahead_module._waited_ms(held, None) == 8.0
+    assert connections.waited_ms(held, now - 30_000_000) >= 30.0
+    assert connections.waited_ms(held, now + 10**12) == 8.0
+    assert connections.waited_ms(held, None) == 8.0
 
 
 def test_a_turn_that_fails_leaves_the_thread_reading(

@@ -1,0 +1,59 @@
+"""Whether hybrid search's keyword side (BM25) is worth its predicted time: priced against what
+that time buys in the plan after search, as the degradation policy prices every saving."""
+
+from __future__ import annotations
+
+from tracing.budget.engine import BudgetEngine
+from tracing.budget.ledger import BudgetLedger
+from tracing.budget.policy import Action
+from tracing.budget.queue import TargetQueue
+from tracing.budget.stage_names import StageName
+
+
+def keyword_side(
+    engine: BudgetEngine,
+    ledger: BudgetLedger,
+    target: str | None,
+    queue: TargetQueue | None,
+    *,
+    k: int,
+    rerank_available: bool,
+) -> Action | None:
+    """Whether hybrid search's keyword side runs: None when it does; else the action that
+    drops it (``keyword_skipped``, a priced saving like the plan's): when the best plan
+    after search keeps more quality without its predicted time (the ``keyword`` knob of the
+    quality table at 0) than with it, or fits only without it. Nothing is dropped where
+    nothing fits either way: the plan refuses then."""
+    keyword_ms = engine.cost.predict(StageName.KEYWORD, 1)
+
+    def quality(spend_first_ms: float) -> float | None:
+        return engine.plan_quality(
+            ledger,
+            spend_first_ms=spend_first_ms,
+            k=k,
+            rerank_available=rerank_available,
+            target=target,
+            queue=queue,
+        )
+
+    with_side = quality(keyword_ms)
+    kept_with = None if with_side is None else with_side * engine.quality.quality("keyword", 1.0)
+    dropped = engine.quality.quality("keyword", 0.0)
+    if kept_with is not None and kept_with >= dropped:
+        return None  # no plan without it can keep more (a plan's quality is at most 1)
+    without = quality(0.0)
+    if without is None:
+        return None
+    kept = without * dropped
+    if kept_with is not None and kept_with >= kept:
+        return None
+    if with_side is None:
+        reason = (
+            f"keyword search needs ~{keyword_ms:.1f} ms: the smallest plan fits only without it"
+        )
+    else:
+        reason = (
+            f"keyword search needs ~{keyword_ms:.1f} ms: the plan keeps {kept:.2f} of its "
+            f"quality without it, {with_side:.2f} with it"
+        )
+    return Action(StageName.KEYWORD, "keyword_skipped", reason)
