@@ -21,7 +21,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from app.moderation import QuestionRejected
 from inference import BackendBusy, GenerationRejected, InferenceError
 from retrieval import BrokenIndex, LimitExceeded, RetrievalError
-from tracing.budget import BudgetInfeasible, TargetSaturated
+from tracing.budget import BudgetInfeasible, DeadlinePassed, TargetSaturated
 
 
 class ApiError(Exception):
@@ -128,9 +128,12 @@ class Overloaded(ApiError):
 
 @contextmanager
 def budget_refusals() -> Iterator[None]:
-    """The budget's refusals as the API's: no plan fits (504), the target is full (503)."""
+    """The budget's refusals as the API's: no plan fits, or a stage still ran at the deadline
+    (504); the target is full (503)."""
     try:
         yield
+    except DeadlinePassed as exc:
+        raise BudgetExhausted(str(exc)) from None
     except BudgetInfeasible as exc:
         raise BudgetExhausted(str(exc)) from exc
     except TargetSaturated as exc:

@@ -17,8 +17,7 @@ than generation (a reranker error) is skipped as a degradation. A request's stat
 
 from __future__ import annotations
 
-import time
-from collections.abc import AsyncGenerator, Awaitable
+from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from dataclasses import replace
 from typing import TypeVar
@@ -48,7 +47,6 @@ from tracing.budget import (
     BudgetEngine,
     BudgetLedger,
     BudgetSession,
-    DeadlinePassed,
     StageName,
 )
 
@@ -91,9 +89,10 @@ class Pipeline:
         """Embed, search (within ``search_filter``, in ``mode``: default the setting's) and
         rerank (sized to the budget): the ``k`` best passages."""
         session = BudgetSession(self.budget, ledger, route=route)
-        passages, _ = await self._retrieve(
-            query, collection, k, session, search_filter, mode=mode, need_vector=False
-        )
+        with budget_refusals():
+            passages, _ = await self._retrieve(
+                query, collection, k, session, search_filter, mode=mode, need_vector=False
+            )
         return passages
 
     async def _retrieve(
@@ -109,7 +108,7 @@ class Pipeline:
     ) -> tuple[list[Passage], np.ndarray | None]:
         """The passages, and the query's vector (which pruning weighs sentences by; None when
         a keyword search did not ``need_vector``)."""
-        stages, ledger = self.stages, session.ledger
+        stages = self.stages
         mode = mode or self.settings.search_mode
         try:
             stages.search.check(collection, search_filter)
@@ -121,36 +120,28 @@ class Pipeline:
         keyword: list[Passage] = []
         if mode != "keyword" or need_vector:
             embedder = self.services.embedders_for(collection)
-            embedded = await self._stage(
-                session,
-                StageName.EMBED,
-                stages.embed.run(query, deadline=ledger.deadline, embedder=embedder),
+            embedded = await session.run(
+                StageName.EMBED, lambda by: stages.embed.run(query, deadline=by, embedder=embedder)
             )
             vector = embedded.vector
         if mode != "keyword" and vector is not None:
-            found = await self._stage(
-                session,
+            found = await session.run(
                 StageName.SEARCH,
-                stages.search.run(
+                lambda by: stages.search.run(
                     collection,
                     vector,
                     candidates,
-                    deadline=ledger.deadline,
+                    deadline=by,
                     search_filter=search_filter,
                     backend=embedded.backend,
                 ),
             )
             dense = found.passages
         if mode == "keyword" or (mode == "hybrid" and self._keyword_side(session, query, k)):
-            keyword_found = await self._stage(
-                session,
+            keyword_found = await session.run(
                 StageName.KEYWORD,
-                stages.keyword.run(
-                    collection,
-                    query,
-                    candidates,
-                    deadline=ledger.deadline,
-                    search_filter=search_filter,
+                lambda by: stages.keyword.run(
+                    collection, query, candidates, deadline=by, search_filter=search_filter
                 ),
             )
             keyword = keyword_found.passages
@@ -159,24 +150,15 @@ class Pipeline:
             if mode == "hybrid"
             else [replace(p, found_by=(mode,)) for p in (dense if mode == "dense" else keyword)]
         )
-        with budget_refusals():
-            plan = session.plan(k=k, rerank_available=stages.rerank.available)
-        with ledger.stage(StageName.RERANK) as span:
-            session.begin(StageName.RERANK, span, runs=bool(candidates_found))
-            started = time.perf_counter()
-            reranked = await stages.rerank.run(
-                query,
-                candidates_found,
-                k=k,
-                candidates=plan.rerank_candidates,
-                deadline=session.deadline_for(StageName.RERANK),
-            )
-            reranked.record(span)
-            if reranked.error is not None:
-                span.record_exception(reranked.error)
-            if reranked.degradation is not None:
-                ledger.degrade(StageName.RERANK, *reranked.degradation, span)
-            session.observe(StageName.RERANK, started, reranked.scored)
+        plan = session.plan(k=k, rerank_available=stages.rerank.available)
+        reranked = await session.run(
+            StageName.RERANK,
+            lambda by: stages.rerank.run(
+                query, candidates_found, k=k, candidates=plan.rerank_candidates, deadline=by
+            ),
+            runs=bool(candidates_found),
+            units=lambda reranked: reranked.scored,
+        )
         return reranked.passages, vector
 
     def _keyword_side(self, session: BudgetSession, query: str, k: int) -> bool:
@@ -188,11 +170,9 @@ class Pipeline:
         if not keyword_weight(query):
             return False
         action = session.keyword_side(k=k, rerank_available=self.stages.rerank.available)
-        if action is None:
-            return True
-        with session.ledger.stage(StageName.KEYWORD) as span:
-            session.ledger.degrade(action.stage, action.action, action.reason, span)
-        return False
+        if action is not None:
+            session.skip(action)
+        return action is None
 
     # -- answering -------------------------------------------------------------------------
 
@@ -220,34 +200,32 @@ class Pipeline:
         )
         with budget_refusals():
             session.admit()
-        await self._stage(
-            session,
-            StageName.MODERATE_QUESTION,
-            stages.screen_question.run(question, deadline=ledger.deadline),
-        )
-        passages, vector = await self._retrieve(question, collection, top_k, session)
-        kept = await self._stage(
-            session,
-            StageName.MODERATE_PASSAGES,
-            stages.screen_passages.run(passages, deadline=ledger.deadline),
-        )
-        # Hold the planned generation time at its target, so later requests plan around it.
-        session.reserve()
-        try:
-            assembled = await self._stage(
-                session,
-                StageName.ASSEMBLE,
-                stages.assemble.run(
-                    question,
-                    kept.passages,
-                    context_tokens=session.planned.context_tokens,
-                    deadline=ledger.deadline,
-                    prune_for=vector if session.planned.prune else None,
-                ),
+            await session.run(
+                StageName.MODERATE_QUESTION,
+                lambda by: stages.screen_question.run(question, deadline=by),
             )
-        except BaseException:
-            session.release()
-            raise
+            passages, vector = await self._retrieve(question, collection, top_k, session)
+            kept = await session.run(
+                StageName.MODERATE_PASSAGES,
+                lambda by: stages.screen_passages.run(passages, deadline=by),
+            )
+            # Hold the planned generation time at its target, so later requests plan around it.
+            session.reserve()
+            try:
+                plan = session.planned
+                assembled = await session.run(
+                    StageName.ASSEMBLE,
+                    lambda by: stages.assemble.run(
+                        question,
+                        kept.passages,
+                        context_tokens=plan.context_tokens,
+                        deadline=by,
+                        prune_for=vector if plan.prune else None,
+                    ),
+                )
+            except BaseException:
+                session.release()
+                raise
         return Prepared(question, kept.passages, assembled.prompt, session, kept.quarantined)
 
     async def generate(self, prepared: Prepared) -> AsyncGenerator[AnswerEvent, None]:
@@ -271,26 +249,21 @@ class Pipeline:
         attribution when there is time left for it (else skipped, as a degradation)."""
         stage, session = self.stages.attribute, prepared.session
         passages = {p.label: p.text for p in prepared.prompt.passages}
-        with session.ledger.stage(StageName.ATTRIBUTE) as span:
+
+        async def attribute(by: float) -> Attributed:
             attributed = stage.by_model(outcome.text, set(passages))
-            if attributed is None:
-                room = session.attribution()
-                if not room.fits:
-                    attributed = Attributed.skipped("attribution_skipped", room.reason)
-                else:
-                    started = time.perf_counter()
-                    attributed = await stage.run(
-                        outcome.text,
-                        passages,
-                        deadline=room.deadline,
-                        chunks=kept_chunks(prepared.prompt.passages),
-                    )
-                    if attributed.method == "attributed":
-                        session.observe(StageName.ATTRIBUTE, started)
-            attributed.record(span)
-            if attributed.degradation is not None:
-                session.ledger.degrade(StageName.ATTRIBUTE, *attributed.degradation, span)
-        return attributed
+            if attributed is not None:
+                return attributed
+            room = session.attribution()
+            if not room.fits:
+                return Attributed.skipped("attribution_skipped", room.reason)
+            chunks = kept_chunks(prepared.prompt.passages)
+            return await stage.run(outcome.text, passages, deadline=room.deadline, chunks=chunks)
+
+        learned = {"attributed": 1.0}  # the model's own labels, or a skip, teach nothing
+        return await session.run(
+            StageName.ATTRIBUTE, attribute, units=lambda done: learned.get(done.method, 0.0)
+        )
 
     async def _generate(self, prepared: Prepared) -> AsyncGenerator[AnswerEvent, None]:
         """The generate and moderate.answer stages: moderated deltas, then the outcome."""
@@ -361,18 +334,3 @@ class Pipeline:
             )
             stage.end(error if isinstance(error, Exception) else None)
         yield AnswerDone(outcome)
-
-    async def _stage(self, session: BudgetSession, stage: StageName, work: Awaitable[R]) -> R:
-        """One stage's ``work`` in its span, charged to the budget, its result recorded on the
-        span and its cost taught to the session. A stage still running at the deadline ends
-        the request."""
-        with session.ledger.stage(stage) as span:
-            session.begin(stage, span)
-            started = time.perf_counter()
-            try:
-                result = await work
-            except DeadlinePassed as exc:
-                raise BudgetExhausted(str(exc)) from None
-            session.observe(stage, started)
-            result.record(span)
-        return result

@@ -25,9 +25,10 @@ A session holds one request's state and is used by that request's task only.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
+from typing import Protocol, TypeVar
 
 from opentelemetry.trace import Span
 
@@ -38,30 +39,21 @@ from tracing.budget.keyword_side import keyword_side
 from tracing.budget.ledger import BudgetLedger
 from tracing.budget.policy import Action, Plan, PlanLimits, fit_context_length
 from tracing.budget.queue import Reservation, TargetQueue
+from tracing.budget.reserves import Attribution, attribution_room, generation_reserve_ms
 from tracing.budget.serving import GenerationResult, ReportedLoad, ServingTargets
 from tracing.budget.stage_names import StageName
 
-#: Kept before the deadline to finish an answer: the last event and the request's close.
-FINISH_RESERVE_MS = 50.0
+
+class StageOutcome(Protocol):
+    """A stage's result, as the session records it (``app.stages.result.StageResult``)."""
+
+    def record(self, span: Span) -> None: ...
 
 
-def finish_reserve_ms(engine: BudgetEngine) -> float:
-    """Kept before the deadline to finish an answer: ``FINISH_RESERVE_MS``, and the event loop's
-    recent lag (``BudgetEngine.loop_lag_ms``), which the last event waits behind."""
-    return FINISH_RESERVE_MS + engine.loop_lag_ms()
-
+Outcome = TypeVar("Outcome", bound=StageOutcome)
 
 #: Finish reasons whose timings describe the target (a request cut short teaches nothing).
 LEARNED_FINISH_REASONS = frozenset({"stop", "length"})
-
-
-@dataclass(frozen=True)
-class Attribution:
-    """Whether attribution fits what is left, and until when it may run."""
-
-    fits: bool
-    deadline: float
-    reason: str = ""
 
 
 class BudgetSession:
@@ -266,6 +258,37 @@ class BudgetSession:
                 }
             )
 
+    async def run(
+        self,
+        stage: StageName,
+        work: Callable[[float], Awaitable[Outcome]],
+        *,
+        runs: bool = True,
+        units: Callable[[Outcome], float] = lambda _: 1.0,
+    ) -> Outcome:
+        """One stage through the budget, the one way every stage but generation runs: its span
+        on the ledger, the plan's prediction and actions on it (``begin``; ``runs``: the stage
+        does work), ``work`` given the stage's deadline (``deadline_for``), its result on the
+        span, what it gave up as a degradation, its error on the span, and its cost over
+        ``units`` taught to the cost model. ``DeadlinePassed`` ends the request."""
+        with self.ledger.stage(stage) as span:
+            self.begin(stage, span, runs=runs)
+            started = time.perf_counter()
+            result = await work(self.deadline_for(stage))
+            result.record(span)
+            if (error := getattr(result, "error", None)) is not None:
+                span.record_exception(error)
+            if (degradation := getattr(result, "degradation", None)) is not None:
+                action, reason = degradation
+                self.ledger.degrade(stage, action, reason, span)
+            self.observe(stage, started, units(result))
+        return result
+
+    def skip(self, action: Action) -> None:
+        """A stage the plan drops (``keyword_side``): its span, saying what was given up."""
+        with self.ledger.stage(action.stage) as span:
+            self.ledger.degrade(action.stage, action.action, action.reason, span)
+
     # -- the reservation -------------------------------------------------------------------
 
     def reserve(self) -> None:
@@ -315,26 +338,12 @@ class BudgetSession:
         return deadline
 
     def generation_reserve_ms(self) -> float:
-        """Kept before the deadline while decoding: to flush the answer filter and send the last
-        event. None is held for attribution: an answer decoded up to the deadline keeps its
-        tokens, and its citations go unattributed, saying so."""
-        return self.engine.cost.rate(StageName.MODERATE_ANSWER) + finish_reserve_ms(self.engine)
+        """Kept before the deadline while decoding (``reserves.generation_reserve_ms``)."""
+        return generation_reserve_ms(self.engine)
 
     def attribution(self) -> Attribution:
-        """Whether attribution fits what is left (at its learned cost), and until when it may
-        run."""
-        reserve_ms = finish_reserve_ms(self.engine)
-        left_ms = self.ledger.remaining_ms - reserve_ms
-        needed_ms = self.engine.cost.rate(StageName.ATTRIBUTE)
-        deadline = self.ledger.deadline - reserve_ms / 1000.0
-        if left_ms <= 0 or left_ms < needed_ms:
-            return Attribution(
-                False,
-                deadline,
-                f"{max(left_ms, 0.0):.0f} ms of the budget left, attribution takes "
-                f"about {needed_ms:.0f} ms: citations not attributed",
-            )
-        return Attribution(True, deadline)
+        """Whether attribution fits what is left, and until when it may run."""
+        return attribution_room(self.engine, self.ledger)
 
     # -- what is learned -------------------------------------------------------------------
 
