@@ -14,6 +14,7 @@ from fastapi_offline import FastAPIOffline
 from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 
 from app import access_log, openapi
+from app.budget_engine import build_budget_engine
 from app.calibration import probes, reported_itl_ms
 from app.errors import install_error_handlers
 from app.frontdoor import socket_wait
@@ -30,6 +31,7 @@ from app.settings import Settings, get_settings, usable_cores
 from inference import GenerationBackend
 from tracing import RequestMetricsMiddleware, configure_tracing, flush_tracing
 from tracing.alerts import AlertEvaluator
+from tracing.budget import BudgetEngine
 from tracing.budget.door.book import FinishAdmission
 from tracing.budget.door.peers import Peers, serving_processes
 from tracing.loop_lag import LoopLag
@@ -68,7 +70,7 @@ def alert_evaluator(settings: Settings) -> AlertEvaluator:
     )
 
 
-def generation_floor(pipeline: Pipeline, backend: GenerationBackend) -> Callable[[str], float]:
+def generation_floor(budget: BudgetEngine, backend: GenerationBackend) -> Callable[[str], float]:
     """The smallest answer's generation at the median, for admission's prediction: nothing for
     a search, which generates nothing."""
 
@@ -76,7 +78,7 @@ def generation_floor(pipeline: Pipeline, backend: GenerationBackend) -> Callable
         if route not in ANSWER_ROUTES:
             return 0.0
         targets = backend.cost_targets("")
-        return pipeline.budget.smallest_generation_ms(targets[0], 0.5) if targets else 0.0
+        return budget.smallest_generation_ms(targets[0], 0.5) if targets else 0.0
 
     return floor_ms
 
@@ -129,20 +131,21 @@ def create_app(
         await live.start()
         admission.remote_slots = lambda: live.backend.remote_slots
         app.state.services = live
-        app.state.pipeline = pipeline = Pipeline(live, shutdown=shutdown)
-        finish.generation_floor_ms = generation_floor(pipeline, live.backend)
+        app.state.budget = budget = build_budget_engine(settings)
+        app.state.pipeline = Pipeline(live, budget, shutdown=shutdown)
+        finish.generation_floor_ms = generation_floor(budget, live.backend)
         app.state.rate_limiter = limiter = build_limiter(settings)
         gen = live.backend
         # Calibrate remote targets as they join; publish the cost model as metrics.
         upkeep = asyncio.create_task(
-            pipeline.budget.maintain(
+            budget.maintain(
                 lambda: probes(gen) if settings.calibrate else {},
                 interval_s=settings.calibration_interval_s,
                 itl_ms=lambda target: reported_itl_ms(gen, target),
             ),
             name="ragtime-budget-upkeep",
         )
-        pipeline.budget.loop_lag_ms = loop_lag.ms
+        budget.loop_lag_ms = loop_lag.ms
         lag = asyncio.create_task(loop_lag.run(), name="ragtime-loop-lag")
         app.state.alerts = alert_evaluator(settings)
         await app.state.alerts.start()  # runs without a webhook too, for GET /v1/alerts

@@ -4,7 +4,7 @@
 ``run()`` does the stage's work for one request and returns a dataclass (generation streams its
 events, then its result). Blocking work runs on the stage's own threads (``threads``), waited for
 no later than the deadline the caller passes. No stage knows about HTTP or plans: the pipeline
-(``app/pipeline.py``) calls them in order, each in its span, and charges the budget.
+(``app.pipeline``) runs them in order, each through the request's budget session.
 
     screen question -> embed -> search (dense) and/or keyword (BM25) -> rerank
     -> screen passages -> assemble -> generate

@@ -39,7 +39,7 @@ def budget_app(
 
 def seed(client: TestClient, rates: GenerationPrior = RATES) -> None:
     """Forget what earlier requests taught the model: plan with ``rates`` alone."""
-    app_state(client).pipeline.budget.cost.seed({"rerank": 5.0}, rates)
+    app_state(client).budget.cost.seed({"rerank": 5.0}, rates)
 
 
 def ask(
@@ -266,6 +266,6 @@ def test_plans_count_the_prompt_overhead_measured_with_the_served_tokenizer(
     with budget_app(seeded_data_dir) as client:
         state = app_state(client)
         measured = state.services.stages.assemble.overhead_tokens
-        limits = state.pipeline.budget.answer_policy.limits
+        limits = state.budget.answer_policy.limits
     assert measured is not None and 0 < measured != 120
     assert limits.prompt_overhead_tokens == measured

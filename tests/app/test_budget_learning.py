@@ -20,7 +20,7 @@ SIM = GenerationPrior(fixed_ms=20.0, prefill_ms_per_token=1.0, decode_ms_per_tok
 
 
 def seed(client: TestClient, prior: GenerationPrior = SIM) -> None:
-    app_state(client).pipeline.budget.cost.seed(None, prior)
+    app_state(client).budget.cost.seed(None, prior)
 
 
 def ask(client: TestClient, auth: dict[str, str], question: str, **body: Any) -> Any:

@@ -53,7 +53,7 @@ def test_a_client_gone_after_the_evidence_gives_its_reservation_back(
     app = build_app(seeded_data_dir, backend=backend, max_output_tokens=200)
     with served(app) as url:
         leave_after(url, auth, "citations")
-        reservations = app.state.pipeline.budget.reservations
+        reservations = app.state.budget.reservations
         deadline = time.monotonic() + 5
         while reservations.open(backend.cost_target()):
             assert time.monotonic() < deadline, "the reservation is still held"

@@ -141,7 +141,7 @@ def test_a_tight_budget_answers_with_the_smaller_model_and_says_so(
     )
     question = {"question": "Why would I use a tuple instead of a list?"}
     with running_app(seeded_data_dir, backend=router, calibrate=False) as client:
-        cost = app_state(client).pipeline.budget.cost
+        cost = app_state(client).budget.cost
         cost.calibrate(large_url, GenerationPrior(1000.0, 0.05, 50.0, source="calibration"))
         cost.calibrate(small_url, GenerationPrior(30.0, 0.05, 5.0, source="calibration"))
         roomy = client.post("/v1/ask", json={**question, "budget_ms": 60000}, headers=auth)

@@ -140,7 +140,7 @@ def test_the_budget_drops_the_keyword_side_when_it_does_not_fit_and_says_so(
     headers = {"Authorization": f"Bearer {create_key(data_dir)}"}
     rates = GenerationPrior(fixed_ms=0.0, prefill_ms_per_token=1.0, decode_ms_per_token=10.0)
     with running_app(data_dir, backend=ScriptedBackend(), search_mode="hybrid") as test_client:
-        app_state(test_client).pipeline.budget.cost.seed({"keyword": 5000.0}, rates)
+        app_state(test_client).budget.cost.seed({"keyword": 5000.0}, rates)
         response = test_client.post(
             "/v1/ask",
             json={"question": f"How do I use {QUERY}?", "budget_ms": 3000},

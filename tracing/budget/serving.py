@@ -1,10 +1,21 @@
 """What the budget session reads of the generation backend: the targets it may send an answer
-to, their reported load and context length, and a generation's result. Protocols, so that
+to, their reported load and context length, and a generation's result; and what that result
+means for the budget (``generation_ended``). Protocols, so that
 ``tracing`` needs nothing of ``inference``: its backends satisfy them as they are."""
 
 from __future__ import annotations
 
+import time
 from typing import Protocol
+
+from opentelemetry.trace import Span
+
+from tracing.budget.engine import BudgetEngine
+from tracing.budget.ledger import BudgetLedger
+from tracing.budget.stage_names import StageName
+
+#: Finish reasons whose timings describe the target (a request cut short teaches nothing).
+LEARNED_FINISH_REASONS = frozenset({"stop", "length"})
 
 
 class ServingTargets(Protocol):
@@ -65,3 +76,36 @@ class GenerationResult(Protocol):
 
     @property
     def queue_ms(self) -> float: ...
+
+
+def generation_ended(
+    engine: BudgetEngine,
+    ledger: BudgetLedger,
+    generated: GenerationResult,
+    span: Span,
+    *,
+    shared_prefix_tokens: int | None,
+) -> None:
+    """How generation ended, as a degradation when the budget cut it (the deadline, or a
+    request behind that needed the time), on ``span``; and, from an answer that ended on its
+    own, what ``generated.target``'s prefill and decode cost (our queue aside)."""
+    if generated.finish_reason == "yielded":
+        reason = "stopped early: a request queued behind it needed the time"
+        ledger.degrade(StageName.GENERATE, "output_capped", reason, span)
+    elif generated.finish_reason == "deadline":
+        reason = "decoding stopped at the deadline"
+        ledger.degrade(StageName.GENERATE, "deadline_stop", reason, span)
+    usage, first_at = generated.usage, generated.first_at
+    if usage is not None and span.is_recording():
+        span.set_attribute("ragtime.generate.queue_ms", round(generated.queue_ms, 3))
+    if generated.finish_reason not in LEARNED_FINISH_REASONS or first_at is None or not usage:
+        return
+    engine.observe_generation(
+        generated.target,
+        prompt_tokens=usage.prompt_tokens,
+        cached_tokens=usage.cached_tokens,
+        ttft_ms=(first_at - generated.started) * 1000.0 - generated.queue_ms,
+        output_tokens=usage.completion_tokens,
+        decode_ms=(time.perf_counter() - first_at) * 1000.0,
+        shared_prefix_tokens=shared_prefix_tokens,
+    )

@@ -1,23 +1,19 @@
-"""One request's budget session: everything the pipeline asks of the budget, for one request.
+"""One request's budget session: the one seam between the pipeline and the budget.
 
-Each request opens a ``BudgetSession`` over the service's one ``BudgetEngine``. The pipeline
-runs the stages, in their spans; the session decides:
+Each request opens a ``BudgetSession`` over the service's one ``BudgetEngine``. Every stage runs
+through it (``run``; generation through ``generating``, for its stream): its span, its deadline,
+its result, error and degradation, and its cost learned. Besides, the session decides:
 
 * **admission** (``admit``): a budget no plan can meet is refused before any work (504), a
-  target whose queue has no room for it too (503); the refusals are counted under the request's
-  own route;
-* **the keyword side** (``keyword_side``): whether hybrid search's BM25 ranking is worth its
-  predicted time, priced against what that time buys in the plan after search;
-* **the plan** (``plan``): rerank candidates, context and output tokens for what is left after
-  search, the caller's own output cap kept (not a degradation), the context fitted to the
-  serving target's context length, and the target itself: the first of the candidate targets
-  whose smallest plan fits (a later one, a smaller model, is a degradation, said so);
-* **the reservation** (``reserve``/``holding``): the planned generation time held at the target,
-  so that later requests plan around it, and a request behind may ask this one to stop early;
+  target whose queue has no room for it too (503), counted under the request's own route;
+* **the keyword side** (``keyword_side``) and **the plan** (``plan``): rerank candidates,
+  context and output tokens for what is left after search, the caller's own output cap kept,
+  the context fitted to the target's context length, and the target: the first candidate whose
+  smallest plan fits (a later one, a smaller model, is a degradation, said so);
+* **the reservation** (``reserve``/``holding``): the planned generation time held at the
+  target, so that later requests plan around it and one behind may ask this one to stop early;
 * **how long each stage may wait** (``deadline_for``, ``generation_reserve_ms``,
-  ``attribution``);
-* **what is learned** (``observe``, ``observe_ms``, ``generation_ended``): each stage's cost
-  back to the cost model.
+  ``attribution``), and **what is learned** (``observe``, ``generation_ended``).
 
 A session holds one request's state and is used by that request's task only.
 """
@@ -31,6 +27,7 @@ from dataclasses import replace
 from typing import Protocol, TypeVar
 
 from opentelemetry.trace import Span
+from opentelemetry.util.types import AttributeValue
 
 from tracing import metrics
 from tracing.budget.engine import BudgetEngine, Rules
@@ -40,7 +37,12 @@ from tracing.budget.ledger import BudgetLedger
 from tracing.budget.policy import Action, Plan, PlanLimits, fit_context_length
 from tracing.budget.queue import Reservation, TargetQueue
 from tracing.budget.reserves import Attribution, attribution_room, generation_reserve_ms
-from tracing.budget.serving import GenerationResult, ReportedLoad, ServingTargets
+from tracing.budget.serving import (
+    GenerationResult,
+    ReportedLoad,
+    ServingTargets,
+    generation_ended,
+)
 from tracing.budget.stage_names import StageName
 
 
@@ -51,9 +53,6 @@ class StageOutcome(Protocol):
 
 
 Outcome = TypeVar("Outcome", bound=StageOutcome)
-
-#: Finish reasons whose timings describe the target (a request cut short teaches nothing).
-LEARNED_FINISH_REASONS = frozenset({"stop", "length"})
 
 
 class BudgetSession:
@@ -265,15 +264,19 @@ class BudgetSession:
         *,
         runs: bool = True,
         units: Callable[[Outcome], float] = lambda _: 1.0,
+        spent_before_ms: float = 0.0,
     ) -> Outcome:
         """One stage through the budget, the one way every stage but generation runs: its span
         on the ledger, the plan's prediction and actions on it (``begin``; ``runs``: the stage
         does work), ``work`` given the stage's deadline (``deadline_for``), its result on the
         span, what it gave up as a degradation, its error on the span, and its cost over
-        ``units`` taught to the cost model. ``DeadlinePassed`` ends the request."""
+        ``units`` taught to the cost model, with ``spent_before_ms`` (the answer filter's time
+        while the answer streamed, charged here too). ``DeadlinePassed`` ends the request."""
+        if spent_before_ms:
+            self.ledger.charge(stage, spent_before_ms)
         with self.ledger.stage(stage) as span:
             self.begin(stage, span, runs=runs)
-            started = time.perf_counter()
+            started = time.perf_counter() - spent_before_ms / 1000.0
             result = await work(self.deadline_for(stage))
             result.record(span)
             if (error := getattr(result, "error", None)) is not None:
@@ -283,6 +286,27 @@ class BudgetSession:
                 self.ledger.degrade(stage, action, reason, span)
             self.observe(stage, started, units(result))
         return result
+
+    @contextmanager
+    def generating(self, **attributes: AttributeValue) -> Iterator[Span]:
+        """Generation's own entry, for its stream: its span (with ``attributes``) open while
+        the answer streams, the plan's prediction and actions on it, ended with the error that
+        ended the stream, if any."""
+        stage = self.ledger.begin(StageName.GENERATE, **attributes)
+        self.begin(StageName.GENERATE, stage.span)
+        error: Exception | None = None
+        try:
+            yield stage.span
+        except Exception as exc:
+            error = exc
+            raise
+        finally:
+            stage.end(error)
+
+    @property
+    def spent_ms(self) -> float:
+        """What the request has spent of its budget so far."""
+        return self.ledger.spent_ms
 
     def skip(self, action: Action) -> None:
         """A stage the plan drops (``keyword_side``): its span, saying what was given up."""
@@ -367,27 +391,8 @@ class BudgetSession:
     def generation_ended(
         self, generated: GenerationResult, span: Span, *, shared_prefix_tokens: int | None
     ) -> None:
-        """How generation ended, as a degradation when the budget cut it (the deadline, or a
-        request behind that needed the time), on ``span``; and, from an answer that ended on its
-        own, what ``generated.target``'s prefill and decode cost (our queue aside)."""
-        ledger = self.ledger
-        if generated.finish_reason == "yielded":
-            reason = "stopped early: a request queued behind it needed the time"
-            ledger.degrade(StageName.GENERATE, "output_capped", reason, span)
-        elif generated.finish_reason == "deadline":
-            reason = "decoding stopped at the deadline"
-            ledger.degrade(StageName.GENERATE, "deadline_stop", reason, span)
-        usage, first_at = generated.usage, generated.first_at
-        if usage is not None and span.is_recording():
-            span.set_attribute("ragtime.generate.queue_ms", round(generated.queue_ms, 3))
-        if generated.finish_reason not in LEARNED_FINISH_REASONS or first_at is None or not usage:
-            return
-        self.engine.observe_generation(
-            generated.target,
-            prompt_tokens=usage.prompt_tokens,
-            cached_tokens=usage.cached_tokens,
-            ttft_ms=(first_at - generated.started) * 1000.0 - generated.queue_ms,
-            output_tokens=usage.completion_tokens,
-            decode_ms=(time.perf_counter() - first_at) * 1000.0,
-            shared_prefix_tokens=shared_prefix_tokens,
+        """How generation ended (``serving.generation_ended``): a degradation when the budget
+        cut it, and what an answer that ended on its own teaches of its target's costs."""
+        generation_ended(
+            self.engine, self.ledger, generated, span, shared_prefix_tokens=shared_prefix_tokens
         )

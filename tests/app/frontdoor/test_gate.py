@@ -131,7 +131,7 @@ def test_a_full_generation_queue_refuses_at_arrival(
     plan may ask to stop early)."""
     backend = ScriptedBackend()
     with running_app(seeded_data_dir, backend=backend) as client:
-        budget = app_state(client).pipeline.budget
+        budget = app_state(client).budget
         target = backend.cost_target()
         reservations = budget.reservations
         later = time.perf_counter() + 30.0
@@ -156,7 +156,7 @@ def test_a_pool_holds_at_most_its_slots_and_their_queue(
 ) -> None:
     backend = ScriptedBackend()
     with running_app(seeded_data_dir, backend=backend, max_queued_per_slot=1) as client:
-        reservations = app_state(client).pipeline.budget.reservations
+        reservations = app_state(client).budget.reservations
         later = time.perf_counter() + 30.0
         held = [reservations.reserve(backend.cost_target(), later, 0.0) for _ in range(2)]
         refused_ask = client.post("/v1/ask", json={"question": "What is a list?"}, headers=auth)

@@ -1,0 +1,6 @@
+"""The request pipeline: a question's stages in order, each through its budget session
+(``pipeline``), its retrieval half (``retrieval``) and its answer stream (``answer_stream``)."""
+
+from app.pipeline.pipeline import Pipeline
+
+__all__ = ["Pipeline"]

@@ -1,0 +1,101 @@
+"""The answer half of a question: generation and the answer's moderation as one stream.
+
+The model's text streams through the answer filter (redaction, profanity) as it comes, inside
+the generate stage's span (``BudgetSession.generating``: generation's own entry); what the filter
+still holds is released by the moderate.answer stage once generation ends, through the session
+like any stage. An answer with no token before the deadline is the 504; one that ended on its
+own teaches the cost model its target's prefill and decode.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
+
+from app.answer_events import (
+    AnswerDelta,
+    AnswerDone,
+    AnswerEvent,
+    AnswerOutcome,
+    Prepared,
+    finish_reason,
+)
+from app.errors import BudgetExhausted
+from app.services import Services
+from app.stages import Generated
+from app.stages.generation import record_first_token, record_generation_end
+from inference import RouteDecision
+from tracing.budget import StageName
+
+
+class AnswerStream:
+    """A prepared question's answer, from the services' stages."""
+
+    def __init__(self, services: Services) -> None:
+        self.stages = services.stages
+        self.ttft_target_ms = services.settings.ttft_target_ms
+
+    async def run(self, prepared: Prepared) -> AsyncGenerator[AnswerEvent, None]:
+        """Moderated ``AnswerDelta`` events, then one ``AnswerDone`` with the outcome."""
+        session, plan, stages = prepared.session, prepared.plan, self.stages
+        answer_filter = stages.moderate_answer.open()
+        text: list[str] = []
+        ttft_ms: float | None = None
+        generated: Generated | None = None
+        error: BaseException | None = None
+        attributes = stages.generate.span_attributes(plan.max_output_tokens)
+        with session.generating(**attributes) as span:
+            try:
+                events = stages.generate.run(
+                    prepared.prompt,
+                    max_tokens=plan.max_output_tokens,
+                    target=plan.target,
+                    deadline=session.deadline_for(StageName.GENERATE),
+                    reserve_ms=session.generation_reserve_ms(),
+                    stop_at=session.stop_at,
+                    span=span,
+                )
+                async with aclosing(events):
+                    async for event in events:
+                        if isinstance(event, Generated):
+                            generated = event
+                            break
+                        if isinstance(event, RouteDecision):
+                            session.routed(event.target, event.degradation, span)
+                            continue
+                        if ttft_ms is None:
+                            ttft_ms = session.spent_ms
+                            record_first_token(span, ttft_ms, self.ttft_target_ms)
+                        released = answer_filter.feed(event.text)
+                        if released:
+                            text.append(released)
+                            yield AnswerDelta(released)
+                assert generated is not None, "the generate stage ends with its result"
+                session.generation_ended(
+                    generated, span, shared_prefix_tokens=stages.assemble.shared_prefix_tokens
+                )
+                if ttft_ms is None and generated.finish_reason in ("deadline", "yielded"):
+                    raise BudgetExhausted("no answer token came before the deadline")
+                tail = await session.run(
+                    StageName.MODERATE_ANSWER,
+                    lambda _: stages.moderate_answer.run(answer_filter),
+                    spent_before_ms=answer_filter.elapsed_ms,
+                )
+                if tail.text:
+                    text.append(tail.text)
+                    yield AnswerDelta(tail.text)
+            except BaseException as exc:
+                error = exc
+                raise
+            finally:
+                outcome = AnswerOutcome(
+                    text="".join(text),
+                    usage=generated.usage if generated is not None else None,
+                    finish_reason=finish_reason(generated, error),
+                    ttft_ms=ttft_ms,
+                    redactions=dict(answer_filter.redactions),
+                )
+                record_generation_end(
+                    span, outcome.finish_reason, ttft_ms, outcome.usage, answer_filter.elapsed_ms
+                )
+        yield AnswerDone(outcome)
