@@ -1,5 +1,6 @@
 """The request pipeline: a question's stages in order, each through its budget session
-(``pipeline``), its retrieval half (``retrieval``) and its answer stream (``answer_stream``)."""
+(``pipeline``), its retrieval half (``retrieval``) and its answer (``answering``: generation
+and the answer's moderation as one stream)."""
 
 from app.pipeline.pipeline import Pipeline
 

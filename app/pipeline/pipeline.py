@@ -3,7 +3,7 @@ the request's budget session (``BudgetSession.run``).
 
 moderate.question -> the retrieval half (``app.pipeline.retrieval``: embed -> search, keyword or
 both fused -> plan -> rerank) -> moderate.passages (passages that carry instructions for the
-model are quarantined) -> assemble -> the answer stream (``app.pipeline.answer_stream``:
+model are quarantined) -> assemble -> the answer stream (``app.pipeline.answering``:
 generate, the answer filtered as it streams -> moderate.answer) -> attribute (which passages the
 final answer cites: its own ``[n]`` labels, else its sentences attributed by similarity; skipped,
 and said so, when the budget has no time left for it). Retrieval-only requests stop after
@@ -25,7 +25,7 @@ from app.answer_events import AnswerDone, AnswerEvent, AnswerOutcome, Prepared
 from app.budget_engine import build_budget_engine
 from app.errors import budget_refusals
 from app.frontdoor.shutdown import Shutdown
-from app.pipeline.answer_stream import AnswerStream
+from app.pipeline.answering import Answering
 from app.pipeline.retrieval import Retrieval
 from app.services import Services
 from app.settings import SearchMode
@@ -52,7 +52,7 @@ class Pipeline:
         self.settings = services.settings
         self.budget = budget or build_budget_engine(self.settings)
         self.retrieval = Retrieval(services)
-        self.answer_stream = AnswerStream(services)
+        self.answering = Answering(services)
         overhead = self.stages.assemble.overhead_tokens
         if overhead is not None:  # measured at warm-up with the served model's tokenizer
             self.budget.set_prompt_overhead(overhead)
@@ -140,7 +140,7 @@ class Pipeline:
         outcome = AnswerOutcome(finish_reason="skipped")
         with prepared.session.holding():
             if prepared.with_answer:
-                async with aclosing(self.answer_stream.run(prepared)) as events:
+                async with aclosing(self.answering.run(prepared)) as events:
                     async for event in events:
                         if isinstance(event, AnswerDone):
                             outcome = event.outcome

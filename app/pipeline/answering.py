@@ -28,7 +28,7 @@ from inference import RouteDecision
 from tracing.budget import StageName
 
 
-class AnswerStream:
+class Answering:
     """A prepared question's answer, from the services' stages."""
 
     def __init__(self, services: Services) -> None:
