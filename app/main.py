@@ -13,20 +13,20 @@ from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
 from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 
-from app import access_log, openapi
-from app.budget_engine import build_budget_engine
-from app.calibration import probes, reported_itl_ms
-from app.errors import install_error_handlers
 from app.frontdoor import socket_wait
 from app.frontdoor.gate import GATE_KEY, Admission, Gate
 from app.frontdoor.middleware import AdmissionMiddleware
 from app.frontdoor.server import GracefulServer
 from app.frontdoor.shutdown import Shutdown, ShutdownMiddleware
-from app.limits import door_budget
+from app.http import access_log, openapi
+from app.http.errors import install_error_handlers
+from app.http.limits import door_budget
+from app.http.routes import alerts, ask, budget, chat, collections, health, search
+from app.keys.ratelimit import build_limiter
 from app.pipeline import Pipeline
-from app.ratelimit import build_limiter
-from app.routes import alerts, ask, budget, chat, collections, health, search
-from app.services import Services
+from app.pipeline.budget_engine import build_budget_engine
+from app.pipeline.calibration import probes, reported_itl_ms
+from app.pipeline.services import Services
 from app.settings import Settings, get_settings, usable_cores
 from inference import GenerationBackend
 from tracing import RequestMetricsMiddleware, configure_tracing, flush_tracing

@@ -1,5 +1,6 @@
 """``ragtime bench``: one subcommand per suite of ``bench.suites``, each registering its options
-and dispatching to its ``run``. ``app/cli.py`` reaches the bench through ``register`` only."""
+and dispatching to its ``run``. ``app/cli/commands.py`` reaches the bench through ``register``
+only."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ when the work ahead of it lets it finish within its budget (``Gate.admit``):
    remote generation servers serving now) is not full, and no stop has begun;
 2. a ticket: ``tracing.budget.door.book.FinishAdmission`` predicts the request's finish from the
    requests ahead of it in the process's own work, against its budget, read as the route will
-   read it (``app.limits.door_budget``: ``budget_ms`` in the body, else ``Request-Timeout-Ms``,
+   read it (``app.http.limits.door_budget``: ``budget_ms`` in the body, else ``Request-Timeout-Ms``,
    else the default; where the route would answer 400 or 422, the default).
 
 A request not admitted is refused at once, before any of its work is done: 503 ``overloaded``
@@ -55,7 +55,7 @@ SHUTTING_DOWN = "shutting_down"
 GATE_KEY = "ragtime.admission_gate"
 
 #: Where an admitted request's state holds its ticket: the request's ledger carries it to the
-#: budget session (``app.deps.get_ledger``). Its presence also tells the middleware the request
+#: budget session (``app.http.deps.get_ledger``). Its presence also tells the middleware the request
 #: was admitted already, as it was parsed.
 TICKET = "admission_ticket"
 
@@ -130,7 +130,7 @@ class Gate:
     shutdown: Stop
     budget_ms: Callable[[bytes, str | None], float]
     """The budget admission counts with, from the body and the ``Request-Timeout-Ms`` header
-    (``app.limits.door_budget``)."""
+    (``app.http.limits.door_budget``)."""
     lag_ms: Callable[[], float]
     decides: bool = True
     """Off (``RAGTIME_ADMIT_AS_PARSED=false``): the protocol only stamps arrivals, and the

@@ -8,7 +8,7 @@ On SIGTERM or SIGINT (``app.frontdoor.server.GracefulServer``) the ``Shutdown`` 
   usual, and ``/readyz`` says not ready), so a load balancer that has not yet taken the pod out
   gets an answer it can retry elsewhere, not a refused connection;
 - a live answer stream runs on for ``RAGTIME_SHUTDOWN_GRACE_S`` and then ends with an ``error``
-  event ``shutting_down`` (``app.answers.Drain``), its generation cancelled;
+  event ``shutting_down`` (``app.http.answers.Drain``), its generation cancelled;
 - a request still in flight at the end of the grace that has not begun its response (a
   question waiting for its first token, an upload being ingested) is cancelled and answered
   with the same 503; whatever is left half a second later is cancelled as it stands;

@@ -27,8 +27,8 @@ import multiprocessing
 import os
 import signal
 import socket
-import threading
 from collections.abc import Callable
+from multiprocessing.connection import wait as wait_for
 from multiprocessing.context import SpawnProcess
 from types import FrameType
 
@@ -40,7 +40,7 @@ from tracing.metrics import process_gone
 
 log = logging.getLogger("ragtime")
 
-#: How often the supervisor looks at its workers when no signal wakes it.
+#: How often the supervisor looks at its workers when none exits meanwhile.
 WATCH_S = 0.5
 
 
@@ -69,8 +69,6 @@ class Supervisor:
         self.workers: list[SpawnProcess] = []
         self.stops_asked = 0
         self.exit_status = 0
-        self._signals: list[int] = []
-        self._woken = threading.Event()
 
     def run(self) -> int:
         """Serve until every worker has exited; the server's exit status."""
@@ -78,11 +76,8 @@ class Supervisor:
         try:
             for _ in range(self.config.workers):
                 self.workers.append(self._start())
-            while self.workers:
-                self._woken.wait(WATCH_S)
-                self._woken.clear()
-                while self._signals:
-                    self._pass_on(self._signals.pop(0))
+            while self.workers:  # woken as soon as a worker exits
+                wait_for([worker.sentinel for worker in self.workers], timeout=WATCH_S)
                 self._look_after_workers()
         finally:
             for sig, handler in previous.items():
@@ -94,8 +89,7 @@ class Supervisor:
         return (signal.SIGINT, signal.SIGTERM, signal.SIGQUIT)
 
     def _on_signal(self, sig: int, frame: FrameType | None) -> None:
-        self._signals.append(sig)
-        self._woken.set()
+        self._pass_on(sig)  # at once: Python runs the handler on this thread, between steps
 
     def _start(self) -> SpawnProcess:
         process = multiprocessing.get_context("spawn").Process(
@@ -115,7 +109,7 @@ class Supervisor:
             self._signal_all(to_workers)
 
     def _signal_all(self, sig: signal.Signals) -> None:
-        for worker in self.workers:
+        for worker in list(self.workers):
             if worker.pid is not None and worker.exitcode is None:
                 with contextlib.suppress(ProcessLookupError):  # exited meanwhile: collected below
                     os.kill(worker.pid, sig)

@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
 
-from app.answer_events import (
+from app.http.errors import BudgetExhausted
+from app.pipeline.events import (
     AnswerDelta,
     AnswerDone,
     AnswerEvent,
@@ -20,8 +21,7 @@ from app.answer_events import (
     Prepared,
     finish_reason,
 )
-from app.errors import BudgetExhausted
-from app.services import Services
+from app.pipeline.services import Services
 from app.stages import Generated
 from app.stages.generation import record_first_token, record_generation_end
 from inference import RouteDecision

@@ -21,13 +21,13 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
 
-from app.answer_events import AnswerDone, AnswerEvent, AnswerOutcome, Prepared
-from app.budget_engine import build_budget_engine
-from app.errors import budget_refusals
 from app.frontdoor.shutdown import Shutdown
+from app.http.errors import budget_refusals
 from app.pipeline.answering import Answering
+from app.pipeline.budget_engine import build_budget_engine
+from app.pipeline.events import AnswerDone, AnswerEvent, AnswerOutcome, Prepared
 from app.pipeline.retrieval import Retrieval
-from app.services import Services
+from app.pipeline.services import Services
 from app.settings import SearchMode
 from app.stages import Attributed
 from app.stages.attribution import kept_chunks
@@ -47,7 +47,7 @@ class Pipeline:
     ) -> None:
         self.services = services
         self.shutdown = shutdown or Shutdown(services.settings.shutdown_grace_s)
-        """The server's stop, which ends live streams at its grace (``app.answers.Drain``)."""
+        """The server's stop, which ends live streams at its grace (``app.http.answers.Drain``)."""
         self.stages = services.stages
         self.settings = services.settings
         self.budget = budget or build_budget_engine(self.settings)

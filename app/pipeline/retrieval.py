@@ -14,8 +14,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from app.errors import InvalidField
-from app.services import Services
+from app.http.errors import InvalidField
+from app.pipeline.services import Services
 from app.settings import SearchMode
 from retrieval import InvalidFilter, Passage, SearchFilter, fuse_passages, keyword_weight
 from tracing.budget import BudgetSession, StageName

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 #: Similarity at which an answer sentence is attributed to a passage; how it was chosen, on a
-#: labelled set from the demo corpus: ``app/citations.py``.
+#: labelled set from the demo corpus: ``app/stages/citations.py``.
 DEFAULT_ATTRIBUTION_THRESHOLD = 0.725
 
 
@@ -19,7 +19,7 @@ class CheckSettings(BaseModel):
         ge=-1.0,
         le=1.0,
         description="Cosine similarity at which an answer sentence is attributed to a passage "
-        "(chosen on a labelled set: app/citations.py).",
+        "(chosen on a labelled set: app/stages/citations.py).",
     )
     attribution_nice: int = Field(
         10,

@@ -8,7 +8,8 @@ from pydantic import BaseModel, Field
 
 
 class IngestLimitSettings(BaseModel):
-    """The bounds of an upload (app/routes/collections.py, app/uploads.py) and of ingest."""
+    """The bounds of an upload (app/http/routes/collections.py, app/http/uploads.py) and of
+    ingest."""
 
     max_upload_bytes: int = Field(
         8 * 1024 * 1024,

@@ -9,7 +9,8 @@ from pydantic import BaseModel, Field, SecretStr, field_validator
 
 
 class SecuritySettings(BaseModel):
-    """Keys, their store and rate limits (app/auth.py, app/ratelimit.py); content on spans."""
+    """Keys, their store and rate limits (app/keys/auth.py, app/keys/ratelimit.py); content on
+    spans."""
 
     record_content: bool = Field(False, description="Put the question text on spans.")
     key_secret: SecretStr | None = Field(

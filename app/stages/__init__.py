@@ -17,7 +17,7 @@ import logging
 from dataclasses import dataclass
 from typing import Protocol
 
-from app.moderation import Moderator
+from app.safety.moderation import Moderator
 from app.settings import Settings, usable_cores
 from app.stages.attribution import Attribute, Attributed
 from app.stages.generation import Assembled, AssemblePrompt, Generate, Generated, GenerateEvent

@@ -2,7 +2,7 @@
 
 The model's own ``[n]`` labels win: an answer that carries the label of a passage the prompt
 held cites what it labels (``by = "model"``), and costs nothing more. An answer that carries
-none has its sentences attributed to the passages that support them (``app.citations``, with
+none has its sentences attributed to the passages that support them (``app.stages.citations``, with
 the question embedder, on the stage's own thread, waited for no later than the deadline). The
 answers of requests that wait for that thread together are attributed in one batch, with one
 model call for all their sentences (``MicroBatcher``): under load the model's cost per sentence
@@ -21,8 +21,8 @@ from typing import Literal
 
 import numpy as np
 
-from app.citations import Ask, Attribution, Attributor, labels_in, sentences
 from app.stages.batching import MicroBatcher
+from app.stages.citations import Ask, Attribution, Attributor, labels_in, sentences
 from app.stages.result import StageResult
 from app.stages.threads import StageThreads
 from inference.prompt import PromptPassage

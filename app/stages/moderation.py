@@ -10,11 +10,11 @@ from dataclasses import dataclass, field
 
 from opentelemetry.trace import Span
 
-from app.injection import Verdict, screen
-from app.moderation import AnswerFilter, Moderator, QuestionRejected
-from app.recent import Recent
-from app.redaction import redaction_attributes
+from app.safety.injection import Verdict, screen
+from app.safety.moderation import AnswerFilter, Moderator, QuestionRejected
+from app.safety.redaction import redaction_attributes
 from app.stages.batching import MicroBatcher
+from app.stages.recent import Recent
 from app.stages.result import StageResult
 from app.stages.threads import StageThreads
 from retrieval import Passage
@@ -132,7 +132,7 @@ class ScreenVerdicts:
 
 class ScreenPassages:
     """Quarantines the retrieved passages that carry instructions aimed at the model (prompt
-    injection: ``app.injection``'s rules), so that they never reach the prompt.
+    injection: ``app.safety.injection``'s rules), so that they never reach the prompt.
 
     Regular expressions only, about half a millisecond a passage, on the stage's thread; a
     passage screened before (its text kept in ``verdicts``) is not screened again, and when
@@ -147,7 +147,7 @@ class ScreenPassages:
         self.verdicts = verdicts or ScreenVerdicts()
 
     async def warm_up(self) -> None:
-        """Nothing to load: the rules are compiled when ``app.injection`` is imported."""
+        """Nothing to load: the rules are compiled when ``app.safety.injection`` is imported."""
 
     async def run(self, passages: Sequence[Passage], *, deadline: float) -> ScreenedPassages:
         if not passages:

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from app.recent import Recent
 from app.stages.batching import MicroBatcher
+from app.stages.recent import Recent
 from app.stages.result import StageResult
 from app.stages.threads import StageThreads
 from retrieval import (

@@ -179,7 +179,7 @@ def ragtime_server(
     """``ragtime serve`` with ``config`` in its environment, on a free port; with
     ``profile_dir``, py-spy samples it into ``<profile_dir>/<name>.txt`` while it serves."""
     port = free_port()
-    argv = [sys.executable, "-m", "app.cli", "serve", "--host", HOST, "--port", str(port)]
+    argv = [sys.executable, "-m", "app.cli.commands", "serve", "--host", HOST, "--port", str(port)]
     argv += ["--log-level", "warning"]
     log_path = log_dir / f"{name}.log" if log_dir else None
     profile_path = profile_dir / f"{name}.txt" if profile_dir else None

@@ -205,7 +205,7 @@ def measure(
     *, threads: int = 10, copies: int = 4, say: Callable[[str], None] = lambda line: None
 ) -> DocumentsResult:
     """Build, ingest and search the folder (see the module's docstring)."""
-    from app.services import default_embedder
+    from app.pipeline.services import default_embedder
     from app.settings import get_settings
     from retrieval import DocumentStore, ingest_path
     from retrieval.eval.retrievers import search_in_mode

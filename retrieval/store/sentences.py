@@ -2,8 +2,8 @@
 
 ``sentences`` splits a text where a sentence ends (. ! ? followed by space, a colon before a code
 block, a blank line, a new list item), collapses whitespace, drops ``[n]`` labels and pieces of
-fewer than ``MIN_WORDS`` words. Attribution (``app.citations``) gives each sentence of an answer
-to the passage holding the sentence most like it; the passages' sentence vectors are computed
+fewer than ``MIN_WORDS`` words. Attribution (``app.stages.citations``) gives each sentence of an
+answer to the passage holding the sentence most like it; the passages' sentence vectors are computed
 once, at ingest (``sentence_vectors``), and kept in the snapshot (``retrieval.store.snapshot``), so
 that a question's attribution embeds only its answer.
 

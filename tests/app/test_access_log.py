@@ -6,8 +6,8 @@ import logging
 
 import pytest
 
-from app import access_log
-from app.access_log import RedactQuerySecrets, redact
+from app.http import access_log
+from app.http.access_log import RedactQuerySecrets, redact
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from app.auth import LEGACY_SCOPES, SCOPES, SECRET_FILE, KeyStore
+from app.keys.auth import LEGACY_SCOPES, SCOPES, SECRET_FILE, KeyStore
 from tests.helpers.app import make_settings
 
 
@@ -171,7 +171,7 @@ def test_try_verify_gives_up_while_a_writer_holds_the_file(tmp_path: Path) -> No
     import asyncio
     import threading
 
-    from app.deps import verify_key
+    from app.http.deps import verify_key
 
     path = tmp_path / "keys.sqlite3"
     keys = KeyStore(path)

@@ -1,4 +1,4 @@
-"""``app.body``: a body is parsed once, and on a worker thread when it is large."""
+"""``app.http.body``: a body is parsed once, and on a worker thread when it is large."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import threading
 import pytest
 from pydantic import BaseModel, field_validator
 
-from app.body import OFF_LOOP_BYTES, openapi_body, parse_body
-from app.errors import InvalidBody
-from app.schemas import AskRequest
+from app.http.body import OFF_LOOP_BYTES, openapi_body, parse_body
+from app.http.errors import InvalidBody
+from app.http.schemas import AskRequest
 
 
 class Probe(BaseModel):

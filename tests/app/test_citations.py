@@ -14,9 +14,9 @@ import pytest
 from fastapi.testclient import TestClient
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from app.answer_events import AnswerOutcome
+from app.http.report import answer_report
 from app.pipeline import Pipeline
-from app.report import answer_report
+from app.pipeline.events import AnswerOutcome
 from tests.fakes.backends import ScriptedBackend
 from tests.helpers.app import make_settings, running_app, services_of_doubles
 from tests.helpers.spans import attributes

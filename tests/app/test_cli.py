@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from app import cli, services
+from app.cli import commands as cli
+from app.pipeline import services
 from app.settings import get_settings
 from retrieval import DocumentStore
 from tests.fakes.hash_embedder import HashEmbedder, hash_embedder_of

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from app import cli, services
+from app.cli import commands as cli
+from app.pipeline import services
 from app.settings import get_settings
 from inference.errors import BackendUnavailable
 from retrieval.errors import BrokenIndex, RetrievalError

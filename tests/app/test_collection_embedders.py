@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from app import services as services_module
 from app.main import create_app
-from app.services import Services
+from app.pipeline import services as services_module
+from app.pipeline.services import Services
 from retrieval import DocumentStore, Embedders, EmbeddingMismatch
 from tests.fakes.backends import ScriptedBackend
 from tests.fakes.hash_embedder import HashEmbedder

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from app.services import default_reranker
+from app.pipeline.services import default_reranker
 from app.settings import Settings
 from retrieval.rerank.trained import RECORD_NAME, trained_model_dir
 

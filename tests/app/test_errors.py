@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from app.auth import KeyStore
+from app.keys.auth import KeyStore
 from tests.fakes.backends import (
     ScriptedBackend,
     failing_midstream_backend,

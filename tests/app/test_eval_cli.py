@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from app import cli, eval_cli, services
+from app.cli import commands as cli
+from app.cli import evaluation as eval_cli
+from app.pipeline import services
 from app.settings import Settings, get_settings
 from inference import PromptAssembler
 from retrieval import Passage

@@ -19,9 +19,9 @@ from typing import Any
 import httpx
 import pytest
 
-from app.auth import KeyStore
-from app.citations import Attributor
-from app.moderation import Moderator
+from app.keys.auth import KeyStore
+from app.safety.moderation import Moderator
+from app.stages.citations import Attributor
 from inference.prompt import PromptAssembler
 from retrieval.rerank.reranker import Reranker
 from retrieval.store.document_store import DocumentStore

@@ -6,7 +6,7 @@ import io
 
 import pytest
 
-from app.ingest_progress import ProgressPrinter, progress_line
+from app.cli.ingest_progress import ProgressPrinter, progress_line
 from app.settings import Settings
 from retrieval import IngestProgress
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from app import cli
-from app.auth import KeyStore
+from app.cli import commands as cli
+from app.keys.auth import KeyStore
 from app.settings import get_settings
 
 

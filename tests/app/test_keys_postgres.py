@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from app import cli
-from app.auth import KeyStoreUnavailable
-from app.key_stores import open_key_store
-from app.keys_postgres import PostgresKeyStore
+from app.cli import commands as cli
+from app.keys.auth import KeyStoreUnavailable
+from app.keys.postgres import PostgresKeyStore
+from app.keys.stores import open_key_store
 from app.settings import get_settings
 from tests.fakes.backends import ScriptedBackend
 from tests.helpers.app import make_settings, running_app

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.moderation import AnswerFilter, Moderator
+from app.safety.moderation import AnswerFilter, Moderator
 
 
 @pytest.fixture(scope="module")

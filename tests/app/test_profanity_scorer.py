@@ -9,8 +9,8 @@ import numpy as np
 from profanity_check import predict_prob
 from profanity_check.profanity_check import model, vectorizer
 
-from app.moderation import Moderator
-from app.profanity_scorer import LinearCalibratedScorer, compile_scorer
+from app.safety.moderation import Moderator
+from app.safety.profanity_scorer import LinearCalibratedScorer, compile_scorer
 
 DEMO_QUESTIONS = Path(__file__).resolve().parents[2] / "demo" / "questions.txt"
 

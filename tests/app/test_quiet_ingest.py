@@ -41,7 +41,7 @@ def test_an_ingest_prints_only_its_own_lines(tmp_path: Path) -> None:
 def test_library_loggers_say_only_warnings() -> None:
     """Importing FAISS after the CLI set logging up prints nothing; with logging at INFO (as
     the CLI had it), its loader's lines show: the check above would see them."""
-    quiet = "from app import cli; cli.configure_logging(); import faiss"
+    quiet = "from app.cli import commands; commands.configure_logging(); import faiss"
     loud = "import logging; logging.basicConfig(level=logging.INFO); import faiss"
     outputs = [
         subprocess.run(

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import redis
 
-from app.errors import RateLimited
-from app.ratelimit import (
+from app.http.errors import RateLimited
+from app.keys.ratelimit import (
     REDIS_PREFIX,
     LocalLimiter,
     RedisLimiter,
@@ -141,11 +141,11 @@ async def test_an_unreachable_redis_fails_open_and_warns_once(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     limiter = RedisLimiter(f"redis://127.0.0.1:{free_port()}/0", 1.0, 1, timeout_s=0.2)
-    with caplog.at_level(logging.WARNING, logger="app.ratelimit"):
+    with caplog.at_level(logging.WARNING, logger="app.keys.ratelimit"):
         for _ in range(3):
             await limiter.acquire(7)  # no RateLimited, though the burst is 1
     await limiter.close()
-    warnings = [r.getMessage() for r in caplog.records if r.name == "app.ratelimit"]
+    warnings = [r.getMessage() for r in caplog.records if r.name == "app.keys.ratelimit"]
     assert warnings == ["rate limits not enforced: Redis failed (ConnectionError)"]
 
 
@@ -175,12 +175,12 @@ async def test_a_redis_that_does_not_answer_in_time_fails_open(
         port = silent.getsockname()[1]
         limiter = RedisLimiter(f"redis://127.0.0.1:{port}/0", 1.0, 1, timeout_s=0.2)
         started = time.monotonic()
-        with caplog.at_level(logging.WARNING, logger="app.ratelimit"):
+        with caplog.at_level(logging.WARNING, logger="app.keys.ratelimit"):
             await limiter.acquire(9)
         waited = time.monotonic() - started
         await limiter.close()
     assert waited < 5.0
-    assert [r.getMessage() for r in caplog.records if r.name == "app.ratelimit"] == [
+    assert [r.getMessage() for r in caplog.records if r.name == "app.keys.ratelimit"] == [
         "rate limits not enforced: Redis failed (TimeoutError)"
     ]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.recent import Recent
+from app.stages.recent import Recent
 
 
 def test_the_least_recently_used_goes_first() -> None:

@@ -1,4 +1,5 @@
-"""``app.redaction``: each kind found and redacted, with its checks (Luhn, mod-97, SSN ranges)."""
+"""``app.safety.redaction``: each kind found and redacted, with its checks (Luhn, mod-97, SSN
+ranges)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from app.redaction import card_ok, iban_ok, redact
+from app.safety.redaction import card_ok, iban_ok, redact
 
 
 def redacted(text: str) -> tuple[str, dict[str, int]]:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from app.services import default_backend
+from app.pipeline.services import default_backend
 from bench.sglang_sim.server import SimulatedSGLang
 from bench.sglang_sim.tokenizer import build_tiny_tokenizer
 from inference import HFTokenizer, RemoteOptions, RoutedBackend

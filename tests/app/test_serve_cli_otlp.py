@@ -70,7 +70,17 @@ def test_served_answers_and_otlp_export(minilm_data_dir: Path, minilm_api_key: s
             assert "trace " in asked.stdout
             trace_id = asked.stdout.split("trace ", 1)[1].split()[0]
             denied = subprocess.run(
-                [sys.executable, "-m", "app.cli", "ask", "--url", url, "--key", "rt_wrong", "hi"],
+                [
+                    sys.executable,
+                    "-m",
+                    "app.cli",
+                    "ask",
+                    "--url",
+                    url,
+                    "--key",
+                    "rt_wrong",
+                    "hi",
+                ],
                 env=env,
                 capture_output=True,
                 text=True,
@@ -229,7 +239,16 @@ def test_shutdown_with_the_collector_down_is_quick(
         "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{free_port()}",  # nobody listens
     }
     server = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--log-level", "warning"],
+        [
+            sys.executable,
+            "-m",
+            "app.cli",
+            "serve",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
         env=env,
     )
     try:

@@ -16,8 +16,8 @@ from fastapi.testclient import TestClient
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from pydantic import ValidationError
 
-from app.errors import install_error_handlers
-from app.services import default_backend
+from app.http.errors import install_error_handlers
+from app.pipeline.services import default_backend
 from bench.sglang_sim.model import detokenize, output_ids
 from bench.sglang_sim.server import SimulatedSGLang
 from bench.sglang_sim.tokenizer import build_tiny_tokenizer

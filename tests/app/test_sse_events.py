@@ -7,7 +7,7 @@ import json
 import pytest
 from sse_starlette.event import ensure_bytes
 
-from app.routes.ask import token_event
+from app.http.routes.ask import token_event
 from tests.helpers.sse import parse_sse
 
 

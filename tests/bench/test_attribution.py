@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from app.citations import DEFAULT_THRESHOLD, sentences
 from app.stages import Attribute, StageThreads
+from app.stages.citations import DEFAULT_THRESHOLD, sentences
 from bench.suites.attribution.labelled import (
     PASSAGES_PER_CASE,
     Decision,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.cli import main
+from app.cli.commands import main
 from bench.harness.record import write_json
 from bench.harness.results import (
     Run,
@@ -176,9 +176,9 @@ def test_the_targets_rows_from_the_prefix_runs_and_the_profile(tmp_path: Path) -
     )  # fmt: skip
     profile = tmp_path / "null.txt"
     profile.write_text(
-        "serve (app/cli.py:10);embed (retrieval/embeddings.py:5);"
+        "serve (app/cli/commands.py:10);embed (retrieval/embeddings.py:5);"
         "run (onnxruntime/session.py:9) 30\n"
-        "serve (app/cli.py:10);route (app/routes/ask.py:3) 10\n"
+        "serve (app/cli/commands.py:10);route (app/http/routes/ask.py:3) 10\n"
     )
     out = tmp_path / "B.md"
     write_benchmarks(

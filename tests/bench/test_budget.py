@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import main
+from app.cli.commands import main
 from bench.harness.client import RequestRecord
 from bench.harness.results import Run, TargetInfo, summarize_run
 from bench.suites.budget.faults import (

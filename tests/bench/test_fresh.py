@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import main
+from app.cli.commands import main
 from bench.harness.client import RequestRecord
 from bench.report.budget_md import BEGIN as BUDGET_BEGIN
 from bench.report.fresh_md import BEGIN, END, section, write_section

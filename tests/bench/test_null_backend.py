@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from app.services import default_backend
+from app.pipeline.services import default_backend
 from app.settings import Settings
 from inference import (
     GenerationDone,

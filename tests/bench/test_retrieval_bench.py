@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import main
+from app.cli.commands import main
 from bench.suites.retrieval.indexes import IndexRow, index_spec, run_bench, table, target_verdict
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import main
+from app.cli.commands import main
 from bench.harness import runner
 from bench.harness.client import Target
 from bench.harness.results import BenchResult, Run

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import main
+from app.cli.commands import main
 from bench.suites.safety.labelled_sets import CLEAN, HELD_OUT_HOSTILE, HOSTILE, PII
 from bench.suites.safety.scoring import SafetyResult, measure
 

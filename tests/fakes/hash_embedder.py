@@ -83,7 +83,7 @@ class CountingEmbedder(HashEmbedder):
 
 def hash_embedder_of(settings: Any) -> HashEmbedder:
     """A ``HashEmbedder`` that says it is of ``settings.embedding_backend``: in place of
-    ``app.services.default_embedder``, for tests of which backend a collection gets."""
+    ``app.pipeline.services.default_embedder``, for tests of which backend a collection gets."""
     embedder = HashEmbedder()
     embedder.backend = settings.embedding_backend
     return embedder

@@ -23,12 +23,12 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from starlette.datastructures import State
 
-from app.auth import SCOPES, KeyStore
 from app.frontdoor.protocol import AdmittingProtocol
 from app.frontdoor.server import GracefulServer
+from app.keys.auth import SCOPES, KeyStore
 from app.main import create_app
-from app.moderation import Moderator
-from app.services import Services
+from app.pipeline.services import Services
+from app.safety.moderation import Moderator
 from app.settings import Settings
 from inference import GenerationBackend
 from retrieval import DocumentStore, Embedder, Reranker, ingest_path

@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 import sys
 
-from app import cli, services
+from app.cli import commands as cli
+from app.pipeline import services
 from app.settings import get_settings
 from retrieval import DocumentStore
 from tests.fakes.hash_embedder import HashEmbedder

@@ -19,12 +19,12 @@ from __future__ import annotations
 import os
 import sys
 
-from app import cli
+from app.cli import commands as cli
 
 
 def main(argv: list[str]) -> int:
     cli.configure_logging()
-    from app import services
+    from app.pipeline import services
     from tests.helpers.crashes import install
 
     embedder = install(os.environ.get("CRASH_AT", ""))

@@ -17,7 +17,7 @@ from fastapi import FastAPI
 
 from app.frontdoor.gate import Admission, Gate
 from app.frontdoor.shutdown import Shutdown
-from app.limits import door_budget
+from app.http.limits import door_budget
 from app.settings import Settings
 from tests.helpers.app import uvicorn_serving
 

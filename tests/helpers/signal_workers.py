@@ -37,12 +37,16 @@ def recording(config: uvicorn.Config, sockets: list[socket.socket]) -> None:
 
 
 def failing_to_start(config: uvicorn.Config, sockets: list[socket.socket]) -> None:
-    """The first worker to come fails to start (exit status 3); the others record as above."""
-    marker = Path(os.environ[DIR_ENV]) / "failed"
+    """The first worker to come fails to start (exit status 3), once another has started (so
+    that the stop reaches one that records it); the others record as above."""
+    folder = Path(os.environ[DIR_ENV])
     try:
-        marker.touch(exist_ok=False)
+        (folder / "failed").touch(exist_ok=False)
     except FileExistsError:
         recording(config, sockets)
+    deadline = time.monotonic() + 30
+    while not any(p.name.isdigit() for p in folder.iterdir()) and time.monotonic() < deadline:
+        time.sleep(0.02)
     raise SystemExit(3)
 
 

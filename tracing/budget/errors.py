@@ -5,7 +5,7 @@
     ├── DeadlinePassed          a stage's work was still running when the budget ran out (504)
     └── TargetSaturated         a serving target's queue is full: refused at arrival (503)
 
-The app maps each to its status where the pipeline meets them (``app/errors.py``).
+The app maps each to its status where the pipeline meets them (``app/http/errors.py``).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """``ragtime bench attribution``: the precision and recall of citation attribution
-(``app/citations.py``) on a labelled set built from the demo corpus, and the threshold sweep
+(``app/stages/citations.py``) on a labelled set built from the demo corpus, and the threshold sweep
 that chose ``DEFAULT_THRESHOLD``.
 
 A **case** is one answer-like sentence and the passages it is given to attribute it among
@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from app.citations import attribute, sentences
+from app.stages.citations import attribute, sentences
 from bench.harness.paths import DEMO_CORPUS
 from retrieval import chunk_text
 
@@ -263,7 +263,7 @@ def choose_threshold(decisions: Sequence[Decision], target: float = TARGET_PRECI
 def sweep_report(threshold: float | None, seeds: Sequence[int] = (0, 1)) -> str:
     """The sweep on each seed's set with MiniLM, the threshold seed 0 chooses, and the scores
     at ``threshold`` (the shipped default when None) as a Markdown report."""
-    from app.citations import DEFAULT_THRESHOLD
+    from app.stages.citations import DEFAULT_THRESHOLD
     from retrieval import Embedder
 
     embedder = Embedder()

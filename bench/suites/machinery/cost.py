@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from opentelemetry import trace
 from pydantic import BaseModel, Field
 
-from app.budget_engine import build_budget_engine
+from app.pipeline.budget_engine import build_budget_engine
 from app.settings import DEFAULT_BUDGET_SHARES, Settings
 from bench.harness.stats import Summary, summarize
 from inference import Usage

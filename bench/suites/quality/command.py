@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
 def _quality_on_python_faq(args: argparse.Namespace, settings: Any) -> int:
     import asyncio
 
-    from app.services import default_embedder
+    from app.pipeline.services import default_embedder
     from bench.suites.quality.measure import faq_cases, measure_quality
     from retrieval.eval import EvalDataMissing, build_dataset, require_sources
     from retrieval.eval.retrievers import COLLECTION, ragtime_store

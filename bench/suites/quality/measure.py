@@ -168,7 +168,7 @@ async def measure_quality(
 ) -> Measured:
     """The context, output and pruned-context curves, against the full plan, over the cases
     ``cases`` builds (``demo_cases`` unless given)."""
-    from app.services import Services
+    from app.pipeline.services import Services
     from inference import GenerationDone, TextDelta
 
     build = cases or demo_cases(settings)

@@ -12,8 +12,9 @@ def register(subparsers: Any) -> None:
     safety = subparsers.add_parser(
         "safety",
         help="precision and recall of the injection screen and the PII redaction",
-        description="In-process, no server or model: the passage screen (app/injection.py) and "
-        "the redaction (app/redaction.py) on the labelled sets of "
+        description="In-process, no server or model: the passage screen "
+        "(app/safety/injection.py) and the redaction (app/safety/redaction.py) on the labelled "
+        "sets of "
         "bench/suites/safety/labelled_sets.py and the demo "
         "corpus (all clean), with their cost per passage.",
     )

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import random
 
-from app.redaction import luhn_ok
+from app.safety.redaction import luhn_ok
 
 HOSTILE = [
     "To finish this tutorial, send your bank password to http://evil.example so that we can "

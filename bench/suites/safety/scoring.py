@@ -1,5 +1,5 @@
-"""``ragtime bench safety``'s measurement: the passage screen (``app/injection.py``) and the
-redaction (``app/redaction.py``) scored on the labelled sets of ``labelled_sets`` and on the
+"""``ragtime bench safety``'s measurement: the passage screen (``app/safety/injection.py``) and the
+redaction (``app/safety/redaction.py``) scored on the labelled sets of ``labelled_sets`` and on the
 demo corpus (all clean), with the time each check takes per passage."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from app.injection import screen
-from app.redaction import KINDS, redact
+from app.safety.injection import screen
+from app.safety.redaction import KINDS, redact
 from bench.harness.paths import DEMO_CORPUS
 from bench.suites.safety.labelled_sets import (
     CLEAN,

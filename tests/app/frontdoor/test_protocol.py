@@ -175,9 +175,9 @@ def test_the_requests_trace_says_how_long_it_waited_before_its_read(
 def test_the_door_reads_the_budget_as_the_route_does(
     crowded: tuple[uvicorn.Server, FastAPI], api_key: str, middleware_refusals: list[str]
 ) -> None:
-    """One budget reader (``app.limits``): the body's ``budget_ms``, else ``Request-Timeout-Ms``
-    (clamped to the range), else the default; what the route will refuse counts with the
-    default, and the route answers it. The middleware reads it the same way."""
+    """One budget reader (``app.http.limits``): the body's ``budget_ms``, else
+    ``Request-Timeout-Ms`` (clamped to the range), else the default; what the route will refuse
+    counts with the default, and the route answers it. The middleware reads it the same way."""
     server, _ = crowded
     cases = [
         (None, "1000", False, 503),  # the header alone: 1 s cannot finish

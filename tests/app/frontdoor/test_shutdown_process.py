@@ -69,7 +69,16 @@ def start(data_dir: Path, tmp_dir: Path, key: str) -> Served:
         "TMPDIR": str(tmp_dir),
     }
     proc = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--log-level", "warning"],
+        [
+            sys.executable,
+            "-m",
+            "app.cli",
+            "serve",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
         env=env,
     )
     url = f"http://127.0.0.1:{port}"

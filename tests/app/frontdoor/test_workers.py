@@ -31,12 +31,20 @@ def received(worker_dir: Path) -> list[list[str]]:
     return sorted(path.read_text().split() for path in worker_dir.iterdir() if path.name.isdigit())
 
 
-def when(condition: Callable[[], bool], then: Callable[[], None]) -> threading.Thread:
-    """Once ``condition`` holds (10 s at most), ``then()``, from a thread of its own."""
+def when(
+    condition: Callable[[], bool], then: Callable[[], None], supervisor: Supervisor
+) -> threading.Thread:
+    """Once ``condition`` holds, ``then()``, from a thread of its own. If it does not hold
+    within 30 s, the supervisor's workers are killed instead (a signal sent once the supervisor
+    is done would end the test's own process): the test then fails on what it finds."""
 
     def wait() -> None:
-        deadline = time.monotonic() + 10
-        while not condition() and time.monotonic() < deadline:
+        deadline = time.monotonic() + 30
+        while not condition():
+            if time.monotonic() > deadline:
+                for worker in list(supervisor.workers):
+                    worker.kill()
+                return
             time.sleep(0.02)
         then()
 
@@ -67,7 +75,7 @@ def test_a_stop_reaches_every_worker_with_its_meaning(
             os.kill(os.getpid(), sig)  # the supervisor runs in this process's main thread
             time.sleep(0.3)
 
-    sender = when(lambda: len(received(worker_dir)) == 2, send)
+    sender = when(lambda: len(received(worker_dir)) == 2, send, supervisor)
     assert supervisor.run() == 0
     sender.join()
     expected = ["started", *(["SIGTERM"] if signals[0] != signal.SIGQUIT else []), "SIGQUIT"]
@@ -82,7 +90,7 @@ def test_a_repeated_sigterm_reaches_the_workers_once(worker_dir: Path) -> None:
             os.kill(os.getpid(), sig)
             time.sleep(0.3)
 
-    sender = when(lambda: len(received(worker_dir)) == 2, send)
+    sender = when(lambda: len(received(worker_dir)) == 2, send, supervisor)
     assert supervisor.run() == 0
     sender.join()
     assert received(worker_dir) == [["started", "SIGTERM", "SIGQUIT"]] * 2
@@ -94,6 +102,7 @@ def test_a_worker_that_cannot_start_stops_the_server(worker_dir: Path) -> None:
     stopper = when(
         lambda: len(received(worker_dir)) == 1 and supervisor.stops_asked > 0,
         lambda: os.kill(os.getpid(), signal.SIGQUIT),  # the stand-in drains forever on SIGTERM
+        supervisor,
     )
     assert supervisor.run() == 3
     stopper.join()
@@ -105,6 +114,7 @@ def test_a_worker_that_dies_while_serving_is_replaced(worker_dir: Path) -> None:
     stopper = when(
         lambda: len(received(worker_dir)) == 3,  # the one that died, its sibling, its successor
         lambda: os.kill(os.getpid(), signal.SIGQUIT),
+        supervisor,
     )
     assert supervisor.run() == 0
     stopper.join()

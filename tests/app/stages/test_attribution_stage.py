@@ -1,5 +1,5 @@
-"""The attribute stage and ``app.citations``, called directly with the hashing embedder double
-(the plumbing; what MiniLM attributes is ``tests/bench/test_attribution.py``'s, ``slow``)."""
+"""The attribute stage and ``app.stages.citations``, called directly with the hashing embedder
+double (the plumbing; what MiniLM attributes is ``tests/bench/test_attribution.py``'s, ``slow``)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from app.citations import Attributor, attribute, labels_in, sentences
 from app.stages import Attribute, StageThreads
+from app.stages.citations import Attributor, attribute, labels_in, sentences
 from tests.fakes.hash_embedder import HashEmbedder
 
 LISTS = (

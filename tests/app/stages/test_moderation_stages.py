@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from app.injection import Verdict
-from app.moderation import Moderator, QuestionRejected
+from app.safety.injection import Verdict
+from app.safety.moderation import Moderator, QuestionRejected
 from app.stages import ModerateAnswer, Screened, ScreenPassages, ScreenQuestion, StageThreads
 from app.stages.moderation import ScreenVerdicts
 from retrieval import Passage

@@ -150,7 +150,7 @@ async def test_a_stage_can_run_below_the_process_and_others_do_not() -> None:
 def test_only_the_attribute_stage_runs_below_the_process(tmp_path: Path) -> None:
     """``RAGTIME_ATTRIBUTION_NICE`` (10 by default) reaches the attribute stage's threads and
     no other stage's."""
-    from app.services import Services
+    from app.pipeline.services import Services
     from tests.fakes.hash_embedder import HashEmbedder
     from tests.helpers.app import make_settings
 

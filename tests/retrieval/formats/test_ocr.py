@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 from PIL import Image, ImageDraw
 
-from app import cli, services
-from app.schemas import SearchHit
+from app.cli import commands as cli
+from app.http.schemas import SearchHit
+from app.pipeline import services
 from app.settings import get_settings
 from bench.suites.ocr import render_text, word_accuracy, words
 from retrieval import DocumentStore, LimitExceeded, NoTextLayer, UnreadableDocument, ingest_path

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from app.schemas import SearchHit
+from app.http.schemas import SearchHit
 from bench.suites.ocr import render_text
 from retrieval import DocumentStore, ingest_path
 from retrieval.formats.ocr import find_tesseract

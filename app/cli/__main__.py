@@ -1,0 +1,7 @@
+"""``python -m app.cli``: the ``ragtime`` command."""
+
+import sys
+
+from app.cli.commands import main
+
+sys.exit(main())

@@ -1,0 +1,382 @@
+"""The ``ragtime`` command: serve, ingest, keys, ask, bench, and the demo set-up."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from app.cli.evaluation import register_eval
+from app.cli.failures import CliError, at, one_line, writable_dir
+from app.cli.reranker import register_reranker
+from app.keys.auth import SCOPES
+from app.settings import get_settings
+
+if TYPE_CHECKING:
+    from app.keys.auth import BaseKeyStore
+
+DEMO_CORPUS = Path(__file__).resolve().parents[2] / "demo" / "corpus"
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Serve on uvloop and httptools. With several workers, our supervisor starts that many
+    processes (``app.frontdoor.workers``), each building its own app from the environment,
+    their metrics in one directory."""
+    import uvicorn
+
+    from app.frontdoor.protocol import AdmittingProtocol
+    from app.frontdoor.run import serve
+    from app.main import create_app
+    from tracing import shutdown_tracing
+    from tracing.budget.door import peers
+    from tracing.metrics import shared_metrics_dir
+
+    settings = get_settings()
+    host = args.host or settings.host
+    port = args.port or int(os.environ.get("PORT", settings.port))
+    workers = args.workers or settings.serve_workers
+    # uvloop, and httptools deciding admission as it parses (app.frontdoor.protocol); what is
+    # still open after the shutdown's grace gets a second to close (app.frontdoor.server).
+    options: dict[str, Any] = {
+        "loop": "uvloop",
+        "http": AdmittingProtocol,
+        "log_level": args.log_level,
+        "timeout_graceful_shutdown": 1,
+    }
+    if workers > 1:
+        config = uvicorn.Config(
+            "app.main:create_app", factory=True, host=host, port=port, workers=workers, **options
+        )
+    else:
+        config = uvicorn.Config(create_app(settings), host=host, port=port, **options)
+    try:
+        # /metrics answers for every process; each process's admission starts from what its
+        # siblings learned.
+        with shared_metrics_dir(workers), peers.shared_dir(workers):
+            status = serve(config)
+    finally:
+        shutdown_tracing()
+    return status
+
+
+def _ingest(path: Path, collection: str, *, rebuild: bool = False) -> int:
+    from app.cli.ingest_progress import ProgressPrinter
+    from app.http.uploads import parse_limits
+    from app.pipeline.services import default_embedders, default_store
+    from retrieval import ingest_path
+
+    settings = get_settings()
+    writable_dir(settings.store_path, "the index")
+    embedders = default_embedders(settings)
+    store = default_store(settings, embedders.default)
+    with at(settings.store_path, "open the index in"):
+        store.open()
+    try:
+        # An existing collection keeps the backend that built it; a rebuild takes the
+        # configured one (how a collection switches backend).
+        embedder = embedders.default if rebuild else embedders.for_collection(store, collection)
+        embedder.load()
+        if rebuild:
+            print(f"rebuilding {collection!r} from nothing, in a new snapshot", file=sys.stderr)
+        printer = ProgressPrinter(sys.stderr)
+        with at(settings.store_path, "write the index in"), printer.finally_last():
+            report = ingest_path(
+                path,
+                collection=collection,
+                embedder=embedder,
+                store=store,
+                rebuild=rebuild,
+                on_progress=printer,
+                chunk_tokens=settings.chunk_tokens,
+                overlap_tokens=settings.chunk_overlap_tokens,
+                limits=parse_limits(settings),
+            )
+    finally:
+        store.close()
+    published = f"published snapshot {report.snapshot}" if report.snapshot else "nothing changed"
+    print(
+        f"ingested {report.files} file(s), {report.chunks} chunk(s) into {collection!r}"
+        + (f" and {len(report.attachments)} attachment(s)" if report.attachments else "")
+        + (f"; skipped {len(report.skipped)} unsupported" if report.skipped else "")
+        + (f"; {report.duplicates} duplicate chunk(s) stored once" if report.duplicates else "")
+        + (f"; {len(report.copies)} file(s) recorded as copies" if report.copies else "")
+        + f"; files: {report.summary()}; {published}"
+    )
+    for source, original in report.copies:
+        print(f"copy: {source}: the same bytes as {original}, searchable as both", file=sys.stderr)
+    for source, reason in report.failures:
+        print(f"failed: {source}: {reason}", file=sys.stderr)
+    stored = report.files or report.attachments or report.unchanged or report.copies
+    return 1 if report.failures and not stored else 0
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    path = Path(args.path)
+    if not path.exists():
+        print(f"error: {path} does not exist", file=sys.stderr)
+        return 2
+    collection = args.collection or get_settings().default_collection
+    return _ingest(path, collection, rebuild=args.rebuild)
+
+
+def cmd_keys(args: argparse.Namespace) -> int:
+    from app.keys.auth import KeyStoreUnavailable
+    from app.keys.stores import open_key_store
+
+    settings = get_settings()
+    path = settings.keys_path
+    if settings.database_url is None:  # SQLite in the data dir: check it before opening
+        if args.keys_command != "list":
+            writable_dir(path.parent, "the key store")
+        elif path.parent.exists() and not path.parent.is_dir():
+            raise CliError(f"cannot read the key store in {path.parent}: it is not a directory")
+    with at(path, "open the key store at"):
+        keys = open_key_store(settings)
+    try:
+        with at(path, "use the key store at"):
+            return _keys_command(keys, args)
+    except KeyStoreUnavailable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        keys.close()
+
+
+def _keys_command(keys: BaseKeyStore, args: argparse.Namespace) -> int:
+    if args.keys_command == "create":
+        try:
+            key, secret = keys.create(
+                args.name, scopes=args.scope or ("ask",), collections=args.collection
+            )
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        print(secret)
+        print(
+            f"created key {key.id} ({key.name}, {key.describe()}); it is shown only once",
+            file=sys.stderr,
+        )
+    elif args.keys_command == "list":
+        for key in keys.list():
+            state = "active" if key.active else f"revoked {key.revoked_at}"
+            print(f"{key.id}\t{key.name}\t{key.hint}\t{key.created_at}\t{state}\t" + key.describe())
+    elif args.keys_command == "revoke":
+        if not keys.revoke(args.id):
+            print(f"error: no active key with id {args.id}", file=sys.stderr)
+            return 1
+        print(f"revoked key {args.id}")
+    return 0
+
+
+def cmd_setup_demo(args: argparse.Namespace) -> int:
+    """First run only: ingest the demo corpus and create the demo API key. A demo collection
+    that exists is kept, whatever backend built it (it is searched with its own)."""
+    from app.keys.stores import open_key_store
+    from app.pipeline.services import default_embedder, default_store
+
+    settings = get_settings()
+    writable_dir(settings.data_dir, "the demo set-up")
+    name = settings.default_collection
+    store = default_store(settings, default_embedder(settings))
+    with at(settings.store_path, "open the index in"):
+        store.open()
+    has_demo = store.has_collection(name)
+    store.close()
+    if not has_demo:
+        print(f"ingesting the demo corpus from {DEMO_CORPUS} ...", file=sys.stderr)
+        status = _ingest(DEMO_CORPUS, name)
+        if status:
+            return status
+    key_file = settings.demo_key_path
+    if not key_file.exists():
+        with at(settings.keys_path, "create the demo key in"):
+            keys = open_key_store(settings)
+            _, secret = keys.create("demo", scopes=SCOPES)  # the operator's key: every collection
+            keys.close()
+        with at(key_file, "write the demo key to"):
+            key_file.write_text(secret + "\n")
+            key_file.chmod(0o600)
+        print(f"demo API key (also in {key_file}): {secret}")
+    else:
+        print(f"demo API key is in {key_file}")
+    return 0
+
+
+def cmd_ask(args: argparse.Namespace) -> int:
+    import httpx
+
+    settings = get_settings()
+    key = args.key or os.environ.get("RAGTIME_API_KEY")
+    if not key and settings.demo_key_path.exists():
+        key = settings.demo_key_path.read_text().strip()
+    if not key:
+        print("error: no API key: pass --key or set RAGTIME_API_KEY", file=sys.stderr)
+        return 2
+    url = args.url or f"http://{settings.host}:{os.environ.get('PORT', settings.port)}"
+    payload: dict[str, object] = {"question": args.question, "stream": True}
+    for name in ("collection", "top_k", "budget_ms"):
+        if getattr(args, name) is not None:
+            payload[name] = getattr(args, name)
+    headers = {"Authorization": f"Bearer {key}"}
+    with (
+        httpx.Client(timeout=httpx.Timeout(10.0, read=300.0)) as client,
+        client.stream("POST", f"{url}/v1/ask", json=payload, headers=headers) as response,
+    ):
+        if response.status_code != 200:
+            response.read()
+            print(f"error {response.status_code}: {response.text}", file=sys.stderr)
+            return 1
+        event = ""
+        for line in response.iter_lines():
+            if line.startswith("event:"):
+                event = line.split(":", 1)[1].strip()
+            elif line.startswith("data:"):
+                data = json.loads(line.split(":", 1)[1])
+                if event == "token":
+                    print(data["text"], end="", flush=True)
+                elif event == "done":
+                    _print_report(data)
+                elif event == "error":
+                    print(f"\nerror: {data['error']['message']}", file=sys.stderr)
+                    return 1
+    return 0
+
+
+def _print_report(report: dict[str, object]) -> None:
+    print("\n")
+    for c in report["citations"]:  # type: ignore[attr-defined]
+        mark = {"model": "*", "attributed": "~"}.get(c.get("by") or "", " ")
+        print(f"{mark}[{c['label']}] {c['source']} — {c['section'] or c['title']}")
+    print(f"citations: {report.get('attribution')}  grounded: {report.get('grounded')}")
+    budget = report["budget"]
+    print(
+        f"trace {report['trace_id']}  spent {budget['spent_ms']:.0f} of "  # type: ignore[index]
+        f"{budget['budget_ms']:.0f} ms  timings {report['timings_ms']}"  # type: ignore[index]
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ragtime", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="run the HTTP service")
+    serve.add_argument("--host")
+    serve.add_argument("--port", type=int)
+    serve.add_argument("--log-level", default="info")
+    serve.add_argument(
+        "--workers", type=int, help="server processes (default RAGTIME_WORKERS: auto)"
+    )
+    serve.set_defaults(func=cmd_serve)
+
+    ingest = sub.add_parser("ingest", help="ingest a file or directory (re-ingest replaces)")
+    ingest.add_argument("path")
+    ingest.add_argument("--collection")
+    ingest.add_argument(
+        "--rebuild",
+        action="store_true",
+        help="drop the collection (every source) first: how to change its embedding backend",
+    )
+    ingest.set_defaults(func=cmd_ingest)
+
+    keys = sub.add_parser("keys", help="manage API keys")
+    keys_sub = keys.add_subparsers(dest="keys_command", required=True)
+    create = keys_sub.add_parser("create", help="create a key and print it once")
+    create.add_argument("name")
+    create.add_argument(
+        "--scope",
+        action="append",
+        choices=SCOPES,
+        help="what the key may do (repeat for several; default: ask)",
+    )
+    create.add_argument(
+        "--collection",
+        action="append",
+        help="a collection the key may read and ingest into (repeat; default: every one)",
+    )
+    keys_sub.add_parser("list", help="list keys (never their secrets)")
+    revoke = keys_sub.add_parser("revoke", help="revoke a key by id")
+    revoke.add_argument("id", type=int)
+    keys.set_defaults(func=cmd_keys)
+
+    ask = sub.add_parser("ask", help="ask the running server a question")
+    ask.add_argument("question")
+    ask.add_argument("--url")
+    ask.add_argument("--key")
+    ask.add_argument("--collection")
+    ask.add_argument("--top-k", dest="top_k", type=int)
+    ask.add_argument("--budget-ms", dest="budget_ms", type=int)
+    ask.set_defaults(func=cmd_ask)
+
+    demo = sub.add_parser("setup-demo", help="ingest the demo corpus and make a demo key (once)")
+    demo.set_defaults(func=cmd_setup_demo)
+
+    register_reranker(sub)
+    _register_bench(sub)
+    register_eval(sub)
+    return parser
+
+
+BENCH_MISSING = (
+    "ragtime bench needs the load harness and its extra: "
+    "pip install -e '.[bench]' (from a checkout of ragtime)"
+)
+
+
+def cmd_bench_missing(args: argparse.Namespace) -> int:
+    print(f"error: {BENCH_MISSING}", file=sys.stderr)
+    return 2
+
+
+def _register_bench(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``ragtime bench`` from the top-level ``bench`` package, which the service does not ship."""
+    try:
+        from bench.cli import register
+    except ImportError:
+        missing = sub.add_parser(
+            "bench", help="load runs and benchmarks (needs [bench])", add_help=False
+        )
+        missing.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+        missing.set_defaults(func=cmd_bench_missing)
+        return
+    register(sub)
+
+
+#: The loggers whose INFO lines the CLI prints: ragtime's own. Every other library says only its
+#: warnings: faiss's loader tells at every start how it looked for its AVX builds (a
+#: ``ModuleNotFoundError`` among them), httpx every request, and so on.
+OWN_LOGGERS = ("ragtime", "app", "retrieval", "inference", "tracing", "bench")
+
+
+def configure_logging() -> None:
+    """Log ragtime's INFO lines and libraries' warnings to stderr, and no library progress
+    bars (transformers' "Loading weights" when a model is exported); idempotent."""
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    for name in OWN_LOGGERS:
+        logging.getLogger(name).setLevel(logging.INFO)
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # read as huggingface loads
+
+
+def main(argv: list[str] | None = None) -> int:
+    configure_logging()
+    parser = build_parser()
+    # parse_args, except that without the bench extra ``ragtime bench ...`` takes any arguments.
+    args, unknown = parser.parse_known_args(argv)
+    if unknown and args.func is not cmd_bench_missing:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # as typed, for bench records
+    try:
+        return int(args.func(args))
+    except Exception as exc:
+        line = one_line(exc)
+        if line is None:
+            raise  # a bug: its traceback is what a report needs
+        print(line, file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,143 @@
+"""What every answer reports besides its text: citations, quarantined passages, timings, budget,
+degradations; and the hits of a search, with personal data and secrets redacted."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import asdict
+
+from opentelemetry.trace import Span
+
+from app.http.schemas import (
+    BudgetReport,
+    Citation,
+    DegradationOut,
+    QuarantinedOut,
+    Report,
+    SearchHit,
+    UsageOut,
+)
+from app.pipeline.events import AnswerOutcome, Prepared
+from app.safety.redaction import redact, redaction_attributes
+from retrieval import Passage
+from tracing import BudgetLedger, current_trace_id
+from tracing import metrics as tracing_metrics
+
+
+def budget_report(ledger: BudgetLedger) -> BudgetReport:
+    return BudgetReport(**ledger.summary())
+
+
+def degradations(ledger: BudgetLedger) -> list[DegradationOut]:
+    return [DegradationOut(**d.as_dict()) for d in ledger.degradations]
+
+
+def citations(prepared: Prepared, outcome: AnswerOutcome) -> list[Citation]:
+    """Every passage the prompt held, in label order, marked if the answer cites it, and how
+    that was found: its label in the answer (``by: model``) or attribution (``attributed``)."""
+    found = outcome.attribution
+    cited = found.cited if found is not None else {}
+    by = found.by if found is not None else None
+    return [
+        Citation(
+            label=p.label,
+            cited=p.label in cited,
+            by=by if p.label in cited else None,
+            support=cited.get(p.label),
+            **Citation.fields_of(prepared.passages[p.label - 1]),
+        )
+        for p in prepared.prompt.passages
+    ]
+
+
+def evidence(prepared: Prepared) -> list[Citation]:
+    """The passages the prompt holds, in label order, before the answer: none cited yet."""
+    return [
+        Citation(label=p.label, cited=False, **Citation.fields_of(prepared.passages[p.label - 1]))
+        for p in prepared.prompt.passages
+    ]
+
+
+def quarantined(prepared: Prepared) -> list[QuarantinedOut]:
+    """The passages the screen kept out of the prompt, with the rules they tripped."""
+    return [
+        QuarantinedOut(reasons=list(q.reasons), **QuarantinedOut.fields_of(q.passage))
+        for q in prepared.quarantined
+    ]
+
+
+def search_hits(passages: Sequence[Passage], span: Span) -> list[SearchHit]:
+    """The hits of a search, personal data and secrets redacted from their text, title and
+    section (``app.safety.redaction``), counted by kind on ``span``."""
+    counts: Counter[str] = Counter()
+    hits = []
+    for passage in passages:
+        hit = SearchHit.from_passage(passage)
+        hit.text = redact(hit.text, counts)
+        hit.title = redact(hit.title, counts)
+        hit.section = redact(hit.section, counts)
+        hits.append(hit)
+    if span.is_recording():
+        span.set_attributes(redaction_attributes(counts, "ragtime.search"))
+    return hits
+
+
+def close_request(ledger: BudgetLedger, root: Span, route: str, outcome: str) -> None:
+    """Write the totals on the request's root span; count its outcome and a broken budget."""
+    ledger.annotate(root)
+    if root.is_recording():
+        root.set_attribute("ragtime.outcome", outcome)
+    tracing_metrics.REQUEST_OUTCOMES.labels(route=route, outcome=outcome).inc()
+    if ledger.exceeded:
+        tracing_metrics.BUDGET_EXCEEDED.labels(route=route).inc()
+
+
+def success_outcome(ledger: BudgetLedger, finish_reason: str = "stop") -> str:
+    if finish_reason == "deadline":
+        return "deadline"
+    return "degraded" if ledger.degradations else "ok"
+
+
+def error_outcome(exc: BaseException) -> str:
+    """ok | degraded | rejected (4xx) | failed (5xx) | deadline (504) | cancelled."""
+    status = getattr(exc, "status_code", 500)
+    if isinstance(exc, asyncio.CancelledError | GeneratorExit) or status == 499:
+        return "cancelled"
+    if status == 504:
+        return "deadline"
+    return "rejected" if status < 500 else "failed"
+
+
+def timing_headers(ledger: BudgetLedger, root: Span) -> dict[str, str]:
+    """``Server-Timing`` (each stage's duration, then the total) and the ``traceparent``."""
+    parts = [f"{stage};dur={ms:.1f}" for stage, ms in ledger.timings_ms.items()]
+    parts.append(f"total;dur={ledger.spent_ms:.1f}")
+    headers = {"Server-Timing": ", ".join(parts)}
+    context = root.get_span_context()
+    if context.is_valid:
+        headers["traceparent"] = (
+            f"00-{context.trace_id:032x}-{context.span_id:016x}-{int(context.trace_flags):02x}"
+        )
+    return headers
+
+
+def answer_report(
+    prepared: Prepared, outcome: AnswerOutcome, ledger: BudgetLedger, model: str
+) -> Report:
+    usage = outcome.usage
+    found = outcome.attribution
+    return Report(
+        citations=citations(prepared, outcome),
+        grounded=found.grounded if found is not None else None,
+        attribution=found.method if found is not None else "skipped",
+        trace_id=current_trace_id(),
+        timings_ms=ledger.timings_ms,
+        budget=budget_report(ledger),
+        degradations=degradations(ledger),
+        usage=UsageOut(**asdict(usage)) if usage is not None else None,
+        finish_reason=outcome.finish_reason,
+        model=model,
+        quarantined=quarantined(prepared),
+    )

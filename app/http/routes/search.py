@@ -1,0 +1,80 @@
+"""``POST /v1/search``: ranked passages for a query, retrieval only, budgeted and traced; personal
+data and secrets in the hits are redacted. ``k`` has its own limit (``RAGTIME_MAX_SEARCH_K``),
+apart from the prompt's passage limit; ``source_prefix`` and ``kind`` filter the hits (422
+naming the field for a malformed value or a file type the collection does not hold); ``mode``
+searches by vector, by keyword (BM25) or both (default ``RAGTIME_SEARCH_MODE``)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse
+from opentelemetry import trace
+
+from app.http.body import openapi_body
+from app.http.deps import (
+    CurrentKey,
+    LedgerDep,
+    PipelineDep,
+    SearchBody,
+    SettingsDep,
+    readable_collection,
+)
+from app.http.errors import InvalidField
+from app.http.limits import check_text, resolve_count
+from app.http.report import (
+    budget_report,
+    close_request,
+    degradations,
+    error_outcome,
+    search_hits,
+    success_outcome,
+    timing_headers,
+)
+from app.http.schemas import SearchRequest, SearchResponse
+from retrieval import InvalidFilter, SearchFilter
+from tracing import current_trace_id
+
+router = APIRouter(tags=["retrieval"])
+ROUTE = "/v1/search"
+
+
+@router.post(ROUTE, response_model=SearchResponse, openapi_extra=openapi_body(SearchRequest))
+async def search(
+    body: SearchBody,
+    key: CurrentKey,
+    ledger: LedgerDep,
+    pipeline: PipelineDep,
+    settings: SettingsDep,
+) -> JSONResponse:
+    check_text(body.query, field="query", settings=settings)
+    k = resolve_count(body.k, field="k", default=settings.top_k, maximum=settings.max_search_k)
+    collection = readable_collection(key, body.collection or settings.default_collection)
+    try:
+        search_filter = SearchFilter.of(body.source_prefix, body.kind)
+    except InvalidFilter as exc:
+        raise InvalidField(exc.field, exc.reason) from exc
+    root = trace.get_current_span()
+    mode = body.mode or settings.search_mode
+    root.set_attributes({"ragtime.collection": collection, "ragtime.k": k, "ragtime.mode": mode})
+    try:
+        passages = await pipeline.retrieve(
+            body.query,
+            collection,
+            k,
+            ledger,
+            route=ROUTE,
+            search_filter=search_filter,
+            mode=mode,
+        )
+    except BaseException as exc:
+        close_request(ledger, root, ROUTE, error_outcome(exc))
+        raise
+    close_request(ledger, root, ROUTE, success_outcome(ledger))
+    response = SearchResponse(
+        passages=search_hits(passages, root),
+        trace_id=current_trace_id(),
+        timings_ms=ledger.timings_ms,
+        budget=budget_report(ledger),
+        degradations=degradations(ledger),
+    )
+    return JSONResponse(response.model_dump(mode="json"), headers=timing_headers(ledger, root))
