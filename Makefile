@@ -53,7 +53,7 @@ k8s-tools:
 
 # redis-server (the Redis rate limits) and PostgreSQL (the PostgreSQL key store), real servers
 # that the tests start on free ports of 127.0.0.1, and a headless Chromium that renders /docs
-# (tests/app/test_docs_page.py), from Debian's packages when missing.
+# (tests/app/http/test_docs_page.py), from Debian's packages when missing.
 test-servers:
 	command -v redis-server >/dev/null || test -x /usr/bin/redis-server || (apt-get update && $(APT_INSTALL) redis-server)
 	ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || (apt-get update && $(APT_INSTALL) postgresql)

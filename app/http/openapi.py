@@ -14,7 +14,7 @@ what it cannot see, added here.
 
 Request bodies are read by the routes themselves, after auth (``app.http.body``); the nested models
 they refer to are hoisted into ``components.schemas`` here. ``schemathesis`` checks the result
-against the running service (``tests/app/test_schemathesis.py``).
+against the running service (``tests/app/http/test_schemathesis.py``).
 
 The error responses live in ``app.http.openapi_errors``, the streams' events in
 ``app.http.openapi_streams``; this module puts them in FastAPI's document.

@@ -1,22 +1,24 @@
 """What the budget and tracing machinery itself costs per request, measured in-process.
 
 One request's worth of it: a ``BudgetLedger``, a root span, the request's budget session (the
-real ``BudgetSession``: admission, one plan with the queue of its target, its reservation,
-stage deadlines, the cost model's observations), the eleven stages each in its span and charged to
-the ledger (``generate`` through ``begin``/``end`` as the pipeline does), a degradation recorded,
-the answer-moderation charge, and the root span's annotation and the budget summary. No
-HTTP and no stage work: the stages are empty, so what is timed is the machinery alone, with the
-real tracer provider (``tracing.configure_tracing()``; spans are recorded, and exported only if
-``OTEL_*`` says so) and the real Prometheus metrics.
+real ``BudgetSession``: admission, one plan with the queue of its target, its reservation, stage
+deadlines, the cost model's observations), the eleven stages each through the session as the
+pipeline runs them (``session.run``; generation through ``session.generating``), a degradation
+recorded, the answer-moderation charge, and the root span's annotation and the budget summary.
+No HTTP and no stage work: the stages are empty, so what is timed is the machinery alone, with
+the real tracer provider (``tracing.configure_tracing()``; spans are recorded, and exported
+only if ``OTEL_*`` says so) and the real Prometheus metrics.
 """
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import time
 from dataclasses import dataclass
 
 from opentelemetry import trace
+from opentelemetry.trace import Span
 from pydantic import BaseModel, Field
 
 from app.pipeline.budget_engine import build_budget_engine
@@ -65,9 +67,20 @@ class Ended:
     queue_ms: float = 0.0
 
 
-def one_request(engine: BudgetEngine) -> None:
-    """The machinery of one answered request, with empty stages: the real budget session, in
-    the order the pipeline asks it."""
+@dataclass(frozen=True)
+class Done:
+    """An empty stage's result, recorded on its span as a stage's is (``StageResult``)."""
+
+    degradation: tuple[str, str] | None = None
+
+    def record(self, span: Span) -> None:
+        if span.is_recording():
+            span.set_attribute("ragtime.bench.empty", True)
+
+
+async def one_request(engine: BudgetEngine) -> None:
+    """The machinery of one answered request, with empty stages: the real budget session, asked
+    as the pipeline asks it (``session.run`` per stage, ``generating`` for generation)."""
     tracer = trace.get_tracer("ragtime.bench.machinery")
     ledger = BudgetLedger(10_000.0, shares=DEFAULT_BUDGET_SHARES)
     with tracer.start_as_current_span("POST /v1/ask") as root:
@@ -80,51 +93,56 @@ def one_request(engine: BudgetEngine) -> None:
                 ledger.charge(name, 0.01)
             elif name is StageName.GENERATE:
                 session.reserve()
-                stage = ledger.begin(name, **{"gen_ai.request.max_tokens": 64})
-                with session.holding():
-                    session.begin(name, stage.span)
-                    session.routed("bench", None, stage.span)
+                with (
+                    session.holding(),
+                    session.generating(**{"gen_ai.request.max_tokens": 64}) as span,
+                ):
+                    session.routed("bench", None, span)
                     started = time.perf_counter()
                     usage = Usage(prompt_tokens=150, cached_tokens=50, completion_tokens=10)
                     ended = Ended("stop", "bench", started, started, usage)
-                    session.generation_ended(ended, stage.span, shared_prefix_tokens=50)
-                stage.end()
+                    session.generation_ended(ended, span, shared_prefix_tokens=50)
             elif name is StageName.MODERATE_ANSWER:
-                ledger.charge(name, 0.01)
-                with ledger.stage(name):
-                    pass
-                session.observe_ms(name, 0.01)
+                await session.run(name, _empty, spent_before_ms=0.01)
             elif name is StageName.ATTRIBUTE:
-                with ledger.stage(name):
-                    session.attribution()
+                session.attribution()
+                await session.run(name, _empty)
             else:
                 if name is StageName.RERANK:
                     session.plan(k=4, rerank_available=True)
-                with ledger.stage(name) as span:
-                    session.begin(name, span)
-                    started = time.perf_counter()
-                    if name is StageName.RERANK:
-                        ledger.degrade(name, "rerank_reduced", "bench", span)
-                        session.deadline_for(name)
-                session.observe(name, started)
+                    await session.run(name, _reduced)
+                else:
+                    await session.run(name, _empty)
         ledger.annotate(root)
         ledger.summary()
         _ = ledger.timings_ms
+
+
+async def _empty(deadline: float) -> Done:
+    return Done()
+
+
+async def _reduced(deadline: float) -> Done:
+    return Done(degradation=("rerank_reduced", "bench"))
 
 
 def measure_machinery(iterations: int = 2000, *, warmup: int = 200) -> MachineryCost:
     """Time ``one_request`` ``iterations`` times (after ``warmup``); the per-request summary."""
     configure_tracing()
     engine = build_budget_engine(Settings(rerank_candidates=20, max_output_tokens=64))
-    for _ in range(warmup):
-        one_request(engine)
-    samples: list[float] = []
-    gc.collect()
-    for _ in range(iterations):
-        started = time.perf_counter()
-        one_request(engine)
-        samples.append((time.perf_counter() - started) * 1000.0)
-    summary = summarize(samples)
+
+    async def timed() -> list[float]:
+        for _ in range(warmup):
+            await one_request(engine)
+        samples: list[float] = []
+        gc.collect()
+        for _ in range(iterations):
+            started = time.perf_counter()
+            await one_request(engine)
+            samples.append((time.perf_counter() - started) * 1000.0)
+        return samples
+
+    summary = summarize(asyncio.run(timed()))
     return MachineryCost(
         iterations=iterations,
         stages=len(STAGES),

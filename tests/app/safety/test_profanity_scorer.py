@@ -12,7 +12,7 @@ from profanity_check.profanity_check import model, vectorizer
 from app.safety.moderation import Moderator
 from app.safety.profanity_scorer import LinearCalibratedScorer, compile_scorer
 
-DEMO_QUESTIONS = Path(__file__).resolve().parents[2] / "demo" / "questions.txt"
+DEMO_QUESTIONS = Path(__file__).resolve().parents[3] / "demo" / "questions.txt"
 
 
 def texts() -> list[str]:

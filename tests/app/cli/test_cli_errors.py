@@ -24,7 +24,7 @@ from retrieval.errors import BrokenIndex, RetrievalError
 from tests.fakes.hash_embedder import HashEmbedder
 from tracing.budget.errors import BudgetInfeasible, DeadlinePassed
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 READ_ONLY_CAUSES = ("Read-only file system", "Permission denied")
 
 

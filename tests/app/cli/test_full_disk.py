@@ -21,7 +21,7 @@ import pytest
 
 from tests.helpers.ports import free_port
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 CORPUS = REPO / "demo" / "corpus"
 
 SCRIPT = r"""
