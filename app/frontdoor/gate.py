@@ -165,7 +165,7 @@ class Gate:
         try:
             timeout = dict(scope.get("headers") or []).get(b"request-timeout-ms")
             budget_ms = self.budget_ms(body, None if timeout is None else timeout.decode("latin-1"))
-            verdict = admission.finish.admit(
+            verdict = admission.finish.issue(
                 scope["path"], arrived=state["arrived_at"], budget_ms=budget_ms
             )
         except BaseException:

@@ -256,6 +256,6 @@ class AnswerStream:
             # and the generation time held at the target is given back even if the answer
             # never began (gone right after the evidence).
             await events.aclose()
-            self._prepared.session.release()
+            self._prepared.session.release_reservation()
             if not closed:
                 close_request(ledger, root, route, "cancelled")

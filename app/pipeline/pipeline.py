@@ -104,7 +104,7 @@ class Pipeline:
             output_cap=max_output_tokens,
         )
         with budget_refusals():
-            session.admit()
+            session.check_feasible()
             await session.run(
                 StageName.MODERATE_QUESTION,
                 lambda by: stages.screen_question.run(question, deadline=by),
@@ -129,7 +129,7 @@ class Pipeline:
                     ),
                 )
             except BaseException:
-                session.release()
+                session.release_reservation()
                 raise
         return Prepared(question, kept.passages, assembled.prompt, session, kept.quarantined)
 

@@ -25,7 +25,7 @@ def admitted(decision: Ticket | Refusal) -> Ticket:
 
 def serve_alone(book: FinishAdmission, times: int, *, seconds: float = 0.0) -> None:
     for _ in range(times):
-        ticket = admitted(book.admit(ASK, arrived=time.perf_counter(), budget_ms=60_000.0))
+        ticket = admitted(book.issue(ASK, arrived=time.perf_counter(), budget_ms=60_000.0))
         time.sleep(seconds)
         ticket.finish()
 
@@ -152,13 +152,13 @@ def test_overlapped_work_is_shared_once_learned(
     book = FinishAdmission(cores=1, peers=Peers(tmp_path, pid=1))
     sibling = Peers(tmp_path, pid=2)
     while overlapped_finishes(book) < PRIOR_WEIGHT - 1:
-        first = admitted(book.admit(ASK, arrived=time.perf_counter(), budget_ms=60_000.0))
-        second = admitted(book.admit(ASK, arrived=time.perf_counter(), budget_ms=60_000.0))
+        first = admitted(book.issue(ASK, arrived=time.perf_counter(), budget_ms=60_000.0))
+        second = admitted(book.issue(ASK, arrived=time.perf_counter(), budget_ms=60_000.0))
         first.finish()  # one overlapped finish
         second.finish()
     assert sibling.siblings(now=0.0).per_request_ms is None
     tickets = [
-        admitted(book.admit(ASK, arrived=time.perf_counter(), budget_ms=60_000.0)) for _ in range(3)
+        admitted(book.issue(ASK, arrived=time.perf_counter(), budget_ms=60_000.0)) for _ in range(3)
     ]
     for ticket in tickets:
         ticket.finish()

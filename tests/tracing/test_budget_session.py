@@ -71,7 +71,7 @@ def test_the_full_plan_at_the_preferred_target() -> None:
     session = BudgetSession(
         engine(), BudgetLedger(60_000), route="/v1/ask", question="q", serving=Serving()
     )
-    session.admit()
+    session.check_feasible()
     plan = session.plan(k=4, rerank_available=True)
     assert plan.target == "large" and not plan.actions
     assert session.planned is plan and session.target == "large"
@@ -83,7 +83,7 @@ def test_a_smaller_model_when_the_first_cannot_fit_and_it_says_so() -> None:
     session = BudgetSession(
         built, BudgetLedger(1500), route="/v1/ask", question="q", serving=Serving()
     )
-    session.admit()  # the small model fits: not refused
+    session.check_feasible()  # the small model fits: not refused
     plan = session.plan(k=4, rerank_available=True)
     assert plan.target == "small"
     [smaller] = [a for a in plan.actions if a.action == "smaller_model"]
@@ -99,7 +99,7 @@ def test_refusals_are_counted_under_the_real_route() -> None:
     before = refused(route, "budget_infeasible")
     session = BudgetSession(built, BudgetLedger(100), route=route, question="q", serving=Serving())
     with pytest.raises(BudgetInfeasible):
-        session.admit()
+        session.check_feasible()
     assert refused(route, "budget_infeasible") == before + 1
 
 
@@ -112,7 +112,7 @@ def test_a_full_target_refuses_with_its_route() -> None:
         built, BudgetLedger(60_000), route="/v1/ask", question="q", serving=serving
     )
     with pytest.raises(TargetSaturated):
-        session.admit()
+        session.check_feasible()
     assert refused("/v1/ask", "overloaded") == before + 1
 
 
@@ -147,7 +147,7 @@ def test_with_the_policy_off_every_request_runs_at_full_size() -> None:
     session = BudgetSession(
         built, BudgetLedger(10), route="/v1/ask", question="q", serving=Serving()
     )
-    session.admit()  # never refused
+    session.check_feasible()  # never refused
     plan = session.plan(k=4, rerank_available=True)
     assert (plan.context_tokens, plan.max_output_tokens, plan.target) == (800, 100, "large")
 
@@ -158,7 +158,7 @@ def test_passages_alone_when_nothing_fits_and_that_is_the_rule() -> None:
     built.cost.calibrate("small", SLOW)
     ledger = BudgetLedger(100)
     session = BudgetSession(built, ledger, route="/v1/ask", question="q", serving=Serving())
-    session.admit()
+    session.check_feasible()
     assert session.plan(k=4, rerank_available=True).max_output_tokens == 0
     assert [d.action for d in ledger.degradations] == ["generation_skipped"]
 
@@ -174,13 +174,13 @@ def test_the_reservation_is_held_until_generation_ends() -> None:
     with session.holding():
         assert session.reservation is not None and session.reservation.started is not None
     assert built.reservations.open("large") == 0
-    session.release()  # idempotent
+    session.release_reservation()  # idempotent
     assert built.reservations.open("large") == 0
 
 
 def test_a_search_session_plans_rerank_only_and_never_refuses_on_arrival() -> None:
     session = BudgetSession(engine(), BudgetLedger(1), route="/v1/search")
-    session.admit()
+    session.check_feasible()
     plan = session.plan(k=4, rerank_available=True)
     assert (plan.context_tokens, plan.max_output_tokens, plan.target) == (0, 0, "")
 
@@ -249,7 +249,7 @@ def test_generating_is_out_of_the_requests_own_work_only_when_it_waits_on_a_mode
     worker, a server) is waiting, modelled per target; a backend that costs nothing but our own
     streaming (the null backend) keeps the request in its own work while it streams."""
     book = FinishAdmission(cores=1)
-    ticket = book.admit("/v1/ask", arrived=time.perf_counter(), budget_ms=10_000.0)
+    ticket = book.issue("/v1/ask", arrived=time.perf_counter(), budget_ms=10_000.0)
     assert isinstance(ticket, Ticket)
     serving = Serving()
     serving.generation_waits = waits  # type: ignore[attr-defined]

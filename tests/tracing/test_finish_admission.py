@@ -20,7 +20,7 @@ def admitted(decision: Ticket | Refusal) -> Ticket:
 
 def past_the_first(book: FinishAdmission) -> FinishAdmission:
     """``book`` after its route's first request alone, which it does not learn from."""
-    admitted(book.admit(ASK, arrived=time.perf_counter(), budget_ms=60_000.0)).finish()
+    admitted(book.issue(ASK, arrived=time.perf_counter(), budget_ms=60_000.0)).finish()
     return book
 
 
@@ -36,16 +36,16 @@ def test_a_processs_first_request_of_a_route_is_not_learned_from() -> None:
     """It pays one-time costs (the models' first runs): taken as a request's cost, it made a
     fresh process refuse what it could answer."""
     book = FinishAdmission(cores=1, prior_alone_ms=10.0)
-    first = admitted(book.admit(ASK, arrived=time.perf_counter(), budget_ms=60_000.0))
+    first = admitted(book.issue(ASK, arrived=time.perf_counter(), budget_ms=60_000.0))
     time.sleep(0.2)
     first.finish()
     assert book.alone_ms(ASK) == 10.0 and book.snapshot()["alone_ms"] == {}
-    second = admitted(book.admit(ASK, arrived=time.perf_counter(), budget_ms=60_000.0))
+    second = admitted(book.issue(ASK, arrived=time.perf_counter(), budget_ms=60_000.0))
     time.sleep(0.05)
     second.finish()  # learned, weighed 1/2 against the prior (ALONE_PRIOR_WEIGHT)
     assert book.alone_ms(ASK) >= 0.5 * 50.0 + 0.5 * 10.0
     search = "/v1/search"  # each route has its own first
-    ticket = admitted(book.admit(search, arrived=time.perf_counter(), budget_ms=60_000.0))
+    ticket = admitted(book.issue(search, arrived=time.perf_counter(), budget_ms=60_000.0))
     time.sleep(0.2)
     ticket.finish()
     assert book.alone_ms(search) == 10.0
@@ -56,7 +56,7 @@ def test_the_time_alone_counts_from_the_admission_not_the_arrival() -> None:
     own work: the prediction is compared with the time left from its admission."""
     book = past_the_first(FinishAdmission(cores=1, prior_alone_ms=1.0))
     for _ in range(4):
-        ticket = admitted(book.admit(ASK, arrived=time.perf_counter() - 5.0, budget_ms=60_000.0))
+        ticket = admitted(book.issue(ASK, arrived=time.perf_counter() - 5.0, budget_ms=60_000.0))
         ticket.finish()
     assert book.alone_ms(ASK) < 1_000.0  # 5 s from the arrival
 
@@ -65,7 +65,7 @@ def test_a_request_with_nobody_ahead_is_always_admitted() -> None:
     """Whether its budget can fit at all is the budget session's to say (504), not a 503."""
     book = FinishAdmission(cores=1, prior_alone_ms=500.0)
     now = time.perf_counter()
-    ticket = admitted(book.admit(ASK, arrived=now, budget_ms=1.0, now=now))
+    ticket = admitted(book.issue(ASK, arrived=now, budget_ms=1.0, now=now))
     assert ticket.ahead == 0
     assert book.admitted == 1
 
@@ -74,10 +74,10 @@ def test_it_refuses_when_the_work_ahead_does_not_fit_and_says_when_to_retry() ->
     book = FinishAdmission(cores=1, prior_alone_ms=100.0)  # 100 ms alone, 100 ms each ahead
     now = time.perf_counter()
     for ahead in range(5):  # the 5th is due when 100 ms alone and 4 x 100 ms ahead end
-        assert admitted(book.admit(ASK, arrived=now, budget_ms=500.0, now=now)).ahead == ahead
-    loose = admitted(book.admit(ASK, arrived=now, budget_ms=10_000.0, now=now))
+        assert admitted(book.issue(ASK, arrived=now, budget_ms=500.0, now=now)).ahead == ahead
+    loose = admitted(book.issue(ASK, arrived=now, budget_ms=10_000.0, now=now))
     assert loose.ahead == 5
-    refused = book.admit(ASK, arrived=now, budget_ms=550.0, now=now)
+    refused = book.issue(ASK, arrived=now, budget_ms=550.0, now=now)
     assert isinstance(refused, Refusal)
     # 100 ms alone and 100 ms for each of the 5 with an earlier deadline (not the loose one).
     assert refused.ahead == 5
@@ -93,8 +93,8 @@ def test_later_deadlines_are_not_ahead() -> None:
     book = FinishAdmission(cores=1, prior_alone_ms=100.0)
     now = time.perf_counter()
     for _ in range(20):
-        admitted(book.admit(ASK, arrived=now, budget_ms=60_000.0, now=now))
-    tight = admitted(book.admit(ASK, arrived=now, budget_ms=300.0, now=now))
+        admitted(book.issue(ASK, arrived=now, budget_ms=60_000.0, now=now))
+    tight = admitted(book.issue(ASK, arrived=now, budget_ms=300.0, now=now))
     assert tight.ahead == 0
 
 
@@ -102,11 +102,11 @@ def test_a_request_being_generated_is_not_ahead() -> None:
     """The generation queue is the budget session's, per target."""
     book = FinishAdmission(cores=1, prior_alone_ms=100.0)
     now = time.perf_counter()
-    first = admitted(book.admit(ASK, arrived=now, budget_ms=10_000.0, now=now))
-    second = admitted(book.admit(ASK, arrived=now, budget_ms=10_000.0, now=now))
+    first = admitted(book.issue(ASK, arrived=now, budget_ms=10_000.0, now=now))
+    second = admitted(book.issue(ASK, arrived=now, budget_ms=10_000.0, now=now))
     assert second.ahead == 1
     first.generation_started()
-    third = admitted(book.admit(ASK, arrived=now, budget_ms=10_000.0, now=now))
+    third = admitted(book.issue(ASK, arrived=now, budget_ms=10_000.0, now=now))
     assert third.ahead == 1  # only the second
     first.generation_ended()
     assert book.ahead_of(now + 100.0) == 3
@@ -125,8 +125,8 @@ def test_overlapped_requests_teach_the_work_per_request() -> None:
     book = past_the_first_burst(FinishAdmission(cores=8, prior_alone_ms=1.0))
     prior = book.per_request_ms()
     now = time.perf_counter()
-    a = admitted(book.admit(ASK, arrived=now, budget_ms=60_000.0))
-    b = admitted(book.admit(ASK, arrived=now, budget_ms=60_000.0))
+    a = admitted(book.issue(ASK, arrived=now, budget_ms=60_000.0))
+    b = admitted(book.issue(ASK, arrived=now, budget_ms=60_000.0))
     time.sleep(0.04)
     a.finish()
     b.finish()
@@ -141,12 +141,12 @@ def test_overlapped_requests_teach_the_work_per_request() -> None:
 def test_a_request_alone_teaches_the_time_alone_and_a_refused_one_teaches_nothing() -> None:
     book = past_the_first(FinishAdmission(cores=1, prior_alone_ms=1.0))
     for _ in range(4):
-        ticket = admitted(book.admit(ASK, arrived=time.perf_counter(), budget_ms=60_000.0))
+        ticket = admitted(book.issue(ASK, arrived=time.perf_counter(), budget_ms=60_000.0))
         time.sleep(0.02)
         ticket.finish()
     assert book.alone_ms(ASK) >= 20.0
     learned = book.alone_ms(ASK)
-    cut = admitted(book.admit(ASK, arrived=time.perf_counter() - 5.0, budget_ms=60_000.0))
+    cut = admitted(book.issue(ASK, arrived=time.perf_counter() - 5.0, budget_ms=60_000.0))
     cut.finish(learn=False)  # a 504 after admission: its work was cut short
     assert book.alone_ms(ASK) == learned
     assert book.admitted == 0
@@ -155,7 +155,7 @@ def test_a_request_alone_teaches_the_time_alone_and_a_refused_one_teaches_nothin
 def test_the_time_spent_generating_is_not_its_own_work() -> None:
     book = past_the_first(FinishAdmission(cores=1, prior_alone_ms=1.0))
     arrived = time.perf_counter()
-    ticket = admitted(book.admit(ASK, arrived=arrived, budget_ms=60_000.0))
+    ticket = admitted(book.issue(ASK, arrived=arrived, budget_ms=60_000.0))
     ticket.generation_started()
     time.sleep(0.2)
     ticket.generation_ended()
@@ -171,7 +171,7 @@ def burst(book: FinishAdmission, size: int, *, start: float, took_s: float) -> N
     """``size`` requests admitted together at ``start``, all finishing ``took_s`` later (a
     burst's requests leave their batched stages together)."""
     tickets = [
-        admitted(book.admit(ASK, arrived=start, budget_ms=1e9, now=start)) for _ in range(size)
+        admitted(book.issue(ASK, arrived=start, budget_ms=1e9, now=start)) for _ in range(size)
     ]
     for ticket in tickets:
         book.finish(ticket, now=start + took_s)
@@ -211,11 +211,11 @@ def test_the_loops_lag_per_admitted_request_is_learned_in_bursts_and_predicted()
     assert book.per_request_ms() == pytest.approx(10.0)  # 160 ms over 16 overlapped finishes
     now = time.perf_counter()
     for _ in range(LAG_LEARN_MIN - 1):
-        admitted(book.admit(ASK, arrived=now, budget_ms=150.0, now=now))
+        admitted(book.issue(ASK, arrived=now, budget_ms=150.0, now=now))
     book.observe_lag(700.0)  # too few admitted to learn from
     assert book.lag_per_request_ms() == 0.0
     assert book.expected_lag_ms() == 5.0
-    admitted(book.admit(ASK, arrived=now, budget_ms=150.0, now=now))
+    admitted(book.issue(ASK, arrived=now, budget_ms=150.0, now=now))
     book.observe_lag(80.0)  # 10 ms for each of the 8 admitted
     assert book.lag_per_request_ms() == pytest.approx(10.0)
     # The 8 admitted and the newcomer: 90 ms, more than the 5 ms of now.
@@ -224,7 +224,7 @@ def test_the_loops_lag_per_admitted_request_is_learned_in_bursts_and_predicted()
     assert book.snapshot()["lag_per_request_ms"] == pytest.approx(10.0)
     # The same budget as the 8 ahead: it fits their work (10 + 80 ms) and the lag of now, not
     # the lag they will make.
-    assert isinstance(book.admit(ASK, arrived=now, budget_ms=150.0, now=now), Refusal)
+    assert isinstance(book.issue(ASK, arrived=now, budget_ms=150.0, now=now), Refusal)
 
 
 def test_the_lag_per_request_waits_for_a_learned_pace() -> None:
@@ -235,7 +235,7 @@ def test_the_lag_per_request_waits_for_a_learned_pace() -> None:
     book = FinishAdmission(cores=1, prior_alone_ms=10.0, lag_ms=lambda: 5.0)
     now = time.perf_counter()
     for _ in range(LAG_LEARN_MIN):
-        admitted(book.admit(ASK, arrived=now, budget_ms=1e9, now=now))
+        admitted(book.issue(ASK, arrived=now, budget_ms=1e9, now=now))
     book.observe_lag(80.0)
     assert book.lag_per_request_ms() == pytest.approx(10.0)
     assert book.expected_lag_ms() == 5.0
@@ -261,10 +261,10 @@ def test_the_first_stretch_lasts_until_fewer_than_two_are_in_their_own_work() ->
     """Not cut short: finishes counted after a cut would bring none of a burst's time."""
     book = FinishAdmission(cores=1, prior_alone_ms=10.0)
     start = time.perf_counter() - 1_000.0
-    held = [admitted(book.admit(ASK, arrived=start, budget_ms=1e9, now=start)) for _ in range(2)]
+    held = [admitted(book.issue(ASK, arrived=start, budget_ms=1e9, now=start)) for _ in range(2)]
     at = start
     for _ in range(100):  # two or more in their own work all along
-        ticket = admitted(book.admit(ASK, arrived=at, budget_ms=1e9, now=at))
+        ticket = admitted(book.issue(ASK, arrived=at, budget_ms=1e9, now=at))
         at += 0.02
         book.finish(ticket, now=at)
     assert book.snapshot()["first_burst"]

@@ -164,7 +164,7 @@ class BudgetEngine:
             )
             raise BudgetInfeasible(smallest, ledger.remaining_ms)
 
-    def admit(
+    def check_queue_room(
         self, ledger: BudgetLedger, target: str, queue: TargetQueue, *, max_queued_per_slot: int
     ) -> None:
         """Raise ``TargetSaturated`` at arrival when ``target`` already holds its slots and

@@ -4,8 +4,8 @@ Each request opens a ``BudgetSession`` over the service's one ``BudgetEngine``. 
 through it (``run``; generation through ``generating``, for its stream): its span, its deadline,
 its result, error and degradation, and its cost learned. Besides, the session decides:
 
-* **admission** (``admit``): a budget no plan can meet is refused before any work (504), a
-  target whose queue has no room for it too (503), counted under the request's own route;
+* **feasibility** (``check_feasible``): a budget no plan can meet is refused before any work
+  (504), a target whose queue has no room for it too (503), counted under the request's route;
 * **the keyword side** (``keyword_side``) and **the plan** (``plan``): rerank candidates,
   context and output tokens for what is left after search, the caller's own output cap kept,
   the context fitted to the target's context length, and the target: the first candidate whose
@@ -114,7 +114,7 @@ class BudgetSession:
 
     # -- admission -------------------------------------------------------------------------
 
-    def admit(self) -> None:
+    def check_feasible(self) -> None:
         """Refuse at once (``BudgetInfeasible``, ``TargetSaturated``) a budget that not even the
         smallest plan can meet at any candidate target, and a request the target's queue has no
         room for; before any of the request's work. A refusal for its own small budget is
@@ -124,7 +124,7 @@ class BudgetSession:
             return
         target = self._first_feasible_or_raise()
         try:
-            self.engine.admit(
+            self.engine.check_queue_room(
                 self.ledger,
                 target,
                 self.queue(target),
@@ -322,7 +322,7 @@ class BudgetSession:
         if plan is not None and plan.max_output_tokens > 0 and self.reservation is None:
             self.reservation = self.engine.reserve(plan, self.ledger)
 
-    def release(self) -> None:
+    def release_reservation(self) -> None:
         if self.reservation is not None:
             self.reservation.release()
 
@@ -339,7 +339,7 @@ class BudgetSession:
                 self.reservation.start()
             yield
         finally:
-            self.release()
+            self.release_reservation()
             if ticket is not None:
                 ticket.generation_ended()
 

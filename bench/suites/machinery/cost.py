@@ -87,7 +87,7 @@ async def one_request(engine: BudgetEngine) -> None:
         session = BudgetSession(
             engine, ledger, route="/v1/ask", question="q", serving=BenchTarget()
         )
-        session.admit()
+        session.check_feasible()
         for name in STAGES:
             if name is StageName.AUTH:
                 ledger.charge(name, 0.01)

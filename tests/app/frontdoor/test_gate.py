@@ -215,7 +215,7 @@ async def test_a_request_that_cannot_finish_in_time_is_refused_by_its_own_budget
         finish.generation_floor_ms, finish.lag_ms = (lambda route: 0.0), (lambda: 0.0)
         finish.cores, finish.prior_alone_ms = 1, 1.0
         now = time.perf_counter()
-        ahead = [finish.admit("/v1/ask", arrived=now, budget_ms=900.0) for _ in range(3)]
+        ahead = [finish.issue("/v1/ask", arrived=now, budget_ms=900.0) for _ in range(3)]
         assert finish.admitted == 3
         finish.prior_alone_ms = 400.0
         ask = {"question": "What is a list?"}

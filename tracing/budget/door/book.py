@@ -25,7 +25,7 @@ predicted as
 * ``ahead``: the tickets still in their own work whose deadline is no later than the
   newcomer's (the stage queues serve earliest deadline first); a ticket whose answer is being
   generated is not ahead: the generation queue is the budget session's
-  (``BudgetEngine.admit``, per target);
+  (``BudgetEngine.check_queue_room``, per target);
 * ``per_request``: the process's own work per request when requests overlap, learned as
   throughput: the time two or more requests were in their own work, divided by the requests
   that finished meanwhile. Embedding batches, stage threads and the event loop are all in it,
@@ -145,7 +145,7 @@ class FinishAdmission:
         self._unpublished = False
         """Something was learned since the figures were last given to the siblings."""
         self.lock = threading.RLock()
-        """Held by every change to the book and every decision (``admit``)."""
+        """Held by every change to the book and every decision (``issue``)."""
 
     # -- what is predicted ---------------------------------------------------------------------
 
@@ -269,7 +269,7 @@ class FinishAdmission:
 
     # -- admission -----------------------------------------------------------------------------
 
-    def admit(
+    def issue(
         self, route: str, *, arrived: float, budget_ms: float, now: float | None = None
     ) -> Ticket | Refusal:
         """A ticket when the request is predicted to finish within ``budget_ms`` of
