@@ -1,4 +1,6 @@
-"""The budget engine for the service's settings: plan limits, learning, rules, quality table."""
+"""The budget engine for the service's settings: plan limits, learning, rules, quality table; and
+the process's one cost model, which the engine, the stages' threads and the local generation
+backend share (``cost_model``)."""
 
 from __future__ import annotations
 
@@ -6,6 +8,7 @@ from app.settings import Settings
 from tracing.budget import (
     DEFAULT_QUALITY_PATH,
     BudgetEngine,
+    CostModel,
     Learning,
     PlanLimits,
     QualityTable,
@@ -13,8 +16,19 @@ from tracing.budget import (
 )
 
 
-def build_budget_engine(settings: Settings) -> BudgetEngine:
-    """The budget engine for ``settings``."""
+def cost_model(settings: Settings) -> CostModel:
+    """A process's cost model, learning as ``settings`` say."""
+    return CostModel(
+        learning=Learning(
+            quantile=settings.budget_quantile,
+            halflife_requests=settings.budget_halflife_requests,
+            halflife_s=settings.budget_halflife_s,
+        )
+    )
+
+
+def build_budget_engine(settings: Settings, costs: CostModel | None = None) -> BudgetEngine:
+    """The budget engine for ``settings``, over ``costs`` (a cost model of its own if None)."""
     s = settings
     return BudgetEngine(
         PlanLimits(
@@ -37,11 +51,7 @@ def build_budget_engine(settings: Settings) -> BudgetEngine:
             reserve_ms=2.0,
         ),
         quality=QualityTable.load(s.budget_quality_path or DEFAULT_QUALITY_PATH),
-        learning=Learning(
-            quantile=s.budget_quantile,
-            halflife_requests=s.budget_halflife_requests,
-            halflife_s=s.budget_halflife_s,
-        ),
+        cost=costs if costs is not None else cost_model(s),
         rules=Rules(
             degrade=s.degradation_policy,
             on_infeasible=s.on_infeasible,

@@ -50,7 +50,7 @@ class Pipeline:
         """The server's stop, which ends live streams at its grace (``app.http.answers.Drain``)."""
         self.stages = services.stages
         self.settings = services.settings
-        self.budget = budget or build_budget_engine(self.settings)
+        self.budget = budget or build_budget_engine(self.settings, services.costs)
         self.retrieval = Retrieval(services)
         self.answering = Answering(services)
         overhead = self.stages.assemble.overhead_tokens

@@ -17,6 +17,7 @@ from typing import Any
 from app.http.uploads import ingest_workers
 from app.keys.auth import BaseKeyStore
 from app.keys.stores import open_key_store
+from app.pipeline.budget_engine import cost_model
 from app.safety.moderation import Moderator
 from app.settings import Settings
 from app.stages import Stages
@@ -36,6 +37,7 @@ from retrieval import DocumentStore, Embedder, Embedders, Reranker
 from retrieval.ingest.workers import IngestWorkers
 from retrieval.rerank.trained import choose_reranker
 from tracing import metrics
+from tracing.budget import CostModel
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +57,7 @@ def remote_options(settings: Settings) -> RemoteOptions:
     )
 
 
-def default_backend(settings: Settings) -> GenerationBackend:
+def default_backend(settings: Settings, costs: CostModel | None = None) -> GenerationBackend:
     """The configured backend: llama.cpp, SGLang or OpenAI-compatible servers, pools of SGLang
     servers behind a router, or the model-free ``NullBackend`` for benches."""
     if settings.generation_backend == "null":
@@ -96,6 +98,7 @@ def default_backend(settings: Settings) -> GenerationBackend:
         # llama-cpp-python's own default is half the cores; all of them decode faster here.
         n_threads=settings.generation_threads or os.cpu_count(),
         prefix_states=settings.generation_prefix_states,
+        costs=costs,
     )
 
 
@@ -162,6 +165,10 @@ class Services:
     """``embedder`` and one per other backend an existing collection was built with."""
     uploads: IngestWorkers | None = None
     """The worker processes that parse and embed uploads (as configured when not given)."""
+    costs: CostModel | None = None
+    """The process's one cost model: the budget engine plans with it, the stages' threads and
+    the local generation backend read the least their work needs from it (built from the
+    settings when not given)."""
     stages: Stages = field(init=False)
 
     def __post_init__(self) -> None:
@@ -169,6 +176,8 @@ class Services:
             self.embedders = Embedders(self.embedder)
         if self.uploads is None:
             self.uploads = ingest_workers(self.settings)
+        if self.costs is None:
+            self.costs = cost_model(self.settings)
         self.stages = Stages.build(
             self.settings,
             store=self.store,
@@ -176,6 +185,7 @@ class Services:
             reranker=self.reranker,
             backend=self.backend,
             moderator=self.moderator,
+            costs=self.costs,
         )
 
     @classmethod
@@ -191,6 +201,7 @@ class Services:
         ``embedder`` and ``reranker`` replace the configured ones (tests, benches)."""
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         embedders = default_embedders(settings, embedder)
+        costs = cost_model(settings)
         return cls(
             settings=settings,
             keys=open_key_store(settings),
@@ -198,8 +209,9 @@ class Services:
             embedder=embedders.default,
             embedders=embedders,
             reranker=reranker if reranker is not None else default_reranker(settings),
-            backend=backend if backend is not None else default_backend(settings),
+            backend=backend if backend is not None else default_backend(settings, costs),
             moderator=Moderator(settings.moderation_threshold),
+            costs=costs,
         )
 
     async def _load_collection_embedders(self) -> None:

@@ -43,7 +43,7 @@ from app.stages.retrieval import (
 from app.stages.threads import StageThreads
 from inference import GenerationBackend
 from retrieval import DocumentStore, Embedders, Reranker, RerankerUnavailable
-from tracing.budget import StageName
+from tracing.budget import CostModel, StageName
 
 log = logging.getLogger(__name__)
 
@@ -127,12 +127,14 @@ class Stages:
         reranker: Reranker,
         backend: GenerationBackend,
         moderator: Moderator,
+        costs: CostModel,
     ) -> Stages:
-        """The stages over these components, each with its own threads; nothing loads yet."""
+        """The stages over these components, each with its own threads, which read and teach
+        ``costs`` (the process's cost model); nothing loads yet."""
 
         def threads(stage: StageName) -> StageThreads:
             nice = settings.attribution_nice if stage == StageName.ATTRIBUTE else 0
-            return StageThreads(stage, STAGE_WORKERS[stage], nice=nice)
+            return StageThreads(stage, STAGE_WORKERS[stage], nice=nice, costs=costs)
 
         return cls(
             screen_question=ScreenQuestion(moderator, threads(StageName.MODERATE_QUESTION)),

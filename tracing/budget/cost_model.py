@@ -18,6 +18,18 @@ when none come at all: the model cannot lock itself out.
 
 Predictions are made at a quantile (p90 by default) of what was observed: the line's prediction
 plus the quantile of the observations' distance above it, per-unit rates at their quantile.
+
+It is the one learned-cost model of a process: what else decides on learned times reads them
+here, under the same prior and fading:
+
+* **the least** a piece of work needs (``LEAST_QUANTILE`` of what was observed): a stage's call
+  on its threads (``quickest_call_ms``, taught by ``observe_call``; its prior is nothing) and a
+  target's first token (``least_first_token_ms``), which decide whether queued work that
+  reached its turn can still finish before its deadline; a drop of such work teaches nothing,
+  so it ages what was learned (``observe_drop``), as a refusal does, and the prior returns;
+* **a stage's median rate** (``rate(stage, 0.5)``): rerank's time per pair, which sizes each
+  round's batches before the round has measured its own.
+
 Thread-safe.
 """
 
@@ -43,9 +55,15 @@ from tracing.budget.observations import (
 )
 from tracing.budget.stage_names import StageName
 
+#: The quantile read as the least a piece of work needs: low, so that work that could still make
+#: its deadline is rarely dropped, yet above the fastest outlier (a call that found everything
+#: cached).
+LEAST_QUANTILE = 0.05
+
 __all__ = [
     "CPU_GENERATION_PRIOR",
     "CPU_STAGE_PRIORS_MS",
+    "LEAST_QUANTILE",
     "CostModel",
     "GenerationCost",
     "GenerationEstimate",
@@ -77,18 +95,32 @@ class StageCost:
         self.prior_ms = prior_ms
         self.learning = learning
         self._samples = Samples(learning, clock)
+        self._lock = threading.Lock()
+        """Held to change or read the samples: a stage's threads teach their calls' times."""
         self._rates: Estimates[float] = Estimates()
         """Rates read, at the model's quantile and at the median (admission's)."""
+        self._least: Estimates[float] = Estimates()
 
     def observe(self, elapsed_ms: float, units: float) -> None:
         if units > 0 and elapsed_ms >= 0 and math.isfinite(elapsed_ms):
-            self._samples.add(units, elapsed_ms / units)
-            self._rates.clear()
+            with self._lock:
+                self._samples.add(units, elapsed_ms / units)
+            self._forget_estimates()
 
     def observe_refusal(self) -> None:
         """Age what was learned (see ``GenerationCost.observe_refusal``)."""
-        self._samples.age(REFUSAL_AGE)
+        with self._lock:
+            self._samples.age(REFUSAL_AGE)
+        self._forget_estimates()
+
+    def _forget_estimates(self) -> None:
         self._rates.clear()
+        self._least.clear()
+
+    def _weighted(self) -> list[tuple[float, float]]:
+        """``(ms per unit, weight)`` of the recent observations."""
+        with self._lock:
+            return [(y, w) for _, y, w in self._samples.weighted()]
 
     def rate(self, quantile: float | None = None) -> float:
         """ms per unit at ``quantile`` (the model's own by default); 0 when nothing is known.
@@ -100,6 +132,22 @@ class StageCost:
             rate = self._rate(q)
             self._rates.put(q, now, rate)
         return rate
+
+    def least(self, quantile: float = 0.05) -> float:
+        """ms per unit at a low ``quantile`` of what was observed: the least a unit needs. The
+        prior stands instead while the observations weigh less than one fresh one (none yet, or
+        aged by drops: ``observe_refusal``), so that work dropped as too late for its time
+        cannot go on being dropped on old figures."""
+        now = self._samples.clock()
+        least = self._least.get(quantile, now)
+        if least is None:
+            values = self._weighted()
+            if sum(w for _, w in values) < self.learning.prior_weight:
+                least = self.prior_ms or 0.0
+            else:
+                least = weighted_quantile(values, quantile)
+            self._least.put(quantile, now, least)
+        return least
 
     def _rate(self, quantile: float) -> float:
         values = self._with_prior(quantile)
@@ -113,7 +161,7 @@ class StageCost:
         return sum(v * w for v, w in values) / total if total else 0.0
 
     def _with_prior(self, quantile: float | None) -> list[tuple[float, float]]:
-        values = [(y, w) for _, y, w in self._samples.weighted()]
+        values = self._weighted()
         if self.prior_ms is not None:
             observed = sum(w for _, w in values)
             values.append((self.prior_ms, self.learning.prior_weight_beside(observed, quantile)))
@@ -140,6 +188,7 @@ class CostModel:
         self._clock = clock
         self._stage_priors = dict(stage_priors_ms)
         self._stages: dict[str, StageCost] = {}
+        self._calls: dict[str, StageCost] = {}
         self._targets: dict[str, GenerationCost] = {}
         self._lock = threading.Lock()
 
@@ -157,9 +206,34 @@ class CostModel:
         """Learn from one run of ``stage`` that did ``units`` of work in ``elapsed_ms``."""
         self.stage(stage).observe(elapsed_ms, units)
 
-    def rate(self, stage: str) -> float:
-        """ms per unit of ``stage`` at the model's quantile (0 when nothing is known)."""
-        return self.stage(stage).rate()
+    def rate(self, stage: str, quantile: float | None = None) -> float:
+        """ms per unit of ``stage`` at ``quantile``, the model's own by default (0 when nothing
+        is known)."""
+        return self.stage(stage).rate(quantile)
+
+    # -- a stage's calls on its threads ---------------------------------------------------
+
+    def _call(self, stage: str) -> StageCost:
+        with self._lock:
+            cost = self._calls.get(stage)
+            if cost is None:
+                # The prior is nothing: before any call, or after drops have aged what was
+                # seen, a call is never judged too late for the time it has.
+                cost = self._calls[stage] = StageCost(None, self.learning, self._clock)
+            return cost
+
+    def observe_call(self, stage: str, elapsed_ms: float) -> None:
+        """One call of ``stage``'s work on its threads took ``elapsed_ms``, its queue aside."""
+        self._call(stage).observe(elapsed_ms, 1.0)
+
+    def quickest_call_ms(self, stage: str) -> float:
+        """The least one call of ``stage`` needs (``LEAST_QUANTILE`` of recent calls)."""
+        return self._call(stage).least(LEAST_QUANTILE)
+
+    def observe_call_drop(self, stage: str) -> None:
+        """A call of ``stage`` was dropped at its turn, too late to finish: it ages what was
+        learned, so that a slow period cannot make every later call look too late."""
+        self._call(stage).observe_refusal()
 
     def predict(self, stage: str, units: float) -> float:
         return self.rate(stage) * max(units, 0.0)
@@ -174,6 +248,16 @@ class CostModel:
                 cost = GenerationCost(self.generation_prior, self.learning, self._clock)
                 self._targets[target] = cost
             return cost
+
+    def least_first_token_ms(self, target: str, prompt_tokens: int) -> float:
+        """The least time ``target`` needs to a prompt of ``prompt_tokens``' first token, its
+        queue aside (``LEAST_QUANTILE``)."""
+        return self.generation(target).least_first_token_ms(prompt_tokens, LEAST_QUANTILE)
+
+    def observe_drop(self, target: str) -> None:
+        """``target`` dropped a request at its turn, too late for its first token: as a
+        refusal, it ages what was learned."""
+        self.generation(target).observe_refusal()
 
     def calibrate(self, target: str, prior: GenerationPrior) -> None:
         """Anchor ``target`` to a measured prior (its calibration probe)."""
@@ -198,6 +282,7 @@ class CostModel:
             if generation is not None:
                 self.generation_prior = generation
             self._stages.clear()
+            self._calls.clear()
             self._targets.clear()
 
     def targets(self) -> list[str]:
@@ -208,6 +293,7 @@ class CostModel:
         with self._lock:
             stages = dict(self._stages)
             targets = dict(self._targets)
+            calls = dict(self._calls)
         for name in self._stage_priors:
             stages.setdefault(name, self.stage(name))
         return {
@@ -222,4 +308,7 @@ class CostModel:
                 for name, cost in sorted(stages.items())
             },
             "generation": {name: cost.snapshot() for name, cost in sorted(targets.items())},
+            "quickest_call_ms": {
+                name: round(cost.least(LEAST_QUANTILE), 4) for name, cost in sorted(calls.items())
+            },
         }

@@ -51,8 +51,9 @@ class GenerationEstimate:
     fixed_ms: float
     prefill_ms_per_token: float
     ttft_margin_ms: float
-    """The quantile of observed minus fitted TTFT (at least 0): how far above the line the
-    quantile lies. Additive: a ratio would blow up near the origin, where cache hits sit."""
+    """The quantile of observed minus fitted TTFT: how far above the line the quantile lies (at
+    least 0 from the median up; below the median, for a floor, it may lie below). Additive: a
+    ratio would blow up near the origin, where cache hits sit."""
     decode_ms_per_token: float
     cached_prefix_tokens: float = 0.0
     """Prompt tokens a new request can count on finding cached (the shared system prompt and
@@ -64,7 +65,7 @@ class GenerationEstimate:
 
     def ttft_ms(self, uncached_tokens: float) -> float:
         fitted = self.fixed_ms + self.prefill_ms_per_token * max(uncached_tokens, 0.0)
-        return fitted + self.ttft_margin_ms
+        return max(fitted + self.ttft_margin_ms, 0.0)
 
     def decode_ms(self, tokens: float) -> float:
         """Output tokens after the first."""
@@ -177,7 +178,9 @@ class GenerationCost:
         if len(residuals) >= 3:
             observed = sum(w for _, w in residuals)
             residuals.append((0.0, self.learning.prior_weight_beside(observed, q)))
-            margin = max(weighted_quantile(residuals, q), 0.0)
+            margin = weighted_quantile(residuals, q)
+            if q >= 0.5:  # a prediction to plan by never lies below the line; a floor may
+                margin = max(margin, 0.0)
         observed = sum(w for _, w in decode)
         decode.append(
             (self.prior.decode_ms_per_token, self.learning.prior_weight_beside(observed, q))
@@ -192,6 +195,12 @@ class GenerationCost:
     def ttft_ms(self, uncached_tokens: float, quantile: float | None = None) -> float:
         """Predicted TTFT (queue aside) at ``quantile`` for this many uncached prompt tokens."""
         return self.estimate(quantile).ttft_ms(uncached_tokens)
+
+    def least_first_token_ms(self, prompt_tokens: int, quantile: float = 0.05) -> float:
+        """The least time to a prompt of ``prompt_tokens``' first token, queue aside: the line
+        and its observations' distance from it at a low ``quantile``, with the prefix nearly
+        every recent request found cached left out."""
+        return self.estimate(quantile).prompt_ttft_ms(prompt_tokens)
 
     def decode_ms_per_token(self, quantile: float | None = None) -> float:
         return self.estimate(quantile).decode_ms_per_token

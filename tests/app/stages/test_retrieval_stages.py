@@ -13,7 +13,8 @@ from app.stages import EmbedQuestion, Rerank, SearchIndex, StageThreads
 from retrieval import DocumentStore, Passage, UnknownCollection, ingest_path
 from tests.fakes.hash_embedder import DIM, CountingEmbedder, HashEmbedder
 from tests.fakes.rerankers import OverlapReranker
-from tracing.budget import DeadlinePassed
+from tracing.budget import DeadlinePassed, StageName
+from tracing.budget.cost_model import CPU_STAGE_PRIORS_MS
 
 DOCS = {
     "lists.txt": "Lists\n\nA list holds items in order. Append adds an item to the end of a list.",
@@ -164,16 +165,19 @@ async def test_a_reranker_past_its_time_keeps_the_vector_order() -> None:
 
 
 async def test_a_reranker_short_of_time_scores_the_best_first_and_keeps_the_rest() -> None:
-    """Each batch of 2 takes 1 s and the share is 1.9 s: the first batch is scored (nothing
-    is known of the model yet), the second would end at 2 s or later, past the share, and is
-    not begun, however fast the machine. The first has 0.9 s to spare on a slow one. The two
-    scored lead, by score; the rest follow in the found order. The next request, given half a
-    second, begins nothing: the stage has learned what a batch costs."""
+    """Each batch of 2 takes 1 s and the share is 1.9 s: the first batch is scored (the cost
+    model's prior, 4 ms a pair, says it fits), the second would end at 2 s or later, past the
+    share, and is not begun, however fast the machine. The first has 0.9 s to spare on a slow
+    one. The two scored lead, by score; the rest follow in the found order. Once the cost model
+    has seen what a pair costs (the budget session teaches it from each rerank; two that agree
+    outweigh its prior), the next request, given half a second, begins nothing."""
     reranker = OverlapReranker(delay_s=1.0)
     stage = Rerank(reranker, StageThreads("rerank", 1), batch_size=2)
     await stage.warm_up()
     pool = passages("nothing here", "a dict maps keys", "keys", "maps", "dict keys maps")
+    started = time.perf_counter()
     result = await stage.run("dict keys maps", pool, k=4, candidates=5, deadline=later(1.9))
+    elapsed_ms = (time.perf_counter() - started) * 1000.0
     assert reranker.cross_encoder.pairs_scored == 2 and result.scored == 2
     assert [p.id for p in result.passages] == [1, 0, 2, 3]
     assert result.passages[0].rerank_score == 1.0 and result.passages[2].rerank_score is None
@@ -181,8 +185,11 @@ async def test_a_reranker_short_of_time_scores_the_best_first_and_keeps_the_rest
     action, reason = result.degradation
     assert action == "rerank_cut" and reason.startswith("2 of 5 candidates scored")
     assert result.attributes()["ragtime.rerank.planned"] == 5
-    assert stage.ms_per_pair is not None and stage.ms_per_pair >= 500.0
+    assert stage.ms_per_pair == CPU_STAGE_PRIORS_MS[StageName.RERANK]  # nothing taught yet
 
+    for _ in range(2):  # what two such requests' sessions teach
+        stage.threads.costs.observe(StageName.RERANK, elapsed_ms, result.scored)
+    assert stage.ms_per_pair >= 500.0
     again = await stage.run("dict keys maps", pool, k=4, candidates=5, deadline=later(0.5))
     assert reranker.cross_encoder.pairs_scored == 2  # no batch was begun
     assert [p.id for p in again.passages] == [0, 1, 2, 3]

@@ -23,6 +23,7 @@ from inference import (
     default_generation_model_path,
 )
 from tests.fakes.passages import Doc
+from tracing.budget import CostModel, GenerationPrior
 
 pytestmark = pytest.mark.slow
 
@@ -181,23 +182,26 @@ async def test_waiting_requests_are_served_earliest_deadline_first(
 async def test_a_request_whose_deadline_is_out_of_reach_at_its_turn_is_dropped(
     llama_backend: LlamaCppBackend,
 ) -> None:
-    """Re-checked at the front of the queue: a request with less time left than the quickest
-    recent first token ends at once (finish ``deadline``, no tokens), its prompt never
-    evaluated; the one after it, with time, is served."""
+    """Re-checked at the front of the queue: a request with less time left than its first
+    token needs at least, by the cost model, ends at once (finish ``deadline``, no tokens), its
+    prompt never evaluated; the one after it, with time, is served."""
     prompt = prompt_for(llama_backend, LONG_ANSWER)
-    _ = [e async for e in llama_backend.stream(prompt, max_tokens=2)]  # a first token timed
-    assert llama_backend.quickest_first_token_s > 0
-    dropped_before = llama_backend.dropped
-    running = llama_backend.stream(prompt, max_tokens=12)
-    assert isinstance(await anext(running), TextDelta)  # holds the worker
-    now = time.perf_counter()
-    doomed = [
-        e
-        async for e in _after(
-            running, llama_backend.stream(prompt, max_tokens=8, deadline=now + 0.01)
-        )
-    ]
-    served = [e async for e in llama_backend.stream(prompt, max_tokens=2, deadline=now + 60)]
+    llama_backend.costs = CostModel(generation_prior=FIRST_TOKEN_IN_200_MS)
+    try:
+        assert llama_backend.least_first_token_s(len(prompt.token_ids)) == pytest.approx(0.2)
+        dropped_before = llama_backend.dropped
+        running = llama_backend.stream(prompt, max_tokens=12)
+        assert isinstance(await anext(running), TextDelta)  # holds the worker
+        now = time.perf_counter()
+        doomed = [
+            e
+            async for e in _after(
+                running, llama_backend.stream(prompt, max_tokens=8, deadline=now + 0.1)
+            )
+        ]
+        served = [e async for e in llama_backend.stream(prompt, max_tokens=2, deadline=now + 60)]
+    finally:
+        llama_backend.costs = None
     done = doomed[-1]
     assert len(doomed) == 1 and isinstance(done, GenerationDone)
     assert done.finish_reason == "deadline" and done.usage.completion_tokens == 0
@@ -205,28 +209,44 @@ async def test_a_request_whose_deadline_is_out_of_reach_at_its_turn_is_dropped(
     assert isinstance(served[-1], GenerationDone) and served[-1].usage.completion_tokens > 0
 
 
-async def test_one_slow_first_token_cannot_make_it_drop_every_request(
+async def test_slow_first_tokens_cannot_make_it_drop_every_request(
     llama_backend: LlamaCppBackend,
 ) -> None:
-    """A fresh process's first answer on a loaded machine took longer than a whole budget. The
-    drop rule then dropped every request, and none ran to measure anything faster. The warm-up
-    at load is a floor for it, and each drop ages the figures it went by."""
+    """A fresh process's first answers on a loaded machine took longer than a whole budget. The
+    drop rule then dropped every request, and none ran to measure anything faster. Each drop
+    ages what the cost model learned, so that its prior returns: a request is served again
+    after a few drops."""
     prompt = prompt_for(llama_backend, LONG_ANSWER)
-    assert 0 < llama_backend.quickest_first_token_s < 5.0  # the warm-up at load
-    llama_backend._first_tokens.clear()
-    llama_backend._first_tokens.append(10.0)  # one first token that took 10 s
-    dropped_before = llama_backend.dropped
-    first = [
-        e
-        async for e in llama_backend.stream(prompt, max_tokens=2, deadline=time.perf_counter() + 5)
-    ]
-    second = [
-        e
-        async for e in llama_backend.stream(prompt, max_tokens=2, deadline=time.perf_counter() + 5)
-    ]
-    assert isinstance(first[-1], GenerationDone) and first[-1].finish_reason == "deadline"
-    assert llama_backend.dropped == dropped_before + 1
-    assert isinstance(second[-1], GenerationDone) and second[-1].usage.completion_tokens > 0
+    costs = CostModel(generation_prior=FIRST_TOKEN_IN_200_MS)
+    target = llama_backend.cost_target("")
+    for _ in range(3):  # three first tokens that took 30 s each
+        costs.generation(target).observe_first_token(len(prompt.token_ids), 30_000.0)
+    llama_backend.costs = costs
+    try:
+        assert llama_backend.least_first_token_s(len(prompt.token_ids)) > 5.0
+        dropped_before = llama_backend.dropped
+        ends = []
+        for _ in range(6):
+            deadline = time.perf_counter() + 5
+            events = [
+                e async for e in llama_backend.stream(prompt, max_tokens=2, deadline=deadline)
+            ]
+            done = events[-1]
+            assert isinstance(done, GenerationDone)
+            ends.append(done.finish_reason)
+            if done.usage.completion_tokens:
+                break
+    finally:
+        llama_backend.costs = None
+    drops = llama_backend.dropped - dropped_before
+    assert ends[:drops] == ["deadline"] * drops and 1 <= drops <= 4
+    assert ends[-1] != "deadline"
+
+
+#: A target whose first token takes 200 ms whatever the prompt, before anything is learned.
+FIRST_TOKEN_IN_200_MS = GenerationPrior(
+    fixed_ms=200.0, prefill_ms_per_token=0.0, decode_ms_per_token=10.0
+)
 
 
 async def _after(
