@@ -24,7 +24,7 @@ from app.http.limits import door_budget
 from app.http.routes import alerts, ask, budget, chat, collections, health, search
 from app.keys.ratelimit import build_limiter
 from app.pipeline import Pipeline
-from app.pipeline.budget_engine import build_budget_engine
+from app.pipeline.budget_engine import build_budget_engine, cost_model
 from app.pipeline.calibration import probes, reported_itl_ms
 from app.pipeline.services import Services
 from app.settings import Settings, get_settings, usable_cores
@@ -98,12 +98,16 @@ def create_app(
     configure_tracing()
     access_log.install()
     loop_lag = LoopLag()
+    # The process's one cost model: the door, the stages' threads, the local backend and the
+    # budget engine all learn into it and read from it.
+    costs = services.costs if services is not None else cost_model(settings)
     finish = FinishAdmission(
         cores=usable_cores(),
         processes=serving_processes(),
         peers=Peers.from_environment(),
         lag_ms=loop_lag.ms,
         margin_share=settings.admission_margin,
+        costs=costs,
     )
     loop_lag.listeners.append(finish.observe_lag)
     admission = Admission(
@@ -127,7 +131,7 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[dict[str, object]]:
         shutdown.bind(asyncio.get_running_loop())
-        live = services if services is not None else Services.build(settings, backend=backend)
+        live = services or Services.build(settings, backend=backend, costs=costs)
         await live.start()
         admission.remote_slots = lambda: live.backend.remote_slots
         app.state.services = live

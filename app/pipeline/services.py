@@ -196,12 +196,15 @@ class Services:
         backend: GenerationBackend | None = None,
         embedder: Embedder | None = None,
         reranker: Reranker | None = None,
+        costs: CostModel | None = None,
     ) -> Services:
         """Construct every component cheaply; nothing heavy is loaded yet. ``backend``,
-        ``embedder`` and ``reranker`` replace the configured ones (tests, benches)."""
+        ``embedder`` and ``reranker`` replace the configured ones (tests, benches); ``costs`` is
+        the process's cost model when the caller already holds it (the app's door learns into
+        it too)."""
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         embedders = default_embedders(settings, embedder)
-        costs = cost_model(settings)
+        costs = costs if costs is not None else cost_model(settings)
         return cls(
             settings=settings,
             keys=open_key_store(settings),

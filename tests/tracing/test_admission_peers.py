@@ -120,16 +120,16 @@ def test_a_routes_first_times_alone_are_shared_at_once_then_at_most_every_publis
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A client's first questions, one after another, reach the siblings as they are learned;
-    once the route's window of times alone is full, at most every ``PUBLISH_S``."""
+    once the route has ``YOUNG_ALONE`` times alone, at most every ``PUBLISH_S``."""
     monkeypatch.setattr(admission_peers, "PUBLISH_S", 60.0)
     book = FinishAdmission(cores=1, peers=Peers(tmp_path, pid=1))
     sibling = Peers(tmp_path, pid=2)
     serve_alone(book, 2)  # the first is not learned from
-    for i in range(admission.ALONE_WINDOW - 1):
+    for i in range(admission.YOUNG_ALONE - 1):
         serve_alone(book, 1, seconds=0.002 * (i % 2))
         assert sibling.siblings(now=float(i)) == book.learned()
     published = sibling.siblings(now=100.0).alone_ms[ASK]
-    serve_alone(book, admission.ALONE_WINDOW, seconds=0.05)  # a new window, all slower
+    serve_alone(book, 2 * admission.YOUNG_ALONE, seconds=0.05)  # all slower: the fast ones fade
     learned = book.learned().alone_ms[ASK]
     assert learned >= 50.0 and learned != published
     assert sibling.siblings(now=200.0).alone_ms[ASK] == published

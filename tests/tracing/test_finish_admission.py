@@ -7,10 +7,22 @@ import time
 
 import pytest
 
+from tracing.budget import CostModel
 from tracing.budget.door.book import LAG_LEARN_MIN, PRIOR_WEIGHT, FinishAdmission
+from tracing.budget.door.pace import THROUGHPUT_HALF_LIFE_S
 from tracing.budget.door.ticket import Refusal, Ticket
 
 ASK = "/v1/ask"
+
+
+class Clock:
+    """The cost model's clock, moved by hand (the book's own times are passed as ``now``)."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
 
 
 def admitted(decision: Ticket | Refusal) -> Ticket:
@@ -42,8 +54,13 @@ def test_a_processs_first_request_of_a_route_is_not_learned_from() -> None:
     assert book.alone_ms(ASK) == 10.0 and book.snapshot()["alone_ms"] == {}
     second = admitted(book.issue(ASK, arrived=time.perf_counter(), budget_ms=60_000.0))
     time.sleep(0.05)
-    second.finish()  # learned, weighed 1/2 against the prior (ALONE_PRIOR_WEIGHT)
-    assert book.alone_ms(ASK) >= 0.5 * 50.0 + 0.5 * 10.0
+    second.finish()  # learned: one slow time does not carry the lower quartile past the prior
+    assert book.alone_ms(ASK) == 10.0 and book.snapshot()["alone_ms"] == {ASK: 10.0}
+    for _ in range(3):
+        ticket = admitted(book.issue(ASK, arrived=time.perf_counter(), budget_ms=60_000.0))
+        time.sleep(0.05)
+        ticket.finish()
+    assert book.alone_ms(ASK) >= 50.0  # four do
     search = "/v1/search"  # each route has its own first
     ticket = admitted(book.issue(search, arrived=time.perf_counter(), budget_ms=60_000.0))
     time.sleep(0.2)
@@ -190,16 +207,23 @@ def test_a_bursts_finishes_together_teach_its_whole_time_over_its_requests() -> 
     assert book.snapshot()["overlapped_finishes"] == 198
 
 
-def test_the_learned_work_per_request_fades_with_time_not_with_quiet() -> None:
-    book = past_the_first_burst(FinishAdmission(cores=1))
+def test_the_learned_work_per_request_fades_with_time_and_then_the_prior_returns() -> None:
+    """It fades with time, not with each finish (above). After a quiet spell of many
+    half-lives the prior stands again, as every figure of the cost model's does: a figure
+    learned in a slow period cannot go on refusing bursts."""
+    clock = Clock()
+    book = past_the_first_burst(
+        FinishAdmission(cores=1, prior_alone_ms=10.0, costs=CostModel(clock=clock))
+    )
     start = time.perf_counter() - 1_000.0
     burst(book, 100, start=start, took_s=2.0)  # about 20 ms a request
-    book.account(now=start + 500.0)  # a quiet spell: the figure stays
-    assert book.per_request_ms() == pytest.approx(2_000.0 / 99, rel=0.01)
+    assert book.per_request_ms() == pytest.approx((2_000.0 + 10.0) / 100, rel=1e-3)
+    clock.now += THROUGHPUT_HALF_LIFE_S  # its 99 finishes weigh half: the figure stands
+    assert book.per_request_ms() == pytest.approx((1_000.0 + 10.0) / 50.5, rel=1e-3)
+    clock.now += 10 * THROUGHPUT_HALF_LIFE_S  # they weigh 0.05: the prior counts as 15.95
+    assert book.per_request_ms() == pytest.approx(10.0, rel=0.05)
     burst(book, 100, start=start + 500.0, took_s=0.5)  # now about 5 ms a request
-    # The old figure kept at most one finish's weight through the quiet spell.
-    assert book.per_request_ms() < 1.05 * (2_000.0 + 500.0) / 100
-    assert book.per_request_ms() > 500.0 / 99
+    assert book.per_request_ms() == pytest.approx((500.0 + 10.0) / 100, rel=0.01)
 
 
 def test_the_loops_lag_per_admitted_request_is_learned_in_bursts_and_predicted() -> None:
@@ -208,7 +232,8 @@ def test_the_loops_lag_per_admitted_request_is_learned_in_bursts_and_predicted()
     prediction, not only the lag of now."""
     book = past_the_first_burst(FinishAdmission(cores=1, prior_alone_ms=10.0, lag_ms=lambda: 5.0))
     burst(book, PRIOR_WEIGHT + 1, start=time.perf_counter() - 1_000.0, took_s=0.16)
-    assert book.per_request_ms() == pytest.approx(10.0)  # 160 ms over 16 overlapped finishes
+    # 160 ms over 16 overlapped finishes, beside the prior's 10 ms at the least weight
+    assert book.per_request_ms() == pytest.approx(10.0, rel=1e-3)
     now = time.perf_counter()
     for _ in range(LAG_LEARN_MIN - 1):
         admitted(book.issue(ASK, arrived=now, budget_ms=150.0, now=now))
@@ -220,7 +245,7 @@ def test_the_loops_lag_per_admitted_request_is_learned_in_bursts_and_predicted()
     assert book.lag_per_request_ms() == pytest.approx(10.0)
     # The 8 admitted and the newcomer: 90 ms, more than the 5 ms of now.
     assert book.expected_lag_ms() == pytest.approx(90.0)
-    assert book.predicted_ms(ASK, 8) == pytest.approx(10.0 + 8 * 10.0 + 90.0)
+    assert book.predicted_ms(ASK, 8) == pytest.approx(10.0 + 8 * 10.0 + 90.0, rel=1e-3)
     assert book.snapshot()["lag_per_request_ms"] == pytest.approx(10.0)
     # The same budget as the 8 ahead: it fits their work (10 + 80 ms) and the lag of now, not
     # the lag they will make.
@@ -244,17 +269,21 @@ def test_the_lag_per_request_waits_for_a_learned_pace() -> None:
 def test_a_processs_first_burst_is_not_learned_from() -> None:
     """It pays one-time costs, as a process's first request alone does: after one small burst,
     its figure made fresh servers refuse a tenth or more of a burst they answer whole."""
-    book = FinishAdmission(cores=1, prior_alone_ms=10.0)
+    clock = Clock()
+    book = FinishAdmission(cores=1, prior_alone_ms=10.0, costs=CostModel(clock=clock))
     start = time.perf_counter() - 1_000.0
     burst(book, 13, start=start, took_s=0.36)  # 30 ms a request: the first burst's
     snapshot = book.snapshot()
     assert not snapshot["first_burst"] and snapshot["overlapped_finishes"] == 0
     assert book.per_request_ms() == pytest.approx(10.0)  # still the prior
     burst(book, PRIOR_WEIGHT + 1, start=start + 10.0, took_s=0.16)  # 10 ms a request
-    assert book.per_request_ms() == pytest.approx(10.0)
+    assert book.per_request_ms() == pytest.approx(10.0, rel=1e-3)
+    clock.now += THROUGHPUT_HALF_LIFE_S
     burst(book, PRIOR_WEIGHT + 1, start=start + 20.0, took_s=0.08)
-    # The second burst and the third (5 ms a request), the second faded by a half.
-    assert book.per_request_ms() == pytest.approx((0.5 * 160.0 + 80.0) / (0.5 * 16 + 16), rel=0.01)
+    # The second burst and the third (5 ms a request), the second faded by a half, beside the
+    # prior (10 ms) at the least weight, one finish's.
+    expected = (0.5 * 160.0 + 80.0 + 10.0) / (0.5 * 16 + 16 + 1)
+    assert book.per_request_ms() == pytest.approx(expected, rel=1e-3)
 
 
 def test_the_first_stretch_lasts_until_fewer_than_two_are_in_their_own_work() -> None:
@@ -274,4 +303,5 @@ def test_the_first_stretch_lasts_until_fewer_than_two_are_in_their_own_work() ->
     snapshot = book.snapshot()
     assert not snapshot["first_burst"] and snapshot["overlapped_finishes"] == 0
     burst(book, PRIOR_WEIGHT + 1, start=at + 1.0, took_s=0.32)  # then it learns: 20 ms each
-    assert book.per_request_ms() == pytest.approx(20.0, rel=0.01)
+    # 320 ms over 16 finishes, beside the prior (10 ms) at the least weight, one finish's
+    assert book.per_request_ms() == pytest.approx((320.0 + 10.0) / (16 + 1), rel=1e-3)

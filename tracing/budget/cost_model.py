@@ -28,18 +28,21 @@ here, under the same prior and fading:
   reached its turn can still finish before its deadline; a drop of such work teaches nothing,
   so it ages what was learned (``observe_drop``), as a refusal does, and the prior returns;
 * **a stage's median rate** (``rate(stage, 0.5)``): rerank's time per pair, which sizes each
-  round's batches before the round has measured its own.
+  round's batches before the round has measured its own;
+* **the door's pace** (``door``: ``door.pace.DoorPace``): a request's own work alone and when
+  requests overlap, and the loop's lag per admitted request, which admission predicts a
+  newcomer's finish with.
 
 Thread-safe.
 """
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 from collections.abc import Callable, Mapping
 
+from tracing.budget.door.pace import DoorPace
 from tracing.budget.generation_cost import (
     CPU_GENERATION_PRIOR,
     GenerationCost,
@@ -47,12 +50,10 @@ from tracing.budget.generation_cost import (
     GenerationPrior,
 )
 from tracing.budget.observations import (
-    REFUSAL_AGE,
-    Estimates,
     Learning,
-    Samples,
     weighted_quantile,
 )
+from tracing.budget.stage_cost import StageCost
 from tracing.budget.stage_names import StageName
 
 #: The quantile read as the least a piece of work needs: low, so that work that could still make
@@ -86,92 +87,6 @@ CPU_STAGE_PRIORS_MS: Mapping[str, float] = {
 }
 
 
-class StageCost:
-    """One per-unit stage: recent ms per unit, anchored to a prior."""
-
-    def __init__(
-        self, prior_ms: float | None, learning: Learning, clock: Callable[[], float]
-    ) -> None:
-        self.prior_ms = prior_ms
-        self.learning = learning
-        self._samples = Samples(learning, clock)
-        self._lock = threading.Lock()
-        """Held to change or read the samples: a stage's threads teach their calls' times."""
-        self._rates: Estimates[float] = Estimates()
-        """Rates read, at the model's quantile and at the median (admission's)."""
-        self._least: Estimates[float] = Estimates()
-
-    def observe(self, elapsed_ms: float, units: float) -> None:
-        if units > 0 and elapsed_ms >= 0 and math.isfinite(elapsed_ms):
-            with self._lock:
-                self._samples.add(units, elapsed_ms / units)
-            self._forget_estimates()
-
-    def observe_refusal(self) -> None:
-        """Age what was learned (see ``GenerationCost.observe_refusal``)."""
-        with self._lock:
-            self._samples.age(REFUSAL_AGE)
-        self._forget_estimates()
-
-    def _forget_estimates(self) -> None:
-        self._rates.clear()
-        self._least.clear()
-
-    def _weighted(self) -> list[tuple[float, float]]:
-        """``(ms per unit, weight)`` of the recent observations."""
-        with self._lock:
-            return [(y, w) for _, y, w in self._samples.weighted()]
-
-    def rate(self, quantile: float | None = None) -> float:
-        """ms per unit at ``quantile`` (the model's own by default); 0 when nothing is known.
-        Kept until the next observation or for ``ESTIMATE_TTL_S`` (``Estimates``)."""
-        q = self.learning.quantile if quantile is None else quantile
-        now = self._samples.clock()
-        rate = self._rates.get(q, now)
-        if rate is None:
-            rate = self._rate(q)
-            self._rates.put(q, now, rate)
-        return rate
-
-    def least(self, quantile: float = 0.05) -> float:
-        """ms per unit at a low ``quantile`` of what was observed: the least a unit needs. The
-        prior stands instead while the observations weigh less than one fresh one (none yet, or
-        aged by drops: ``observe_refusal``), so that work dropped as too late for its time
-        cannot go on being dropped on old figures."""
-        now = self._samples.clock()
-        least = self._least.get(quantile, now)
-        if least is None:
-            values = self._weighted()
-            if sum(w for _, w in values) < self.learning.prior_weight:
-                least = self.prior_ms or 0.0
-            else:
-                least = weighted_quantile(values, quantile)
-            self._least.put(quantile, now, least)
-        return least
-
-    def _rate(self, quantile: float) -> float:
-        values = self._with_prior(quantile)
-        if not values:
-            return 0.0
-        return weighted_quantile(values, quantile)
-
-    def mean(self) -> float:
-        values = self._with_prior(None)
-        total = sum(w for _, w in values)
-        return sum(v * w for v, w in values) / total if total else 0.0
-
-    def _with_prior(self, quantile: float | None) -> list[tuple[float, float]]:
-        values = self._weighted()
-        if self.prior_ms is not None:
-            observed = sum(w for _, w in values)
-            values.append((self.prior_ms, self.learning.prior_weight_beside(observed, quantile)))
-        return values
-
-    @property
-    def observations(self) -> int:
-        return self._samples.count
-
-
 class CostModel:
     """Every stage's cost, and one generation cost per serving target."""
 
@@ -191,6 +106,8 @@ class CostModel:
         self._calls: dict[str, StageCost] = {}
         self._targets: dict[str, GenerationCost] = {}
         self._lock = threading.Lock()
+        self.door = DoorPace(self.learning, clock)
+        """What admission at the door has learned of a request's own work."""
 
     # -- per-unit stages ------------------------------------------------------------------
 
@@ -284,6 +201,7 @@ class CostModel:
             self._stages.clear()
             self._calls.clear()
             self._targets.clear()
+            self.door = DoorPace(self.learning, self._clock)
 
     def targets(self) -> list[str]:
         with self._lock:

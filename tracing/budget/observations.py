@@ -4,15 +4,21 @@ Each estimate of the cost model keeps its recent observations in ``Samples``: an
 weighs half as much after ``Learning.halflife_requests`` newer ones and after
 ``Learning.halflife_s`` seconds, and a refusal ages every one of them as if ``REFUSAL_AGE``
 requests had come (a refused request teaches nothing). The prior beside them weighs at least
-``Learning.prior_weight``, and while observations are few, enough that no single one sets the
-quantile read (``Learning.prior_weight_beside``).
+``Learning.prior_weight``, and while observations are few, as many as make
+``Learning.prior_observations`` (by default enough that no single one sets the quantile read:
+``Learning.prior_weight_beside``).
+
+This is the one scheme every learned figure of a process follows, the cost model's stages and
+targets and the door's pace alike; they differ in their ``Learning``'s figures only. A figure
+read as a ratio over all its observations (the door's work per request) keeps them as two
+faded sums (``Totals``), weighed as ``Samples`` would weigh them.
 """
 
 from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -40,6 +46,9 @@ class Learning:
     """... and half as much after this many seconds."""
     prior_weight: float = 1.0
     """The prior counts as at least this many fresh observations ..."""
+    prior_observations: float | None = None
+    """... and as this many less the weight of those seen (None: as many as a quantile read
+    needs, ``1 / (1 - quantile) + 1``)."""
 
     def __post_init__(self) -> None:
         if not 0.0 < self.quantile < 1.0:
@@ -51,11 +60,14 @@ class Learning:
 
     def prior_weight_beside(self, observed: float, quantile: float | None = None) -> float:
         """... and beside observations weighing ``observed`` in all, as many as make the total
-        ``1 / (1 - quantile) + 1``: among few observations no single one, a cold start or a
-        stall, carries the tail a quantile reads (one in 11 is under the 10% above p90), while
-        two that agree already move it."""
-        q = self.quantile if quantile is None else quantile
-        return max(self.prior_weight, 1.0 / (1.0 - q) + 1.0 - observed)
+        ``prior_observations``, by default ``1 / (1 - quantile) + 1``: among few observations no
+        single one, a cold start or a stall, carries the tail a quantile reads (one in 11 is
+        under the 10% above p90), while two that agree already move it."""
+        full = self.prior_observations
+        if full is None:
+            q = self.quantile if quantile is None else quantile
+            full = 1.0 / (1.0 - q) + 1.0
+        return max(self.prior_weight, full - observed)
 
 
 class Samples:
@@ -94,6 +106,41 @@ class Samples:
         ]
 
 
+class Totals:
+    """Observations ``(x, y)`` kept as two sums, for the ratio of all of them: weighed as
+    ``Samples`` weighs its observations, the sums fading as each newer one comes and as time
+    passes, so that none need be kept (a burst brings hundreds)."""
+
+    def __init__(self, learning: Learning, clock: Callable[[], float]) -> None:
+        self.learning = learning
+        self.clock = clock
+        self.x = self.y = 0.0
+        self.count = 0
+        self._at = clock()
+
+    def _faded(self, now: float) -> tuple[float, float]:
+        factor = 0.5 ** ((now - self._at) / self.learning.halflife_s)
+        return self.x * factor, self.y * factor
+
+    def add(self, x: float, y: float) -> None:
+        now = self.clock()
+        x_before, y_before = self._faded(now)
+        newer = 0.5 ** (1.0 / self.learning.halflife_requests)
+        self.x, self.y = x_before * newer + x, y_before * newer + y
+        self._at = now
+        self.count += 1
+
+    def ratio(self, prior: float) -> float:
+        """``y`` per ``x``, with ``prior`` as pseudo-observations (``prior_weight_beside``)."""
+        x, y = self._faded(self.clock())
+        weight = self.learning.prior_weight_beside(x)
+        return (y + weight * prior) / (x + weight)
+
+    def learned(self) -> float | None:
+        """``y`` per ``x`` of the observations alone (None before any)."""
+        return self.y / self.x if self.x > 0 else None
+
+
 class Estimates(Generic[T]):
     """Estimates read from observations, by quantile: each kept until ``clear`` (a new
     observation) or for ``ESTIMATE_TTL_S``, since planning and admission read each several
@@ -101,14 +148,15 @@ class Estimates(Generic[T]):
     with the old one."""
 
     def __init__(self) -> None:
-        self._kept: dict[float, tuple[float, T]] = {}
+        self._kept: dict[Hashable, tuple[float, T]] = {}
 
-    def get(self, quantile: float, now: float) -> T | None:
-        kept = self._kept.get(quantile)
+    def get(self, key: Hashable, now: float) -> T | None:
+        """The estimate read with ``key`` (its quantile, or its quantile and prior), if kept."""
+        kept = self._kept.get(key)
         return kept[1] if kept is not None and now - kept[0] < ESTIMATE_TTL_S else None
 
-    def put(self, quantile: float, now: float, estimate: T) -> None:
-        self._kept[quantile] = (now, estimate)
+    def put(self, key: Hashable, now: float, estimate: T) -> None:
+        self._kept[key] = (now, estimate)
 
     def clear(self) -> None:
         self._kept = {}

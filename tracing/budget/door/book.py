@@ -11,6 +11,9 @@ predicted as
 
     alone(route) + ahead x per_request + generation floor + loop lag
 
+The learned figures are the cost model's (``CostModel.door``: ``door.pace.DoorPace``), under its
+one prior and fading scheme; the book keeps the tickets and says what each teaches.
+
 * ``alone(route)``: how long the process's own work (every stage but generation: embed, search,
   screens, assembly, attribution, moderation, the HTTP exchange) takes a request of that route
   from its admission, with no other in its own work beside it (from its admission, as the
@@ -29,12 +32,7 @@ predicted as
 * ``per_request``: the process's own work per request when requests overlap, learned as
   throughput: the time two or more requests were in their own work, divided by the requests
   that finished meanwhile. Embedding batches, stage threads and the event loop are all in it,
-  as they are shared. Both sums fade with time (halved every ``THROUGHPUT_HALF_LIFE_S``), not
-  with each finish: a burst's requests leave their batched stages together, and fading the
-  burst's time at each of its finishes counted a fifth of it for a hundred of them, so that
-  the figure fell burst after burst (9.2, 8.0, 5.0, 3.1, then 1.8 ms a request over 25, 100,
-  200 and two 250-question bursts) and the last bursts admitted four times what they could
-  answer (BENCHMARKS.md, "The regression fixed");
+  as they are shared. It fades with time, not with each finish (``door.pace``);
 * the generation floor: the smallest answer's predicted generation at the median (nothing for a
   search);
 * the event loop's lag (``tracing.loop_lag``), which the answer's last event waits behind,
@@ -64,31 +62,19 @@ import math
 import os
 import threading
 import time
-from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
+from tracing.budget.cost_model import CostModel
+from tracing.budget.door.pace import PRIOR_WEIGHT
 from tracing.budget.door.peers import Learned, Peers, median
 from tracing.budget.door.ticket import Refusal, Ticket
 
-#: Requests alone kept per route: few, so that a fresh process's slow first ones soon leave.
-ALONE_WINDOW = 16
-#: Overlapped finishes before the learned work per request replaces the prior entirely (they
-#: are blended before). Its first figures in a process's first burst count the burst's fill,
-#: not its pace: one finish after 64 ms of overlap, blended at a quarter, made 30 ms a request
-#: of the prior's 19, and a fresh server refused a quarter of a burst it answers whole
-#: (BENCHMARKS.md, "Siblings' figures").
-PRIOR_WEIGHT = 16
-#: Requests alone before the learned time alone replaces the prior entirely (a process's first,
-#: which pays one-time costs, is not among them).
-ALONE_PRIOR_WEIGHT = 2
-#: Overlapped requests' time and finishes fade by half in this many seconds: a few bursts', or
-#: a few hundred requests' at a steady rate.
-THROUGHPUT_HALF_LIFE_S = 10.0
+#: Times alone a route's figure is shared with the siblings at once (then at most every
+#: ``Peers``' publishing interval): a client's first questions, one after another.
+YOUNG_ALONE = 16
 #: The loop's lag is learned per admitted request from measurements taken with at least this
-#: many admitted (a few requests make no lag worth dividing) ...
+#: many admitted (a few requests make no lag worth dividing).
 LAG_LEARN_MIN = 8
-#: ... the last this many of them (one every 10 ms while so busy).
-LAG_WINDOW = 200
 
 
 class FinishAdmission:
@@ -104,6 +90,7 @@ class FinishAdmission:
         generation_floor_ms: Callable[[str], float] = lambda route: 0.0,
         lag_ms: Callable[[], float] = lambda: 0.0,
         margin_share: float = 0.0,
+        costs: CostModel | None = None,
     ) -> None:
         self.cores = max(cores, 1)
         self.processes = max(processes, 1)
@@ -119,16 +106,15 @@ class FinishAdmission:
         """The share of each budget kept free of predicted work: the answer's last bytes still
         have to reach the client, and a client that shares the server's cores (or is busy with
         many streams) reads them late, which no server-side figure shows."""
+        self.costs = costs if costs is not None else CostModel()
+        """The process's cost model, which keeps what the door learns (``costs.door``)."""
         self._tickets: list[Ticket] = []
-        self._alone: dict[str, deque[float]] = {}
         self._first_seen: set[str] = set()
         """Routes whose first request alone has finished (and was not learned from)."""
         self._overlap_s = 0.0
-        """Time two or more tickets were in their own work (fading with time) ..."""
-        self._finished = 0.0
-        """... and the tickets that finished meanwhile (fading alike)."""
-        self._overlapped_seen = 0
-        """Overlapped finishes ever: how far the learned figure is trusted over the prior."""
+        """Time two or more tickets were in their own work since the last finish it taught."""
+        self._overlapped = False
+        """Two or more tickets have been in their own work at once."""
         self._first_burst = True
         """The process's first stretch of overlapped work (two or more requests in their own
         work, until fewer are) is not over. Nothing is learned from it: it pays one-time costs,
@@ -137,10 +123,6 @@ class FinishAdmission:
         8-24 of a 100@1 burst; after two, 0-5 (BENCHMARKS.md, "A first burst after a small
         one"). It is not cut short: a burst's requests finish together, and finishes counted
         after a cut would bring none of the burst's time with them."""
-        self._lag_ratios: deque[float] = deque(maxlen=LAG_WINDOW)
-        """The loop's lag over the requests admitted, of measurements with enough admitted."""
-        self._lag_per_request_ms = 0.0
-        """Their 90th percentile (0 before any)."""
         self._accounted = time.perf_counter()
         self._unpublished = False
         """Something was learned since the figures were last given to the siblings."""
@@ -151,55 +133,38 @@ class FinishAdmission:
 
     def alone_ms(self, route: str) -> float:
         """The own work of a request of ``route`` with nobody beside it: the lower quartile of
-        recent ones, blended with the prior (the siblings' figure, else the constant) while few
-        are seen."""
-        seen = self._alone.get(route, ())
-        if len(seen) >= ALONE_PRIOR_WEIGHT:
-            return _lower_quartile(seen)
+        recent ones, beside the prior (the siblings' figure, else the constant)."""
         prior = self._siblings().alone_ms.get(route, self.prior_alone_ms)
-        if not seen:
-            return prior
-        return _blend(_lower_quartile(seen), prior, len(seen), ALONE_PRIOR_WEIGHT)
+        return self.costs.door.alone_ms(route, prior)
 
     def per_request_ms(self) -> float:
         """The process's own work per request when requests overlap (see the module
-        docstring), blended with the prior while few are seen: the siblings' figure, else the
-        median time alone over the process's share of the cores."""
-        seen = self._seen()
-        if seen >= PRIOR_WEIGHT:
-            return self._overlapped_ms()
+        docstring), beside the prior: the siblings' figure, else the median time alone over
+        the process's share of the cores."""
         prior = self._siblings().per_request_ms
         if prior is None:
-            routes = set(self._alone) | set(self._siblings().alone_ms)
+            routes = set(self.costs.door.alone_routes()) | set(self._siblings().alone_ms)
             alone = [self.alone_ms(route) for route in routes] or [self.prior_alone_ms]
             prior = median(alone) * self.processes / self.cores
-        if seen <= 0:
-            return prior
-        return _blend(self._overlapped_ms(), prior, seen)
-
-    def _seen(self) -> int:
-        """Overlapped finishes learned from (none while the first burst lasts)."""
-        return 0 if self._first_burst else self._overlapped_seen
-
-    def _overlapped_ms(self) -> float:
-        """The work per request learned from overlapped finishes (some must be behind it)."""
-        return self._overlap_s * 1000.0 / self._finished
+        return self.costs.door.per_request_ms(prior)
 
     def learned(self) -> Learned:
-        """What this process has learned itself, unblended, for its siblings: the time alone
-        of each route seen, and the work per request once ``PRIOR_WEIGHT`` overlapped finishes
-        are behind it."""
-        with self.lock:
-            alone = {route: _lower_quartile(seen) for route, seen in self._alone.items() if seen}
-            per_request = self._overlapped_ms() if self._seen() >= PRIOR_WEIGHT else None
-            return Learned(alone, per_request)
+        """What this process has learned itself, without the prior, for its siblings: the time
+        alone of each route seen, and the work per request once ``PRIOR_WEIGHT`` overlapped
+        finishes are behind it."""
+        door = self.costs.door
+        alone = {route: door.learned_alone_ms(route) for route in door.alone_routes()}
+        return Learned(
+            {route: ms for route, ms in alone.items() if ms is not None},
+            door.learned_per_request_ms(),
+        )
 
     def _siblings(self) -> Learned:
         return self.peers.siblings() if self.peers is not None else _NOTHING_LEARNED
 
     def lag_per_request_ms(self) -> float:
         """The loop's lag per admitted request, learned in bursts (0 before any)."""
-        return self._lag_per_request_ms
+        return self.costs.door.lag_per_request_ms()
 
     def expected_lag_ms(self) -> float:
         """The loop's lag a newcomer's answer is predicted to meet: the recent lag, or what
@@ -208,21 +173,18 @@ class FinishAdmission:
         stands, cautious itself, and the lags of a first burst's arrivals, over the few admitted
         then, would count twice: fresh servers answered 88-98 of a first 100@1 with it, 99-100
         without (BENCHMARKS.md, "The regression fixed")."""
-        if self._seen() < PRIOR_WEIGHT:
+        if self.costs.door.overlapped_finishes < PRIOR_WEIGHT:
             return self.lag_ms()
-        return max(self.lag_ms(), (len(self._tickets) + 1) * self._lag_per_request_ms)
+        return max(self.lag_ms(), (len(self._tickets) + 1) * self.lag_per_request_ms())
 
     def observe_lag(self, lag_ms: float) -> None:
         """One measurement of the loop's lag (``LoopLag.listeners``, on the loop): learned
         from, per admitted request, when ``LAG_LEARN_MIN`` or more are admitted. Without the
-        book's lock, which the read-ahead thread's refusals wait on: only the loop touches the
-        ratios, and the figure the deciders read is replaced whole."""
+        book's lock, which the read-ahead thread's refusals wait on: the cost model holds its
+        own."""
         admitted = len(self._tickets)
-        if admitted < LAG_LEARN_MIN:
-            return
-        self._lag_ratios.append(max(lag_ms, 0.0) / admitted)
-        ordered = sorted(self._lag_ratios)
-        self._lag_per_request_ms = ordered[int(0.9 * (len(ordered) - 1))]
+        if admitted >= LAG_LEARN_MIN:
+            self.costs.door.observe_lag_per_request(max(lag_ms, 0.0) / admitted)
 
     def ahead_of(self, deadline: float) -> int:
         return sum(1 for t in self._tickets if t.in_own_work and t.deadline <= deadline)
@@ -241,31 +203,18 @@ class FinishAdmission:
         joins, leaves or changes phase. Returns how many are in their own work."""
         with self.lock:
             now = time.perf_counter() if now is None else now
-            self._fade(now - self._accounted)
             own = [t for t in self._tickets if t.in_own_work]
             if len(own) >= 2:
                 self._overlap_s += now - self._accounted
+                self._overlapped = True
                 for ticket in own:
                     ticket.shared = True
-            elif self._first_burst and self._overlap_s > 0:
-                self._forget_first_burst()
+            elif self._first_burst and self._overlapped:
+                # The first stretch of overlapped work is over: its time taught nothing.
+                self._first_burst = False
+                self._overlap_s = 0.0
             self._accounted = now
             return len(own)
-
-    def _forget_first_burst(self) -> None:
-        """The first stretch of overlapped work is over: forget its time and finishes."""
-        self._first_burst = False
-        self._overlap_s = self._finished = 0.0
-        self._overlapped_seen = 0
-
-    def _fade(self, elapsed_s: float) -> None:
-        """Fade the overlapped time and finishes alike (their ratio stays), never below one
-        finish's weight: a quiet hour does not bring the prior back."""
-        if self._finished <= 1.0 or elapsed_s <= 0:
-            return
-        factor = max(0.5 ** (elapsed_s / THROUGHPUT_HALF_LIFE_S), 1.0 / self._finished)
-        self._overlap_s *= factor
-        self._finished *= factor
 
     # -- admission -----------------------------------------------------------------------------
 
@@ -300,13 +249,16 @@ class FinishAdmission:
             overlapped = self.account(now) >= 2
             self._tickets.remove(ticket)
             if not learn:
-                return
+                return  # its share of the overlap goes with the next finish that teaches
+            taught = overlapped and not self._first_burst
+            if taught:
+                self.costs.door.observe_overlap(self._overlap_s)
             if overlapped:
-                self._finished += 1.0
-                self._overlapped_seen += 1
+                self._overlap_s = 0.0
             learned_alone = not ticket.shared and self._learn_alone(ticket, now)
-            self._unpublished = self._unpublished or overlapped or learned_alone
-            self._share(young=learned_alone and len(self._alone[ticket.route]) < ALONE_WINDOW)
+            self._unpublished = self._unpublished or taught or learned_alone
+            young = learned_alone and self.costs.door.alone_seen(ticket.route) < YOUNG_ALONE
+            self._share(young=young)
 
     def _share(self, *, young: bool) -> None:
         """Give the siblings what was learned: at most every ``PUBLISH_S``, and at once when
@@ -326,7 +278,7 @@ class FinishAdmission:
             self._first_seen.add(ticket.route)
             return False
         own_ms = ((now - ticket.admitted_at) - ticket.generation_s) * 1000.0
-        self._alone.setdefault(ticket.route, deque(maxlen=ALONE_WINDOW)).append(own_ms)
+        self.costs.door.observe_alone(ticket.route, own_ms)
         return True
 
     @property
@@ -339,11 +291,14 @@ class FinishAdmission:
             return {
                 "admitted": self.admitted,
                 "in_own_work": sum(1 for t in self._tickets if t.in_own_work),
-                "alone_ms": {route: round(self.alone_ms(route), 2) for route in self._alone},
+                "alone_ms": {
+                    route: round(self.alone_ms(route), 2)
+                    for route in self.costs.door.alone_routes()
+                },
                 "per_request_ms": round(self.per_request_ms(), 3),
-                "overlapped_finishes": self._overlapped_seen,
+                "overlapped_finishes": self.costs.door.overlapped_finishes,
                 "first_burst": self._first_burst,
-                "lag_per_request_ms": round(self._lag_per_request_ms, 3),
+                "lag_per_request_ms": round(self.lag_per_request_ms(), 3),
                 "cores": self.cores,
                 "processes": self.processes,
                 "pid": os.getpid(),
@@ -353,15 +308,3 @@ class FinishAdmission:
 
 
 _NOTHING_LEARNED = Learned()
-
-
-def _lower_quartile(values: Iterable[float]) -> float:
-    ordered = sorted(values)
-    return ordered[len(ordered) // 4]
-
-
-def _blend(learned: float, prior: float, seen: float, full: int = PRIOR_WEIGHT) -> float:
-    """``learned`` from ``seen`` observations, weighed against ``prior`` until ``full`` of them
-    are seen."""
-    weight = min(seen, full) / full
-    return weight * learned + (1 - weight) * prior

@@ -1,0 +1,114 @@
+"""One learned per-unit cost: recent ms per unit of some work, anchored to a prior.
+
+A stage's cost per query, per candidate pair or per answer (``CostModel.stage``), a stage's
+calls on its threads (``CostModel.quickest_call_ms``) and the door's time alone per route
+(``DoorPace``) are each one ``StageCost``: observations weighed by recency (``Samples``), read
+at a quantile beside the prior (``Learning.prior_weight_beside``). Thread-safe.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Callable
+
+from tracing.budget.observations import (
+    REFUSAL_AGE,
+    Estimates,
+    Learning,
+    Samples,
+    weighted_quantile,
+)
+
+
+class StageCost:
+    """One per-unit stage: recent ms per unit, anchored to a prior."""
+
+    def __init__(
+        self, prior_ms: float | None, learning: Learning, clock: Callable[[], float]
+    ) -> None:
+        self.prior_ms = prior_ms
+        self.learning = learning
+        self._samples = Samples(learning, clock)
+        self._lock = threading.Lock()
+        """Held to change or read the samples: a stage's threads teach their calls' times."""
+        self._rates: Estimates[float] = Estimates()
+        """Rates read, by quantile and prior."""
+        self._least: Estimates[float] = Estimates()
+
+    def observe(self, elapsed_ms: float, units: float) -> None:
+        if units > 0 and elapsed_ms >= 0 and math.isfinite(elapsed_ms):
+            with self._lock:
+                self._samples.add(units, elapsed_ms / units)
+            self._forget_estimates()
+
+    def observe_refusal(self) -> None:
+        """Age what was learned (see ``GenerationCost.observe_refusal``)."""
+        with self._lock:
+            self._samples.age(REFUSAL_AGE)
+        self._forget_estimates()
+
+    def _forget_estimates(self) -> None:
+        self._rates.clear()
+        self._least.clear()
+
+    def _weighted(self) -> list[tuple[float, float]]:
+        """``(ms per unit, weight)`` of the recent observations."""
+        with self._lock:
+            return [(y, w) for _, y, w in self._samples.weighted()]
+
+    def rate(self, quantile: float | None = None, *, prior_ms: float | None = None) -> float:
+        """ms per unit at ``quantile`` (the model's own by default), beside ``prior_ms`` if
+        given, else the stage's prior; 0 when nothing is known. Kept until the next observation
+        or for ``ESTIMATE_TTL_S`` (``Estimates``)."""
+        q = self.learning.quantile if quantile is None else quantile
+        prior = self.prior_ms if prior_ms is None else prior_ms
+        now = self._samples.clock()
+        rate = self._rates.get((q, prior), now)
+        if rate is None:
+            rate = self._rate(q, prior)
+            self._rates.put((q, prior), now, rate)
+        return rate
+
+    def learned(self, quantile: float) -> float | None:
+        """ms per unit at ``quantile`` of the observations alone (None before any)."""
+        values = self._weighted()
+        return weighted_quantile(values, quantile) if values else None
+
+    def least(self, quantile: float = 0.05) -> float:
+        """ms per unit at a low ``quantile`` of what was observed: the least a unit needs. The
+        prior stands instead while the observations weigh less than one fresh one (none yet, or
+        aged by drops: ``observe_refusal``), so that work dropped as too late for its time
+        cannot go on being dropped on old figures."""
+        now = self._samples.clock()
+        least = self._least.get(quantile, now)
+        if least is None:
+            values = self._weighted()
+            if sum(w for _, w in values) < self.learning.prior_weight:
+                least = self.prior_ms or 0.0
+            else:
+                least = weighted_quantile(values, quantile)
+            self._least.put(quantile, now, least)
+        return least
+
+    def _rate(self, quantile: float, prior: float | None) -> float:
+        values = self._with_prior(quantile, prior)
+        if not values:
+            return 0.0
+        return weighted_quantile(values, quantile)
+
+    def mean(self) -> float:
+        values = self._with_prior(None, self.prior_ms)
+        total = sum(w for _, w in values)
+        return sum(v * w for v, w in values) / total if total else 0.0
+
+    def _with_prior(self, quantile: float | None, prior: float | None) -> list[tuple[float, float]]:
+        values = self._weighted()
+        if prior is not None:
+            observed = sum(w for _, w in values)
+            values.append((prior, self.learning.prior_weight_beside(observed, quantile)))
+        return values
+
+    @property
+    def observations(self) -> int:
+        return self._samples.count
