@@ -9,9 +9,10 @@ object, and of the stream's last chunk that has a choice, with ``grounded`` (whe
 supports the answer) and ``attribution`` (how its citations were found). ``model`` must be one that
 ``GET /v1/models`` lists: ``ragtime`` or the generation backend's model, which answer alike.
 
-Shapes are OpenAI's (sources in ``app.http.schemas``): a stream is ``data: {chat.completion.chunk}``
-lines, the first with the assistant's role, the last with the ``finish_reason`` (then, with
-``stream_options.include_usage``, one with the usage and no choice), then ``data: [DONE]``.
+Shapes are OpenAI's (sources in ``app.http.schemas.chat``): a stream is
+``data: {chat.completion.chunk}`` lines, the first with the assistant's role, the last with the
+``finish_reason`` (then, with ``stream_options.include_usage``, one with the usage and no
+choice), then ``data: [DONE]``.
 A failure before the first token is a plain HTTP error; one after it ends the stream with
 ``data: {"error": {...}}``, as OpenAI's streams do. A client that goes away stops generation.
 Every error of these routes, those of auth and of the body's parsing included, leaves as

@@ -1,0 +1,76 @@
+"""What the bodies of several routes share: the text a field may not leave empty, the body
+every question route builds on (``BudgetedRequest``: strict JSON types, no other fields, an
+optional ``budget_ms``), what a request's budget reports back (``BudgetReport``, its
+``DegradationOut``), and a retrieved passage as answers and searches show it (``PassageOut``)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StringConstraints
+
+from retrieval import Passage
+
+NonEmptyText = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+
+
+class BudgetedRequest(BaseModel):
+    """A question route's body: its fields are JSON's own types, never converted (``"1000"``,
+    ``1000.0``, ``1e3`` and ``true`` are not integers), and no others are allowed."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    budget_ms: StrictInt | None = Field(
+        None, description="Latency budget for this request, in ms (an integer)."
+    )
+
+
+class BudgetReport(BaseModel):
+    budget_ms: float
+    spent_ms: float
+    remaining_ms: float
+    exceeded: bool
+
+
+class DegradationOut(BaseModel):
+    stage: str
+    action: str
+    reason: str
+
+
+class PassageOut(BaseModel):
+    id: int
+    source: str
+    title: str
+    section: str
+    score: float
+    rerank_score: float | None = None
+    found_by: list[str] = Field(
+        default_factory=list,
+        description="The searches that found it: `dense`, `keyword`, or both (hybrid); the "
+        "score is then the cosine, the BM25 score, or the fused rank score.",
+    )
+    message: str | None = Field(
+        None,
+        description="For an e-mail's attachment (source `thread.eml#report.pdf`): the e-mail "
+        "it came with (`thread.eml`); else null.",
+    )
+    also: list[str] = Field(
+        default_factory=list,
+        description="The other names of the same file: byte-identical copies of it (or, when "
+        "`source` is a copy, the file it copies and its other copies).",
+    )
+
+    @classmethod
+    def fields_of(cls, passage: Passage) -> dict[str, Any]:
+        return {
+            "id": passage.id,
+            "source": passage.source,
+            "title": passage.title,
+            "section": passage.section,
+            "score": round(passage.score, 6),
+            "rerank_score": passage.rerank_score,
+            "found_by": list(passage.found_by),
+            "message": passage.message or None,
+            "also": list(passage.also),
+        }
