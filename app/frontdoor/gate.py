@@ -5,12 +5,16 @@ other, until none finishes within its budget (issue 13, finding 2). A fixed cap 
 flight refuses work that fits (issue 22). So a question request (``Gate.routes``) is admitted
 when the work ahead of it lets it finish within its budget (``Gate.admit``):
 
-1. a place: the process's bound (``Admission``: ``max_in_flight`` plus the decoding slots of the
-   remote generation servers serving now) is not full, and no stop has begun;
+1. a place: no stop has begun, and the process's bound (``Admission``: ``max_in_flight`` plus
+   the decoding slots of the remote generation servers serving now) is not full;
 2. a ticket: ``tracing.budget.door.book.FinishAdmission`` predicts the request's finish from the
    requests ahead of it in the process's own work, against its budget, read as the route will
    read it (``app.http.limits.door_budget``: ``budget_ms`` in the body, else ``Request-Timeout-Ms``,
    else the default; where the route would answer 400 or 422, the default).
+
+The book's tickets are the process's one count of question requests in flight: a ticket is the
+request's place, held until its response ends (``Gate.finished``). (The stop's set of requests
+to cut at the grace's end, ``Shutdown``, is not a count: it holds every request's task.)
 
 A request not admitted is refused at once, before any of its work is done: 503 ``overloaded``
 with ``Retry-After`` (the time for the work ahead to drain), or ``shutting_down`` once the stop
@@ -32,7 +36,6 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -79,44 +82,39 @@ class Refused:
 
 
 class Admission:
-    """The process's places for question requests: how many are taken, and its bound."""
+    """The process's places for question requests: its bound, and the book whose tickets are
+    the places taken."""
 
     def __init__(
         self,
         max_in_flight: int,
         *,
         retry_after_s: int,
+        finish: FinishAdmission,
         remote_slots: Callable[[], int] = lambda: 0,
-        finish: FinishAdmission | None = None,
     ) -> None:
         if max_in_flight < 1:
             raise ValueError(f"max_in_flight must be >= 1, got {max_in_flight}")
         self.max_in_flight = max_in_flight
         self.retry_after_s = retry_after_s
+        self.finish = finish
+        """Admission by predicted finish: its tickets are the places taken."""
         self.remote_slots = remote_slots
         """The remote generation servers' slots now (set once the backend is built)."""
-        self.finish = finish
-        """Admission by predicted finish (``None``: the bound alone)."""
-        self.in_flight = 0
-        self._lock = threading.Lock()
-        """Places are taken on the event loop and on the read-ahead thread."""
-
-    def try_enter(self) -> bool:
-        """Take a place, if the bound has room."""
-        with self._lock:
-            if self.in_flight >= self.bound:
-                return False
-            self.in_flight += 1
-        return True
 
     @property
     def bound(self) -> int:
         """Requests admitted at most now: ``max_in_flight`` plus the remote slots."""
         return self.max_in_flight + max(self.remote_slots(), 0)
 
-    def leave(self) -> None:
-        with self._lock:
-            self.in_flight = max(self.in_flight - 1, 0)
+    @property
+    def in_flight(self) -> int:
+        """Question requests admitted and not yet finished: the book's tickets."""
+        return self.finish.admitted
+
+    @property
+    def full(self) -> bool:
+        return self.in_flight >= self.bound
 
 
 @dataclass(frozen=True)
@@ -143,47 +141,36 @@ class Gate:
             self.decides
             and scope["method"] == "POST"
             and scope["path"] in self.routes
-            and self.admission.finish is not None
             and not self.shutdown.begun
             and budget_readable(scope)
         )
 
-    def admit(self, scope: Scope, body: bytes) -> Ticket | Refused | None:
-        """THE decision, for every path: a place and a ticket for the request (``None``: a
-        place, admission by predicted finish being off), or why not. A ticket holds its place
-        until ``finished``; a refusal holds none."""
+    def admit(self, scope: Scope, body: bytes) -> Ticket | Refused:
+        """THE decision, for every path: a ticket for the request, which is its place until
+        ``finished``, or why not (a refusal holds no place)."""
         admission = self.admission
         if self.shutdown.begun:
             return Refused(SHUTTING_DOWN, admission.retry_after_s)
-        if not admission.try_enter():
-            return Refused(OVERLOADED, admission.retry_after_s)
-        if admission.finish is None:
-            return None
         state = scope.setdefault("state", {})
         if "arrived_at" not in state:  # no stamp (an app served without ours): from now
             stamp_arrival(state, time.perf_counter(), 0.0)
-        try:
+        book = admission.finish
+        with book.lock:  # the place and the ticket at once: the loop and the read-ahead decide
+            if admission.full:
+                return Refused(OVERLOADED, admission.retry_after_s)
             timeout = dict(scope.get("headers") or []).get(b"request-timeout-ms")
             budget_ms = self.budget_ms(body, None if timeout is None else timeout.decode("latin-1"))
-            verdict = admission.finish.issue(
-                scope["path"], arrived=state["arrived_at"], budget_ms=budget_ms
-            )
-        except BaseException:
-            admission.leave()
-            raise
+            verdict = book.issue(scope["path"], arrived=state["arrived_at"], budget_ms=budget_ms)
         if isinstance(verdict, Refusal):
-            admission.leave()
             return Refused(OVERLOADED, verdict.retry_after_s, str(verdict))
         return verdict
 
-    def finished(self, ticket: Ticket | None, *, learn: bool) -> None:
+    def finished(self, ticket: Ticket, *, learn: bool) -> None:
         """An admitted request's end (``learn``: it was answered, and its time teaches the
-        model): its ticket and place given back."""
-        if ticket is not None:
-            ticket.finish(learn=learn)
-        self.admission.leave()
+        model): its ticket, and so its place, given back."""
+        ticket.finish(learn=learn)
 
-    def admitted(self, app: ASGIApp, ticket: Ticket | None) -> ASGIApp:
+    def admitted(self, app: ASGIApp, ticket: Ticket) -> ASGIApp:
         """``app`` for one admitted request: served with its ticket in its state, which is
         finished (learning from it only if it was a 200), and its place given back, when its
         response ends, however it ends."""

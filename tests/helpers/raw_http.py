@@ -99,9 +99,10 @@ def in_flight_once(admission: Admission, reached: Callable[[int], bool]) -> int:
     return admission.in_flight
 
 
-def settled(admission: Admission) -> int:
-    """Admission's count in flight, once the last response's task has ended."""
-    return in_flight_once(admission, lambda count: count == 0)
+def settled(admission: Admission, *, held: int = 0) -> int:
+    """Admission's count in flight (its book's tickets), once the last response's task has
+    ended and only the ``held`` tickets the test took itself are left."""
+    return in_flight_once(admission, lambda count: count == held)
 
 
 def gate_of(admission: Admission) -> Gate:

@@ -11,12 +11,15 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry, Counter
 
-from app.frontdoor.gate import Admission
+from app.frontdoor.gate import Admission, Refused
 from tests.fakes.backends import ScriptedBackend
 from tests.helpers.app import app_state, asgi_client, build_app, running_app
+from tests.helpers.raw_http import gate_of
 from tests.helpers.stopping import stopping
 from tracing import metrics
 from tracing._alert_conditions import REFUSED, REQUESTS, SampleKey, Snapshot, error_ratio
+from tracing.budget.door.book import FinishAdmission
+from tracing.budget.door.ticket import Ticket
 from tracing.loop_lag import LoopLag
 
 
@@ -168,18 +171,29 @@ def test_a_pool_holds_at_most_its_slots_and_their_queue(
 
 def test_remote_decoding_slots_widen_the_bound() -> None:
     """A GPU server that decodes 64 at once takes 64 more than the process's own bound; the
-    slots count only while its servers serve (none told yet, or all down: the bound alone)."""
+    slots count only while its servers serve (none told yet, or all down: the bound alone).
+    The places taken are the book's tickets: one count of requests in flight."""
     slots = [0]
-    admission = Admission(2, retry_after_s=1, remote_slots=lambda: slots[0])
-    assert [admission.try_enter() for _ in range(3)] == [True, True, False]
+    book = FinishAdmission(cores=1)
+    admission = Admission(2, retry_after_s=1, finish=book, remote_slots=lambda: slots[0])
+    gate = gate_of(admission)
+
+    def enter() -> Ticket | Refused:
+        scope = {"type": "http", "method": "POST", "path": "/v1/ask", "state": {}}
+        return gate.admit(scope, b'{"budget_ms": 600000}')
+
+    first = [enter() for _ in range(3)]
+    assert [isinstance(v, Ticket) for v in first] == [True, True, False]
     slots[0] = 64
     assert admission.bound == 66
-    assert all(admission.try_enter() for _ in range(64))
-    assert not admission.try_enter()
+    more = [enter() for _ in range(64)]
+    assert all(isinstance(v, Ticket) for v in more)
+    assert isinstance(enter(), Refused) and admission.in_flight == book.admitted == 66
     slots[0] = 0  # the servers went down: no new admissions until the 66 leave
-    for _ in range(64):
-        admission.leave()
-    assert not admission.try_enter() and admission.in_flight == 2
+    for ticket in more:
+        assert isinstance(ticket, Ticket)
+        gate.finished(ticket, learn=False)
+    assert isinstance(enter(), Refused) and admission.in_flight == 2
 
 
 async def test_a_burst_past_a_fixed_cap_is_admitted_when_it_fits(
