@@ -3,9 +3,12 @@ a target's first token and rerank's time per pair, under its prior and fading, a
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from tracing.budget import CostModel, GenerationPrior, StageName
+from tracing.budget.observations import Ordered, weighted_quantile
 
 PRIOR = GenerationPrior(fixed_ms=50.0, prefill_ms_per_token=2.0, decode_ms_per_token=10.0)
 TARGET = "llama.cpp:model"
@@ -93,3 +96,19 @@ def test_rerank_reads_its_time_per_pair_at_the_median_of_the_stage_cost() -> Non
     assert costs.rate(StageName.RERANK, 0.5) == 4.0  # one round does not
     costs.observe(StageName.RERANK, 1_000.0, 2)
     assert costs.rate(StageName.RERANK, 0.5) == 500.0
+
+
+def test_ordered_reads_every_quantile_as_weighted_quantile_does() -> None:
+    """``Ordered`` keeps observations sorted once and places the prior without sorting again;
+    each quantile it reads is the one ``weighted_quantile`` reads of them all."""
+    rng = random.Random(1)
+    for _ in range(3000):
+        pairs = [
+            (rng.choice([1.0, 2.0, rng.random() * 10]), rng.choice([0.5, 1.0, rng.random()]))
+            for _ in range(rng.randint(0, 8))
+        ]
+        beside = (rng.choice([0.0, 2.0, rng.random() * 10]), rng.choice([1.0, rng.random() * 3]))
+        q = rng.choice([0.05, 0.25, 0.5, 0.9, rng.random()])
+        assert Ordered(pairs).quantile(q, beside) == weighted_quantile([*pairs, beside], q)
+        if pairs:
+            assert Ordered(pairs).quantile(q) == weighted_quantile(pairs, q)

@@ -21,8 +21,8 @@ from tracing.budget.observations import (
     REFUSAL_AGE,
     Estimates,
     Learning,
+    Ordered,
     Samples,
-    weighted_quantile,
 )
 
 
@@ -76,6 +76,17 @@ class GenerationEstimate:
         return self.prompt_ttft_ms(prompt_tokens) + self.decode_ms(output_tokens)
 
 
+@dataclass(frozen=True)
+class _Basis:
+    """What every quantile's estimate of a target is read from, until the next observation."""
+
+    fixed_ms: float
+    slope: float
+    residuals: Ordered
+    decode: Ordered
+    prefixes: Ordered
+
+
 class GenerationCost:
     """One serving target: TTFT as a line in uncached prompt tokens, decode per token."""
 
@@ -92,18 +103,24 @@ class GenerationCost:
         self._decode = Samples(learning, clock)
         self._cached = Samples(learning, clock)
         self._estimates: Estimates[GenerationEstimate] = Estimates()
+        self._bases: Estimates[_Basis] = Estimates()
+
+    def _forget_estimates(self) -> None:
+        """Held with the lock: what was learned changed."""
+        self._estimates.clear()
+        self._bases.clear()
 
     def recalibrate(self, prior: GenerationPrior) -> None:
         with self._lock:
             self.prior = prior
-            self._estimates.clear()
+            self._forget_estimates()
 
     def observe_first_token(self, uncached_tokens: int, ttft_ms: float) -> None:
         """One request's prefill: ``ttft_ms`` from sending to the first token, its queue aside."""
         if ttft_ms >= 0 and math.isfinite(ttft_ms):
             with self._lock:
                 self._ttft.add(float(max(uncached_tokens, 0)), ttft_ms)
-                self._estimates.clear()
+                self._forget_estimates()
 
     def observe_refusal(self) -> None:
         """A request was refused on this target's predicted cost. It taught nothing, so what
@@ -114,21 +131,21 @@ class GenerationCost:
         with self._lock:
             self._ttft.age(REFUSAL_AGE)
             self._decode.age(REFUSAL_AGE)
-            self._estimates.clear()
+            self._forget_estimates()
 
     def observe_cache(self, prompt_tokens: int, cached_tokens: int) -> None:
         """How much of a request's prompt the target found in its prefix cache."""
         if prompt_tokens > 0:
             with self._lock:
                 self._cached.add(prompt_tokens, float(min(max(cached_tokens, 0), prompt_tokens)))
-                self._estimates.clear()
+                self._forget_estimates()
 
     def observe_decode(self, tokens: int, elapsed_ms: float) -> None:
         """``tokens`` output tokens after the first took ``elapsed_ms``."""
         if tokens > 0 and elapsed_ms >= 0 and math.isfinite(elapsed_ms):
             with self._lock:
                 self._decode.add(tokens, elapsed_ms / tokens)
-                self._estimates.clear()
+                self._forget_estimates()
 
     def line(self) -> tuple[float, float]:
         """The fitted ``(fixed_ms, prefill_ms_per_token)``."""
@@ -162,35 +179,46 @@ class GenerationCost:
         """The target's costs now, at ``quantile`` (the model's own by default).
 
         Cached until the next observation or for ``ESTIMATE_TTL_S``, since planning asks for it
-        once per candidate plan."""
+        once per candidate plan; the fit and the observations in order behind it (``_basis``)
+        are kept alike, since each is read at several quantiles."""
         q = self.learning.quantile if quantile is None else quantile
         now = self._ttft.clock()
         with self._lock:
             cached = self._estimates.get(q, now)
             if cached is not None:
                 return cached
-            points = self._ttft.weighted()
-            decode = [(y, w) for _, y, w in self._decode.weighted()]
-            prefixes = [(y, w) for _, y, w in self._cached.weighted()]
-            fixed, slope = self._fit(points)
-        residuals = [(y - (fixed + slope * x), w) for x, y, w in points if w > 1e-3]
+        basis = self._basis(now)
         margin = 0.0
-        if len(residuals) >= 3:
-            observed = sum(w for _, w in residuals)
-            residuals.append((0.0, self.learning.prior_weight_beside(observed, q)))
-            margin = weighted_quantile(residuals, q)
+        if len(basis.residuals) >= 3:
+            beside = (0.0, self.learning.prior_weight_beside(basis.residuals.total, q))
+            margin = basis.residuals.quantile(q, beside)
             if q >= 0.5:  # a prediction to plan by never lies below the line; a floor may
                 margin = max(margin, 0.0)
-        observed = sum(w for _, w in decode)
-        decode.append(
-            (self.prior.decode_ms_per_token, self.learning.prior_weight_beside(observed, q))
-        )
+        decode_prior = self.prior.decode_ms_per_token
+        decode_beside = (decode_prior, self.learning.prior_weight_beside(basis.decode.total, q))
+        decode = basis.decode.quantile(q, decode_beside)
         # Count on the prefix that all but the unluckiest recent requests found cached.
-        prefix = weighted_quantile(prefixes, 1.0 - q) if len(prefixes) >= 3 else 0.0
-        est = GenerationEstimate(fixed, slope, margin, weighted_quantile(decode, q), prefix)
+        prefix = basis.prefixes.quantile(1.0 - q) if len(basis.prefixes) >= 3 else 0.0
+        est = GenerationEstimate(basis.fixed_ms, basis.slope, margin, decode, prefix)
         with self._lock:
             self._estimates.put(q, now, est)
         return est
+
+    def _basis(self, now: float) -> _Basis:
+        """The fitted line and the observations in order, as weighed now."""
+        with self._lock:
+            basis = self._bases.get(None, now)
+            if basis is not None:
+                return basis
+            points = self._ttft.weighted()
+            decode = Ordered([(y, w) for _, y, w in self._decode.weighted()])
+            prefixes = Ordered([(y, w) for _, y, w in self._cached.weighted()])
+            fixed, slope = self._fit(points)
+        residuals = Ordered([(y - (fixed + slope * x), w) for x, y, w in points if w > 1e-3])
+        basis = _Basis(fixed, slope, residuals, decode, prefixes)
+        with self._lock:
+            self._bases.put(None, now, basis)
+        return basis
 
     def ttft_ms(self, uncached_tokens: float, quantile: float | None = None) -> float:
         """Predicted TTFT (queue aside) at ``quantile`` for this many uncached prompt tokens."""

@@ -162,6 +162,45 @@ class Estimates(Generic[T]):
         self._kept = {}
 
 
+class Ordered:
+    """``(value, weight)`` pairs in ascending order of value, with their total weight: quantiles
+    are read from it in one pass, beside one more pair (a prior) placed without sorting again.
+    The cost model reads several quantiles, with and without its prior, of each set of
+    observations before the next observation changes it (``weighted_quantile`` would sort it
+    every time)."""
+
+    def __init__(self, pairs: list[tuple[float, float]]) -> None:
+        ordered = sorted(pairs)
+        self.values = [v for v, _ in ordered]
+        self.weights = [w for _, w in ordered]
+        self.total = sum(self.weights)
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def quantile(self, q: float, beside: tuple[float, float] | None = None) -> float:
+        """The ``q`` quantile of the pairs and ``beside``, as ``weighted_quantile`` of them all
+        would read it."""
+        if beside is None:
+            extra, extra_weight, placed = 0.0, 0.0, True
+        else:
+            (extra, extra_weight), placed = beside, False
+        if not self.values and placed:
+            raise ValueError("no values")
+        target = q * (self.total + extra_weight) - 1e-12
+        acc = 0.0
+        for value, weight in zip(self.values, self.weights, strict=True):
+            if not placed and (extra, extra_weight) <= (value, weight):
+                acc += extra_weight
+                placed = True
+                if acc >= target:
+                    return extra
+            acc += weight
+            if acc >= target:
+                return value
+        return extra if not placed else self.values[-1]
+
+
 def weighted_quantile(values: list[tuple[float, float]], q: float) -> float:
     """The ``q`` quantile of ``(value, weight)`` pairs (the smallest value whose cumulative
     weight reaches ``q`` of the total)."""

@@ -16,8 +16,8 @@ from tracing.budget.observations import (
     REFUSAL_AGE,
     Estimates,
     Learning,
+    Ordered,
     Samples,
-    weighted_quantile,
 )
 
 
@@ -32,6 +32,8 @@ class StageCost:
         self._samples = Samples(learning, clock)
         self._lock = threading.Lock()
         """Held to change or read the samples: a stage's threads teach their calls' times."""
+        self._ordered: Estimates[Ordered] = Estimates()
+        """The observations in order, as weighed when last read (``Ordered``)."""
         self._rates: Estimates[float] = Estimates()
         """Rates read, by quantile and prior."""
         self._least: Estimates[float] = Estimates()
@@ -49,13 +51,21 @@ class StageCost:
         self._forget_estimates()
 
     def _forget_estimates(self) -> None:
+        self._ordered.clear()
         self._rates.clear()
         self._least.clear()
 
-    def _weighted(self) -> list[tuple[float, float]]:
-        """``(ms per unit, weight)`` of the recent observations."""
-        with self._lock:
-            return [(y, w) for _, y, w in self._samples.weighted()]
+    def _weighted(self) -> Ordered:
+        """``(ms per unit, weight)`` of the recent observations, in order. Kept, as every
+        estimate is, until the next observation or for ``ESTIMATE_TTL_S``: each is read at
+        several quantiles, with and without the prior."""
+        now = self._samples.clock()
+        ordered = self._ordered.get(None, now)
+        if ordered is None:
+            with self._lock:
+                ordered = Ordered([(y, w) for _, y, w in self._samples.weighted()])
+            self._ordered.put(None, now, ordered)
+        return ordered
 
     def rate(self, quantile: float | None = None, *, prior_ms: float | None = None) -> float:
         """ms per unit at ``quantile`` (the model's own by default), beside ``prior_ms`` if
@@ -73,7 +83,7 @@ class StageCost:
     def learned(self, quantile: float) -> float | None:
         """ms per unit at ``quantile`` of the observations alone (None before any)."""
         values = self._weighted()
-        return weighted_quantile(values, quantile) if values else None
+        return values.quantile(quantile) if values else None
 
     def least(self, quantile: float = 0.05) -> float:
         """ms per unit at a low ``quantile`` of what was observed: the least a unit needs. The
@@ -84,30 +94,27 @@ class StageCost:
         least = self._least.get(quantile, now)
         if least is None:
             values = self._weighted()
-            if sum(w for _, w in values) < self.learning.prior_weight:
+            if values.total < self.learning.prior_weight:
                 least = self.prior_ms or 0.0
             else:
-                least = weighted_quantile(values, quantile)
+                least = values.quantile(quantile)
             self._least.put(quantile, now, least)
         return least
 
     def _rate(self, quantile: float, prior: float | None) -> float:
-        values = self._with_prior(quantile, prior)
-        if not values:
-            return 0.0
-        return weighted_quantile(values, quantile)
+        values = self._weighted()
+        if prior is None:
+            return values.quantile(quantile) if values else 0.0
+        beside = (prior, self.learning.prior_weight_beside(values.total, quantile))
+        return values.quantile(quantile, beside)
 
     def mean(self) -> float:
-        values = self._with_prior(None, self.prior_ms)
-        total = sum(w for _, w in values)
-        return sum(v * w for v, w in values) / total if total else 0.0
-
-    def _with_prior(self, quantile: float | None, prior: float | None) -> list[tuple[float, float]]:
         values = self._weighted()
-        if prior is not None:
-            observed = sum(w for _, w in values)
-            values.append((prior, self.learning.prior_weight_beside(observed, quantile)))
-        return values
+        pairs = list(zip(values.values, values.weights, strict=True))
+        if self.prior_ms is not None:
+            pairs.append((self.prior_ms, self.learning.prior_weight_beside(values.total)))
+        total = sum(w for _, w in pairs)
+        return sum(v * w for v, w in pairs) / total if total else 0.0
 
     @property
     def observations(self) -> int:
