@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 from tracing.budget.cost_model import CostModel, GenerationEstimate
 from tracing.budget.errors import BudgetInfeasible
@@ -122,32 +123,30 @@ class DegradationPolicy:
             else [lim.context_tokens]
         )
         fills = (False, True) if generating and self._prunes() else (False,)
-        plans: list[Plan] = []
+        candidates: list[_Candidate] = []
         smallest_ms = math.inf
         for n in rerank_levels:
             rerank_ms = self.cost.predict(StageName.RERANK, n)
             for ctx in ctx_levels:
                 for prune in fills:
-                    plan = self._fit(
-                        n, rerank_ms, ctx, gen, remaining_ms, queue_ms, full_n, target, prune
-                    )
-                    if isinstance(plan, float):
-                        smallest_ms = min(smallest_ms, plan)
+                    fit = self._fit(n, rerank_ms, ctx, gen, remaining_ms, queue_ms, full_n, prune)
+                    if isinstance(fit, float):
+                        smallest_ms = min(smallest_ms, fit)
                         continue
-                    smallest_ms = min(smallest_ms, plan.predicted_ms)
-                    if ttft_left_ms is not None and plan.first_token_ms > ttft_left_ms:
-                        plan = replace(plan, meets_ttft=False)
-                    plans.append(plan)
-        if not plans:
+                    smallest_ms = min(smallest_ms, fit.predicted_ms)
+                    if ttft_left_ms is not None and fit.first_token_ms > ttft_left_ms:
+                        fit = fit._replace(meets_ttft=False)
+                    candidates.append(fit)
+        if not candidates:
             raise BudgetInfeasible(smallest_ms, remaining_ms)
         # Equal quality (a knob the table does not weigh): the larger plan, and of a pruned and
         # a cut context of one size, the cut one.
-        best = max(plans, key=_rank)
+        best = max(candidates, key=_rank)
         floor = best.quality * self.limits.ttft_min_quality
-        in_time = [p for p in plans if p.meets_ttft and p.quality >= floor]
+        in_time = [c for c in candidates if c.meets_ttft and c.quality >= floor]
         if in_time:
             best = max(in_time, key=_rank)
-        return self._explain(best, full_n)
+        return self._explain(best.plan(target), full_n)
 
     def _prunes(self) -> bool:
         return self.limits.prune and self.quality.weighs("pruned")
@@ -161,9 +160,8 @@ class DegradationPolicy:
         remaining_ms: float,
         queue_ms: float,
         full_n: int,
-        target: str,
         prune: bool = False,
-    ) -> Plan | float:
+    ) -> _Candidate | float:
         """The plan with ``n`` candidates and ``ctx`` context tokens and as many output tokens as
         fit; the smallest such plan's predicted ms when it does not fit."""
         lim = self.limits
@@ -173,7 +171,7 @@ class DegradationPolicy:
             if predicted > remaining_ms:
                 return predicted
             quality = self.quality.quality("rerank", rerank_share)
-            return Plan(n, 0, 0, predicted, stage_ms={StageName.RERANK: rerank_ms}, quality=quality)
+            return _Candidate(n, 0, 0, predicted, rerank_ms, 0.0, None, quality)
         first_ms = gen.prompt_ttft_ms(ctx + lim.prompt_overhead_tokens)
         fixed = rerank_ms + queue_ms + first_ms + lim.reserve_ms
         per_token = gen.decode_ms_per_token
@@ -181,29 +179,28 @@ class DegradationPolicy:
         out = lim.max_output_tokens
         if per_token > 0:
             out = min(out, 1 + math.floor(max(spare, 0.0) / per_token))
-        minimum = fixed + gen.decode_ms(lim.min_output_tokens)
         if spare < 0 or out < lim.min_output_tokens:
-            return minimum
+            return fixed + gen.decode_ms(lim.min_output_tokens)
         gen_ms = first_ms + gen.decode_ms(out)
-        predicted = rerank_ms + queue_ms + gen_ms + lim.reserve_ms
         quality = self.quality.plan_quality(
             context=ctx / lim.context_tokens if lim.context_tokens else 1.0,
             output=out / lim.max_output_tokens,
             rerank=rerank_share,
             pruned=prune,
         )
-        return Plan(
+        return _Candidate(
             n,
             ctx,
             out,
-            predicted,
-            stage_ms={StageName.RERANK: rerank_ms, "queue": queue_ms, StageName.GENERATE: gen_ms},
-            quality=quality,
-            target=target,
-            prune=prune,
+            rerank_ms + queue_ms + gen_ms + lim.reserve_ms,
+            rerank_ms,
+            queue_ms,
+            gen_ms,
+            quality,
+            prune,
             # The target is for the typical first token (the fitted line, without the margin
             # that sizes the budget to its quantile): a TTFT p50 target.
-            first_token_ms=rerank_ms + queue_ms + first_ms - gen.ttft_margin_ms,
+            rerank_ms + queue_ms + first_ms - gen.ttft_margin_ms,
         )
 
     def _explain(self, plan: Plan, full_n: int) -> Plan:
@@ -256,7 +253,42 @@ class DegradationPolicy:
         return replace(plan, actions=actions)
 
 
-def _rank(plan: Plan) -> tuple[float, float, bool]:
+class _Candidate(NamedTuple):
+    """A plan the policy weighs, before it is chosen: plain figures, as the policy weighs some
+    fifty a request."""
+
+    rerank_candidates: int
+    context_tokens: int
+    max_output_tokens: int
+    predicted_ms: float
+    rerank_ms: float
+    queue_ms: float
+    generate_ms: float | None
+    """None for a search's plan, which generates nothing."""
+    quality: float
+    prune: bool = False
+    first_token_ms: float = 0.0
+    meets_ttft: bool = True
+
+    def plan(self, target: str) -> Plan:
+        stage_ms: dict[str, float] = {StageName.RERANK: self.rerank_ms}
+        if self.generate_ms is not None:
+            stage_ms.update({"queue": self.queue_ms, StageName.GENERATE: self.generate_ms})
+        return Plan(
+            self.rerank_candidates,
+            self.context_tokens,
+            self.max_output_tokens,
+            self.predicted_ms,
+            stage_ms=stage_ms,
+            quality=self.quality,
+            target=target if self.generate_ms is not None else "",
+            prune=self.prune,
+            first_token_ms=self.first_token_ms,
+            meets_ttft=self.meets_ttft,
+        )
+
+
+def _rank(plan: _Candidate) -> tuple[float, float, bool]:
     """What makes one plan better than another: quality, then the larger plan, then a cut
     context over a pruned one of the same size."""
     return (plan.quality, plan.predicted_ms, not plan.prune)
