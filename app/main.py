@@ -100,14 +100,14 @@ def create_app(
     loop_lag = LoopLag()
     # The process's one cost model: the door, the stages' threads, the local backend and the
     # budget engine all learn into it and read from it.
-    costs = services.costs if services is not None else cost_model(settings)
+    costs = cost_model(settings) if services is None or services.costs is None else services.costs
     finish = FinishAdmission(
         cores=usable_cores(),
         processes=serving_processes(),
         peers=Peers.from_environment(),
         lag_ms=loop_lag.ms,
         margin_share=settings.admission_margin,
-        costs=costs,
+        pace=costs.door,
     )
     loop_lag.listeners.append(finish.observe_lag)
     admission = Admission(

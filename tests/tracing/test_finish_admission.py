@@ -213,7 +213,7 @@ def test_the_learned_work_per_request_fades_with_time_and_then_the_prior_returns
     learned in a slow period cannot go on refusing bursts."""
     clock = Clock()
     book = past_the_first_burst(
-        FinishAdmission(cores=1, prior_alone_ms=10.0, costs=CostModel(clock=clock))
+        FinishAdmission(cores=1, prior_alone_ms=10.0, pace=CostModel(clock=clock).door)
     )
     start = time.perf_counter() - 1_000.0
     burst(book, 100, start=start, took_s=2.0)  # about 20 ms a request
@@ -270,7 +270,7 @@ def test_a_processs_first_burst_is_not_learned_from() -> None:
     """It pays one-time costs, as a process's first request alone does: after one small burst,
     its figure made fresh servers refuse a tenth or more of a burst they answer whole."""
     clock = Clock()
-    book = FinishAdmission(cores=1, prior_alone_ms=10.0, costs=CostModel(clock=clock))
+    book = FinishAdmission(cores=1, prior_alone_ms=10.0, pace=CostModel(clock=clock).door)
     start = time.perf_counter() - 1_000.0
     burst(book, 13, start=start, took_s=0.36)  # 30 ms a request: the first burst's
     snapshot = book.snapshot()

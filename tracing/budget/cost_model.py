@@ -201,7 +201,7 @@ class CostModel:
             self._stages.clear()
             self._calls.clear()
             self._targets.clear()
-            self.door = DoorPace(self.learning, self._clock)
+            self.door.forget()
 
     def targets(self) -> list[str]:
         with self._lock:

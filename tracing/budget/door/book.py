@@ -11,8 +11,9 @@ predicted as
 
     alone(route) + ahead x per_request + generation floor + loop lag
 
-The learned figures are the cost model's (``CostModel.door``: ``door.pace.DoorPace``), under its
-one prior and fading scheme; the book keeps the tickets and says what each teaches.
+The learned figures are the cost model's (``CostModel.door``, a ``door.pace.DoorPace``, which the
+book is given), under its one prior and fading scheme; the book keeps the tickets and says what
+each teaches.
 
 * ``alone(route)``: how long the process's own work (every stage but generation: embed, search,
   screens, assembly, attribution, moderation, the HTTP exchange) takes a request of that route
@@ -64,10 +65,10 @@ import threading
 import time
 from collections.abc import Callable
 
-from tracing.budget.cost_model import CostModel
-from tracing.budget.door.pace import PRIOR_WEIGHT
+from tracing.budget.door.pace import PRIOR_WEIGHT, DoorPace
 from tracing.budget.door.peers import Learned, Peers, median
 from tracing.budget.door.ticket import Refusal, Ticket
+from tracing.budget.observations import Learning
 
 #: Times alone a route's figure is shared with the siblings at once (then at most every
 #: ``Peers``' publishing interval): a client's first questions, one after another.
@@ -90,7 +91,7 @@ class FinishAdmission:
         generation_floor_ms: Callable[[str], float] = lambda route: 0.0,
         lag_ms: Callable[[], float] = lambda: 0.0,
         margin_share: float = 0.0,
-        costs: CostModel | None = None,
+        pace: DoorPace | None = None,
     ) -> None:
         self.cores = max(cores, 1)
         self.processes = max(processes, 1)
@@ -106,8 +107,8 @@ class FinishAdmission:
         """The share of each budget kept free of predicted work: the answer's last bytes still
         have to reach the client, and a client that shares the server's cores (or is busy with
         many streams) reads them late, which no server-side figure shows."""
-        self.costs = costs if costs is not None else CostModel()
-        """The process's cost model, which keeps what the door learns (``costs.door``)."""
+        self.pace = pace if pace is not None else DoorPace(Learning(), time.monotonic)
+        """What the door learns, kept in the process's cost model (``CostModel.door``)."""
         self._tickets: list[Ticket] = []
         self._first_seen: set[str] = set()
         """Routes whose first request alone has finished (and was not learned from)."""
@@ -135,7 +136,7 @@ class FinishAdmission:
         """The own work of a request of ``route`` with nobody beside it: the lower quartile of
         recent ones, beside the prior (the siblings' figure, else the constant)."""
         prior = self._siblings().alone_ms.get(route, self.prior_alone_ms)
-        return self.costs.door.alone_ms(route, prior)
+        return self.pace.alone_ms(route, prior)
 
     def per_request_ms(self) -> float:
         """The process's own work per request when requests overlap (see the module
@@ -143,16 +144,16 @@ class FinishAdmission:
         the process's share of the cores."""
         prior = self._siblings().per_request_ms
         if prior is None:
-            routes = set(self.costs.door.alone_routes()) | set(self._siblings().alone_ms)
+            routes = set(self.pace.alone_routes()) | set(self._siblings().alone_ms)
             alone = [self.alone_ms(route) for route in routes] or [self.prior_alone_ms]
             prior = median(alone) * self.processes / self.cores
-        return self.costs.door.per_request_ms(prior)
+        return self.pace.per_request_ms(prior)
 
     def learned(self) -> Learned:
         """What this process has learned itself, without the prior, for its siblings: the time
         alone of each route seen, and the work per request once ``PRIOR_WEIGHT`` overlapped
         finishes are behind it."""
-        door = self.costs.door
+        door = self.pace
         alone = {route: door.learned_alone_ms(route) for route in door.alone_routes()}
         return Learned(
             {route: ms for route, ms in alone.items() if ms is not None},
@@ -164,7 +165,7 @@ class FinishAdmission:
 
     def lag_per_request_ms(self) -> float:
         """The loop's lag per admitted request, learned in bursts (0 before any)."""
-        return self.costs.door.lag_per_request_ms()
+        return self.pace.lag_per_request_ms()
 
     def expected_lag_ms(self) -> float:
         """The loop's lag a newcomer's answer is predicted to meet: the recent lag, or what
@@ -173,7 +174,7 @@ class FinishAdmission:
         stands, cautious itself, and the lags of a first burst's arrivals, over the few admitted
         then, would count twice: fresh servers answered 88-98 of a first 100@1 with it, 99-100
         without (BENCHMARKS.md, "The regression fixed")."""
-        if self.costs.door.overlapped_finishes < PRIOR_WEIGHT:
+        if self.pace.overlapped_finishes < PRIOR_WEIGHT:
             return self.lag_ms()
         return max(self.lag_ms(), (len(self._tickets) + 1) * self.lag_per_request_ms())
 
@@ -184,7 +185,7 @@ class FinishAdmission:
         own."""
         admitted = len(self._tickets)
         if admitted >= LAG_LEARN_MIN:
-            self.costs.door.observe_lag_per_request(max(lag_ms, 0.0) / admitted)
+            self.pace.observe_lag_per_request(max(lag_ms, 0.0) / admitted)
 
     def ahead_of(self, deadline: float) -> int:
         return sum(1 for t in self._tickets if t.in_own_work and t.deadline <= deadline)
@@ -252,12 +253,12 @@ class FinishAdmission:
                 return  # its share of the overlap goes with the next finish that teaches
             taught = overlapped and not self._first_burst
             if taught:
-                self.costs.door.observe_overlap(self._overlap_s)
+                self.pace.observe_overlap(self._overlap_s)
             if overlapped:
                 self._overlap_s = 0.0
             learned_alone = not ticket.shared and self._learn_alone(ticket, now)
             self._unpublished = self._unpublished or taught or learned_alone
-            young = learned_alone and self.costs.door.alone_seen(ticket.route) < YOUNG_ALONE
+            young = learned_alone and self.pace.alone_seen(ticket.route) < YOUNG_ALONE
             self._share(young=young)
 
     def _share(self, *, young: bool) -> None:
@@ -278,7 +279,7 @@ class FinishAdmission:
             self._first_seen.add(ticket.route)
             return False
         own_ms = ((now - ticket.admitted_at) - ticket.generation_s) * 1000.0
-        self.costs.door.observe_alone(ticket.route, own_ms)
+        self.pace.observe_alone(ticket.route, own_ms)
         return True
 
     @property
@@ -292,11 +293,10 @@ class FinishAdmission:
                 "admitted": self.admitted,
                 "in_own_work": sum(1 for t in self._tickets if t.in_own_work),
                 "alone_ms": {
-                    route: round(self.alone_ms(route), 2)
-                    for route in self.costs.door.alone_routes()
+                    route: round(self.alone_ms(route), 2) for route in self.pace.alone_routes()
                 },
                 "per_request_ms": round(self.per_request_ms(), 3),
-                "overlapped_finishes": self.costs.door.overlapped_finishes,
+                "overlapped_finishes": self.pace.overlapped_finishes,
                 "first_burst": self._first_burst,
                 "lag_per_request_ms": round(self.lag_per_request_ms(), 3),
                 "cores": self.cores,

@@ -59,10 +59,14 @@ class DoorPace:
     def __init__(self, learning: Learning, clock: Callable[[], float]) -> None:
         self.learning = learning
         self._clock = clock
+        self.forget()
+
+    def forget(self) -> None:
+        """Start over from the priors (``CostModel.seed``)."""
         self._alone: dict[str, StageCost] = {}
-        self._overlap = Totals(PACE_LEARNING, clock)
+        self._overlap = Totals(PACE_LEARNING, self._clock)
         """Overlapped seconds (y) over the finishes they led to (x)."""
-        self._lag = StageCost(None, LAG_LEARNING, clock)
+        self._lag = StageCost(None, LAG_LEARNING, self._clock)
 
     # -- time alone ------------------------------------------------------------------------
 
