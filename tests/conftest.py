@@ -1,7 +1,7 @@
-"""Shared fixtures: offline models, no network beyond loopback, one in-memory span exporter,
-and data dirs seeded with part of the demo corpus (each with an API key) for the app and bench
-tests: ``seeded_data_dir`` embedded with a hashing double, ``minilm_data_dir`` with the real
-MiniLM (for ``slow`` tests only)."""
+"""Shared fixtures: offline models, no network beyond loopback, no SmolLM2 outside ``slow``
+tests, one in-memory span exporter, and data dirs seeded with part of the demo corpus (each
+with an API key) for the app and bench tests: ``seeded_data_dir`` embedded with a hashing
+double, ``minilm_data_dir`` with the real MiniLM (for ``slow`` tests only)."""
 
 from __future__ import annotations
 
@@ -18,11 +18,13 @@ import shutil
 import socket
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from inference import LlamaCppBackend
 from retrieval import Embedder
 from tests.fakes.hash_embedder import HashEmbedder
 from tests.helpers.app import DEMO_CORPUS, SUBSET, create_key, seed_data_dir
@@ -44,6 +46,38 @@ def no_network(
     yield guard
     if guard.attempts:
         pytest.fail(f"connected beyond loopback: {', '.join(guard.attempts)}", pytrace=False)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def generator_loads() -> Iterator[list[str]]:
+    """The models llama.cpp loaded (their paths) since the last test ended, its own fixtures'
+    set-up included: ``no_real_generator`` checks them after each test."""
+    loads: list[str] = []
+    real_load = LlamaCppBackend._load
+
+    def recorded(backend: LlamaCppBackend) -> Any:
+        loads.append(str(backend.model_path))
+        return real_load(backend)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(LlamaCppBackend, "_load", recorded)
+        yield loads
+
+
+@pytest.fixture(autouse=True)
+def no_real_generator(request: pytest.FixtureRequest, generator_loads: list[str]) -> Iterator[None]:
+    """Fail a test not marked ``slow`` that loads SmolLM2 through llama.cpp (in its own fixtures
+    too): an app built with no ``backend=`` does, as configured, and a worker's first load costs
+    seconds that a test of the plumbing does not need. Such a test passes a double
+    (``tests/fakes/backends.py``)."""
+    yield
+    loaded, generator_loads[:] = list(generator_loads), []
+    if loaded and not request.node.get_closest_marker("slow"):
+        pytest.fail(
+            f"loaded {', '.join(loaded)} with llama.cpp outside a slow test: pass backend= "
+            "(tests/fakes/backends.py) or mark the test slow",
+            pytrace=False,
+        )
 
 
 @pytest.fixture(scope="module", autouse=True)
