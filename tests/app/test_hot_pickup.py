@@ -17,6 +17,8 @@ from tests.helpers.app import create_key, running_app, seed_data_dir
 from tests.helpers.ports import free_port
 from tests.helpers.processes import run_ingest, start_server, stop, wait_ready
 
+pytestmark = pytest.mark.process
+
 OLD = {"lists.md": "# Lists\n\nA list holds items in order.\n"}
 NEW = {
     "lists.md": "# Lists\n\nA list holds zebra items in order.\n",

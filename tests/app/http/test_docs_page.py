@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.fakes.backends import ScriptedBackend
 from tests.helpers.app import build_app, served
@@ -36,6 +37,7 @@ def test_the_page_and_its_assets_are_served_here(seeded_data_dir: Path) -> None:
     assert fetched and set(fetched.values()) == {200}, fetched
 
 
+@pytest.mark.process
 def test_a_browser_lists_the_operations(seeded_data_dir: Path, tmp_path: Path) -> None:
     chromium = shutil.which("chromium")
     assert chromium is not None, "chromium is not installed (make test installs it)"

@@ -27,6 +27,8 @@ from tests.helpers.hostile_documents import (
     with_zeros,
 )
 
+pytestmark = pytest.mark.process
+
 MiB = 1024 * 1024
 NOTES = "# Tea\n\nGreen tea steeps for two minutes at eighty degrees.\n"
 #: A DOCX that parses for many seconds, within every limit but time: 100,000 paragraphs.
