@@ -18,18 +18,19 @@ import shutil
 import socket
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from inference import LlamaCppBackend
-from retrieval import Embedder
-from tests.fakes.hash_embedder import HashEmbedder
-from tests.helpers.app import DEMO_CORPUS, SUBSET, create_key, seed_data_dir
 from tests.helpers.network import NetworkGuard
-from tracing import configure_tracing
+
+# The app, retrieval, inference and tracing are imported by the fixtures that use them:
+# pytest-xdist's controller imports this file before it starts any worker, and with them
+# imported here that took 2.1 s instead of 0.2 s, a wait before every run on workers.
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from inference import LlamaCppBackend
 
 
 @pytest.fixture(autouse=True)
@@ -52,6 +53,8 @@ def no_network(
 def generator_loads() -> Iterator[list[str]]:
     """The models llama.cpp loaded (their paths) since the last test ended, its own fixtures'
     set-up included: ``no_real_generator`` checks them after each test."""
+    from inference import LlamaCppBackend
+
     loads: list[str] = []
     real_load = LlamaCppBackend._load
 
@@ -95,6 +98,11 @@ def frozen_heap_of_earlier_modules() -> None:
 
 @pytest.fixture(scope="session")
 def span_exporter() -> InMemorySpanExporter:
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from tracing import configure_tracing
+
     exporter = InMemorySpanExporter()
     configure_tracing(processors=[SimpleSpanProcessor(exporter)])
     return exporter
@@ -110,6 +118,8 @@ def spans(span_exporter: InMemorySpanExporter) -> InMemorySpanExporter:
 @pytest.fixture(scope="session")
 def corpus_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A copy of ``SUBSET``, part of the demo corpus."""
+    from tests.helpers.app import DEMO_CORPUS, SUBSET
+
     root = tmp_path_factory.mktemp("corpus")
     for name in SUBSET:
         (root / name).parent.mkdir(parents=True, exist_ok=True)
@@ -122,12 +132,17 @@ def seeded_data_dir(tmp_path_factory: pytest.TempPathFactory, corpus_dir: Path) 
     """A data dir whose ``demo`` collection holds ``corpus_dir``, embedded with ``HashEmbedder``
     (no model: it seeds in a fraction of a second). ``running_app`` and ``build_app`` embed
     questions with the same double by default, so searches rank passages by shared words."""
+    from tests.fakes.hash_embedder import HashEmbedder
+    from tests.helpers.app import seed_data_dir
+
     return seed_data_dir(tmp_path_factory.mktemp("data"), corpus_dir, HashEmbedder())
 
 
 @pytest.fixture(scope="session")
 def api_key(seeded_data_dir: Path) -> str:
     """The secret of a key created in ``seeded_data_dir``."""
+    from tests.helpers.app import create_key
+
     return create_key(seeded_data_dir)
 
 
@@ -135,10 +150,15 @@ def api_key(seeded_data_dir: Path) -> str:
 def minilm_data_dir(tmp_path_factory: pytest.TempPathFactory, corpus_dir: Path) -> Path:
     """Like ``seeded_data_dir``, embedded with the real MiniLM (about 25 s on 2 cores): for the
     ``slow`` tests of the real models and of ``ragtime serve`` as a process."""
+    from retrieval import Embedder
+    from tests.helpers.app import seed_data_dir
+
     return seed_data_dir(tmp_path_factory.mktemp("data-minilm"), corpus_dir, Embedder())
 
 
 @pytest.fixture(scope="session")
 def minilm_api_key(minilm_data_dir: Path) -> str:
     """The secret of a key created in ``minilm_data_dir``."""
+    from tests.helpers.app import create_key
+
     return create_key(minilm_data_dir)
