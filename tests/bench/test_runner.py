@@ -38,6 +38,7 @@ async def test_two_targets_alternate_and_are_compared(floors: list[ServerProcess
         assert run.load == "2 users" and run.wall_s > 0
 
 
+@pytest.mark.process
 async def test_a_rate_sweep_finds_ceilings(floors: list[ServerProcess]) -> None:
     targets = [Target(floors[0].name, floors[0].url)]
     spec = LoadSpec(rate=20, requests=10)
