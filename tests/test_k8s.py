@@ -239,6 +239,7 @@ def exported_metric_names() -> set[str]:
 # Rendering and schemas.
 
 
+@pytest.mark.process
 def test_kubectl_renders_what_render_locally_does(docs: list[dict[str, Any]]) -> None:
     rendered = render_with_kubectl()
     assert sorted(map(key, rendered)) == sorted(map(key, docs))

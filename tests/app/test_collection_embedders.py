@@ -63,6 +63,7 @@ def torch_demo(tmp_path: Path) -> Path:
     return seed_data_dir(tmp_path / "data", corpus, BackendHashEmbedder("torch"))
 
 
+@pytest.mark.process
 def test_an_existing_collection_keeps_its_backend_and_a_new_one_gets_int8(
     torch_demo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

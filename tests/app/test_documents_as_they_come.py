@@ -15,6 +15,8 @@ from tests.fakes.backends import ScriptedBackend
 from tests.helpers.app import create_key, running_app
 from tests.helpers.carried_documents import PDF_TEXT, XLSX_ROW, make_thread
 
+pytestmark = pytest.mark.process
+
 TEA = b"# Tea\n\nGreen tea steeps for two minutes at eighty degrees.\n"
 
 

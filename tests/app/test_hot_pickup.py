@@ -11,10 +11,13 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.fakes.backends import ScriptedBackend
 from tests.fakes.hash_embedder import HashEmbedder
 from tests.helpers.app import create_key, running_app, seed_data_dir
 from tests.helpers.ports import free_port
 from tests.helpers.processes import run_ingest, start_server, stop, wait_ready
+
+pytestmark = pytest.mark.process
 
 OLD = {"lists.md": "# Lists\n\nA list holds items in order.\n"}
 NEW = {
@@ -40,7 +43,7 @@ def test_a_running_server_swaps_to_a_snapshot_ingested_elsewhere(tmp_path: Path)
     body = {"query": "zebra list items", "k": 5}
     statuses: list[tuple[int, int]] = []  # (status, passages) of every search meanwhile
     stop_searching = threading.Event()
-    with running_app(data_dir, snapshot_poll_s=0.1) as client:
+    with running_app(data_dir, backend=ScriptedBackend(), snapshot_poll_s=0.1) as client:
 
         def search() -> list[str]:
             response = client.post("/v1/search", json=body, headers=headers)
@@ -108,7 +111,7 @@ def test_two_server_processes_pick_up_one_new_snapshot(tmp_path: Path) -> None:
 def test_hot_pickup_can_be_switched_off(tmp_path: Path) -> None:
     data_dir = _seeded(tmp_path)
     headers = {"Authorization": f"Bearer {create_key(data_dir)}"}
-    with running_app(data_dir, snapshot_poll_s=0) as client:
+    with running_app(data_dir, backend=ScriptedBackend(), snapshot_poll_s=0) as client:
         done = run_ingest(data_dir, _corpus(tmp_path / "new", NEW), "--collection", "demo")
         assert done.returncode == 0, done.stderr
         time.sleep(0.5)

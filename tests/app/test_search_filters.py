@@ -11,6 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from tests.fakes.backends import ScriptedBackend
 from tests.helpers.app import create_key, running_app, seed_files
 from tests.helpers.spans import number, text
 
@@ -30,7 +31,9 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def client(data_dir: Path) -> Iterator[tuple[TestClient, dict[str, str]]]:
     headers = {"Authorization": f"Bearer {create_key(data_dir)}"}
-    with running_app(data_dir, max_top_k=2, top_k=2, max_search_k=30) as test_client:
+    with running_app(
+        data_dir, backend=ScriptedBackend(), max_top_k=2, top_k=2, max_search_k=30
+    ) as test_client:
         yield test_client, headers
 
 

@@ -39,7 +39,7 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def client(data_dir: Path) -> Iterator[tuple[TestClient, dict[str, str]]]:
     headers = {"Authorization": f"Bearer {create_key(data_dir)}"}
-    with running_app(data_dir, search_mode="dense") as test_client:
+    with running_app(data_dir, backend=ScriptedBackend(), search_mode="dense") as test_client:
         yield test_client, headers
 
 
@@ -159,7 +159,7 @@ def test_the_budget_drops_the_keyword_side_when_it_does_not_fit_and_says_so(
 
 def test_the_keyword_index_is_loaded_before_the_first_search(data_dir: Path) -> None:
     """Loading it (and importing bm25s) is start-up's work, not the first request's."""
-    with running_app(data_dir, search_mode="hybrid") as test_client:
+    with running_app(data_dir, backend=ScriptedBackend(), search_mode="hybrid") as test_client:
         store = app_state(test_client).services.store
         [name] = store.collections()
         snapshot = store.snapshot(name)

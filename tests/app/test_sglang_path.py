@@ -26,6 +26,7 @@ from inference import (
     GenerationRejected,
     HFTokenizer,
     OpenAICompatBackend,
+    RemoteOptions,
     SGLangBackend,
 )
 from tests.fakes._serve import ServerThread
@@ -41,10 +42,10 @@ def fake_sglang() -> Iterator[tuple[SimulatedSGLang, str]]:
         yield fake, server.url
 
 
-def sglang_backend(url: str, tmp_path: Path) -> SGLangBackend:
+def sglang_backend(url: str, tmp_path: Path, options: RemoteOptions | None = None) -> SGLangBackend:
     """The SGLang backend against the fake at ``url``, with the tests' tiny tokenizer."""
     tokenizer = HFTokenizer(build_tiny_tokenizer(tmp_path), local_files_only=True)
-    return SGLangBackend([url], model="fake/tiny-chat", tokenizer=tokenizer)
+    return SGLangBackend([url], model="fake/tiny-chat", tokenizer=tokenizer, options=options)
 
 
 def test_ask_is_answered_through_sglang(
@@ -180,7 +181,8 @@ def test_a_request_the_server_refuses_does_not_take_the_backend_out(
 ) -> None:
     fake, url = fake_sglang
     fake.reset(natural_tokens=4)
-    backend = sglang_backend(url, tmp_path)
+    # Polled every 0.1 s, not the default 2 s: the test waits for the next poll.
+    backend = sglang_backend(url, tmp_path, RemoteOptions(poll_interval_s=0.1))
     question = {"question": "How do I define a function with a default value?"}
     with running_app(seeded_data_dir, backend=backend) as client:
         fake.config.context_length = 20  # under what the client read: SGLang's 200 + error

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from app.cli.commands import main
 from bench.harness.record import write_json
 from bench.harness.results import (
@@ -98,6 +100,7 @@ def with_cache(run: Run, prompt: int, cached: int) -> Run:
     return run.model_copy(update={"summary": summarize_run(run.requests, run.wall_s)})
 
 
+@pytest.mark.usefixtures("unrendered_plots")
 def test_the_prefix_section(tmp_path: Path) -> None:
     run = make_run("null", [1.0] * 5, rate=5)
     base = make_result("c", [run], [TargetInfo(name="null", url="u", kind="ragtime")])
@@ -158,6 +161,7 @@ def test_the_prefix_section(tmp_path: Path) -> None:
     assert text.index("## 4. Prefix") < text.index("## Reading these numbers")
 
 
+@pytest.mark.usefixtures("unrendered_plots")
 def test_the_targets_rows_from_the_prefix_runs_and_the_profile(tmp_path: Path) -> None:
     run = make_run("null", [1.0] * 5, rate=5)
     base = make_result("c", [run], [TargetInfo(name="null", url="u", kind="ragtime")])
@@ -193,6 +197,7 @@ def test_the_targets_rows_from_the_prefix_runs_and_the_profile(tmp_path: Path) -
     assert "| `run (onnxruntime/session.py)` | 75.0% | 75.0% |" in text
 
 
+@pytest.mark.usefixtures("unrendered_plots")
 def test_the_sections_below_the_kept_mark_survive_a_rewrite(tmp_path: Path) -> None:
     run = make_run("null", [1.0] * 5, rate=5)
     res = make_result("c", [run], [TargetInfo(name="null", url="u", kind="ragtime")])

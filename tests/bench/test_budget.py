@@ -173,6 +173,7 @@ def test_text_report() -> None:
     assert cells_table([]).count("\n") == 1
 
 
+@pytest.mark.usefixtures("unrendered_plots")
 def test_report_adds_the_budget_section(tmp_path: Path) -> None:
     res = make_result("ragtime bench load", [make_run("null", [1.0] * 5)], [])
     res.targets.append(TargetInfo(name="null", url="u", kind="ragtime"))

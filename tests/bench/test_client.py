@@ -133,6 +133,7 @@ async def test_no_server_is_a_transport_error() -> None:
     assert record.outcome == "transport_error" and record.status == 0
 
 
+@pytest.mark.process
 async def test_the_floor_streams_its_tokens_over_real_http() -> None:
     with floor_server(5) as server:
         async with make_client() as client:

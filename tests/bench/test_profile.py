@@ -50,6 +50,7 @@ def profile(script: str, path: Path) -> Path:
     return path
 
 
+@pytest.mark.process
 @needs_py_spy
 def test_py_spy_samples_a_busy_process(tmp_path: Path) -> None:
     path = profile(BUSY, tmp_path / "busy.txt")
@@ -59,6 +60,7 @@ def test_py_spy_samples_a_busy_process(tmp_path: Path) -> None:
     assert total > 20 and busy.inclusive > 0.9
 
 
+@pytest.mark.process
 @needs_py_spy
 def test_a_server_of_several_processes_is_sampled_in_its_children(tmp_path: Path) -> None:
     """``ragtime serve --workers N``'s work is in its children, not in the supervisor."""

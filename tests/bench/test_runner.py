@@ -25,6 +25,7 @@ def floors() -> Iterator[list[ServerProcess]]:
         yield [a, b]
 
 
+@pytest.mark.process
 async def test_two_targets_alternate_and_are_compared(floors: list[ServerProcess]) -> None:
     targets = [Target(s.name, s.url) for s in floors]
     spec = LoadSpec(users=2, requests=12, rounds=3, warmup=2)
@@ -37,6 +38,7 @@ async def test_two_targets_alternate_and_are_compared(floors: list[ServerProcess
         assert run.load == "2 users" and run.wall_s > 0
 
 
+@pytest.mark.process
 async def test_a_rate_sweep_finds_ceilings(floors: list[ServerProcess]) -> None:
     targets = [Target(floors[0].name, floors[0].url)]
     spec = LoadSpec(rate=20, requests=10)
@@ -46,6 +48,7 @@ async def test_a_rate_sweep_finds_ceilings(floors: list[ServerProcess]) -> None:
     assert ceiling.target == "floor-a" and ceiling.baseline_rate == 20
 
 
+@pytest.mark.process
 def test_cli_load_writes_json_and_plots(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out, plots = tmp_path / "run.json", tmp_path / "plots"
     questions = tmp_path / "q.txt"

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.process
+
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 
 

@@ -95,6 +95,7 @@ print(f"{time.perf_counter() - started:.3f}")
 """
 
 
+@pytest.mark.process
 def test_shutdown_with_the_collector_down_is_quick() -> None:
     """Issue 13, finding 7: with the OTLP collector down, flushing and shutting down after load
     took 33 s (the exporter's 10 s timeout, batch after batch); now about 2 s."""

@@ -12,6 +12,8 @@ from prometheus_client import CollectorRegistry, generate_latest, multiprocess
 
 from tracing import metrics
 
+pytestmark = pytest.mark.process
+
 #: A process of the server: records a request in the shared directory, as a worker does.
 WORKER = """
 from prometheus_client import Counter

@@ -207,6 +207,7 @@ def test_reranker_train_rejects_bad_options_and_missing_question_files(
     assert "eval_every must be 0 (off) or more, got -5" in capsys.readouterr().err
 
 
+@pytest.mark.process
 def test_an_ingest_prints_no_library_loader_lines(tmp_path: Path) -> None:
     """A CLI process, as a user runs it: faiss's loader used to tell, at every start, how it
     looked for its AVX builds (a ``ModuleNotFoundError`` among them)."""

@@ -87,6 +87,7 @@ def data_dir(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.process
 def test_keys_create_on_a_read_only_data_dir(data_dir: Path) -> None:
     before = (data_dir / "keys.sqlite3").read_bytes()
     done = run_on_read_only(data_dir, "keys", "create", "second")
@@ -98,6 +99,7 @@ def test_keys_create_on_a_read_only_data_dir(data_dir: Path) -> None:
     assert (data_dir / "keys.sqlite3").read_bytes() == before
 
 
+@pytest.mark.process
 def test_ingest_on_a_read_only_data_dir(data_dir: Path, tmp_path: Path) -> None:
     docs = tmp_path / "docs"
     docs.mkdir()

@@ -21,6 +21,8 @@ import pytest
 
 from tests.helpers.ports import free_port
 
+pytestmark = pytest.mark.process
+
 REPO = Path(__file__).resolve().parents[3]
 CORPUS = REPO / "demo" / "corpus"
 

@@ -9,8 +9,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.helpers.carried_documents import make_thread
 from tests.helpers.processes import ROOT, run_ingest
+
+pytestmark = pytest.mark.process
 
 #: What ragtime itself writes to stderr during an ingest.
 OWN_LINE = re.compile(

@@ -15,6 +15,8 @@ from tests.helpers.app import seed_data_dir
 from tests.helpers.ports import free_port
 from tests.helpers.processes import start_server, stop, wait_ready
 
+pytestmark = pytest.mark.process
+
 FROZEN = re.compile(r"^ragtime_heap_frozen_objects (\S+)$", re.MULTILINE)
 
 

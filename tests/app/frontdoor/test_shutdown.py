@@ -139,7 +139,7 @@ def test_requests_not_yet_answered_at_the_grace_end_get_a_503(
 
 
 def test_a_server_with_nothing_in_flight_stops_at_once(seeded_data_dir: Path) -> None:
-    app = build_app(seeded_data_dir, shutdown_grace_s=30.0)
+    app = build_app(seeded_data_dir, backend=ScriptedBackend(), shutdown_grace_s=30.0)
     try:
         with uvicorn_serving(app) as server:
             server.handle_exit(signal.SIGTERM, None)
@@ -217,7 +217,7 @@ def test_a_repeated_sigterm_leaves_the_grace_and_a_sigquit_ends_it(seeded_data_d
     """The server's handling of each signal, in process: SIGTERM begins the stop and a second
     one changes nothing (issue 41: make and the process group each send one); SIGQUIT then
     ends the grace now; uvicorn's own exit is never asked for."""
-    app = build_app(seeded_data_dir, shutdown_grace_s=60.0)
+    app = build_app(seeded_data_dir, backend=ScriptedBackend(), shutdown_grace_s=60.0)
     try:
         with uvicorn_serving(app) as server:
             shutdown = app.state.shutdown

@@ -19,6 +19,8 @@ from app.frontdoor.workers import Supervisor
 from tests.helpers import signal_workers
 from tests.helpers.signal_workers import DIR_ENV
 
+pytestmark = pytest.mark.process
+
 
 @pytest.fixture
 def worker_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:

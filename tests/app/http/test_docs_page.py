@@ -10,7 +10,9 @@ import subprocess
 from pathlib import Path
 
 import httpx
+import pytest
 
+from tests.fakes.backends import ScriptedBackend
 from tests.helpers.app import build_app, served
 
 CHROMIUM_FLAGS = [
@@ -26,7 +28,7 @@ CHROMIUM_FLAGS = [
 
 
 def test_the_page_and_its_assets_are_served_here(seeded_data_dir: Path) -> None:
-    with served(build_app(seeded_data_dir)) as url:
+    with served(build_app(seeded_data_dir, backend=ScriptedBackend())) as url:
         page = httpx.get(f"{url}/docs", timeout=10)
         assets = re.findall(r'(?:src|href)="([^"]+)"', page.text)
         fetched = {a: httpx.get(url + a, timeout=10).status_code for a in assets if "/" in a}
@@ -35,10 +37,11 @@ def test_the_page_and_its_assets_are_served_here(seeded_data_dir: Path) -> None:
     assert fetched and set(fetched.values()) == {200}, fetched
 
 
+@pytest.mark.process
 def test_a_browser_lists_the_operations(seeded_data_dir: Path, tmp_path: Path) -> None:
     chromium = shutil.which("chromium")
     assert chromium is not None, "chromium is not installed (make test installs it)"
-    with served(build_app(seeded_data_dir)) as url:
+    with served(build_app(seeded_data_dir, backend=ScriptedBackend())) as url:
         dom = subprocess.run(
             [
                 chromium,

@@ -3,10 +3,11 @@ answer must keep it (status codes, content types, bodies and headers as document
 
 The app runs in uvicorn on a free port of 127.0.0.1, on doubles (the null backend, the hash
 embedder over ``seeded_data_dir``), so generation costs nothing and the run is bounded by its
-example counts: about a minute on 2 cores. Cases are generated from the document the app serves
-(``/openapi.json``) both as it describes valid requests (positive) and as it forbids them
-(negative), sent with a valid key and with none. Checks: no 5xx at all, and every status,
-content type, header and body (each streamed event too) as the document says.
+example counts: about 10 s on 2 cores, most of it schemathesis and hypothesis making the cases
+(marked ``fuzz``: ``make test`` runs it, ``make test-fast`` does not). Cases are generated from
+the document the app serves (``/openapi.json``) both as it describes valid requests (positive)
+and as it forbids them (negative), sent with a valid key and with none. Checks: no 5xx at all,
+and every status, content type, header and body (each streamed event too) as the document says.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ from schemathesis.checks import (
 
 from tests.helpers.app import build_app, served
 
+pytestmark = pytest.mark.fuzz
+
 CHECKS = [
     not_a_server_error,
     status_code_conformance,
@@ -39,8 +42,8 @@ CHECKS = [
     response_schema_conformance,
 ]
 FRAMING_HEADERS = frozenset({"content-length", "transfer-encoding", "host", "connection"})
-#: Examples with a key and without (where every protected route stops at 401): about a minute
-#: in all on 2 cores. Derandomized: each run sends the same cases.
+#: Examples with a key and without (where every protected route stops at 401): about 10 s in
+#: all on 2 cores. Derandomized: each run sends the same cases.
 WITH_KEY, WITHOUT_KEY = 300, 100
 BOUNDED = settings(
     deadline=None,

@@ -6,11 +6,12 @@ stays free meanwhile (``/healthz`` answers)."""
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,12 +28,40 @@ from tests.helpers.hostile_documents import (
     with_zeros,
 )
 
+pytestmark = pytest.mark.process
+
 MiB = 1024 * 1024
 NOTES = "# Tea\n\nGreen tea steeps for two minutes at eighty degrees.\n"
-#: A DOCX that parses for many seconds, within every limit but time: 100,000 paragraphs.
-SLOW_DOCX = docx_with_body(PARAGRAPH * 100_000)
-#: A DOCX whose one member is 60 MiB of XML in 1,000 long paragraphs (100 KB zipped).
-HEAVY_DOCX = docx_with_body(("<w:p><w:r><w:t>" + "word " * 12_000 + "</w:t></w:r></w:p>") * 1_000)
+# The hostile files are built when a test needs one, not at import: every pytest worker
+# collects this module whatever ``-m`` selects, and building them there took a second of each.
+
+
+@functools.cache
+def slow_docx() -> bytes:
+    """A DOCX that parses for many seconds, within every limit but time: 100,000 paragraphs."""
+    return docx_with_body(PARAGRAPH * 100_000)
+
+
+@functools.cache
+def heavy_docx() -> bytes:
+    """A DOCX whose one member is 60 MiB of XML in 1,000 long paragraphs (100 KB zipped)."""
+    return docx_with_body(("<w:p><w:r><w:t>" + "word " * 12_000 + "</w:t></w:r></w:p>") * 1_000)
+
+
+def paragraph_bomb_docx() -> bytes:
+    return docx_with_body(PARAGRAPH * 1_000_000)
+
+
+def zeros_docx() -> bytes:
+    return with_zeros("zeros.docx", big=80 * MiB)
+
+
+def pdf_of_5000_pages() -> bytes:
+    return pdf_of_blank_pages(5_000)
+
+
+def markdown_of_8_chunks() -> bytes:
+    return "\n\n".join(f"# H{i}\n\n" + "w " * 300 for i in range(8)).encode()
 
 
 def _auth(data_dir: Path) -> dict[str, str]:
@@ -76,27 +105,22 @@ def client(data_dir: Path) -> Iterator[TestClient]:
 @pytest.mark.parametrize(
     ("name", "data", "setting", "found"),
     [
-        (
-            "bomb.docx",
-            docx_with_body(PARAGRAPH * 1_000_000),
-            "PARAGRAPHS",
-            "at least 200001 paragraphs",
-        ),
-        ("zeros.docx", with_zeros("zeros.docx", big=80 * MiB), "MEMBER_BYTES", "media/big.bin"),
-        ("long.pdf", pdf_of_blank_pages(5_000), "PAGES", "5000 pages"),
-        (
-            "many.md",
-            "\n\n".join(f"# H{i}\n\n" + "w " * 300 for i in range(8)).encode(),
-            "CHUNKS",
-            "",
-        ),
+        ("bomb.docx", paragraph_bomb_docx, "PARAGRAPHS", "at least 200001 paragraphs"),
+        ("zeros.docx", zeros_docx, "MEMBER_BYTES", "media/big.bin"),
+        ("long.pdf", pdf_of_5000_pages, "PAGES", "5000 pages"),
+        ("many.md", markdown_of_8_chunks, "CHUNKS", ""),
     ],
 )
 def test_a_file_over_a_limit_is_a_413_naming_its_setting(
-    client: TestClient, data_dir: Path, name: str, data: bytes, setting: str, found: str
+    client: TestClient,
+    data_dir: Path,
+    name: str,
+    data: Callable[[], bytes],
+    setting: str,
+    found: str,
 ) -> None:
     before = app_state(client).services.store.collections()
-    response = _upload(client, name, data, _auth(data_dir), "hostile")
+    response = _upload(client, name, data(), _auth(data_dir), "hostile")
     message = _limit_error(response, 413, f"RAGTIME_INGEST_MAX_{setting}")
     assert message.startswith(f"{name}: {found}")
     assert app_state(client).services.store.collections() == before
@@ -105,7 +129,7 @@ def test_a_file_over_a_limit_is_a_413_naming_its_setting(
 def test_parsing_past_its_time_is_a_422_and_the_next_upload_is_served(tmp_path: Path) -> None:
     with running_app(tmp_path, backend=ScriptedBackend(), ingest_max_parse_s=1.0) as client:
         auth = _auth(tmp_path)
-        response = _upload(client, "slow.docx", SLOW_DOCX, auth, "timed")
+        response = _upload(client, "slow.docx", slow_docx(), auth, "timed")
         message = _limit_error(response, 422, "RAGTIME_INGEST_MAX_PARSE_S")
         assert message.startswith("slow.docx: parsing it")
         assert _upload(client, "tea.md", NOTES.encode(), auth, "timed").status_code == 201
@@ -114,7 +138,7 @@ def test_parsing_past_its_time_is_a_422_and_the_next_upload_is_served(tmp_path: 
 def test_a_worker_past_its_memory_is_killed_with_a_413(client: TestClient, data_dir: Path) -> None:
     uploads = app_state(client).services.uploads
     assert uploads is not None
-    response = _upload(client, "heavy.docx", HEAVY_DOCX, _auth(data_dir), "heavy")
+    response = _upload(client, "heavy.docx", heavy_docx(), _auth(data_dir), "heavy")
     message = _limit_error(response, 413, "RAGTIME_INGEST_MAX_MEMORY_MB")
     assert message.startswith("the ingest worker's memory while heavy.docx: parsing it")
     assert "heavy" not in app_state(client).services.store.collections()
@@ -160,7 +184,7 @@ def test_a_small_upload_and_healthz_do_not_wait_behind_anothers_parsing(
 
     def send_slow() -> None:
         with httpx.Client(base_url=url, timeout=60) as client:
-            slow["response"] = _upload(client, "slow.docx", SLOW_DOCX, auth, "shared")
+            slow["response"] = _upload(client, "slow.docx", slow_docx(), auth, "shared")
 
     sender = threading.Thread(target=send_slow)
     sender.start()
@@ -193,7 +217,7 @@ def test_a_client_that_goes_away_cancels_its_ingest(
             f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="slow.docx"\r\n'
             "Content-Type: application/octet-stream\r\n\r\n"
         ).encode()
-        + SLOW_DOCX
+        + slow_docx()
         + f"\r\n--{boundary}--\r\n".encode()
     )
     host, port = url.removeprefix("http://").split(":")

@@ -31,6 +31,7 @@ def database_url() -> Iterator[str]:
         yield url
 
 
+@pytest.mark.process
 def test_keys_live_in_postgres_and_replicas_share_them(database_url: str) -> None:
     one = PostgresKeyStore(database_url, secret=SECRET)
     two = PostgresKeyStore(database_url, secret=SECRET)
@@ -51,6 +52,7 @@ def test_keys_live_in_postgres_and_replicas_share_them(database_url: str) -> Non
         two.close()
 
 
+@pytest.mark.process
 def test_a_lost_connection_is_remade(database_url: str) -> None:
     keys = PostgresKeyStore(database_url, secret=SECRET)
     key, secret = keys.create("reconnect")
@@ -60,6 +62,7 @@ def test_a_lost_connection_is_remade(database_url: str) -> None:
     keys.close()
 
 
+@pytest.mark.process
 def test_the_app_checks_keys_in_postgres(tmp_path: Path, database_url: str) -> None:
     settings = make_settings(tmp_path, database_url=database_url, key_secret=SECRET.decode())
     keys = open_key_store(settings)
@@ -97,6 +100,7 @@ def test_a_database_needs_a_shared_key_secret(tmp_path: Path) -> None:
         make_settings(tmp_path, database_url="postgresql://db/ragtime")
 
 
+@pytest.mark.process
 def test_keys_cli_uses_the_database(
     tmp_path: Path,
     database_url: str,

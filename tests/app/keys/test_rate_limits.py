@@ -97,6 +97,7 @@ def test_a_rate_limited_chat_completion_is_openais_429(seeded_data_dir: Path) ->
     assert refused.json()["error"]["code"] == "rate_limited"
 
 
+@pytest.mark.process
 async def test_redis_buckets_are_shared_by_replicas(redis_url: str) -> None:
     replicas = [RedisLimiter(redis_url, 0.5, 3, timeout_s=1.0) for _ in range(2)]
     try:
@@ -117,6 +118,7 @@ async def test_redis_buckets_are_shared_by_replicas(redis_url: str) -> None:
     client.close()
 
 
+@pytest.mark.process
 def test_the_app_keeps_its_limits_in_redis(seeded_data_dir: Path, redis_url: str) -> None:
     """Two app instances (replicas) on one Redis: the burst is the key's, not each replica's."""
     auth = {"Authorization": f"Bearer {create_key(seeded_data_dir, 'redis')}"}

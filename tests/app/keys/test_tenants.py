@@ -13,7 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from retrieval import DocumentStore, ingest_path
-from tests.fakes.backends import PromptEchoBackend
+from tests.fakes.backends import PromptEchoBackend, ScriptedBackend
 from tests.fakes.hash_embedder import HashEmbedder
 from tests.helpers.app import create_key, make_settings, running_app
 from tests.helpers.sse import parse_sse
@@ -269,7 +269,7 @@ def test_a_tenant_key_sees_only_ready_on_readyz_and_an_admin_key_sees_more(
 
 def test_readyz_without_a_key_says_only_not_ready(tmp_path: Path) -> None:
     """A data dir with no collection is not ready: 503, and no word of why without a key."""
-    with running_app(tmp_path) as client:
+    with running_app(tmp_path, backend=ScriptedBackend()) as client:
         anonymous = client.get("/readyz")
         admin = client.get("/readyz", headers={"Authorization": f"Bearer {create_key(tmp_path)}"})
     assert anonymous.status_code == 503 and anonymous.json() == {"ready": False}

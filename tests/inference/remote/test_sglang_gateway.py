@@ -117,6 +117,7 @@ async def eventually(check: Callable[[], bool], timeout_s: float = 15.0) -> None
         await asyncio.sleep(0.05)
 
 
+@pytest.mark.process
 async def test_ragtime_joins_the_gateway_and_answers_with_cached_tokens(
     fresh: Pool, make_backend: Callable[..., SGLangBackend], tokenizer: HFTokenizer
 ) -> None:
@@ -134,6 +135,7 @@ async def test_ragtime_joins_the_gateway_and_answers_with_cached_tokens(
     assert not any(w.aborts for w in fresh.workers)
 
 
+@pytest.mark.process
 async def test_the_gateway_drops_a_requests_stream_interval(
     fresh: Pool, make_backend: Callable[..., SGLangBackend], tokenizer: HFTokenizer
 ) -> None:
@@ -153,6 +155,7 @@ async def test_the_gateway_drops_a_requests_stream_interval(
     assert "stream_interval" not in sent[0]["sampling_params"]
 
 
+@pytest.mark.process
 async def test_facts_and_load_come_from_the_gateways_own_routes(
     fresh: Pool, make_backend: Callable[..., SGLangBackend], tokenizer: HFTokenizer
 ) -> None:
@@ -189,6 +192,7 @@ async def test_facts_and_load_come_from_the_gateways_own_routes(
     assert state.ttft_ms is not None and state.itl_ms is not None  # the workers' histograms
 
 
+@pytest.mark.process
 async def test_an_answer_too_long_for_the_workers_context_is_capped_to_fit(
     fresh: Pool, make_backend: Callable[..., SGLangBackend], tokenizer: HFTokenizer
 ) -> None:
@@ -210,6 +214,7 @@ async def test_an_answer_too_long_for_the_workers_context_is_capped_to_fit(
     assert backend.context_length == context
 
 
+@pytest.mark.process
 async def test_a_dropped_client_stops_the_workers_decoding(
     fresh: Pool, make_backend: Callable[..., SGLangBackend], tokenizer: HFTokenizer
 ) -> None:
@@ -231,6 +236,7 @@ async def test_a_dropped_client_stops_the_workers_decoding(
     assert not any(w.aborts for w in fresh.workers)
 
 
+@pytest.mark.process
 async def test_readiness_follows_the_gateways_healthy_workers(
     fresh: Pool, make_backend: Callable[..., SGLangBackend]
 ) -> None:
@@ -248,6 +254,7 @@ async def test_readiness_follows_the_gateways_healthy_workers(
     assert await backend.check_health() and backend.loaded
 
 
+@pytest.mark.process
 async def test_an_empty_pool_fails_over_and_is_used_again_when_it_comes_back(
     fresh: Pool, tokenizer: HFTokenizer, tmp_path: Path
 ) -> None:
@@ -316,6 +323,7 @@ def test_smg_load_entries_carry_counts_and_batches() -> None:
     assert (state.load.running, state.load.waiting, state.load.max_running) == (5, 1, 128)
 
 
+@pytest.mark.process
 async def test_the_gateways_generate_without_workers_names_an_empty_pool(tmp_path: Path) -> None:
     for release in sorted(RELEASES):
         with sglang_gateway(release, [], log_dir=tmp_path) as gateway:

@@ -125,6 +125,7 @@ def test_pdf_of_5000_pages_is_refused_before_any_text_is_read() -> None:
     assert (exc.value.limit, exc.value.value) == ("max_pages", 2000)
 
 
+@pytest.mark.process
 def test_limits_pass_through_parse_bytes_and_parse_file(tmp_path: Path) -> None:
     pdf = make_pdf(tmp_path / "two.pdf", [["Page one text."], ["Page two text."]])
     with pytest.raises(LimitExceeded, match=r"2 pages: .* limit of 1 pages \(max_pages\)"):
@@ -272,6 +273,7 @@ def test_good_office_files_read_within_the_default_limits(
     assert expected in [block.text for block in parse_file(maker(tmp_path / name)).blocks]
 
 
+@pytest.mark.process
 def test_good_pdf_reads_within_the_default_limits(tmp_path: Path) -> None:
     pdf = make_pdf(tmp_path / "manual.pdf", [["The boiler starts with the red switch."]])
     assert [b.text for b in parse_file(pdf).blocks] == ["The boiler starts with the red switch."]

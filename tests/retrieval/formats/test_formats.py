@@ -133,6 +133,7 @@ def test_html_entities_are_text_and_nothing_is_fetched() -> None:
     assert not any("root:" in text for text in texts)
 
 
+@pytest.mark.process
 def test_pdf_text_layer_keeps_page_numbers(tmp_path: Path) -> None:
     pdf = make_pdf(
         tmp_path / "manual.pdf",

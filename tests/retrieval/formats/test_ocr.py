@@ -63,6 +63,7 @@ def _encoded(image: Image.Image, format: str) -> bytes:
     return data.getvalue()
 
 
+@pytest.mark.process
 @needs_tesseract
 @pytest.mark.parametrize("language", ["en", "es"])
 @pytest.mark.parametrize(
@@ -80,6 +81,7 @@ def test_an_image_is_read_word_for_word(format: str, suffix: str, language: str)
         assert {"técnico", "presión", "más"} <= set(words(document.blocks[1].text))
 
 
+@pytest.mark.process
 @needs_tesseract
 def test_a_scanned_pdf_is_read_with_its_page_numbers(tmp_path: Path) -> None:
     pdf = make_image_pdf(tmp_path / "scan.pdf", [render_text(ENGLISH), render_text(SPANISH)])
@@ -110,6 +112,7 @@ def test_a_pdf_with_a_text_layer_is_not_read_by_ocr(
     assert " ".join(block.text for block in document.blocks) == " ".join(ENGLISH + SPANISH)
 
 
+@pytest.mark.process
 @needs_tesseract
 def test_a_mixed_pdf_is_read_by_its_text_layer_and_by_ocr(tmp_path: Path) -> None:
     pdf = make_mixed_pdf(tmp_path / "mixed.pdf", ENGLISH, render_text(SPANISH))
@@ -137,6 +140,7 @@ def _scribbles(seed: int) -> Image.Image:
     return image
 
 
+@pytest.mark.process
 @needs_tesseract
 def test_noise_gives_no_words() -> None:
     assert TESSERACT is not None
@@ -173,6 +177,7 @@ def test_unsure_words_and_paragraphs_are_dropped() -> None:
     assert MIN_CONFIDENCE == 60
 
 
+@pytest.mark.process
 @needs_tesseract
 def test_a_multipage_tiff_is_read_page_by_page() -> None:
     data = io.BytesIO()
@@ -205,6 +210,7 @@ def test_an_image_over_the_pixel_limit_is_refused_before_it_is_decoded() -> None
         parse_bytes(tiff.getvalue(), "fax.tiff", ParseLimits(max_pages=1))
 
 
+@pytest.mark.process
 @needs_tesseract
 def test_a_page_is_rendered_within_the_pixel_limit(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -300,6 +306,7 @@ def test_without_tesseract_the_cli_says_so_in_one_line_a_file(
     ]
 
 
+@pytest.mark.process
 @needs_tesseract
 def test_ingest_stores_what_ocr_read_with_its_flag(
     tmp_path: Path, store: DocumentStore, monkeypatch: pytest.MonkeyPatch

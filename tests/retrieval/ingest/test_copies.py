@@ -106,6 +106,7 @@ def test_a_copy_that_changes_is_a_file_of_its_own(docs: Path, store: DocumentSto
     assert _ingest(docs, store).copies == [("tea.md", "copies/tea.md")]
 
 
+@pytest.mark.process
 def test_copies_of_a_file_already_stored_and_of_an_attachment(
     docs: Path, store: DocumentStore, tmp_path: Path
 ) -> None:

@@ -33,6 +33,7 @@ def _texts(store: DocumentStore, query: str) -> list[str]:
     return [p.text for p in store.search("notes", vector, 10)]
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("crash_at", "published"),
     [
@@ -85,6 +86,7 @@ def test_a_killed_ingest_leaves_the_previous_snapshot(
         assert "2 changed, 0 unchanged, 1 removed" in again.stdout
 
 
+@pytest.mark.process
 def test_a_second_writer_waits_for_the_first(tmp_path: Path) -> None:
     """The collection's flock orders writers across processes: an ingest started while another
     holds it waits, and publishes once the lock is free."""

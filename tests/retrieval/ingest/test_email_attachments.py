@@ -48,6 +48,7 @@ def _top(store: DocumentStore, query: str, prefix: str = "") -> tuple[str, str, 
     return hit.source, hit.message, hit.kind
 
 
+@pytest.mark.process
 def test_each_attachment_is_a_source_of_its_own_that_names_its_message(
     mail: Path, store: DocumentStore
 ) -> None:
@@ -69,6 +70,7 @@ def test_each_attachment_is_a_source_of_its_own_that_names_its_message(
     assert not snapshot.manifest.files["thread.eml"].message
 
 
+@pytest.mark.process
 def test_attachments_are_replaced_and_removed_with_their_message(
     mail: Path, store: DocumentStore
 ) -> None:
@@ -93,6 +95,7 @@ def test_attachments_are_replaced_and_removed_with_their_message(
     assert store.sources("mail") == ["other.md"]
 
 
+@pytest.mark.process
 def test_an_attachment_over_a_limit_is_its_own_failure(mail: Path, store: DocumentStore) -> None:
     message = EmailMessage()
     message["Subject"] = "Long report"
@@ -114,6 +117,7 @@ def test_an_attachment_over_a_limit_is_its_own_failure(mail: Path, store: Docume
         prepare_documents(documents, known={}, embedder=HashEmbedder(), reader=reader)
 
 
+@pytest.mark.process
 def test_the_chunks_of_a_message_and_its_attachments_count_together(mail: Path) -> None:
     """``max_chunks``: a message's embedding cost is its attachments' too."""
     data = (mail / "thread.eml").read_bytes()

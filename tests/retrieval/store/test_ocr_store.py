@@ -33,6 +33,7 @@ def _written_before_ocr(store_root: Path) -> None:
     manifest_path.write_text(dataclasses.replace(manifest, checksums=checksums).to_json())
 
 
+@pytest.mark.process
 @pytest.mark.skipif(find_tesseract() is None, reason="tesseract-ocr is not installed")
 def test_the_flag_is_stored_searched_and_old_snapshots_read_false(tmp_path: Path) -> None:
     docs = tmp_path / "docs"
