@@ -211,8 +211,8 @@ class GenerationCost:
             if basis is not None:
                 return basis
             points = self._ttft.weighted()
-            decode = Ordered([(y, w) for _, y, w in self._decode.weighted()])
-            prefixes = Ordered([(y, w) for _, y, w in self._cached.weighted()])
+            decode = self._decode.ordered()
+            prefixes = self._cached.ordered()
             fixed, slope = self._fit(points)
         residuals = Ordered([(y - (fixed + slope * x), w) for x, y, w in points if w > 1e-3])
         basis = _Basis(fixed, slope, residuals, decode, prefixes)

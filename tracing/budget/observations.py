@@ -105,6 +105,10 @@ class Samples:
             for x, y, at, position in reversed(self.points)
         ]
 
+    def ordered(self) -> Ordered:
+        """The ``y`` values with their weights, in order (``Ordered``)."""
+        return Ordered([(y, w) for _, y, w in self.weighted()])
+
 
 class Totals:
     """Observations ``(x, y)`` kept as two sums, for the ratio of all of them: weighed as

@@ -63,7 +63,7 @@ class StageCost:
         ordered = self._ordered.get(None, now)
         if ordered is None:
             with self._lock:
-                ordered = Ordered([(y, w) for _, y, w in self._samples.weighted()])
+                ordered = self._samples.ordered()
             self._ordered.put(None, now, ordered)
         return ordered
 
