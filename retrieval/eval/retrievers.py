@@ -19,7 +19,7 @@ from retrieval.embedding.embedder import Embedder
 from retrieval.eval.python_faq import Dataset
 from retrieval.ingest.chunking import DEFAULT_CHUNK_TOKENS, DEFAULT_OVERLAP_TOKENS
 from retrieval.ingest.folder import ingest_path, iter_documents
-from retrieval.search.fusion import fuse_passages
+from retrieval.search.fusion import fuse_passages, keyword_weight
 from retrieval.search.passages import Passage
 from retrieval.store.document_store import DocumentStore
 
@@ -196,4 +196,4 @@ def search_in_mode(
     if mode == "keyword":
         return keyword
     dense = store.search(collection, vector, depth)
-    return fuse_passages(dense, keyword, depth, query=question)
+    return fuse_passages(dense, keyword, depth, keyword_weight=keyword_weight(question))

@@ -25,7 +25,7 @@ import numpy as np
 
 from retrieval.embedding.embedder import Embedder
 from retrieval.errors import UnknownCollection
-from retrieval.search.fusion import fuse_passages
+from retrieval.search.fusion import fuse_passages, keyword_weight
 from retrieval.search.passages import Passage
 from retrieval.store.document_store import DocumentStore
 
@@ -239,7 +239,9 @@ def mine_queries(
             hits = search(vector, options.candidates)
             if by_words is not None:
                 keyword = by_words(query.text, options.candidates)
-                hits = fuse_passages(hits, keyword, options.candidates, query=query.text)
+                hits = fuse_passages(
+                    hits, keyword, options.candidates, keyword_weight=keyword_weight(query.text)
+                )
             candidates[query.text] = hits
     return MinedSet(queries, candidates, excluded, question_headings)
 

@@ -1,9 +1,9 @@
 """Hybrid search: reciprocal rank fusion of a dense and a keyword (BM25) ranking.
 
 ``fuse_passages`` merges the two rankings of one collection's passages by reciprocal rank
-(``rrf_fuse``), the keyword ranking weighed for the query by ``keyword_weight``: a short query
-typed to be found by its words (an identifier, an option, a number, a phrase) brings it in at
-``KEYWORD_WEIGHT``; a question is searched by its meaning alone unless it holds an exact term
+(``rrf_fuse``), the keyword ranking at the weight ``keyword_weight`` gives the query: a short
+query typed to be found by its words (an identifier, an option, a number, a phrase) brings it
+in at ``KEYWORD_WEIGHT``; a question is searched by its meaning alone unless it holds an exact term
 (``exact_terms``, read with the index's own splitter, ``bm25.split_tokens``).
 """
 
@@ -85,19 +85,18 @@ def fuse_passages(
     keyword: Sequence[Passage],
     limit: int,
     *,
-    query: str | None = None,
+    keyword_weight: float = 1.0,
     k: int = RRF_K,
 ) -> list[Passage]:
     """The ``limit`` best of two rankings of one collection's passages by reciprocal rank
-    fusion, the keyword ranking weighed for ``query`` (``keyword_weight``; 1 without one);
-    each passage scored its fused score and marked with the searches that found it (its
-    dense version kept where both did)."""
+    fusion, the keyword ranking at ``keyword_weight`` (a query's is ``keyword_weight(query)``)
+    and the dense one at 1; each passage scored its fused score and marked with the searches
+    that found it (its dense version kept where both did)."""
     by_id = {p.id: p for p in keyword} | {p.id: p for p in dense}
     dense_ids = {p.id for p in dense}
     keyword_ids = {p.id for p in keyword}
-    weight = 1.0 if query is None else keyword_weight(query)
     rankings = ([p.id for p in dense], [p.id for p in keyword])
-    fused = rrf_fuse(rankings, k, (1.0, weight))[: max(limit, 0)]
+    fused = rrf_fuse(rankings, k, (1.0, keyword_weight))[: max(limit, 0)]
     return [
         replace(
             by_id[i],

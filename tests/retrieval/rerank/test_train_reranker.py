@@ -24,7 +24,7 @@ from retrieval.rerank.mining import (
 )
 from retrieval.rerank.trained import RECORD_NAME, choose_reranker
 from retrieval.rerank.training import train_reranker
-from retrieval.search.fusion import fuse_passages
+from retrieval.search.fusion import fuse_passages, keyword_weight
 from tests.fakes.hash_embedder import HashEmbedder
 
 STACK_FIRST = "A list can be used as a stack, where the last element added is the first one taken."
@@ -177,7 +177,7 @@ def test_fused_candidates_are_hybrid_searchs_ranking(
             tiny_store.search("notes", vector, 20),
             tiny_store.keyword_search("notes", query.text, 20)[0],
             20,
-            query=query.text,
+            keyword_weight=keyword_weight(query.text),
         )
         assert [p.id for p in fused.candidates[query.text]] == [p.id for p in expected]
         changed += [p.id for p in expected] != [p.id for p in dense.candidates[query.text]]

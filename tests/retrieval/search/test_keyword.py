@@ -196,9 +196,9 @@ def test_exact_terms_decide_the_keyword_weight_in_hybrid_fusion() -> None:
         return Passage(i, "docs", f"s{i}", "", "", "text", 0.5)
 
     dense, keyword = [passage(1), passage(2)], [passage(3), passage(2)]
-    prose = fuse_passages(dense, keyword, 3, query="how do lists grow")
+    prose = fuse_passages(dense, keyword, 3, keyword_weight=keyword_weight("how do lists grow"))
     assert [p.id for p in prose[:2]] == [1, 2] and prose[1].found_by == ("dense", "keyword")
-    exact = fuse_passages(dense, keyword, 3, query="list.append")
+    exact = fuse_passages(dense, keyword, 3, keyword_weight=keyword_weight("list.append"))
     assert [p.id for p in exact] == [2, 3, 1]  # the keyword ranking weighs twice the dense
 
 
