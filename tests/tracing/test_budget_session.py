@@ -310,3 +310,16 @@ def test_nothing_is_dropped_where_nothing_fits_or_nothing_degrades() -> None:
     built = keyword_engine(10_000.0)
     built.rules = Rules(degrade=False)
     assert keyword_side(built, 1500) is None
+
+
+def test_each_search_looks_as_deep_as_the_plan_may_rerank() -> None:
+    built = engine()
+    answer = BudgetSession(built, BudgetLedger(1000), route="/t", question="q", serving=Serving())
+    assert LIMITS.rerank_candidates == 20
+    assert answer.search_depth(k=5, rerank_available=True) == 20
+    assert answer.search_depth(k=30, rerank_available=True) == 30  # never fewer than asked for
+    assert answer.search_depth(k=5, rerank_available=False) == 5  # nothing to choose among
+    search = BudgetSession(
+        BudgetEngine(LIMITS, PlanLimits(8, 0, 0), quality=LINEAR), BudgetLedger(1000), route="/s"
+    )
+    assert search.search_depth(k=5, rerank_available=True) == 8  # the search policy's own

@@ -58,6 +58,10 @@ class PlanLimits:
     """The least quality, as a share of the best plan's, a plan may keep to meet the TTFT
     target: below it the target is given up, not the answer."""
 
+    def rerank_pool(self, k: int) -> int:
+        """The most candidates a plan reranks for ``k`` passages: what each search finds."""
+        return max(self.rerank_candidates, k)
+
 
 @dataclass(frozen=True)
 class Action:
@@ -107,7 +111,7 @@ class DegradationPolicy:
         """The plan of highest quality that fits ``remaining_ms``, after ``queue_ms`` of wait;
         of those whose first token comes within ``ttft_left_ms``, when any does."""
         lim = self.limits
-        full_n = max(lim.rerank_candidates, k) if rerank_available else 0
+        full_n = lim.rerank_pool(k) if rerank_available else 0
         rerank_levels = sorted({full_n, max(k, full_n // 2), k, 0} if full_n else {0}, reverse=True)
         generating = lim.max_output_tokens > 0
         gen = self.cost.generation(target).estimate() if generating else None

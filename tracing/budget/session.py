@@ -6,10 +6,11 @@ its result, error and degradation, and its cost learned. Besides, the session de
 
 * **feasibility** (``check_feasible``): a budget no plan can meet is refused before any work
   (504), a target whose queue has no room for it too (503), counted under the request's route;
-* **the keyword side** (``keyword_side``) and **the plan** (``plan``): rerank candidates,
-  context and output tokens for what is left after search, the caller's own output cap kept,
-  the context fitted to the target's context length, and the target: the first candidate whose
-  smallest plan fits (a later one, a smaller model, is a degradation, said so);
+* **how deep each search looks** (``search_depth``), **the keyword side** (``keyword_side``)
+  and **the plan** (``plan``): rerank candidates, context and output tokens for what is left
+  after search, the caller's own output cap kept, the context fitted to the target's context
+  length, and the target: the first candidate whose smallest plan fits (a later one, a smaller
+  model, is a degradation, said so);
 * **the reservation** (``reserve``/``holding``): the planned generation time held at the
   target, so that later requests plan around it and one behind may ask this one to stop early;
 * **how long each stage may wait** (``deadline_for``, ``generation_reserve_ms``,
@@ -37,12 +38,7 @@ from tracing.budget.ledger import BudgetLedger
 from tracing.budget.policy import Action, Plan, PlanLimits, fit_context_length
 from tracing.budget.queue import Reservation, TargetQueue
 from tracing.budget.reserves import Attribution, attribution_room, generation_reserve_ms
-from tracing.budget.serving import (
-    GenerationResult,
-    ReportedLoad,
-    ServingTargets,
-    generation_ended,
-)
+from tracing.budget.serving import GenerationResult, ReportedLoad, ServingTargets, generation_ended
 from tracing.budget.stage_names import StageName
 
 
@@ -75,8 +71,7 @@ class BudgetSession:
         self.ledger = ledger
         self.route = route
         self.targets: list[str] = []
-        """Where the answer may go, the preferred first (a smaller model after it); none for a
-        search."""
+        """Where the answer may go, the preferred first (a smaller model next); a search: none."""
         self.loads: dict[str, ReportedLoad | None] = {}
         self.edf = False
         self.generation_waits = True
@@ -173,12 +168,18 @@ class BudgetSession:
             self.engine, self.ledger, target, queue, k=k, rerank_available=rerank_available
         )
 
+    def search_depth(self, *, k: int, rerank_available: bool) -> int:
+        """How many passages each search finds for ``k``: as many as a plan may rerank."""
+        return self._limits().rerank_pool(k) if rerank_available else k
+
+    def _limits(self) -> PlanLimits:
+        return (self.engine.answer_policy if self.targets else self.engine.search_policy).limits
+
     def plan(self, *, k: int, rerank_available: bool) -> Plan:
         """The plan for what is left of the budget (an answer's, or a search's when the engine
         was opened for one); kept (``planned``) for the stages that follow."""
-        engine, ledger = self.engine, self.ledger
+        engine, ledger, limits = self.engine, self.ledger, self._limits()
         answering = bool(self.targets)
-        limits = (engine.answer_policy if answering else engine.search_policy).limits
         if not self.rules.degrade:
             plan = Plan(
                 limits.rerank_candidates if rerank_available else 0,
