@@ -150,7 +150,7 @@ def create_app(
             name="ragtime-budget-upkeep",
         )
         budget.loop_lag_ms = loop_lag.ms
-        lag = asyncio.create_task(loop_lag.run(), name="ragtime-loop-lag")
+        lag = asyncio.create_task(loop_lag.measure(), name="ragtime-loop-lag")
         app.state.alerts = alert_evaluator(settings)
         await app.state.alerts.start()  # runs without a webhook too, for GET /v1/alerts
         ready, components = live.readiness()

@@ -75,7 +75,7 @@ class LoopLag:
     def _aged(self, lag_ms: float, age_s: float) -> float:
         return lag_ms if self.half_life_s is None else lag_ms * 0.5 ** (age_s / self.half_life_s)
 
-    async def run(self) -> None:
+    async def measure(self) -> None:
         """Measure until cancelled."""
         try:
             while True:

@@ -36,4 +36,4 @@ def serve(config: uvicorn.Config) -> int:
             config.workers,
         )
     with sock:
-        return Supervisor(config, sockets=[] if spread else [sock]).run()
+        return Supervisor(config, sockets=[] if spread else [sock]).supervise()

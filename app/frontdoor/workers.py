@@ -70,7 +70,7 @@ class Supervisor:
         self.stops_asked = 0
         self.exit_status = 0
 
-    def run(self) -> int:
+    def supervise(self) -> int:
         """Serve until every worker has exited; the server's exit status."""
         previous = {sig: signal.signal(sig, self._on_signal) for sig in self.forwarded()}
         try:

@@ -97,7 +97,7 @@ class AuthStage:
         self._ended_ns: int | None = None
 
     @contextmanager
-    def run(self) -> Iterator[Span]:
+    def checking(self) -> Iterator[Span]:
         """The check, in the stage's span made current; an exception marks the span failed."""
         span = self._span = tracer.start_span(StageName.AUTH)
         started = time.perf_counter()
@@ -151,7 +151,7 @@ async def authenticate(
 ) -> ApiKey:
     """The ``auth`` stage: a valid ``Authorization: Bearer <key>`` or 401; then the key's rate
     limit (429). Neither the key nor its name goes on the span or into an error: its id only."""
-    with stage.run() as span:
+    with stage.checking() as span:
         header = request.headers.get("authorization")
         if not header:
             raise Unauthorized("missing API key: send 'Authorization: Bearer <key>'")

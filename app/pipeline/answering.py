@@ -35,7 +35,7 @@ class Answering:
         self.stages = services.stages
         self.ttft_target_ms = services.settings.ttft_target_ms
 
-    async def run(self, prepared: Prepared) -> AsyncGenerator[AnswerEvent, None]:
+    async def stream_events(self, prepared: Prepared) -> AsyncGenerator[AnswerEvent, None]:
         """Moderated ``AnswerDelta`` events, then one ``AnswerDone`` with the outcome."""
         session, plan, stages = prepared.session, prepared.plan, self.stages
         answer_filter = stages.moderate_answer.open()
@@ -46,7 +46,7 @@ class Answering:
         attributes = stages.generate.span_attributes(plan.max_output_tokens)
         with session.generating(**attributes) as span:
             try:
-                events = stages.generate.run(
+                events = stages.generate.generate_answer(
                     prepared.prompt,
                     max_tokens=plan.max_output_tokens,
                     target=plan.target,
@@ -78,7 +78,7 @@ class Answering:
                     raise BudgetExhausted("no answer token came before the deadline")
                 tail = await session.run(
                     StageName.MODERATE_ANSWER,
-                    lambda _: stages.moderate_answer.run(answer_filter),
+                    lambda _: stages.moderate_answer.moderate_tail(answer_filter),
                     spent_before_ms=answer_filter.elapsed_ms,
                 )
                 if tail.text:

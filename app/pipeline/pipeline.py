@@ -74,7 +74,7 @@ class Pipeline:
         rerank (sized to the budget): the ``k`` best passages."""
         session = BudgetSession(self.budget, ledger, route=route)
         with budget_refusals():
-            passages, _ = await self.retrieval.run(
+            passages, _ = await self.retrieval.find(
                 query, collection, k, session, search_filter, mode=mode, need_vector=False
             )
         return passages
@@ -107,12 +107,12 @@ class Pipeline:
             session.check_feasible()
             await session.run(
                 StageName.MODERATE_QUESTION,
-                lambda by: stages.screen_question.run(question, deadline=by),
+                lambda by: stages.screen_question.screen_question(question, deadline=by),
             )
-            passages, vector = await self.retrieval.run(question, collection, top_k, session)
+            passages, vector = await self.retrieval.find(question, collection, top_k, session)
             kept = await session.run(
                 StageName.MODERATE_PASSAGES,
-                lambda by: stages.screen_passages.run(passages, deadline=by),
+                lambda by: stages.screen_passages.screen_passages(passages, deadline=by),
             )
             # Hold the planned generation time at its target, so later requests plan around it.
             session.reserve()
@@ -120,7 +120,7 @@ class Pipeline:
                 plan = session.planned
                 assembled = await session.run(
                     StageName.ASSEMBLE,
-                    lambda by: stages.assemble.run(
+                    lambda by: stages.assemble.assemble_prompt(
                         question,
                         kept.passages,
                         context_tokens=plan.context_tokens,
@@ -140,7 +140,7 @@ class Pipeline:
         outcome = AnswerOutcome(finish_reason="skipped")
         with prepared.session.holding():
             if prepared.with_answer:
-                async with aclosing(self.answering.run(prepared)) as events:
+                async with aclosing(self.answering.stream_events(prepared)) as events:
                     async for event in events:
                         if isinstance(event, AnswerDone):
                             outcome = event.outcome
@@ -163,7 +163,9 @@ class Pipeline:
             if not room.fits:
                 return Attributed.skipped("attribution_skipped", room.reason)
             chunks = kept_chunks(prepared.prompt.passages)
-            return await stage.run(outcome.text, passages, deadline=room.deadline, chunks=chunks)
+            return await stage.attribute_answer(
+                outcome.text, passages, deadline=room.deadline, chunks=chunks
+            )
 
         learned = {"attributed": 1.0}  # the model's own labels, or a skip, teach nothing
         return await session.run(

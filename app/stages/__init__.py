@@ -39,6 +39,7 @@ from app.stages.retrieval import (
     Rerank,
     Reranked,
     SearchIndex,
+    found_candidates,
 )
 from app.stages.threads import StageThreads
 from inference import GenerationBackend
@@ -91,6 +92,7 @@ __all__ = [
     "SearchIndex",
     "StageThreads",
     "Stages",
+    "found_candidates",
 ]
 
 

@@ -141,7 +141,7 @@ class Attribute:
             return None
         return Attributed("model", dict.fromkeys(sorted(cited)))
 
-    async def run(
+    async def attribute_answer(
         self,
         answer: str,
         passages: Mapping[int, str],
@@ -156,7 +156,9 @@ class Attribute:
         if own is not None:
             return own
         try:
-            batched = await self._batcher.run((answer, passages, chunks or {}), deadline=deadline)
+            batched = await self._batcher.submit(
+                (answer, passages, chunks or {}), deadline=deadline
+            )
             found: Attribution = batched.value
         except DeadlinePassed as exc:
             return Attributed.skipped("attribution_timeout", f"ran past the deadline: {exc}")

@@ -60,7 +60,7 @@ class MicroBatcher(Generic[ItemT, ResultT]):
         self._waiting: list[_Waiting[ItemT, ResultT]] = []
         self._running = 0
 
-    async def run(self, item: ItemT, *, deadline: float) -> Batched[ResultT]:
+    async def submit(self, item: ItemT, *, deadline: float) -> Batched[ResultT]:
         """``fn`` of ``item``, in whatever batch it joins; ``DeadlinePassed`` if the deadline
         comes first (the batch itself goes on for the others)."""
         loop = asyncio.get_running_loop()
@@ -97,7 +97,7 @@ class MicroBatcher(Generic[ItemT, ResultT]):
         started = time.perf_counter()
         items = [w.item for w in batch]
         try:
-            results = await self.threads.run(
+            results = await self.threads.call(
                 self.fn, items, deadline=max(w.deadline for w in batch)
             )
             if len(results) != len(batch):

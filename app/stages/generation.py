@@ -103,7 +103,7 @@ class AssemblePrompt:
     def ready(self) -> bool:
         return self.assembler is not None
 
-    async def run(
+    async def assemble_prompt(
         self,
         question: str,
         passages: Sequence[ContextPassage],
@@ -116,7 +116,7 @@ class AssemblePrompt:
         vector), the passages pruned to their sentences closest to it."""
         if self.assembler is None:
             raise BackendUnavailable("the generation backend is not loaded")
-        prompt = await self.threads.run(
+        prompt = await self.threads.call(
             self.assemble, question, passages, context_tokens, prune_for, deadline=deadline
         )
         return Assembled(prompt)
@@ -128,7 +128,7 @@ class AssemblePrompt:
         context_tokens: int,
         prune_for: np.ndarray | None = None,
     ) -> AssembledPrompt:
-        """``run``'s work, on the caller's thread (after ``warm_up``)."""
+        """``assemble_prompt``'s work, on the caller's thread (after ``warm_up``)."""
         assembler = self.assembler
         if assembler is None:
             raise BackendUnavailable("the generation backend is not loaded")
@@ -194,7 +194,7 @@ class Generate:
             "gen_ai.request.temperature": self.temperature,
         }
 
-    async def run(
+    async def generate_answer(
         self,
         prompt: AssembledPrompt,
         *,

@@ -57,10 +57,10 @@ class ScreenQuestion:
     async def warm_up(self) -> None:
         await asyncio.to_thread(self.moderator.load)
 
-    async def run(self, question: str, *, deadline: float) -> Screened:
+    async def screen_question(self, question: str, *, deadline: float) -> Screened:
         score = self._scores.get(question)
         if score is None:
-            batched = await self._batcher.run(question, deadline=deadline)
+            batched = await self._batcher.submit(question, deadline=deadline)
             self._scores.put(question, batched.value)
             screened = Screened(batched.value, batched.batch_size, batched.wait_ms)
         else:
@@ -149,14 +149,16 @@ class ScreenPassages:
     async def warm_up(self) -> None:
         """Nothing to load: the rules are compiled when ``app.safety.injection`` is imported."""
 
-    async def run(self, passages: Sequence[Passage], *, deadline: float) -> ScreenedPassages:
+    async def screen_passages(
+        self, passages: Sequence[Passage], *, deadline: float
+    ) -> ScreenedPassages:
         if not passages:
             return ScreenedPassages([])
         texts = [_screened_text(p) for p in passages]
         known = [self.verdicts.get(text) for text in texts]
         if all(verdict is not None for verdict in known):
             return _sorted(list(passages), [v for v in known if v is not None], 0.0)
-        return await self.threads.run(self._screen, list(passages), texts, deadline=deadline)
+        return await self.threads.call(self._screen, list(passages), texts, deadline=deadline)
 
     def _screen(self, passages: list[Passage], texts: list[str]) -> ScreenedPassages:
         started = time.perf_counter()
@@ -216,7 +218,7 @@ class ModerateAnswer:
     def open(self) -> AnswerFilter:
         return self.moderator.answer_filter()
 
-    async def run(self, answer_filter: AnswerFilter) -> ModeratedTail:
+    async def moderate_tail(self, answer_filter: AnswerFilter) -> ModeratedTail:
         inline_ms = answer_filter.elapsed_ms
         tail = answer_filter.flush()
         return ModeratedTail(

@@ -1,15 +1,16 @@
 """The retrieval stages: embed the question, search the collection's index (its vectors, its
-BM25 keyword index, or both), rerank candidates."""
+BM25 keyword index, or both, fused: ``found_candidates``), rerank candidates."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
+from app.settings import SearchMode
 from app.stages.batching import MicroBatcher
 from app.stages.recent import Recent
 from app.stages.result import StageResult
@@ -25,6 +26,8 @@ from retrieval import (
     SearchFilter,
     SearchInfo,
     UnknownCollection,
+    fuse_passages,
+    keyword_weight,
 )
 from retrieval.embedding.embedder import vector_family
 from tracing.budget import DeadlinePassed, StageName
@@ -89,7 +92,7 @@ class EmbedQuestion:
     async def warm_up(self) -> None:
         await asyncio.to_thread(self.embedders.default.load)
 
-    async def run(
+    async def embed_question(
         self, question: str, *, deadline: float, embedder: Embedder | None = None
     ) -> Embedded:
         """``question``'s vector from ``embedder`` (default: the configured one), loaded on its
@@ -100,7 +103,7 @@ class EmbedQuestion:
         vector = self._cache.get(key)
         if vector is not None:
             return Embedded(vector, model, batch_size=0, cached=True, backend=backend)
-        batched = await self._batcher(embedder).run(key[2], deadline=deadline)
+        batched = await self._batcher(embedder).submit(key[2], deadline=deadline)
         vector = batched.value
         vector.setflags(write=False)  # shared by every request that asks it again
         self._cache.put(key, vector)
@@ -174,7 +177,7 @@ class SearchIndex:
         if search_filter is not None:
             self.store.check_filter(collection, search_filter)
 
-    async def run(
+    async def search_vectors(
         self,
         collection: str,
         vector: np.ndarray,
@@ -187,7 +190,7 @@ class SearchIndex:
         """The ``k`` nearest passages to ``vector``, made by the embedding ``backend`` (the
         store's own when None; another collection's vectors are a 409)."""
         self.check(collection)
-        passages, info = await self.threads.run(
+        passages, info = await self.threads.call(
             self.store.search_with_info, collection, vector, k, search_filter,
             backend=backend, deadline=deadline,
         )  # fmt: skip
@@ -229,7 +232,16 @@ class KeywordSearch:
         await asyncio.to_thread(self.store.open)
         await asyncio.to_thread(self.store.load_keyword_indexes)
 
-    async def run(
+    @staticmethod
+    def weight(query: str, mode: SearchMode) -> float:
+        """The keyword ranking's weight for ``query`` in ``mode``: 1 alone, none in dense mode;
+        in hybrid mode ``keyword_weight``'s, none (the side is not run) for a query not typed
+        to be found by its words."""
+        if mode == "hybrid":
+            return keyword_weight(query)
+        return 1.0 if mode == "keyword" else 0.0
+
+    async def search_words(
         self,
         collection: str,
         query: str,
@@ -240,11 +252,28 @@ class KeywordSearch:
     ) -> KeywordFound:
         if not self.store.has_collection(collection):
             raise UnknownCollection(f"unknown collection {collection!r}")
-        passages, info = await self.threads.run(
+        passages, info = await self.threads.call(
             self.store.keyword_search, collection, query, k, search_filter, deadline=deadline
         )
         active = search_filter if search_filter is not None and search_filter.active else None
         return KeywordFound(collection, k, passages, info, active)
+
+
+def found_candidates(
+    mode: SearchMode,
+    dense: Found | None,
+    keyword: KeywordFound | None,
+    limit: int,
+    weight: float,
+) -> list[Passage]:
+    """What rerank chooses from, each passage marked with the searches that found it: in hybrid
+    mode the two rankings fused by reciprocal rank, the keyword one (when its side ran) at
+    ``weight``; else the one search's ranking."""
+    dense_passages = dense.passages if dense is not None else []
+    keyword_passages = keyword.passages if keyword is not None else []
+    if mode == "hybrid":
+        return fuse_passages(dense_passages, keyword_passages, limit, keyword_weight=weight)
+    return [replace(p, found_by=(mode,)) for p in dense_passages or keyword_passages]
 
 
 @dataclass(frozen=True)
@@ -312,7 +341,7 @@ class Rerank:
     def available(self) -> bool:
         return self.reranker.available
 
-    async def run(
+    async def rerank_passages(
         self, query: str, passages: list[Passage], *, k: int, candidates: int, deadline: float
     ) -> Reranked:
         """The ``k`` best of the first ``candidates`` passages, as many of them scored as fit
@@ -327,7 +356,7 @@ class Rerank:
         try:
             while (batch := round_.next_batch(deadline)) is not None:
                 started = time.perf_counter()
-                scored = await self.threads.run(self._score, query, batch, deadline=deadline)
+                scored = await self.threads.call(self._score, query, batch, deadline=deadline)
                 round_.add(scored, time.perf_counter() - started)
         except DeadlinePassed:
             pass  # what was scored in time stands

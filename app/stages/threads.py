@@ -45,7 +45,7 @@ class _Queued:
 
 
 class StageThreads:
-    """``workers`` threads for one stage, earliest deadline first; ``run`` raises
+    """``workers`` threads for one stage, earliest deadline first; ``call`` raises
     ``DeadlinePassed`` at the deadline, or at once when the call can no longer make it."""
 
     def __init__(
@@ -74,7 +74,7 @@ class StageThreads:
         """What a call of the stage needs at least, by the cost model (0 before any call)."""
         return self.costs.quickest_call_ms(self.stage) / 1000.0
 
-    async def run(self, fn: Callable[..., T], *args: Any, deadline: float, **kwargs: Any) -> T:
+    async def call(self, fn: Callable[..., T], *args: Any, deadline: float, **kwargs: Any) -> T:
         """``fn(*args, **kwargs)`` on this stage's threads, queued by ``deadline`` and waited for
         until then (a ``time.perf_counter()`` value). The call sees the caller's context (its
         current span), as ``asyncio.to_thread`` would give it."""

@@ -91,13 +91,13 @@ async def test_minilm_attributes_the_supporting_passage_and_leaves_the_rest(
         "You make a virtual environment by running the venv module with a directory. "
         "The Eiffel Tower was finished in 1889 for the World's Fair in Paris."
     )
-    attributed = await stage.run(
+    attributed = await stage.attribute_answer(
         answer, {1: FLOATS, 2: DEFAULTS, 3: VENV}, deadline=time.perf_counter() + 60
     )
     assert attributed.method == "attributed" and attributed.grounded is True
     assert sorted(attributed.cited) == [2, 3]
     assert attributed.sentences == 3 and attributed.unsupported == 1
-    nothing = await stage.run(
+    nothing = await stage.attribute_answer(
         "The Eiffel Tower was finished in 1889 for the World's Fair in Paris.",
         {1: FLOATS, 2: DEFAULTS, 3: VENV},
         deadline=time.perf_counter() + 60,

@@ -45,7 +45,7 @@ async def test_a_stall_going_on_counts_for_another_thread() -> None:
     """The read-ahead thread decides admission while the loop may be stalled: the stall is
     counted before the measuring task wakes to record it."""
     lag = LoopLag(interval_s=0.005, half_life_s=1e-6)  # recorded lags are forgotten at once
-    task = asyncio.create_task(lag.run())
+    task = asyncio.create_task(lag.measure())
     await asyncio.sleep(0.02)
     seen: list[float] = []
 
@@ -72,7 +72,7 @@ async def test_a_stall_going_on_counts_for_another_thread() -> None:
 async def test_a_blocked_loop_is_measured() -> None:
     total, under_50ms = _measured("+Inf"), _measured("0.05")
     lag = LoopLag(interval_s=0.005, half_life_s=None)
-    task = asyncio.create_task(lag.run())
+    task = asyncio.create_task(lag.measure())
     await asyncio.sleep(0.02)
     time.sleep(0.1)  # the loop is blocked: the measuring task wakes at least 95 ms late
     await asyncio.sleep(0.02)

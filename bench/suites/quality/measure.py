@@ -132,7 +132,7 @@ def demo_cases(settings: Any) -> CaseBuilder:
         )
         if not passages:
             return None
-        embedded = await services.stages.embed.run(
+        embedded = await services.stages.embed.embed_question(
             question, deadline=ledger.deadline, embedder=services.embedders_for(collection)
         )
         pieces = [services.store.passage_pieces(p, embedded.vector) for p in passages]

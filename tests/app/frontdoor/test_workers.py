@@ -78,7 +78,7 @@ def test_a_stop_reaches_every_worker_with_its_meaning(
             time.sleep(0.3)
 
     sender = when(lambda: len(received(worker_dir)) == 2, send, supervisor)
-    assert supervisor.run() == 0
+    assert supervisor.supervise() == 0
     sender.join()
     expected = ["started", *(["SIGTERM"] if signals[0] != signal.SIGQUIT else []), "SIGQUIT"]
     assert received(worker_dir) == [expected, expected]
@@ -93,7 +93,7 @@ def test_a_repeated_sigterm_reaches_the_workers_once(worker_dir: Path) -> None:
             time.sleep(0.3)
 
     sender = when(lambda: len(received(worker_dir)) == 2, send, supervisor)
-    assert supervisor.run() == 0
+    assert supervisor.supervise() == 0
     sender.join()
     assert received(worker_dir) == [["started", "SIGTERM", "SIGQUIT"]] * 2
 
@@ -106,7 +106,7 @@ def test_a_worker_that_cannot_start_stops_the_server(worker_dir: Path) -> None:
         lambda: os.kill(os.getpid(), signal.SIGQUIT),  # the stand-in drains forever on SIGTERM
         supervisor,
     )
-    assert supervisor.run() == 3
+    assert supervisor.supervise() == 3
     stopper.join()
     assert received(worker_dir) == [["started", "SIGTERM", "SIGQUIT"]]
 
@@ -118,7 +118,7 @@ def test_a_worker_that_dies_while_serving_is_replaced(worker_dir: Path) -> None:
         lambda: os.kill(os.getpid(), signal.SIGQUIT),
         supervisor,
     )
-    assert supervisor.run() == 0
+    assert supervisor.supervise() == 0
     stopper.join()
     assert sorted(received(worker_dir)) == [
         ["started"],

@@ -114,7 +114,7 @@ def test_a_threshold_outside_the_cosine_range_is_refused() -> None:
 
 async def test_the_model_labels_win_and_cost_no_embedding() -> None:
     embedder = HashEmbedder()
-    attributed = await stage(embedder).run(
+    attributed = await stage(embedder).attribute_answer(
         "Append adds an item [1], see also [3] and [9].", PASSAGES, deadline=later()
     )
     assert attributed.method == "model" and attributed.by == "model"
@@ -124,7 +124,7 @@ async def test_the_model_labels_win_and_cost_no_embedding() -> None:
 
 
 async def test_an_answer_without_labels_is_attributed() -> None:
-    attributed = await stage().run(
+    attributed = await stage().attribute_answer(
         "Lists can be sorted in place with their sort method.", PASSAGES, deadline=later()
     )
     assert attributed.method == "attributed" and attributed.by == "attributed"
@@ -147,16 +147,18 @@ async def test_answers_waiting_for_the_stage_are_attributed_in_one_batch() -> No
     embedder = CountingEmbedder(delay_s=0.05)
     batched = stage(embedder)
     found = await asyncio.gather(
-        *(batched.run(answer, PASSAGES, deadline=later()) for answer in answers)
+        *(batched.attribute_answer(answer, PASSAGES, deadline=later()) for answer in answers)
     )
-    alone = [await stage().run(answer, PASSAGES, deadline=later()) for answer in answers]
+    alone = [
+        await stage().attribute_answer(answer, PASSAGES, deadline=later()) for answer in answers
+    ]
     assert found == alone
     assert [list(a.cited) for a in found] == [[1], [2], [3], []]
     assert len(embedder.calls) == 2  # the first answer, then the three that waited
 
 
 async def test_an_answer_no_passage_supports_is_not_grounded() -> None:
-    attributed = await stage().run(
+    attributed = await stage().attribute_answer(
         "The capital of France is Paris, a city on the Seine.", PASSAGES, deadline=later()
     )
     assert attributed.method == "attributed"
@@ -165,12 +167,12 @@ async def test_an_answer_no_passage_supports_is_not_grounded() -> None:
 
 
 async def test_an_empty_answer_cites_nothing() -> None:
-    attributed = await stage().run("  ", PASSAGES, deadline=later())
+    attributed = await stage().attribute_answer("  ", PASSAGES, deadline=later())
     assert attributed.method == "empty" and attributed.grounded is False and attributed.by is None
 
 
 async def test_attribution_past_the_deadline_is_skipped_and_says_so() -> None:
-    attributed = await stage(HashEmbedder(delay_s=0.3)).run(
+    attributed = await stage(HashEmbedder(delay_s=0.3)).attribute_answer(
         "Lists can be sorted in place.", PASSAGES, deadline=later(0.05)
     )
     assert attributed.method == "skipped" and attributed.grounded is None
@@ -185,7 +187,7 @@ class BrokenEmbedder(HashEmbedder):
 
 
 async def test_an_embedder_that_fails_leaves_the_citations_unattributed() -> None:
-    attributed = await stage(BrokenEmbedder()).run(
+    attributed = await stage(BrokenEmbedder()).attribute_answer(
         "Lists can be sorted in place.", PASSAGES, deadline=later()
     )
     assert attributed.method == "skipped" and attributed.degradation is not None

@@ -35,7 +35,7 @@ def later(seconds: float = 5.0) -> float:
 async def test_a_lone_caller_runs_at_once_in_a_batch_of_one() -> None:
     fn = Recorder()
     batcher = MicroBatcher(fn, StageThreads("embed", 1))
-    result = await batcher.run(21, deadline=later())
+    result = await batcher.submit(21, deadline=later())
     assert (result.value, result.batch_size) == (42, 1)
     assert result.wait_ms < 1000  # no window held open for company: any wait is scheduling
     assert fn.batches == [[21]]
@@ -45,9 +45,9 @@ async def test_callers_behind_a_busy_thread_share_the_next_call() -> None:
     fn = Recorder()
     fn.gate.clear()
     batcher = MicroBatcher(fn, StageThreads("embed", 1), max_batch=4)
-    first = asyncio.ensure_future(batcher.run(0, deadline=later()))
+    first = asyncio.ensure_future(batcher.submit(0, deadline=later()))
     await asyncio.sleep(0.02)  # the first holds the one thread
-    rest = [asyncio.ensure_future(batcher.run(i, deadline=later())) for i in range(1, 7)]
+    rest = [asyncio.ensure_future(batcher.submit(i, deadline=later())) for i in range(1, 7)]
     await asyncio.sleep(0.02)
     fn.gate.set()
     results = await asyncio.gather(first, *rest)
@@ -61,10 +61,10 @@ async def test_a_caller_past_its_deadline_leaves_and_the_others_are_served() -> 
     fn = Recorder()
     fn.gate.clear()
     batcher = MicroBatcher(fn, StageThreads("embed", 1))
-    first = asyncio.ensure_future(batcher.run(1, deadline=later()))
+    first = asyncio.ensure_future(batcher.submit(1, deadline=later()))
     await asyncio.sleep(0.01)
-    hurried = asyncio.ensure_future(batcher.run(2, deadline=later(0.03)))
-    patient = asyncio.ensure_future(batcher.run(3, deadline=later()))
+    hurried = asyncio.ensure_future(batcher.submit(2, deadline=later(0.03)))
+    patient = asyncio.ensure_future(batcher.submit(3, deadline=later()))
     with pytest.raises(DeadlinePassed, match="embed"):
         await hurried
     fn.gate.set()
@@ -84,14 +84,14 @@ async def test_a_failing_call_fails_every_caller_of_its_batch_only() -> None:
 
     batcher = MicroBatcher(flaky, StageThreads("embed", 1))
     with pytest.raises(RuntimeError, match="model crashed"):
-        await batcher.run(1, deadline=later())
-    assert (await batcher.run(2, deadline=later())).value == 2
+        await batcher.submit(1, deadline=later())
+    assert (await batcher.submit(2, deadline=later())).value == 2
 
 
 async def test_a_result_per_item_is_required() -> None:
     batcher = MicroBatcher[int, int](lambda items: [], StageThreads("embed", 1))
     with pytest.raises(RuntimeError, match="1 items gave 0 results"):
-        await batcher.run(1, deadline=later())
+        await batcher.submit(1, deadline=later())
 
 
 def test_a_batch_holds_at_least_one() -> None:

@@ -29,7 +29,7 @@ async def assembled(backend: ScriptedBackend) -> AssembledPrompt:
         backend, StageThreads("assemble", 1), context_tokens=64, layout="shared_prefix_first"
     )
     await stage.warm_up()
-    result = await stage.run(
+    result = await stage.assemble_prompt(
         "What is a list?", [Doc("A list holds items.")], context_tokens=64, deadline=later()
     )
     return result.prompt
@@ -54,7 +54,7 @@ async def test_assemble_is_not_ready_before_warm_up_and_counts_the_shared_prefix
     )
     assert not stage.ready
     with pytest.raises(BackendUnavailable):
-        await stage.run("q", [], context_tokens=64, deadline=later())
+        await stage.assemble_prompt("q", [], context_tokens=64, deadline=later())
     await stage.warm_up()
     assert stage.ready
     assert stage.shared_prefix_tokens and stage.shared_prefix_tokens > 10
@@ -69,7 +69,7 @@ async def test_assemble_packs_the_passages_within_the_context_budget() -> None:
     )
     await stage.warm_up()
     docs = [Doc("word " * 40), Doc("other " * 40), Doc("third " * 40)]
-    result = await stage.run("What?", docs, context_tokens=60, deadline=later())
+    result = await stage.assemble_prompt("What?", docs, context_tokens=60, deadline=later())
     assert result.prompt.context_tokens_used <= 60
     attributes = result.attributes()
     assert attributes["ragtime.prompt.context_tokens_budget"] == 60
@@ -80,7 +80,7 @@ async def test_generate_streams_the_text_then_how_it_ended() -> None:
     backend = ScriptedBackend(("An", " answer", " [1]."))
     stage = Generate(backend, temperature=0.0)
     texts, done = await collect(
-        stage.run(await assembled(backend), max_tokens=16, target="t", deadline=later())
+        stage.generate_answer(await assembled(backend), max_tokens=16, target="t", deadline=later())
     )
     assert "".join(texts) == "An answer [1]."
     assert done.finish_reason == "stop" and done.target == "t"
@@ -92,7 +92,9 @@ async def test_generate_stops_at_the_deadline() -> None:
     backend = ScriptedBackend(("one",) * 50, delay_s=0.02)
     stage = Generate(backend, temperature=0.0)
     texts, done = await collect(
-        stage.run(await assembled(backend), max_tokens=50, target="t", deadline=later(0.3))
+        stage.generate_answer(
+            await assembled(backend), max_tokens=50, target="t", deadline=later(0.3)
+        )
     )
     assert done.finish_reason == "deadline"
     assert len(texts) < 50  # 50 pieces take 1 s
@@ -104,7 +106,7 @@ async def test_generate_yields_when_a_queued_request_needs_the_time() -> None:
     stage = Generate(backend, temperature=0.0)
     stop = time.perf_counter() + 0.1
     texts, done = await collect(
-        stage.run(
+        stage.generate_answer(
             await assembled(backend),
             max_tokens=50,
             target="t",
@@ -122,7 +124,7 @@ async def test_a_route_decision_changes_the_target_learned_under() -> None:
     )
     events = [
         e
-        async for e in Generate(backend, temperature=0.0).run(
+        async for e in Generate(backend, temperature=0.0).generate_answer(
             await assembled(backend), max_tokens=8, target="large@host", deadline=later()
         )
     ]
@@ -135,14 +137,14 @@ async def test_a_failure_before_the_first_text_is_unavailable_and_after_it_faile
     before = ScriptedBackend(fail_after=0, fail_with=RuntimeError("connection reset"))
     with pytest.raises(BackendUnavailable, match="connection reset"):
         await collect(
-            Generate(before, temperature=0.0).run(
+            Generate(before, temperature=0.0).generate_answer(
                 await assembled(before), max_tokens=8, target="t", deadline=later()
             )
         )
     after = ScriptedBackend(fail_after=1, fail_with=RuntimeError("decoder crashed"))
     with pytest.raises(GenerationFailed, match="mid-stream: decoder crashed"):
         await collect(
-            Generate(after, temperature=0.0).run(
+            Generate(after, temperature=0.0).generate_answer(
                 await assembled(after), max_tokens=8, target="t", deadline=later()
             )
         )
@@ -150,7 +152,7 @@ async def test_a_failure_before_the_first_text_is_unavailable_and_after_it_faile
 
 async def test_closing_the_stream_early_closes_the_backend_stream() -> None:
     backend = ScriptedBackend(("one",) * 20, delay_s=0.01)
-    events = Generate(backend, temperature=0.0).run(
+    events = Generate(backend, temperature=0.0).generate_answer(
         await assembled(backend), max_tokens=20, target="t", deadline=later()
     )
     assert isinstance(await anext(events), TextDelta)

@@ -9,8 +9,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.stages import EmbedQuestion, Rerank, SearchIndex, StageThreads
+from app.stages import (
+    EmbedQuestion,
+    Found,
+    KeywordFound,
+    KeywordSearch,
+    Rerank,
+    SearchIndex,
+    StageThreads,
+    found_candidates,
+)
 from retrieval import DocumentStore, Passage, UnknownCollection, ingest_path
+from retrieval.search.fusion import KEYWORD_WEIGHT
 from tests.fakes.hash_embedder import DIM, CountingEmbedder, HashEmbedder
 from tests.fakes.rerankers import OverlapReranker
 from tracing.budget import DeadlinePassed, StageName
@@ -44,7 +54,7 @@ async def test_embed_warms_up_then_gives_the_question_vector() -> None:
     embedder = HashEmbedder()
     stage = EmbedQuestion(embedder, StageThreads("embed", 1))
     await stage.warm_up()
-    embedded = await stage.run("How do I append to a list?", deadline=later())
+    embedded = await stage.embed_question("How do I append to a list?", deadline=later())
     assert embedder.loaded
     assert embedded.model == "hash-embedder"
     assert embedded.vector.shape == (DIM,)
@@ -54,25 +64,29 @@ async def test_embed_warms_up_then_gives_the_question_vector() -> None:
 async def test_a_question_asked_again_skips_the_model() -> None:
     embedder = CountingEmbedder()
     stage = EmbedQuestion(embedder, StageThreads("embed", 1), cache_size=2)
-    first = await stage.run("How do I append to a list?", deadline=later())
-    again = await stage.run("  How do I\nappend to a  list? ", deadline=later())
+    first = await stage.embed_question("How do I append to a list?", deadline=later())
+    again = await stage.embed_question("  How do I\nappend to a  list? ", deadline=later())
     assert embedder.texts == ["How do I append to a list?"]
     assert (first.cached, again.cached) == (False, True)
     assert np.array_equal(first.vector, again.vector) and not again.vector.flags.writeable
     assert again.attributes()["ragtime.embed.cached"] is True
-    await stage.run("What is a dict?", deadline=later())
-    await stage.run("What is a loop?", deadline=later())  # the list question leaves the cache
-    await stage.run("How do I append to a list?", deadline=later())
+    await stage.embed_question("What is a dict?", deadline=later())
+    await stage.embed_question(
+        "What is a loop?", deadline=later()
+    )  # the list question leaves the cache
+    await stage.embed_question("How do I append to a list?", deadline=later())
     assert embedder.texts.count("How do I append to a list?") == 2
-    assert (await stage.run("how do i append to a list?", deadline=later())).cached is False
+    assert (
+        await stage.embed_question("how do i append to a list?", deadline=later())
+    ).cached is False
 
 
 async def test_a_cached_vector_searches_like_a_fresh_one(store: DocumentStore) -> None:
     stage = EmbedQuestion(HashEmbedder(), StageThreads("embed", 1))
     search = SearchIndex(store, StageThreads("search", 1))
-    await stage.run("How do I append to a list?", deadline=later())
-    cached = await stage.run("How do I append to a list?", deadline=later())
-    found = await search.run("docs", cached.vector, 2, deadline=later())
+    await stage.embed_question("How do I append to a list?", deadline=later())
+    cached = await stage.embed_question("How do I append to a list?", deadline=later())
+    found = await search.search_vectors("docs", cached.vector, 2, deadline=later())
     assert found.passages[0].source == "lists.txt"
 
 
@@ -81,7 +95,7 @@ async def test_search_finds_the_nearest_passages_in_their_collection(
 ) -> None:
     stage = SearchIndex(store, StageThreads("search", 1))
     vector = HashEmbedder().embed(["How do I append an item to a list?"])[0]
-    found = await stage.run("docs", vector, 2, deadline=later())
+    found = await stage.search_vectors("docs", vector, 2, deadline=later())
     assert found.passages[0].source == "lists.txt"
     assert len(found.passages) == 2
     assert found.attributes()["ragtime.search.results"] == 2
@@ -95,7 +109,7 @@ async def test_search_refuses_an_unknown_collection_before_any_work(
     with pytest.raises(UnknownCollection, match="unknown collection 'nope'"):
         stage.check("nope")
     with pytest.raises(UnknownCollection):
-        await stage.run("nope", np.zeros(DIM, dtype=np.float32), 3, deadline=later())
+        await stage.search_vectors("nope", np.zeros(DIM, dtype=np.float32), 3, deadline=later())
 
 
 def passages(*texts: str) -> list[Passage]:
@@ -111,7 +125,9 @@ async def test_rerank_reorders_the_candidates_and_keeps_k() -> None:
     await stage.warm_up()
     assert stage.status == "loaded: overlap-cross-encoder"
     pool = passages("nothing here", "a dictionary maps keys", "keys map to values in a dict")
-    result = await stage.run("how do keys map to values", pool, k=2, candidates=3, deadline=later())
+    result = await stage.rerank_passages(
+        "how do keys map to values", pool, k=2, candidates=3, deadline=later()
+    )
     assert [p.id for p in result.passages] == [2, 1]
     assert result.scored == 3 and result.degradation is None
     assert result.attributes() == {
@@ -125,7 +141,9 @@ async def test_rerank_with_no_candidates_planned_keeps_the_vector_order() -> Non
     reranker = OverlapReranker()
     stage = Rerank(reranker, StageThreads("rerank", 1))
     await stage.warm_up()
-    result = await stage.run("q", passages("a", "b", "c"), k=2, candidates=0, deadline=later())
+    result = await stage.rerank_passages(
+        "q", passages("a", "b", "c"), k=2, candidates=0, deadline=later()
+    )
     assert [p.id for p in result.passages] == [0, 1]
     assert result.degradation is None and reranker.cross_encoder.pairs_scored == 0
     assert result.attributes() == {"ragtime.rerank.skipped": True}
@@ -137,7 +155,9 @@ async def test_a_missing_cross_encoder_is_skipped_and_says_why() -> None:
     stage = Rerank(OverlapReranker(load_error="none configured"), StageThreads("rerank", 1))
     with pytest.raises(RerankerUnavailable):
         await stage.warm_up()
-    result = await stage.run("q", passages("a", "b"), k=1, candidates=2, deadline=later())
+    result = await stage.rerank_passages(
+        "q", passages("a", "b"), k=1, candidates=2, deadline=later()
+    )
     assert [p.id for p in result.passages] == [0]
     assert result.degradation == ("rerank_skipped", "not loaded")
 
@@ -146,7 +166,9 @@ async def test_a_failing_reranker_keeps_the_vector_order_with_its_error() -> Non
     error = RuntimeError("CUDA out of memory")
     stage = Rerank(OverlapReranker(fail_with=error), StageThreads("rerank", 1))
     await stage.warm_up()
-    result = await stage.run("q", passages("a", "b", "c"), k=2, candidates=3, deadline=later())
+    result = await stage.rerank_passages(
+        "q", passages("a", "b", "c"), k=2, candidates=3, deadline=later()
+    )
     assert [p.id for p in result.passages] == [0, 1]
     assert result.error is not None and result.error.__cause__ is error
     assert result.degradation is not None
@@ -158,7 +180,9 @@ async def test_a_reranker_past_its_time_keeps_the_vector_order() -> None:
     stage = Rerank(OverlapReranker(delay_s=0.5), StageThreads("rerank", 1))
     await stage.warm_up()
     started = time.perf_counter()
-    result = await stage.run("q", passages("a", "b", "c"), k=2, candidates=3, deadline=later(0.05))
+    result = await stage.rerank_passages(
+        "q", passages("a", "b", "c"), k=2, candidates=3, deadline=later(0.05)
+    )
     assert time.perf_counter() - started < 0.4
     assert [p.id for p in result.passages] == [0, 1]
     assert result.degradation is not None and result.degradation[0] == "rerank_timeout"
@@ -176,7 +200,9 @@ async def test_a_reranker_short_of_time_scores_the_best_first_and_keeps_the_rest
     await stage.warm_up()
     pool = passages("nothing here", "a dict maps keys", "keys", "maps", "dict keys maps")
     started = time.perf_counter()
-    result = await stage.run("dict keys maps", pool, k=4, candidates=5, deadline=later(1.9))
+    result = await stage.rerank_passages(
+        "dict keys maps", pool, k=4, candidates=5, deadline=later(1.9)
+    )
     elapsed_ms = (time.perf_counter() - started) * 1000.0
     assert reranker.cross_encoder.pairs_scored == 2 and result.scored == 2
     assert [p.id for p in result.passages] == [1, 0, 2, 3]
@@ -190,7 +216,9 @@ async def test_a_reranker_short_of_time_scores_the_best_first_and_keeps_the_rest
     for _ in range(2):  # what two such requests' sessions teach
         stage.threads.costs.observe(StageName.RERANK, elapsed_ms, result.scored)
     assert stage.ms_per_pair >= 500.0
-    again = await stage.run("dict keys maps", pool, k=4, candidates=5, deadline=later(0.5))
+    again = await stage.rerank_passages(
+        "dict keys maps", pool, k=4, candidates=5, deadline=later(0.5)
+    )
     assert reranker.cross_encoder.pairs_scored == 2  # no batch was begun
     assert [p.id for p in again.passages] == [0, 1, 2, 3]
     assert again.degradation is not None and again.degradation[0] == "rerank_timeout"
@@ -201,7 +229,9 @@ async def test_a_reranker_with_time_for_every_batch_scores_them_all() -> None:
     stage = Rerank(reranker, StageThreads("rerank", 1), batch_size=2)
     await stage.warm_up()
     pool = passages("nothing here", "a dict maps keys", "keys", "maps", "dict keys maps")
-    result = await stage.run("dict keys maps", pool, k=3, candidates=5, deadline=later())
+    result = await stage.rerank_passages(
+        "dict keys maps", pool, k=3, candidates=5, deadline=later()
+    )
     assert reranker.cross_encoder.pairs_scored == 5 and result.degradation is None
     assert [p.id for p in result.passages] == [1, 4, 2]  # 1.0, 1.0 (ties keep order), 1/3
 
@@ -214,4 +244,30 @@ async def test_embedding_past_the_deadline_raises() -> None:
 
     stage = EmbedQuestion(SlowEmbedder(), StageThreads("embed", 1))
     with pytest.raises(DeadlinePassed, match="embed"):
-        await stage.run("q", deadline=later(0.02))
+        await stage.embed_question("q", deadline=later(0.02))
+
+
+def test_the_keyword_ranking_weighs_by_mode_and_query() -> None:
+    weight = KeywordSearch.weight
+    assert weight("What is a list?", "keyword") == 1.0  # alone, it is the ranking
+    assert weight("os.path.join", "dense") == 0.0
+    assert weight("What is a list?", "hybrid") == 0.0  # a question: its meaning alone
+    assert weight("os.path.join", "hybrid") == KEYWORD_WEIGHT  # typed to be found by its words
+
+
+def _found(*ids: int) -> list[Passage]:
+    return [Passage(i, "docs", f"s{i}", "", "", "text", 0.9 - i / 10) for i in ids]
+
+
+def test_found_candidates_fuse_in_hybrid_and_mark_each_search() -> None:
+    dense = Found("docs", 3, _found(1, 2))
+    keyword = KeywordFound("docs", 3, _found(3, 2))
+    fused = found_candidates("hybrid", dense, keyword, 3, KEYWORD_WEIGHT)
+    assert [p.id for p in fused] == [2, 3, 1]  # the keyword ranking weighs twice the dense
+    assert fused[0].found_by == ("dense", "keyword") and fused[1].found_by == ("keyword",)
+    alone = found_candidates("hybrid", dense, None, 3, 0.0)  # the keyword side did not run
+    assert [p.id for p in alone] == [1, 2] and alone[0].score == pytest.approx(1 / 61)
+    assert all(p.found_by == ("dense",) for p in alone)
+    one = found_candidates("keyword", None, keyword, 3, 1.0)  # its own scores stand
+    assert [(p.id, p.found_by) for p in one] == [(3, ("keyword",)), (2, ("keyword",))]
+    assert [p.score for p in one] == [p.score for p in keyword.passages]

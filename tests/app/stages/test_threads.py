@@ -18,7 +18,7 @@ from tracing.budget import DeadlinePassed
 async def test_runs_the_work_and_returns_its_result() -> None:
     threads = StageThreads("embed", 1)
     try:
-        name = await threads.run(
+        name = await threads.call(
             lambda: threading.current_thread().name, deadline=time.perf_counter() + 5
         )
     finally:
@@ -31,13 +31,13 @@ async def test_work_past_the_deadline_raises_and_leaves_other_stages_free() -> N
     slow, other = StageThreads("rerank", 1), StageThreads("search", 1)
     try:
         with pytest.raises(DeadlinePassed, match="rerank stage ran past the deadline"):
-            await slow.run(release.wait, 10, deadline=time.perf_counter() + 0.05)
+            await slow.call(release.wait, 10, deadline=time.perf_counter() + 0.05)
         # The abandoned wait still holds rerank's one thread; search's is free.
         started = time.perf_counter()
-        assert await other.run(lambda: 7, deadline=time.perf_counter() + 1) == 7
+        assert await other.call(lambda: 7, deadline=time.perf_counter() + 1) == 7
         assert time.perf_counter() - started < 0.5
         with pytest.raises(DeadlinePassed):
-            await slow.run(lambda: 1, deadline=time.perf_counter() + 0.05)
+            await slow.call(lambda: 1, deadline=time.perf_counter() + 0.05)
     finally:
         release.set()
         slow.close()
@@ -48,7 +48,7 @@ async def test_a_deadline_already_past_runs_nothing_useful() -> None:
     threads = StageThreads("assemble", 1)
     try:
         with pytest.raises(DeadlinePassed):
-            await threads.run(time.sleep, 0.2, deadline=time.perf_counter() - 1)
+            await threads.call(time.sleep, 0.2, deadline=time.perf_counter() - 1)
     finally:
         threads.close()
 
@@ -65,11 +65,11 @@ async def test_waiting_work_is_served_earliest_deadline_first() -> None:
     order: list[str] = []
     now = time.perf_counter()
     try:
-        blocker = asyncio.ensure_future(threads.run(release.wait, 5, deadline=now + 10))
+        blocker = asyncio.ensure_future(threads.call(release.wait, 5, deadline=now + 10))
         await asyncio.sleep(0.05)  # the one thread is held
-        late = asyncio.ensure_future(threads.run(order.append, "late", deadline=now + 9))
+        late = asyncio.ensure_future(threads.call(order.append, "late", deadline=now + 9))
         await asyncio.sleep(0.01)
-        soon = asyncio.ensure_future(threads.run(order.append, "soon", deadline=now + 3))
+        soon = asyncio.ensure_future(threads.call(order.append, "soon", deadline=now + 3))
         await asyncio.sleep(0.01)
         release.set()
         await asyncio.gather(blocker, late, soon)
@@ -85,11 +85,11 @@ async def test_work_that_can_no_longer_make_its_deadline_is_dropped_before_it_ru
     release = threading.Event()
     ran: list[str] = []
     try:
-        await threads.run(time.sleep, 0.3, deadline=time.perf_counter() + 5)  # quickest: 0.3 s
+        await threads.call(time.sleep, 0.3, deadline=time.perf_counter() + 5)  # quickest: 0.3 s
         now = time.perf_counter()
-        blocker = asyncio.ensure_future(threads.run(release.wait, 5, deadline=now + 10))
+        blocker = asyncio.ensure_future(threads.call(release.wait, 5, deadline=now + 10))
         await asyncio.sleep(0.01)
-        doomed = asyncio.ensure_future(threads.run(ran.append, "doomed", deadline=now + 0.5))
+        doomed = asyncio.ensure_future(threads.call(ran.append, "doomed", deadline=now + 0.5))
         await asyncio.sleep(0.3)
         release.set()  # its turn: about 0.2 s left, less than any recent call took
         with pytest.raises(DeadlinePassed, match="dropped before it ran"):
@@ -109,14 +109,14 @@ async def test_work_abandoned_while_queued_never_runs() -> None:
     ran: list[str] = []
     try:
         blocker = asyncio.ensure_future(
-            threads.run(release.wait, 5, deadline=time.perf_counter() + 10)
+            threads.call(release.wait, 5, deadline=time.perf_counter() + 10)
         )
         await asyncio.sleep(0.02)
         with pytest.raises(DeadlinePassed):
-            await threads.run(ran.append, "x", deadline=time.perf_counter() + 0.05)
+            await threads.call(ran.append, "x", deadline=time.perf_counter() + 0.05)
         release.set()
         await blocker
-        assert await threads.run(lambda: 3, deadline=time.perf_counter() + 5) == 3
+        assert await threads.call(lambda: 3, deadline=time.perf_counter() + 5) == 3
     finally:
         threads.close()
     assert ran == []
@@ -137,8 +137,8 @@ async def test_a_stage_can_run_below_the_process_and_others_do_not() -> None:
     plain = StageThreads("search", 1)
     try:
         deadline = time.perf_counter() + 5
-        assert await low.run(_own_priority, deadline=deadline) == min(base + 10, 19)
-        assert await plain.run(_own_priority, deadline=deadline) == base
+        assert await low.call(_own_priority, deadline=deadline) == min(base + 10, 19)
+        assert await plain.call(_own_priority, deadline=deadline) == base
     finally:
         low.close()
         plain.close()

@@ -95,7 +95,7 @@ async def test_attribution_with_kept_vectors_embeds_only_the_answer(
     )
     by_label = {1: passages["lists.md"], 2: passages["dicts.md"]}
     answer = "The append method adds an item to the end of a list."
-    found = await stage.run(
+    found = await stage.attribute_answer(
         answer,
         {label: p.text for label, p in by_label.items()},
         deadline=time.perf_counter() + 10.0,
