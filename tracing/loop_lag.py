@@ -2,7 +2,7 @@
 
 A request's bytes reach the socket before the loop gets round to them, and an answer's last
 event leaves after the loop gets round to it: under a burst both waits grow, and a budget that
-ignores them is kept on the server's clock and broken on the client's. ``LoopLag.run`` sleeps
+ignores them is kept on the server's clock and broken on the client's. ``LoopLag.measure`` sleeps
 ``interval_s`` again and again and records how late it woke; ``ms()`` is the largest lag of the
 last ``window_s`` (a quarter of a second: the lag of now, not of a start-up long past), each
 halved for every ``half_life_s`` of its age, or the stall going on now if that is longer. The
