@@ -103,7 +103,7 @@ def test_the_section_gives_previous_now_target_and_verdict() -> None:
 def test_a_missed_burst_says_why_from_what_was_measured() -> None:
     refusals = [record(200, 500.0)] * 30 + [record(503, 40.0)] * 5
     rep = summarize_burst([*refusals, record(200, 1100.0, sent_ms=300.0)], wall_s=1.1)
-    rep.server_refusal_ms_p99, rep.server_loop_lag_ms_p99 = 50.0, 25.0
+    rep.server_refusal_ms_p99, rep.server_loop_lag_ms_p99 = 80.0, 25.0
     rep.server_refusal_after_read_ms_p99 = 0.5
     quick = rep.model_copy(update={"server_refusal_after_read_ms_p99": 0.25})
     result = judge_burst("t", 100, 1.0, [rep, quick, rep])
@@ -113,7 +113,7 @@ def test_a_missed_burst_says_why_from_what_was_measured() -> None:
     assert "each refusal was sent within 0.5 ms of the request's read (p99)" in why
     assert "3 late counted from the burst's start, 0 of them on the wire" in why
     assert "up to 300 ms after the burst began" in why
-    assert "refusal p99 ≤ 50 ms on the server against 10 ms" in why
+    assert "refusal p99 ≤ 80 ms on the server against 50 ms" in why
     assert "the loop's lag was ≤ 25 ms at p99" in why
     rep.server_socket_wait_ms_p99 = 250.0  # the kernel's figure, where the server measured it
     waited = why_missed(judge_burst("t", 100, 1.0, [rep]))
@@ -122,7 +122,7 @@ def test_a_missed_burst_says_why_from_what_was_measured() -> None:
     text = section([BurstBench(created="now", command="c", machine={}, targets=[],
                                bursts=[result])], None)  # fmt: skip
     assert "Why the missed rows miss:" in text and f"- 100 at 1 s, missed: {why}" in text
-    assert "| ≤ 50 (≤ 0.5; 40) |" in text  # server (after read; wire)
+    assert "| ≤ 80 (≤ 0.5; 40) |" in text  # server (after read; wire)
     met = judge_burst("t", 25, 1.0, [summarize_burst([record(200, 500.0)] * 25, wall_s=0.5)])
     assert met.met is True and why_missed(met) == ""
 
@@ -133,7 +133,7 @@ def test_a_refusal_waiting_for_its_body_says_how_long_the_client_took_to_write_i
     refused = [record(503, 40.0, sent_ms=10.0, body_sent_ms=10.0 + gap) for gap in (2.0, 9.0)]
     rep = summarize_burst([record(200, 500.0)] * 30 + refused, wall_s=0.6)
     assert rep.refused_body_gap_ms_p99 == pytest.approx(8.93)
-    rep.server_refusal_ms_p99, rep.server_refusal_after_read_ms_p99 = 50.0, 25.0
+    rep.server_refusal_ms_p99, rep.server_refusal_after_read_ms_p99 = 80.0, 25.0
     result = judge_burst("t", 100, 1.0, [rep])
     assert result.body_gap_ms_p99_max == pytest.approx(8.93)
     assert "the body the client writes apart from the head (up to 9 ms after it here" in (

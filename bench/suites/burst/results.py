@@ -36,10 +36,11 @@ SCHEMA_VERSION = "ragtime-bench-burst/1"
 USEFUL_WORDS = 5
 """Issue 22's useful answer: a 200 with 5 or more words."""
 
-#: (burst size, budget s) -> (least answered, refusal p99 ms at most, or None)
+#: (burst size, budget s) -> (least answered, refusal p99 ms at most, or None). The refusal
+#: target was 10 ms; issue 42 relaxed it to 50 ms for the plain uvicorn path.
 TARGETS: dict[tuple[int, float], tuple[int, float | None]] = {
     (25, 1.0): (20, None),
-    (100, 1.0): (25, 10.0),
+    (100, 1.0): (25, 50.0),
     (200, 2.0): (50, None),
 }
 USERS_TARGET_USEFUL = 0.95
