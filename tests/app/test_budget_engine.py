@@ -251,12 +251,17 @@ def test_a_ttft_target_prunes_the_context_to_the_sentences_closest_to_the_questi
         seeded_data_dir, context_tokens=768, ttft_target_ms=0, budget_quality_path=table
     ) as client:
         whole = ask(client, auth, slow_prefill, budget_ms=10_000).json()
+        asked = ask(client, auth, slow_prefill, budget_ms=10_000, ttft_target_ms=1500).json()
     assert "context_pruned" in actions(pruned), pruned["degradations"]
     assert "context_pruned" not in actions(whole) and "context_reduced" not in actions(whole)
     (reason,) = [d["reason"] for d in pruned["degradations"] if d["action"] == "context_pruned"]
     assert "sentences closest to the question" in reason
+    assert "for a first token within the service's TTFT target of 1500 ms" in reason
+    # Without the service's target, the request's own: the same saving, said to be the caller's.
+    (reason,) = [d["reason"] for d in asked["degradations"] if d["action"] == "context_pruned"]
+    assert "for a first token within the request's TTFT target of 1500 ms" in reason
     assembles = [s for s in spans.get_finished_spans() if s.name == "assemble"]
-    assert [attributes(s)["ragtime.prompt.pruned"] for s in assembles] == [True, False]
+    assert [attributes(s)["ragtime.prompt.pruned"] for s in assembles] == [True, False, True]
     assert number(assembles[0], "ragtime.prompt.context_tokens_used") <= 384  # of 768
     assert number(assembles[0], "ragtime.prompt.passages") >= 2  # more than the first, cut
 
@@ -272,3 +277,25 @@ def test_plans_count_the_prompt_overhead_measured_with_the_served_tokenizer(
         limits = state.budget.answer_policy.limits
     assert measured is not None and 0 < measured != 120
     assert limits.prompt_overhead_tokens == measured
+
+
+def test_by_default_no_ttft_target_shapes_a_plan(monkeypatch: Any) -> None:
+    """Only an operator (``RAGTIME_TTFT_TARGET_MS``) or a caller (``ttft_target_ms``) asks for
+    fast first tokens; by default the budget alone decides."""
+    from app.pipeline.budget_engine import build_budget_engine
+    from app.settings import Settings
+
+    monkeypatch.delenv("RAGTIME_TTFT_TARGET_MS", raising=False)
+    assert build_budget_engine(Settings()).answer_policy.limits.ttft_target_ms is None
+    set_by_operator = build_budget_engine(Settings(ttft_target_ms=600))
+    assert set_by_operator.answer_policy.limits.ttft_target_ms == 600
+
+
+def test_a_request_ttft_target_must_be_a_positive_integer(
+    seeded_data_dir: Path, auth: dict[str, str]
+) -> None:
+    with budget_app(seeded_data_dir) as client:
+        for bad in (0, -5, 1.5, "800", True):
+            response = ask(client, auth, ttft_target_ms=bad)
+            assert response.status_code == 422, (bad, response.text)
+            assert "ttft_target_ms" in response.text

@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, StrictBool, StrictInt
 
 from app.http.schemas.common import (
-    BudgetedRequest,
+    AnswerRequest,
     BudgetReport,
     DegradationOut,
     NonEmptyText,
@@ -17,7 +17,7 @@ from app.http.schemas.common import (
 )
 
 
-class AskRequest(BudgetedRequest):
+class AskRequest(AnswerRequest):
     question: NonEmptyText
     collection: NonEmptyText | None = None
     top_k: StrictInt | None = Field(None, ge=1, description="Passages given to the prompt.")

@@ -1,7 +1,8 @@
 """What the bodies of several routes share: the text a field may not leave empty, the body
 every question route builds on (``BudgetedRequest``: strict JSON types, no other fields, an
-optional ``budget_ms``), what a request's budget reports back (``BudgetReport``, its
-``DegradationOut``), and a retrieved passage as answers and searches show it (``PassageOut``)."""
+optional ``budget_ms``; ``AnswerRequest`` adds the answer's own ``ttft_target_ms``), what a
+request's budget reports back (``BudgetReport``, its ``DegradationOut``), and a retrieved passage
+as answers and searches show it (``PassageOut``)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,19 @@ class BudgetedRequest(BaseModel):
 
     budget_ms: StrictInt | None = Field(
         None, description="Latency budget for this request, in ms (an integer)."
+    )
+
+
+class AnswerRequest(BudgetedRequest):
+    """A route's body that asks for an answer: its budget, and its own TTFT target."""
+
+    ttft_target_ms: StrictInt | None = Field(
+        None,
+        ge=1,
+        description="This request's time-to-first-token target, in ms from arrival: plans "
+        "predicted to meet it are preferred (a shorter context, say so in the degradations) "
+        "while they keep most of the answer's quality. Default: the service's "
+        "(RAGTIME_TTFT_TARGET_MS; none unless set).",
     )
 
 
