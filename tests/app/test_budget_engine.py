@@ -71,9 +71,9 @@ def test_plans_shrink_to_the_budget_and_say_so(
         full = ask(client, auth, budget_ms=5000).json()
         context = ask(client, auth, budget_ms=1200).json()
         output = ask(client, auth, budget_ms=700).json()
-    assert actions(full) == ["rerank_skipped"]
+    assert actions(full) == []  # no reranker is configured: nothing to say of it
     assert full["usage"]["completion_tokens"] == 48
-    assert actions(context)[:2] == ["rerank_skipped", "context_reduced"]
+    assert actions(context)[:1] == ["context_reduced"]
     assert "output_capped" in actions(output)
     assert output["usage"]["completion_tokens"] < 48
     assembles = [s for s in spans.get_finished_spans() if s.name == "assemble"]
@@ -198,7 +198,8 @@ def test_stage_spans_carry_allocations_and_the_root_lists_overruns(
     root = next(s for s in finished if s.kind == SpanKind.SERVER)
     overrun = attributes(root)["ragtime.budget.overrun_stages"]
     assert isinstance(overrun, Sequence) and "generate" in overrun
-    assert attributes(root)["ragtime.outcome"] == "degraded"
+    # A stage past its share, within the request's budget, is not a degradation.
+    assert attributes(root)["ragtime.outcome"] == "ok"
     assert 'ragtime_stage_budget_exceeded_total{stage="generate"}' in metrics
     assert 'ragtime_request_outcomes_total{outcome="degraded",route="/v1/ask"}' in metrics
 
