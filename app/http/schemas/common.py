@@ -61,8 +61,15 @@ class PassageOut(BaseModel):
     rerank_score: float | None = None
     found_by: list[str] = Field(
         default_factory=list,
-        description="The searches that found it: `dense`, `keyword`, or both (hybrid); the "
-        "score is then the cosine, the BM25 score, or the fused rank score.",
+        description="The searches that found it: `dense`, `keyword`, or both (hybrid).",
+    )
+    score_kind: str = Field(
+        "",
+        description="What `score` is: `cosine` (dense search: cosine similarity, at most 1), "
+        "`bm25` (keyword search: BM25, unbounded) or `rrf` (hybrid search: reciprocal rank "
+        "fusion, weight / (60 + rank) summed over the two rankings: about 0.016 for a first "
+        "place in one; only the order means anything). Scores of different kinds do not "
+        "compare.",
     )
     message: str | None = Field(
         None,
@@ -85,6 +92,7 @@ class PassageOut(BaseModel):
             "score": round(passage.score, 6),
             "rerank_score": passage.rerank_score,
             "found_by": list(passage.found_by),
+            "score_kind": passage.score_kind,
             "message": passage.message or None,
             "also": list(passage.also),
         }
