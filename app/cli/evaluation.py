@@ -182,7 +182,7 @@ def cmd_eval_retrieval(args: argparse.Namespace) -> int:
         dataset = build_dataset(require_sources(data), work / "corpus", sample=args.sample)
     except EvalDataMissing as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return 1
     if args.dataset == "python-keywords":
         dataset = keyword_dataset(dataset)
     elif args.dataset == "python-phrases":

@@ -33,7 +33,7 @@ def cmd_reranker_train(args: argparse.Namespace) -> int:
             lines = path.read_text().splitlines()
         except OSError as exc:
             print(f"error: --exclude-questions {path}: {exc.strerror or exc}", file=sys.stderr)
-            return 2
+            return 1
         questions += [q.strip() for q in lines if q.strip() and not q.lstrip().startswith("#")]
     try:
         options = TrainOptions(
@@ -70,7 +70,7 @@ def cmd_reranker_train(args: argparse.Namespace) -> int:
                     f"{name}`",
                     file=sys.stderr,
                 )
-                return 2
+                return 1
         embedder.load()
         target, report = train_reranker(
             store,

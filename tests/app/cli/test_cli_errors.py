@@ -164,7 +164,7 @@ def test_a_missing_path_to_ingest(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     monkeypatch.setenv("RAGTIME_DATA_DIR", str(tmp_path / "data"))
-    assert cli.main(["ingest", str(tmp_path / "nowhere")]) == 2
+    assert cli.main(["ingest", str(tmp_path / "nowhere")]) == 1
     error = one_line_error(capsys.readouterr().err)
     assert error == f"error: {tmp_path / 'nowhere'} does not exist"
 
