@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from app.cli.ask import register_ask
 from app.cli.evaluation import register_eval
 from app.cli.failures import CliError, at, one_line, writable_dir
+from app.cli.parsing import EXIT_STATUSES, RagtimeParser
 from app.cli.reranker import register_reranker
 from app.keys.auth import SCOPES
 from app.settings import get_settings
@@ -20,6 +21,10 @@ if TYPE_CHECKING:
     from app.keys.auth import BaseKeyStore
 
 DEMO_CORPUS = Path(__file__).resolve().parents[2] / "demo" / "corpus"
+DESCRIPTION = (
+    "Retrieval-augmented question answering that keeps time: serve it, ingest documents, "
+    "manage API keys, ask the running server, evaluate and benchmark."
+)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -209,21 +214,34 @@ def cmd_setup_demo(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="ragtime", description=__doc__)
+    parser: argparse.ArgumentParser = RagtimeParser(
+        prog="ragtime", description=DESCRIPTION, epilog=EXIT_STATUSES
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="run the HTTP service")
-    serve.add_argument("--host")
-    serve.add_argument("--port", type=int)
-    serve.add_argument("--log-level", default="info")
+    serve.add_argument("--host", help="the address to listen on (default: RAGTIME_HOST)")
     serve.add_argument(
-        "--workers", type=int, help="server processes (default RAGTIME_WORKERS: auto)"
+        "--port", type=int, help="the port to listen on (default: PORT, else RAGTIME_PORT)"
+    )
+    serve.add_argument(
+        "--log-level",
+        default="info",
+        choices=("critical", "error", "warning", "info", "debug", "trace"),
+        help="uvicorn's log level",
+    )
+    serve.add_argument(
+        "--workers", type=int, help="server processes (default: RAGTIME_WORKERS, auto)"
     )
     serve.set_defaults(func=cmd_serve)
 
     ingest = sub.add_parser("ingest", help="ingest a file or directory (re-ingest replaces)")
-    ingest.add_argument("path")
-    ingest.add_argument("--collection")
+    ingest.add_argument(
+        "path", help="a file, or a folder: its files of the formats ingest reads, hidden ones not"
+    )
+    ingest.add_argument(
+        "--collection", help="the collection to ingest into (default: RAGTIME_DEFAULT_COLLECTION)"
+    )
     ingest.add_argument(
         "--rebuild",
         action="store_true",
@@ -234,7 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
     keys = sub.add_parser("keys", help="manage API keys")
     keys_sub = keys.add_subparsers(dest="keys_command", required=True)
     create = keys_sub.add_parser("create", help="create a key and print it once")
-    create.add_argument("name")
+    create.add_argument("name", help="what to call the key (shown by `keys list`)")
     create.add_argument(
         "--scope",
         action="append",
@@ -248,7 +266,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     keys_sub.add_parser("list", help="list keys (never their secrets)")
     revoke = keys_sub.add_parser("revoke", help="revoke a key by id")
-    revoke.add_argument("id", type=int)
+    revoke.add_argument("id", type=int, help="the key's id, as `keys list` shows it")
     keys.set_defaults(func=cmd_keys)
 
     register_ask(sub)
