@@ -38,5 +38,7 @@ async def load_tokenizer(tokenizer: PromptTokenizer, owner: str) -> None:
         return
     try:
         await asyncio.to_thread(load)
+    except BackendUnavailable as exc:  # its message says what to do
+        raise BackendUnavailable(f"{owner}: {exc}") from exc
     except Exception as exc:
         raise BackendUnavailable(f"{owner}: the tokenizer did not load: {exc}") from exc

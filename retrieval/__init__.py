@@ -17,6 +17,7 @@ from retrieval.errors import (
     InvalidFilter,
     LimitExceeded,
     NoTextLayer,
+    NothingToIngest,
     RerankerUnavailable,
     RetrievalError,
     UnknownCollection,
@@ -24,7 +25,7 @@ from retrieval.errors import (
 )
 from retrieval.formats import SUPPORTED_SUFFIXES, ParseLimits
 from retrieval.ingest.chunking import Chunk, chunk_text
-from retrieval.ingest.folder import ingest_path, iter_documents
+from retrieval.ingest.folder import ingest_path, iter_documents, require_documents
 from retrieval.ingest.report import IngestProgress, IngestReport
 from retrieval.rerank.reranker import Reranker, RerankResult, RerankRound
 from retrieval.search.filters import SearchFilter
@@ -50,6 +51,7 @@ __all__ = [
     "KeywordInfo",
     "LimitExceeded",
     "NoTextLayer",
+    "NothingToIngest",
     "ParseLimits",
     "Passage",
     "RerankResult",
@@ -67,5 +69,6 @@ __all__ = [
     "ingest_path",
     "iter_documents",
     "keyword_weight",
+    "require_documents",
     "rrf_fuse",
 ]

@@ -8,6 +8,8 @@
     ├── InvalidFilter (422)        a search filter's value is malformed or matches no file type
     ├── RerankerUnavailable (503)  no cross-encoder configured, or it failed to load or to
     │                              score; the app skips reranking
+    ├── NothingToIngest (422)      a path to ingest holds no file of a format ingest reads
+    │                              (an empty folder): nothing is written
     └── UnreadableDocument (422)   a file to ingest could not be parsed; the message says why
         ├── NoTextLayer (422)      a scanned PDF or an image, and no Tesseract to read it
         │                          (OCR): the message names the package to install
@@ -84,6 +86,14 @@ class BrokenIndex(RetrievalError):
     searched until it is re-ingested (``DocumentStore.check`` says why, ``/readyz`` shows it)."""
 
     status_code = 503
+
+
+class NothingToIngest(RetrievalError):
+    """A path to ingest is an empty folder, a folder of files of no supported format, or such a
+    file: the message names it and the formats ingest reads. Nothing is written (an ingest of
+    nothing would remove every file a folder held before: an unmounted share looks empty)."""
+
+    status_code = 422
 
 
 class UnreadableDocument(RetrievalError):

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from app.cli.ask import register_ask
 from app.cli.evaluation import register_eval
 from app.cli.failures import CliError, at, one_line, writable_dir
+from app.cli.parsing import EXIT_STATUSES, RagtimeParser
 from app.cli.reranker import register_reranker
 from app.keys.auth import SCOPES
 from app.settings import get_settings
@@ -20,6 +21,10 @@ if TYPE_CHECKING:
     from app.keys.auth import BaseKeyStore
 
 DEMO_CORPUS = Path(__file__).resolve().parents[2] / "demo" / "corpus"
+DESCRIPTION = (
+    "Retrieval-augmented question answering that keeps time: serve it, ingest documents, "
+    "manage API keys, ask the running server, evaluate and benchmark."
+)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -115,10 +120,12 @@ def _ingest(path: Path, collection: str, *, rebuild: bool = False) -> int:
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
+    from retrieval import require_documents
+
     path = Path(args.path)
     if not path.exists():
-        print(f"error: {path} does not exist", file=sys.stderr)
-        return 2
+        raise CliError(f"{path} does not exist")
+    require_documents(path)  # an empty folder is an error, before anything is made
     collection = args.collection or get_settings().default_collection
     return _ingest(path, collection, rebuild=args.rebuild)
 
@@ -206,75 +213,35 @@ def cmd_setup_demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_ask(args: argparse.Namespace) -> int:
-    import httpx
-
-    settings = get_settings()
-    key = args.key or os.environ.get("RAGTIME_API_KEY")
-    if not key and settings.demo_key_path.exists():
-        key = settings.demo_key_path.read_text().strip()
-    if not key:
-        print("error: no API key: pass --key or set RAGTIME_API_KEY", file=sys.stderr)
-        return 2
-    url = args.url or f"http://{settings.host}:{os.environ.get('PORT', settings.port)}"
-    payload: dict[str, object] = {"question": args.question, "stream": True}
-    for name in ("collection", "top_k", "budget_ms"):
-        if getattr(args, name) is not None:
-            payload[name] = getattr(args, name)
-    headers = {"Authorization": f"Bearer {key}"}
-    with (
-        httpx.Client(timeout=httpx.Timeout(10.0, read=300.0)) as client,
-        client.stream("POST", f"{url}/v1/ask", json=payload, headers=headers) as response,
-    ):
-        if response.status_code != 200:
-            response.read()
-            print(f"error {response.status_code}: {response.text}", file=sys.stderr)
-            return 1
-        event = ""
-        for line in response.iter_lines():
-            if line.startswith("event:"):
-                event = line.split(":", 1)[1].strip()
-            elif line.startswith("data:"):
-                data = json.loads(line.split(":", 1)[1])
-                if event == "token":
-                    print(data["text"], end="", flush=True)
-                elif event == "done":
-                    _print_report(data)
-                elif event == "error":
-                    print(f"\nerror: {data['error']['message']}", file=sys.stderr)
-                    return 1
-    return 0
-
-
-def _print_report(report: dict[str, object]) -> None:
-    print("\n")
-    for c in report["citations"]:  # type: ignore[attr-defined]
-        mark = {"model": "*", "attributed": "~"}.get(c.get("by") or "", " ")
-        print(f"{mark}[{c['label']}] {c['source']} — {c['section'] or c['title']}")
-    print(f"citations: {report.get('attribution')}  grounded: {report.get('grounded')}")
-    budget = report["budget"]
-    print(
-        f"trace {report['trace_id']}  spent {budget['spent_ms']:.0f} of "  # type: ignore[index]
-        f"{budget['budget_ms']:.0f} ms  timings {report['timings_ms']}"  # type: ignore[index]
-    )
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="ragtime", description=__doc__)
+    parser: argparse.ArgumentParser = RagtimeParser(
+        prog="ragtime", description=DESCRIPTION, epilog=EXIT_STATUSES
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="run the HTTP service")
-    serve.add_argument("--host")
-    serve.add_argument("--port", type=int)
-    serve.add_argument("--log-level", default="info")
+    serve.add_argument("--host", help="the address to listen on (default: RAGTIME_HOST)")
     serve.add_argument(
-        "--workers", type=int, help="server processes (default RAGTIME_WORKERS: auto)"
+        "--port", type=int, help="the port to listen on (default: PORT, else RAGTIME_PORT)"
+    )
+    serve.add_argument(
+        "--log-level",
+        default="info",
+        choices=("critical", "error", "warning", "info", "debug", "trace"),
+        help="uvicorn's log level",
+    )
+    serve.add_argument(
+        "--workers", type=int, help="server processes (default: RAGTIME_WORKERS, auto)"
     )
     serve.set_defaults(func=cmd_serve)
 
     ingest = sub.add_parser("ingest", help="ingest a file or directory (re-ingest replaces)")
-    ingest.add_argument("path")
-    ingest.add_argument("--collection")
+    ingest.add_argument(
+        "path", help="a file, or a folder: its files of the formats ingest reads, hidden ones not"
+    )
+    ingest.add_argument(
+        "--collection", help="the collection to ingest into (default: RAGTIME_DEFAULT_COLLECTION)"
+    )
     ingest.add_argument(
         "--rebuild",
         action="store_true",
@@ -285,7 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
     keys = sub.add_parser("keys", help="manage API keys")
     keys_sub = keys.add_subparsers(dest="keys_command", required=True)
     create = keys_sub.add_parser("create", help="create a key and print it once")
-    create.add_argument("name")
+    create.add_argument("name", help="what to call the key (shown by `keys list`)")
     create.add_argument(
         "--scope",
         action="append",
@@ -299,17 +266,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     keys_sub.add_parser("list", help="list keys (never their secrets)")
     revoke = keys_sub.add_parser("revoke", help="revoke a key by id")
-    revoke.add_argument("id", type=int)
+    revoke.add_argument("id", type=int, help="the key's id, as `keys list` shows it")
     keys.set_defaults(func=cmd_keys)
 
-    ask = sub.add_parser("ask", help="ask the running server a question")
-    ask.add_argument("question")
-    ask.add_argument("--url")
-    ask.add_argument("--key")
-    ask.add_argument("--collection")
-    ask.add_argument("--top-k", dest="top_k", type=int)
-    ask.add_argument("--budget-ms", dest="budget_ms", type=int)
-    ask.set_defaults(func=cmd_ask)
+    register_ask(sub)
 
     demo = sub.add_parser("setup-demo", help="ingest the demo corpus and make a demo key (once)")
     demo.set_defaults(func=cmd_setup_demo)
@@ -328,7 +288,7 @@ BENCH_MISSING = (
 
 def cmd_bench_missing(args: argparse.Namespace) -> int:
     print(f"error: {BENCH_MISSING}", file=sys.stderr)
-    return 2
+    return 1
 
 
 def _register_bench(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -360,6 +320,10 @@ def configure_logging() -> None:
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # read as huggingface loads
 
 
+#: The exit status of a command ended by Ctrl-C (128 + SIGINT, as shells report it).
+INTERRUPTED = 130
+
+
 def main(argv: list[str] | None = None) -> int:
     configure_logging()
     parser = build_parser()
@@ -370,6 +334,11 @@ def main(argv: list[str] | None = None) -> int:
     args.argv = list(sys.argv[1:] if argv is None else argv)  # as typed, for bench records
     try:
         return int(args.func(args))
+    except KeyboardInterrupt:
+        # Ctrl-C: what a command was writing is thrown away (an ingest's staged snapshot: the
+        # collection keeps serving its current one), and no traceback.
+        print("interrupted", file=sys.stderr)
+        return INTERRUPTED
     except Exception as exc:
         line = one_line(exc)
         if line is None:

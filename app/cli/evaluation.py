@@ -33,7 +33,13 @@ def register_eval(sub: Any) -> None:
         description="Needs the data fetched once by `make eval-data`. Keeps its store and "
         "vectors in --work-dir and reuses them while data, models and ingest code are unchanged.",
     )
-    retrieval.add_argument("--dataset", choices=DATASETS, required=True)
+    retrieval.add_argument(
+        "--dataset",
+        choices=DATASETS,
+        required=True,
+        help="the questions: the Python FAQ's, keyword queries or remembered phrases drawn "
+        "from the same corpus",
+    )
     retrieval.add_argument(
         "--data", type=Path, help="where `make eval-data` put it (default: <data_dir>/eval)"
     )
@@ -47,12 +53,14 @@ def register_eval(sub: Any) -> None:
         "rank (default: RAGTIME_SEARCH_MODE)",
     )
     retrieval.add_argument("--depth", type=int, default=100, help="chunks retrieved per question")
-    retrieval.add_argument("--limit", type=int, default=0, help="use the first N questions only")
+    retrieval.add_argument(
+        "--limit", type=int, default=0, help="use the first N questions only (0: all)"
+    )
     retrieval.add_argument(
         "--sample",
         type=float,
         default=1.0,
-        help="keep this share (0-1] of the documents other than the answers (default 1: all)",
+        help="keep this share (0-1] of the documents other than the answers (1: all)",
     )
     retrieval.add_argument(
         "--reranker",
@@ -182,7 +190,7 @@ def cmd_eval_retrieval(args: argparse.Namespace) -> int:
         dataset = build_dataset(require_sources(data), work / "corpus", sample=args.sample)
     except EvalDataMissing as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return 1
     if args.dataset == "python-keywords":
         dataset = keyword_dataset(dataset)
     elif args.dataset == "python-phrases":

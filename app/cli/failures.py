@@ -1,6 +1,7 @@
 """How the ``ragtime`` command reports what it cannot do: one line on stderr, naming the path
-and the cause, no traceback, and exit 1 (``one_line``). What is not foreseen here keeps its
-traceback: it is a bug to report.
+and the cause, no traceback, and exit 1 (``one_line``; a configuration with several bad
+``RAGTIME_*`` settings gets a line for each). What is not foreseen here keeps its traceback: it
+is a bug to report.
 
 The commands guard their file-system and database work with ``at`` (and check a directory
 before slow work with ``writable_dir``), so that a failure names what was being done and where.
@@ -16,6 +17,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from pydantic import ValidationError
+from pydantic_settings import SettingsError
+
+from app.settings import setting_faults
 
 
 class CliError(Exception):
@@ -60,11 +64,18 @@ def writable_dir(path: Path, what: str) -> None:
 
 
 def one_line(exc: Exception) -> str | None:
-    """The line a command's failure is reported as, or ``None`` for what no one foresaw."""
+    """The line a command's failure is reported as (one a bad setting), or ``None`` for what no
+    one foresaw."""
     if isinstance(exc, CliError):
         return f"error: {exc}"
-    if isinstance(exc, ValidationError):  # a RAGTIME_ setting that does not parse
-        return f"error: invalid settings: {exc}"
+    if isinstance(exc, SettingsError) or (
+        isinstance(exc, ValidationError) and exc.title == "Settings"
+    ):  # RAGTIME_ settings that do not validate
+        return "\n".join(f"error: {line}" for line in setting_faults(exc))
+    if isinstance(exc, ValidationError):
+        return f"error: invalid values: {exc.error_count()} fault(s): " + "; ".join(
+            f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors(include_url=False)
+        )
     if isinstance(exc, OSError):  # what no command foresaw: still one line, with the path
         where = f" {exc.filename}" if exc.filename else ""
         return f"error: cannot use{where}: {cause(exc)}"

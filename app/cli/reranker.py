@@ -33,7 +33,7 @@ def cmd_reranker_train(args: argparse.Namespace) -> int:
             lines = path.read_text().splitlines()
         except OSError as exc:
             print(f"error: --exclude-questions {path}: {exc.strerror or exc}", file=sys.stderr)
-            return 2
+            return 1
         questions += [q.strip() for q in lines if q.strip() and not q.lstrip().startswith("#")]
     try:
         options = TrainOptions(
@@ -70,7 +70,7 @@ def cmd_reranker_train(args: argparse.Namespace) -> int:
                     f"{name}`",
                     file=sys.stderr,
                 )
-                return 2
+                return 1
         embedder.load()
         target, report = train_reranker(
             store,
@@ -102,7 +102,7 @@ def register_reranker(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     train = reranker_sub.add_parser(
         "train", help="fine-tune a cross-encoder from the shipped MiniLM on the collection"
     )
-    train.add_argument("--collection", required=True)
+    train.add_argument("--collection", required=True, help="the collection to train on")
     train.add_argument(
         "--exclude-questions",
         action="append",
@@ -112,7 +112,7 @@ def register_reranker(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     train.add_argument("--max-queries", type=int, default=400, help="mined queries at most")
     train.add_argument("--negatives", type=int, default=3, help="hard negatives per query")
-    train.add_argument("--epochs", type=int, default=1)
+    train.add_argument("--epochs", type=int, default=1, help="passes over the mined pairs")
     train.add_argument("--max-steps", type=int, default=60, help="optimiser steps at most")
     train.add_argument("--batch-queries", type=int, default=4, help="queries per step")
     train.add_argument("--max-length", type=int, default=160, help="tokens per pair at most")
@@ -143,6 +143,8 @@ def register_reranker(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "in a row do not improve, and keep the best weights (0: off)",
     )
     train.add_argument("--patience", type=int, default=3, help="checks without a gain")
-    train.add_argument("--seed", type=int, default=0)
+    train.add_argument(
+        "--seed", type=int, default=0, help="the random seed of mining, splitting and training"
+    )
     train.add_argument("--base-model", help="model to start from (default: the shipped MiniLM)")
     train.set_defaults(func=cmd_reranker_train)

@@ -23,7 +23,13 @@ from app.frontdoor.gate import TICKET
 from app.http.body import parse_body, read_body
 from app.http.errors import Forbidden, KeyStoreDown, Unauthorized
 from app.http.limits import TIMEOUT_HEADER, request_budget
-from app.http.schemas import AskRequest, BudgetedRequest, ChatCompletionRequest, SearchRequest
+from app.http.schemas import (
+    AnswerRequest,
+    AskRequest,
+    BudgetedRequest,
+    ChatCompletionRequest,
+    SearchRequest,
+)
 from app.keys.auth import ApiKey, BaseKeyStore, KeyStoreUnavailable
 from app.keys.ratelimit import RateLimiter
 from app.pipeline import Pipeline
@@ -235,6 +241,8 @@ def question_body(model: type[Body], scope: str = "ask") -> Callable[..., Awaita
         require_scope(key, scope)
         body = await parse_body(model, await read_body(request, settings.max_body_bytes))
         ledger.budget_ms = float(request_budget(body.budget_ms, timeout_ms, settings))
+        if isinstance(body, AnswerRequest) and body.ttft_target_ms is not None:
+            ledger.ttft_target_ms = float(body.ttft_target_ms)
         auth.settle()
         return body
 

@@ -65,7 +65,8 @@ class Answering:
                             continue
                         if ttft_ms is None:
                             ttft_ms = session.spent_ms
-                            record_first_token(span, ttft_ms, self.ttft_target_ms)
+                            target = session.ledger.ttft_target_ms or self.ttft_target_ms
+                            record_first_token(span, ttft_ms, target)
                         released = answer_filter.feed(event.text)
                         if released:
                             text.append(released)

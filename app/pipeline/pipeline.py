@@ -167,7 +167,8 @@ class Pipeline:
                 outcome.text, passages, deadline=room.deadline, chunks=chunks
             )
 
-        learned = {"attributed": 1.0}  # the model's own labels, or a skip, teach nothing
+        # The model's own labels, or a skip, teach nothing of attribution's cost.
+        learned = {"attributed": 1.0, "unattributed": 1.0}
         return await session.run(
             StageName.ATTRIBUTE, attribute, units=lambda done: learned.get(done.method, 0.0)
         )

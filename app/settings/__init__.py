@@ -2,6 +2,7 @@
 
 from app.settings.budget import DEFAULT_BUDGET_SHARES
 from app.settings.checks import DEFAULT_ATTRIBUTION_THRESHOLD
+from app.settings.faults import setting_faults
 from app.settings.generation import ModelPool
 from app.settings.retrieval import SearchMode
 from app.settings.serve import AUTO_WORKERS_MAX, usable_cores
@@ -15,5 +16,6 @@ __all__ = [
     "SearchMode",
     "Settings",
     "get_settings",
+    "setting_faults",
     "usable_cores",
 ]

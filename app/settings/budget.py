@@ -39,12 +39,15 @@ class BudgetSettings(BaseModel):
         description="Each stage's share of a request's budget (JSON object).",
     )
     ttft_target_ms: int = Field(
-        600,
+        0,
         ge=0,
-        description="Time-to-first-token target, from arrival: the budget engine prefers plans "
-        "predicted to meet it (pruning or cutting the context) while they keep "
+        description="The service's time-to-first-token target, from arrival, for operators who "
+        "want fast first tokens over whole answers: the budget engine then prefers plans "
+        "predicted to meet it (pruning or cutting the context, and saying so) while they keep "
         "`ttft_min_quality` of the answer, and a first token later than it is marked on the "
-        "trace; 0: none.",
+        "trace. 0 (the default): none, the budget alone decides; a request may still ask for "
+        "its own (`ttft_target_ms`). Not the TTFT alert's threshold "
+        "(deploy/prometheus/alerts.yml).",
     )
     ttft_min_quality: float = Field(
         0.9,

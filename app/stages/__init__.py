@@ -198,8 +198,11 @@ class Stages:
         try:
             await self.rerank.warm_up()
         except RerankerUnavailable as exc:
-            self.rerank.status = f"skipped: {exc}"
-            log.warning("reranking is off: %s", exc)
+            if self.rerank.reranker.configured:
+                self.rerank.status = f"skipped: {exc}"
+                log.warning("reranking is off: %s", exc)
+            else:
+                self.rerank.status = "off: none configured"
         return problems
 
     def close(self) -> None:

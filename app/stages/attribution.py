@@ -45,9 +45,10 @@ ATTRIBUTE_BATCH = 8
 #: stored chunk each label is.
 Asked = tuple[str, Mapping[int, str], Mapping[int, KeptChunk]]
 
-#: How an answer's citations were found: its own labels, attribution, neither for want of
-#: time, or none to find (an empty answer).
-Method = Literal["model", "attributed", "skipped", "empty"]
+#: How an answer's citations were found: its own labels, attribution (``unattributed`` when it
+#: ran and no passage supports any sentence), neither for want of time, or none to find (an
+#: empty answer).
+Method = Literal["model", "attributed", "unattributed", "skipped", "empty"]
 
 
 @dataclass(frozen=True)
@@ -87,7 +88,7 @@ class Attributed(StageResult):
             "ragtime.attribution.method": self.method,
             "ragtime.attribution.cited": len(self.cited),
         }
-        if self.method == "attributed":
+        if self.method in ("attributed", "unattributed"):
             attrs["ragtime.attribution.sentences"] = self.sentences
             attrs["ragtime.attribution.unsupported"] = self.unsupported
         if self.grounded is not None:
@@ -165,9 +166,10 @@ class Attribute:
         except Exception as exc:  # an embedder that fails leaves the citations unattributed
             reason = f"attribution failed ({type(exc).__name__}: {exc})"
             return Attributed.skipped("attribution_failed", reason)
+        cited = dict(sorted(found.by_label().items()))
         return Attributed(
-            "attributed",
-            {label: score for label, score in sorted(found.by_label().items())},
+            "attributed" if cited else "unattributed",
+            cited,
             sentences=found.sentences,
             unsupported=found.unsupported,
         )

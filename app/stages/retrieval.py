@@ -304,8 +304,9 @@ class Rerank:
     """Reorders the best candidates with a cross-encoder, when one is loaded, within the time
     it is given: batches of ``batch_size`` candidates, best-first in the found order, while the
     next batch is predicted to end in time (``retrieval.RerankRound``, at the milliseconds per
-    pair measured so far); the rest keep the found order, and it says so. A reranker that is
-    missing, fails, or scores nothing in its time leaves the found order, and says so."""
+    pair measured so far); the rest keep the found order, and it says so. A configured reranker
+    that could not be loaded, fails, or scores nothing in its time leaves the found order, and
+    says so; with none configured, the found order stands and nothing is said."""
 
     name = StageName.RERANK
     component = "reranker"
@@ -347,7 +348,9 @@ class Rerank:
         """The ``k`` best of the first ``candidates`` passages, as many of them scored as fit
         before ``deadline`` (the found order's ``k`` best when ``candidates`` is 0)."""
         if not self.available:
-            return Reranked(passages[:k], degradation=("rerank_skipped", self.status))
+            if not self.reranker.configured:  # configuration, not a saving: nothing to say
+                return Reranked(passages[:k])
+            return Reranked(passages[:k], degradation=("rerank_unavailable", self.status))
         if not candidates or not passages:
             return Reranked(passages[:k])
         pool = passages[:candidates]

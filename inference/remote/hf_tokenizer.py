@@ -6,11 +6,15 @@ run and the ids sent as ``input_ids`` are the ones its prefix cache is keyed on.
 
 ``encode`` adds no special tokens of its own: the chat template writes any BOS it needs, and
 the special-token strings in the rendered text (``<|im_start|>``) are parsed as single tokens.
-Construction is cheap; ``load()`` reads the files (a backend's ``start()`` calls it).
+Construction is cheap; ``load()`` reads the files (a backend's ``start()`` calls it). Offline
+(``HF_HUB_OFFLINE=1``, as ``make serve`` and the Kubernetes config set it, or
+``local_files_only``) it reads the local Hugging Face cache only, and a model missing there is
+``BackendUnavailable`` in one line saying how to get it (``not_cached``).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -18,6 +22,26 @@ from typing import Any
 from inference.errors import BackendUnavailable
 
 __all__ = ["HFTokenizer"]
+
+#: The values of ``HF_HUB_OFFLINE`` that huggingface_hub reads as true (``constants._is_true``).
+_TRUE = frozenset({"1", "ON", "YES", "TRUE"})
+
+
+def hub_offline() -> bool:
+    """Whether ``HF_HUB_OFFLINE`` forbids the hub now (read at each load, not at import)."""
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().upper() in _TRUE
+
+
+def not_cached(name: str) -> str:
+    """What to do about a tokenizer that is neither a directory nor in the local cache."""
+    if name.startswith(("/", ".", "~")) or name.count("/") > 1:  # a path, not a hub id
+        return f"the tokenizer directory {name} does not exist (RAGTIME_SERVED_TOKENIZER)"
+    return (
+        f"the tokenizer of {name} is not in the local Hugging Face cache, and downloads are off "
+        f"(HF_HUB_OFFLINE=1, as `make serve` sets it): download it once with `hf download {name}`"
+        " (or run with HF_HUB_OFFLINE=0), or set RAGTIME_SERVED_TOKENIZER to a local directory "
+        "that holds it"
+    )
 
 
 class HFTokenizer:
@@ -41,9 +65,17 @@ class HFTokenizer:
             return
         from transformers import AutoTokenizer  # here: importing ``inference`` stays light
 
-        tokenizer = AutoTokenizer.from_pretrained(
-            self.name_or_path, local_files_only=self.local_files_only
-        )
+        offline = self.local_files_only or hub_offline()
+        local = Path(self.name_or_path).expanduser().is_dir()
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(self.name_or_path, local_files_only=offline)
+        except (OSError, ValueError) as exc:
+            if offline and not local:
+                raise BackendUnavailable(not_cached(self.name_or_path)) from exc
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise BackendUnavailable(
+                f"the tokenizer of {self.name_or_path} did not load: {first}"
+            ) from exc
         if not getattr(tokenizer, "chat_template", None):
             raise ValueError(f"the tokenizer of {self.name_or_path} has no chat template")
         self._tokenizer = tokenizer

@@ -31,7 +31,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from retrieval.embedding.embedder import Embedder
-from retrieval.formats import ParseLimits, suffix_of
+from retrieval.errors import NothingToIngest
+from retrieval.formats import SUPPORTED_SUFFIXES, ParseLimits, suffix_of
 from retrieval.ingest.chunking import DEFAULT_CHUNK_TOKENS, DEFAULT_OVERLAP_TOKENS
 from retrieval.ingest.files import DocumentReader, FileTaker, Holders, Pending
 from retrieval.ingest.prepared import default_token_counter, embed_pending, write_prepared
@@ -69,6 +70,26 @@ def iter_documents(path: Path) -> Iterator[Path]:
     yield from (file for file in _walk(path) if _supported(file))
 
 
+def require_documents(path: Path) -> None:
+    """Raise ``NothingToIngest`` unless ``path`` is a file of a format ingest reads, or a folder
+    holding one (hidden files left out); ``FileNotFoundError`` when it does not exist."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist")
+    formats = ", ".join(sorted(SUPPORTED_SUFFIXES))
+    if not path.is_dir():
+        if not _supported(path):
+            raise NothingToIngest(f"{path} is not of a format ingest reads ({formats})")
+        return
+    files = list(_walk(path))
+    if not files:
+        raise NothingToIngest(f"{path} holds no files: nothing to ingest")
+    if not any(_supported(file) for file in files):
+        raise NothingToIngest(
+            f"{path} holds {len(files)} file(s), none of a format ingest reads ({formats})"
+        )
+
+
 def ingest_path(
     path: Path,
     *,
@@ -92,11 +113,11 @@ def ingest_path(
     ``on_progress`` with an ``IngestProgress`` once per file handled (ingested, failed or
     skipped) and once per embedded batch. Chunks hold at most ``chunk_tokens`` tokens counted by
     ``count_tokens`` (default: the embedding model's tokenizer), and consecutive chunks of a
-    section share ``overlap_tokens``.
+    section share ``overlap_tokens``. A path with nothing to ingest (``require_documents``)
+    raises before anything is written: no collection, no snapshot.
     """
     path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"{path} does not exist")
+    require_documents(path)
     reader = DocumentReader(
         chunk_tokens=chunk_tokens,
         overlap_tokens=overlap_tokens,

@@ -12,7 +12,9 @@ messages), and watches it while it works:
   (``max_memory_mb``, 413);
 - a caller that is cancelled (its client went away, the server is shutting down) kills it.
 
-Workers run at a lower CPU priority (``NICENESS``) than the serving process.
+Workers run at a lower CPU priority (``NICENESS``) than the serving process, and in a process
+group of their own, ignoring SIGINT: a Ctrl-C in the terminal is the server's to handle (it
+stops them), never a ``KeyboardInterrupt`` traceback from a worker waiting for its next job.
 
 At most ``max_workers`` work at once (others wait their turn); one idle worker is kept, its
 embedding model loaded, for the next upload. The caller publishes the result
@@ -24,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -112,6 +115,7 @@ class _Worker:
             pass_fds=[theirs.fileno()],
             stdin=subprocess.DEVNULL,
             env=env,
+            process_group=0,  # out of the terminal's foreground group: Ctrl-C is not its own
         )
         theirs.close()
         self.conn = Connection(mine.detach())
@@ -253,6 +257,7 @@ def _exit_with_parent(parent: int) -> None:
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # its parent ends it (a SIGINT sent to it too)
     os.nice(NICENESS)  # questions being answered come first
     threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
     _serve(Connection(int(sys.argv[1])))

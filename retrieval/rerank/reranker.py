@@ -52,6 +52,11 @@ class Reranker:
     def model_name(self) -> str | None:
         return self._name
 
+    @property
+    def configured(self) -> bool:
+        """Whether a cross-encoder was chosen at all (without one, reranking is simply off)."""
+        return self._name is not None
+
     def load(self) -> None:
         """Load the cross-encoder (idempotent), or raise ``RerankerUnavailable`` saying why."""
         with self._lock:

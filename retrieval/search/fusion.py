@@ -101,6 +101,7 @@ def fuse_passages(
         replace(
             by_id[i],
             score=score,
+            score_kind="rrf",
             found_by=tuple(
                 name for name, ids in (("dense", dense_ids), ("keyword", keyword_ids)) if i in ids
             ),

@@ -21,7 +21,7 @@ class Passage:
     title: str
     section: str
     text: str
-    score: float  # cosine similarity (dense), BM25 (keyword), or fused rank score (hybrid)
+    score: float  # what ``score_kind`` says
     rerank_score: float | None = None
     page: int | None = None  # 1-based page of a paged format, else None
     kind: str = ""  # the file type it came from ("md", "pdf", ...)
@@ -29,6 +29,11 @@ class Passage:
     message: str = ""  # for an e-mail's attachment ("thread.eml#report.pdf"): the e-mail
     also: tuple[str, ...] = ()  # the other names of the same file: its byte-identical copies
     found_by: tuple[str, ...] = ()  # the searches that found it ("dense", "keyword"); () unknown
+    score_kind: str = ""
+    """What ``score`` is: ``cosine`` (dense: the cosine similarity of unit vectors, at most 1),
+    ``bm25`` (keyword: BM25 over the words, unbounded) or ``rrf`` (hybrid: reciprocal rank
+    fusion, ``weight / (60 + rank)`` summed over the rankings, about 0.016 for a first place
+    in one); "" where unknown."""
 
 
 def passage_of_row(
@@ -37,6 +42,7 @@ def passage_of_row(
     score: float = 0.0,
     names: SourceNames | None = None,
     prefix: str = "",
+    score_kind: str = "",
 ) -> Passage:
     """A snapshot's chunk row (``store.snapshot.CHUNK_COLUMNS``) as a passage; its ``ocr`` column,
     which snapshots written before OCR lack, reads as false where it is missing or NULL.
@@ -59,6 +65,7 @@ def passage_of_row(
         ocr=ocr,
         message=message,
         also=also,
+        score_kind=score_kind,
     )
 
 

@@ -247,7 +247,7 @@ class DocumentStore(ServedSnapshots):
                     with contextlib.suppress(OSError):  # not reloaded until CURRENT changes
                         self._remember_pointer(collection)
             raise BrokenIndex(f"collection {collection!r} cannot be searched: {reason}")
-        passages = _passages(collection, snapshot, hits, search_filter)
+        passages = _passages(collection, snapshot, hits, search_filter, "cosine")
         info = SearchInfo(snapshot.version, snapshot.manifest.index, snapshot.device, method)
         return passages, info
 
@@ -263,7 +263,7 @@ class DocumentStore(ServedSnapshots):
         and how the search ran."""
         snapshot = self._serving(collection)
         hits, method = snapshot.keyword_search(query, k, search_filter)
-        passages = _passages(collection, snapshot, hits, search_filter)
+        passages = _passages(collection, snapshot, hits, search_filter, "bm25")
         return passages, KeywordInfo(snapshot.version, method, snapshot.keyword_source)
 
     # -- writes ------------------------------------------------------------------------------
@@ -344,13 +344,14 @@ def _passages(
     snapshot: Snapshot,
     hits: list[tuple[int, float]],
     search_filter: SearchFilter | None,
+    score_kind: str,
 ) -> list[Passage]:
     """The passages of a search's ``(id, score)`` hits, in order, named as the filter's source
-    prefix asks (``passage_of_row``)."""
+    prefix asks (``passage_of_row``), their scores of ``score_kind``."""
     rows = snapshot.rows(i for i, _ in hits)
     prefix = search_filter.source_prefix if search_filter is not None else ""
     return [
-        passage_of_row(collection, rows[i], score, snapshot.names, prefix)
+        passage_of_row(collection, rows[i], score, snapshot.names, prefix, score_kind)
         for i, score in hits
         if i in rows
     ]

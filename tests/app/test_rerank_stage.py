@@ -80,5 +80,5 @@ def test_an_unloadable_cross_encoder_is_skipped_and_said(
         )
         body = client.post("/v1/ask", json={"question": "What is a list?"}, headers=auth).json()
     (degradation,) = body["degradations"]
-    assert degradation["action"] == "rerank_skipped"
+    assert degradation["action"] == "rerank_unavailable"
     assert "no-such-org/no-such-model" in degradation["reason"]

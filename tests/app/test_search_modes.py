@@ -70,6 +70,18 @@ def test_each_mode_and_what_found_each_hit(client: tuple[TestClient, dict[str, s
     assert ["dense", "keyword"] in [p["found_by"] for p in words]
 
 
+def test_each_score_says_what_it_is(client: tuple[TestClient, dict[str, str]]) -> None:
+    """A hybrid score (a fused rank score, about 0.016) is not a broken cosine: each passage
+    says which kind its score is, the hybrid ones whether or not the keyword side ran."""
+    dense = _search(client, mode="dense")
+    assert {p["score_kind"] for p in dense} == {"cosine"} and all(p["score"] <= 1 for p in dense)
+    assert {p["score_kind"] for p in _search(client, mode="keyword")} == {"bm25"}
+    hybrid = _search(client, mode="hybrid")
+    assert {p["score_kind"] for p in hybrid} == {"rrf"} and hybrid[0]["score"] < 0.1
+    question = _search(client, mode="hybrid", query="how do I join a path?")  # dense alone
+    assert {p["score_kind"] for p in question} == {"rrf"}
+
+
 def test_hybrid_search_runs_no_keyword_side_for_a_question(
     client: tuple[TestClient, dict[str, str]], spans: InMemorySpanExporter
 ) -> None:

@@ -21,6 +21,7 @@ EXPORTED = {
     "KeywordInfo",
     "LimitExceeded",
     "NoTextLayer",
+    "NothingToIngest",
     "ParseLimits",
     "Passage",
     "RerankResult",
@@ -38,6 +39,7 @@ EXPORTED = {
     "keyword_weight",
     "ingest_path",
     "iter_documents",
+    "require_documents",
     "rrf_fuse",
 }
 

@@ -321,6 +321,45 @@ def test_the_ttft_target_prunes_the_context_where_pruning_keeps_more() -> None:
     assert "300 of 800 tokens" in plan.actions[0].reason
 
 
+def test_a_saving_the_ttft_target_chose_says_so_and_whose_target_it_was() -> None:
+    plan = pruning_policy(CHEAP_CONTEXT).plan(
+        60_000, k=4, rerank_available=False, target="t",
+        ttft_left_ms=1000, ttft_target=(1200.0, "the request's"),
+    )  # fmt: skip
+    (cut,) = plan.actions
+    assert cut.action == "context_reduced" and cut.reason.startswith("300 of 800 tokens; ")
+    assert "for a first token within the request's TTFT target of 1200 ms" in cut.reason
+
+
+#: Half the rerank candidates keep 95% of the answer; the context costs more than in
+#: ``CHEAP_CONTEXT`` beyond 37.5%.
+RERANK_FIRST = QualityTable(
+    {
+        "context": [(0.0, 0.0), (0.25, 0.85), (0.375, 0.92), (0.75, 0.93), (1.0, 1.0)],
+        "output": LINEAR.curves["output"],
+        "rerank": [(0.0, 0.5), (0.5, 0.95), (1.0, 1.0)],
+    }
+)
+
+
+def test_a_saving_the_budget_needs_anyway_is_not_put_down_to_the_ttft_target() -> None:
+    # The budget alone reranks 10 of 20 candidates and keeps the whole context; the TTFT
+    # target keeps that and cuts the context too. Only the cut is the target's.
+    policy = pruning_policy(RERANK_FIRST)
+    budget_ms = 2_950
+    alone = policy.plan(budget_ms, k=4, rerank_available=True, target="t")
+    assert [(a.action, a.reason) for a in alone.actions] == [
+        ("rerank_reduced", "10 of 20 candidates fit")
+    ]
+    plan = policy.plan(
+        budget_ms, k=4, rerank_available=True, target="t",
+        ttft_left_ms=1000, ttft_target=(1000.0, "the service's"),
+    )  # fmt: skip
+    reasons = {a.action: a.reason for a in plan.actions}
+    assert reasons["rerank_reduced"] == "10 of 20 candidates fit"
+    assert "the service's TTFT target of 1000 ms" in reasons["context_reduced"]
+
+
 def test_without_a_ttft_target_the_whole_context_is_kept_whole() -> None:
     plan = pruning_policy().plan(60_000, k=4, rerank_available=False, target="t")
     assert (plan.context_tokens, plan.prune, plan.actions) == (800, False, [])

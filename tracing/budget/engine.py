@@ -92,6 +92,7 @@ class BudgetEngine:
                 target=target,
                 queue_ms=wait.ms,
                 ttft_left_ms=self._ttft_left_ms(ledger),
+                ttft_target=self.ttft_target(ledger),
             )
         except BudgetInfeasible as exc:
             alone_ms = exc.needed_ms - wait.ms  # the smallest plan with no queue
@@ -109,14 +110,24 @@ class BudgetEngine:
                 target=target,
                 queue_ms=queue_ms,
                 ttft_left_ms=self._ttft_left_ms(ledger),
+                ttft_target=self.ttft_target(ledger),
             )
             ahead.ask_to_stop(time.perf_counter() + queue_ms / 1000.0)
             return plan
 
     def _ttft_left_ms(self, ledger: BudgetLedger) -> float | None:
         """What the TTFT target leaves after the time spent so far (None without a target)."""
+        target = self.ttft_target(ledger)
+        return None if target is None else target[0] - ledger.spent_ms
+
+    def ttft_target(self, ledger: BudgetLedger) -> tuple[float, str] | None:
+        """The time-to-first-token target ``ledger``'s request is planned for, and whose it is:
+        the caller's own, else the service's; None when neither asks for one (the budget alone
+        decides)."""
+        if ledger.ttft_target_ms is not None:
+            return ledger.ttft_target_ms, "the request's"
         target = self.answer_policy.limits.ttft_target_ms
-        return None if target is None else target - ledger.spent_ms
+        return None if target is None else (target, "the service's")
 
     def _queue_wait(self, target: str, ledger: BudgetLedger, queue: TargetQueue) -> Wait:
         """The wait ahead at ``target`` for a request due at ``ledger``'s deadline: our own

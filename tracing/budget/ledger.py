@@ -88,6 +88,9 @@ class BudgetLedger:
         self._expected: dict[str, float] = {}
         self.degradations: list[Degradation] = []
         self.overruns: list[str] = []
+        self.ttft_target_ms: float | None = None
+        """The caller's own time-to-first-token target (ms from arrival), if it gave one: plans
+        then prefer a first token within it, as they do the service's."""
 
     @property
     def deadline(self) -> float:

@@ -107,9 +107,12 @@ class DegradationPolicy:
         target: str = "",
         queue_ms: float = 0.0,
         ttft_left_ms: float | None = None,
+        ttft_target: tuple[float, str] | None = None,
     ) -> Plan:
         """The plan of highest quality that fits ``remaining_ms``, after ``queue_ms`` of wait;
-        of those whose first token comes within ``ttft_left_ms``, when any does."""
+        of those whose first token comes within ``ttft_left_ms``, when any does. Where that
+        target chose a smaller plan than the budget allows, its savings say so, naming
+        ``ttft_target`` (its ms, and whose: the request's or the service's)."""
         lim = self.limits
         full_n = lim.rerank_pool(k) if rerank_available else 0
         rerank_levels = sorted({full_n, max(k, full_n // 2), k, 0} if full_n else {0}, reverse=True)
@@ -145,12 +148,25 @@ class DegradationPolicy:
             raise BudgetInfeasible(smallest_ms, remaining_ms)
         # Equal quality (a knob the table does not weigh): the larger plan, and of a pruned and
         # a cut context of one size, the cut one.
-        best = max(candidates, key=_rank)
+        best = widest = max(candidates, key=_rank)
         floor = best.quality * self.limits.ttft_min_quality
         in_time = [c for c in candidates if c.meets_ttft and c.quality >= floor]
         if in_time:
             best = max(in_time, key=_rank)
-        return self._explain(best.plan(target), full_n)
+        plan = self._explain(best.plan(target), full_n)
+        if best == widest:
+            return plan
+        # The savings the budget alone would not have made were the TTFT target's choice.
+        budget_alone = set(self._explain(widest.plan(target), full_n).actions)
+        ms, whose = ttft_target or (ttft_left_ms or 0.0, "the")
+        why = (
+            f"; for a first token within {whose} TTFT target of {ms:.0f} ms "
+            f"(predicted ~{best.first_token_ms:.0f} ms)"
+        )
+        actions = [
+            a if a in budget_alone else replace(a, reason=a.reason + why) for a in plan.actions
+        ]
+        return replace(plan, actions=actions)
 
     def _prunes(self) -> bool:
         return self.limits.prune and self.quality.weighs("pruned")
@@ -227,15 +243,12 @@ class DegradationPolicy:
                 )
             )
         if plan.prune:
-            why = ""
-            if lim.ttft_target_ms is not None and plan.meets_ttft:
-                why = f", first token in ~{plan.first_token_ms:.0f} ms"
             actions.append(
                 Action(
                     StageName.ASSEMBLE,
                     "context_pruned",
                     f"{plan.context_tokens} of {lim.context_tokens} tokens, each passage's "
-                    f"sentences closest to the question{why}",
+                    "sentences closest to the question",
                 )
             )
         elif lim.max_output_tokens and plan.context_tokens < lim.context_tokens:

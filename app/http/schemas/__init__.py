@@ -37,6 +37,7 @@ from app.http.schemas.collections import (
     IngestResponse,
 )
 from app.http.schemas.common import (
+    AnswerRequest,
     BudgetedRequest,
     BudgetReport,
     DegradationOut,
@@ -48,6 +49,7 @@ from app.http.schemas.search import SearchHit, SearchRequest, SearchResponse
 __all__ = [
     "ATTRIBUTION_DESCRIPTION",
     "GROUNDED_DESCRIPTION",
+    "AnswerRequest",
     "AskRequest",
     "AskResponse",
     "AttributionMethod",

@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, StrictBool, StrictInt
 
 from app.http.schemas.common import (
-    BudgetedRequest,
+    AnswerRequest,
     BudgetReport,
     DegradationOut,
     NonEmptyText,
@@ -17,7 +17,7 @@ from app.http.schemas.common import (
 )
 
 
-class AskRequest(BudgetedRequest):
+class AskRequest(AnswerRequest):
     question: NonEmptyText
     collection: NonEmptyText | None = None
     top_k: StrictInt | None = Field(None, ge=1, description="Passages given to the prompt.")
@@ -44,7 +44,7 @@ class Citation(PassageOut):
 
 
 #: How an answer's citations were found (``Report.attribution``).
-AttributionMethod = Literal["model", "attributed", "skipped", "empty"]
+AttributionMethod = Literal["model", "attributed", "unattributed", "skipped", "empty"]
 GROUNDED_DESCRIPTION = (
     "Whether any passage supports the answer: true when it cites one (by label or by "
     "attribution), false when none supports it, null when that was not checked (attribution "
@@ -52,7 +52,8 @@ GROUNDED_DESCRIPTION = (
 )
 ATTRIBUTION_DESCRIPTION = (
     "How the citations were found: `model` (the answer's own [n] labels), `attributed` (no "
-    "label: answer sentences attributed to passages by embedding similarity), `skipped` (no "
+    "label: answer sentences attributed to passages by embedding similarity), `unattributed` "
+    "(attribution ran and no passage supports any sentence: not grounded), `skipped` (no "
     "label, and no time left in the budget to attribute: citations not attributed; a "
     "degradation says why), `empty` (no answer text)."
 )

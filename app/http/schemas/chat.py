@@ -20,7 +20,7 @@ from app.http.schemas.answers import (
     AttributionMethod,
     Citation,
 )
-from app.http.schemas.common import BudgetedRequest, BudgetReport, DegradationOut, NonEmptyText
+from app.http.schemas.common import AnswerRequest, BudgetReport, DegradationOut, NonEmptyText
 
 
 class ContentPart(BaseModel):
@@ -55,7 +55,7 @@ class StreamOptions(BaseModel):
     include_usage: StrictBool = False
 
 
-class ChatCompletionRequest(BudgetedRequest):
+class ChatCompletionRequest(AnswerRequest):
     """``POST /v1/chat/completions``: the conversation's last user message is the question.
 
     OpenAI's parameters that ragtime has no use for (``stop``, ``seed``, ``user``, ``tools``, the

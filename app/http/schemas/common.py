@@ -1,7 +1,8 @@
 """What the bodies of several routes share: the text a field may not leave empty, the body
 every question route builds on (``BudgetedRequest``: strict JSON types, no other fields, an
-optional ``budget_ms``), what a request's budget reports back (``BudgetReport``, its
-``DegradationOut``), and a retrieved passage as answers and searches show it (``PassageOut``)."""
+optional ``budget_ms``; ``AnswerRequest`` adds the answer's own ``ttft_target_ms``), what a
+request's budget reports back (``BudgetReport``, its ``DegradationOut``), and a retrieved passage
+as answers and searches show it (``PassageOut``)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,19 @@ class BudgetedRequest(BaseModel):
 
     budget_ms: StrictInt | None = Field(
         None, description="Latency budget for this request, in ms (an integer)."
+    )
+
+
+class AnswerRequest(BudgetedRequest):
+    """A route's body that asks for an answer: its budget, and its own TTFT target."""
+
+    ttft_target_ms: StrictInt | None = Field(
+        None,
+        ge=1,
+        description="This request's time-to-first-token target, in ms from arrival: plans "
+        "predicted to meet it are preferred (a shorter context, say so in the degradations) "
+        "while they keep most of the answer's quality. Default: the service's "
+        "(RAGTIME_TTFT_TARGET_MS; none unless set).",
     )
 
 
@@ -47,8 +61,15 @@ class PassageOut(BaseModel):
     rerank_score: float | None = None
     found_by: list[str] = Field(
         default_factory=list,
-        description="The searches that found it: `dense`, `keyword`, or both (hybrid); the "
-        "score is then the cosine, the BM25 score, or the fused rank score.",
+        description="The searches that found it: `dense`, `keyword`, or both (hybrid).",
+    )
+    score_kind: str = Field(
+        "",
+        description="What `score` is: `cosine` (dense search: cosine similarity, at most 1), "
+        "`bm25` (keyword search: BM25, unbounded) or `rrf` (hybrid search: reciprocal rank "
+        "fusion, weight / (60 + rank) summed over the two rankings: about 0.016 for a first "
+        "place in one; only the order means anything). Scores of different kinds do not "
+        "compare.",
     )
     message: str | None = Field(
         None,
@@ -71,6 +92,7 @@ class PassageOut(BaseModel):
             "score": round(passage.score, 6),
             "rerank_score": passage.rerank_score,
             "found_by": list(passage.found_by),
+            "score_kind": passage.score_kind,
             "message": passage.message or None,
             "also": list(passage.also),
         }

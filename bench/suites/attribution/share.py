@@ -51,7 +51,7 @@ def citation_share(
             cited += bool(marks)
             ungrounded += answer["grounded"] is False
             skipped += answer["attribution"] == "skipped"
-            if answer["attribution"] == "attributed":
+            if answer["attribution"] in ("attributed", "unattributed"):
                 attribute_ms.append(answer["timings_ms"]["attribute"])
             print(  # one line per answer as it comes: a long run's partial figures
                 f"{question[:50]!r}: {answer['finish_reason']}, citations "

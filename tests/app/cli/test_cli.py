@@ -58,7 +58,7 @@ def test_ingest_reports_unreadable_files_and_goes_on(
     store.open()
     assert store.collections() == {"notes": 1}
     store.close()
-    assert cli.main(["ingest", str(tmp_path / "missing")]) == 2
+    assert cli.main(["ingest", str(tmp_path / "missing")]) == 1
 
 
 @pytest.fixture
@@ -90,7 +90,7 @@ def test_bench_without_the_extra_says_how_to_get_it(
     argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setitem(sys.modules, "bench.cli", None)  # ``import bench.cli`` fails
-    assert cli.main(argv) == 2
+    assert cli.main(argv) == 1
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err.count("\n") == 1
@@ -181,14 +181,14 @@ def test_reranker_train_on_a_missing_collection_says_so(
     (docs / "a.md").write_text("# Lists\n\nA list holds items in order.\n")
     assert cli.main(["ingest", str(docs), "--collection", "notes"]) == 0
     capsys.readouterr()
-    assert cli.main(["reranker", "train", "--collection", "nope"]) == 2
+    assert cli.main(["reranker", "train", "--collection", "nope"]) == 1
     err = capsys.readouterr().err
     assert "collection 'nope' holds no chunks" in err and "known: notes" in err
     assert "ragtime ingest PATH --collection nope" in err
     assert not (data_dir / "models" / "reranker-nope").exists()
     # A collection asked for more pairs is checked the same way, before any work.
     argv = ["reranker", "train", "--collection", "notes", "--also-collection", "debian-faq"]
-    assert cli.main(argv) == 2
+    assert cli.main(argv) == 1
     err = capsys.readouterr().err
     assert "collection 'debian-faq' holds no chunks" in err
     assert not (data_dir / "models" / "reranker-notes").exists()
@@ -199,7 +199,7 @@ def test_reranker_train_rejects_bad_options_and_missing_question_files(
 ) -> None:
     missing = tmp_path / "questions.txt"
     argv = ["reranker", "train", "--collection", "notes", "--exclude-questions", str(missing)]
-    assert cli.main(argv) == 2
+    assert cli.main(argv) == 1
     assert f"--exclude-questions {missing}: No such file" in capsys.readouterr().err
     assert cli.main(["reranker", "train", "--collection", "notes", "--holdout", "1.5"]) == 2
     assert "holdout must be a share between 0 and 1" in capsys.readouterr().err

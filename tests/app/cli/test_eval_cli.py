@@ -43,7 +43,7 @@ def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 def test_missing_data_names_the_make_target(
     data_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert cli.main(["eval", "retrieval", "--dataset", "python-faq"]) == 2
+    assert cli.main(["eval", "retrieval", "--dataset", "python-faq"]) == 1
     err = capsys.readouterr().err
     assert "make eval-data" in err and str(data_dir / "eval") in err
 

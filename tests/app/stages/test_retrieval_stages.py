@@ -19,7 +19,7 @@ from app.stages import (
     StageThreads,
     found_candidates,
 )
-from retrieval import DocumentStore, Passage, UnknownCollection, ingest_path
+from retrieval import DocumentStore, Passage, Reranker, UnknownCollection, ingest_path
 from retrieval.search.fusion import KEYWORD_WEIGHT
 from tests.fakes.hash_embedder import DIM, CountingEmbedder, HashEmbedder
 from tests.fakes.rerankers import OverlapReranker
@@ -149,17 +149,26 @@ async def test_rerank_with_no_candidates_planned_keeps_the_vector_order() -> Non
     assert result.attributes() == {"ragtime.rerank.skipped": True}
 
 
-async def test_a_missing_cross_encoder_is_skipped_and_says_why() -> None:
+async def test_a_configured_cross_encoder_that_did_not_load_is_said_to_be_unavailable() -> None:
     from retrieval import RerankerUnavailable
 
-    stage = Rerank(OverlapReranker(load_error="none configured"), StageThreads("rerank", 1))
+    stage = Rerank(OverlapReranker(load_error="not cached"), StageThreads("rerank", 1))
     with pytest.raises(RerankerUnavailable):
         await stage.warm_up()
     result = await stage.rerank_passages(
         "q", passages("a", "b"), k=1, candidates=2, deadline=later()
     )
     assert [p.id for p in result.passages] == [0]
-    assert result.degradation == ("rerank_skipped", "not loaded")
+    assert result.degradation == ("rerank_unavailable", "not loaded")
+
+
+async def test_without_a_configured_cross_encoder_the_found_order_stands_unsaid() -> None:
+    """No reranker configured is configuration, not a saving: no degradation."""
+    stage = Rerank(Reranker(None), StageThreads("rerank", 1))
+    result = await stage.rerank_passages(
+        "q", passages("a", "b"), k=1, candidates=2, deadline=later()
+    )
+    assert [p.id for p in result.passages] == [0] and result.degradation is None
 
 
 async def test_a_failing_reranker_keeps_the_vector_order_with_its_error() -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from retrieval import DocumentStore, ingest_path
+from retrieval import DocumentStore, NothingToIngest, ingest_path
 from retrieval.ingest import folder as ingest_folder
 from tests.fakes.hash_embedder import CountingEmbedder, HashEmbedder
 
@@ -145,3 +145,23 @@ def test_an_error_mid_ingest_publishes_nothing(
     snapshot = store.snapshot("notes")
     assert snapshot is not None and snapshot.version == "v000001"
     assert [p.name for p in (snapshot.path.parent).iterdir()] == ["v000001"]  # no leftovers
+
+
+def test_a_folder_with_nothing_to_ingest_is_refused_and_writes_nothing(
+    store: DocumentStore, docs: Path, tmp_path: Path
+) -> None:
+    """Issue 43 §4: an empty folder made a collection the server then called unknown. An
+    emptied folder (an unmounted share looks the same) does not remove what it held."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(NothingToIngest, match="holds no files: nothing to ingest"):
+        ingest_path(empty, collection="fresh", embedder=HashEmbedder(), store=store)
+    assert store.collections() == {} and not (store.root / "collections" / "fresh").exists()
+    ingest_path(docs, collection="notes", embedder=HashEmbedder(), store=store)
+    for file in [*docs.rglob("*.md"), *docs.rglob("*.rst")]:
+        file.rename(file.with_suffix(".bak"))
+    with pytest.raises(NothingToIngest, match=r"holds 3 file\(s\), none of a format .*\.md"):
+        ingest_path(docs, collection="notes", embedder=HashEmbedder(), store=store)
+    assert len(store.sources("notes")) == 3
+    snapshot = store.snapshot("notes")
+    assert snapshot is not None and snapshot.version == "v000001"

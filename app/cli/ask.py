@@ -1,0 +1,133 @@
+"""``ragtime ask``: a small streaming client of the running server (``POST /v1/ask``).
+
+It prints the answer's tokens as they come, then its citations, grounding and budget. A server
+that cannot be reached is one line naming the URL tried and what to do (``CliError``: exit 1);
+a URL that is not http(s) is a command-line mistake (exit 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+from app.cli.failures import CliError
+from app.settings import get_settings
+
+#: How to get a server to ask: the line a refused connection ends with.
+START_A_SERVER = "start one with `ragtime serve` (or `make serve`), or point --url at one"
+
+
+def register_ask(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``ask`` to the ``ragtime`` parser's subparsers."""
+    ask = sub.add_parser("ask", help="ask the running server a question")
+    ask.add_argument("question", help="the question, in quotes")
+    ask.add_argument(
+        "--url",
+        help="the server's base URL (default: http://RAGTIME_HOST:PORT, from the settings)",
+    )
+    ask.add_argument(
+        "--key",
+        help="an API key with the ask scope (default: RAGTIME_API_KEY, else the demo key "
+        "in <data_dir>/demo-api-key)",
+    )
+    ask.add_argument(
+        "--collection", help="the collection to search (default: RAGTIME_DEFAULT_COLLECTION)"
+    )
+    ask.add_argument(
+        "--top-k", dest="top_k", type=int, help="passages in the prompt (default: RAGTIME_TOP_K)"
+    )
+    ask.add_argument(
+        "--budget-ms",
+        dest="budget_ms",
+        type=int,
+        help="the request's latency budget (default: RAGTIME_BUDGET_MS_DEFAULT)",
+    )
+    ask.set_defaults(func=cmd_ask)
+
+
+def cmd_ask(args: argparse.Namespace) -> int:
+    import httpx
+
+    settings = get_settings()
+    key = args.key or os.environ.get("RAGTIME_API_KEY")
+    if not key and settings.demo_key_path.exists():
+        key = settings.demo_key_path.read_text().strip()
+    if not key:
+        raise CliError(
+            "no API key: pass --key, set RAGTIME_API_KEY, or run `ragtime setup-demo` once"
+        )
+    url = (args.url or f"http://{settings.host}:{os.environ.get('PORT', settings.port)}").rstrip(
+        "/"
+    )
+    try:
+        scheme = httpx.URL(url).scheme
+    except httpx.InvalidURL:
+        scheme = ""
+    if scheme not in ("http", "https"):
+        print(f"error: --url {url!r} is not an http(s) URL", file=sys.stderr)
+        return 2
+    payload: dict[str, object] = {"question": args.question, "stream": True}
+    for name in ("collection", "top_k", "budget_ms"):
+        if getattr(args, name) is not None:
+            payload[name] = getattr(args, name)
+    headers = {"Authorization": f"Bearer {key}"}
+    try:
+        with (
+            httpx.Client(timeout=httpx.Timeout(10.0, read=300.0)) as client,
+            client.stream("POST", f"{url}/v1/ask", json=payload, headers=headers) as response,
+        ):
+            return _print_stream(response)
+    except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+        raise CliError(
+            f"no ragtime server answers at {url} ({_reason(exc)}): {START_A_SERVER}"
+        ) from exc
+    except httpx.TimeoutException as exc:
+        raise CliError(f"the server at {url} stopped answering ({_reason(exc)})") from exc
+    except httpx.TransportError as exc:
+        raise CliError(f"the connection to {url} broke: {_reason(exc)}") from exc
+
+
+def _reason(exc: Exception) -> str:
+    """What went wrong in a few words: httpx's message (the OS's, for a refused connection)."""
+    text = str(exc).strip()
+    if "Connection refused" in text:
+        return "connection refused"
+    return text.splitlines()[-1] if text else type(exc).__name__
+
+
+def _print_stream(response: Any) -> int:
+    """Print a ``/v1/ask`` SSE stream: tokens as they come, then the report."""
+    if response.status_code != 200:
+        response.read()
+        print(f"error {response.status_code}: {response.text}", file=sys.stderr)
+        return 1
+    event = ""
+    for line in response.iter_lines():
+        if line.startswith("event:"):
+            event = line.split(":", 1)[1].strip()
+        elif line.startswith("data:"):
+            data = json.loads(line.split(":", 1)[1])
+            if event == "token":
+                print(data["text"], end="", flush=True)
+            elif event == "done":
+                _print_report(data)
+            elif event == "error":
+                print(f"\nerror: {data['error']['message']}", file=sys.stderr)
+                return 1
+    return 0
+
+
+def _print_report(report: dict[str, Any]) -> None:
+    print("\n")
+    for c in report["citations"]:
+        mark = {"model": "*", "attributed": "~"}.get(c.get("by") or "", " ")
+        print(f"{mark}[{c['label']}] {c['source']} — {c['section'] or c['title']}")
+    print(f"citations: {report.get('attribution')}  grounded: {report.get('grounded')}")
+    budget = report["budget"]
+    print(
+        f"trace {report['trace_id']}  spent {budget['spent_ms']:.0f} of "
+        f"{budget['budget_ms']:.0f} ms  timings {report['timings_ms']}"
+    )
