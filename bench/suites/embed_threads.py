@@ -89,7 +89,10 @@ def register(subparsers: Any) -> None:
         "embed-threads",
         help="ONNX Runtime's one-thread session against a thread per core, on small batches",
     )
-    threads.add_argument("--backend", choices=("onnx", "onnx-int8"), default="onnx-int8")
+    threads.add_argument(
+        "--backend", choices=("onnx", "onnx-int8"), default="onnx-int8",
+        help="the ONNX embedding backend timed",
+    )  # fmt: skip
     threads.add_argument(
         "--sizes", type=positive_ints, default=[1, 4, 8, 16, 32], help="texts a batch"
     )

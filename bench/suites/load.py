@@ -82,7 +82,7 @@ def register(subparsers: Any) -> None:
         "--questions",
         type=Path,
         default=DEMO_QUESTIONS,
-        help="one question per line (default: demo/questions.txt)",
+        help="one question per line",
     )
     shape = how.add_mutually_exclusive_group()
     shape.add_argument(
@@ -121,7 +121,7 @@ def register(subparsers: Any) -> None:
     out = load.add_argument_group("output")
     out.add_argument("--json", type=Path, help="write every record and summary here")
     out.add_argument("--plots", type=Path, metavar="DIR", help="write PNG plots here")
-    out.add_argument("--no-progress", action="store_true")
+    out.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
     load.set_defaults(func=run)
 
 
@@ -134,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
     questions = read_questions(args.questions)
     if not questions:
         print(f"error: no questions in {args.questions}", file=sys.stderr)
-        return 2
+        return 1
     try:
         with ExitStack() as stack:
             targets, infos = _targets(args, stack)

@@ -45,8 +45,13 @@ def register(subparsers: Any) -> None:
         help="py-spy samples of the null-backend server (`bench load --profile`): where the "
         "time of a row that misses its target goes",
     )
-    report.add_argument("--out", type=Path, default=Path("BENCHMARKS.md"))
-    report.add_argument("--plots", type=Path, default=Path("benchmarks"), metavar="DIR")
+    report.add_argument(
+        "--out", type=Path, default=Path("BENCHMARKS.md"), help="the Markdown file written"
+    )
+    report.add_argument(
+        "--plots", type=Path, default=Path("benchmarks"), metavar="DIR",
+        help="where the plots are written",
+    )  # fmt: skip
     report.add_argument(
         "--setup-command",
         default="ragtime setup-demo",

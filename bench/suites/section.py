@@ -36,7 +36,9 @@ def register(subparsers: Any) -> None:
     section.add_argument(
         "--burst-before", type=Path, help="JSON of the previous burst run, for its figures"
     )
-    section.add_argument("--out", type=Path, default=Path("BENCHMARKS.md"))
+    section.add_argument(
+        "--out", type=Path, default=Path("BENCHMARKS.md"), help="the Markdown file it updates"
+    )
     section.set_defaults(func=run)
 
 

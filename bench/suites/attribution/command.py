@@ -21,10 +21,15 @@ def register(subparsers: Any) -> None:
         "count the answers that cite a passage by the model's labels, and at all.",
     )
     attribution.add_argument("--threshold", type=float, help="mark this one (default: shipped)")
-    attribution.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+    attribution.add_argument(
+        "--seeds", type=int, nargs="+", default=[0, 1], help="labelled sets built, one a seed"
+    )
     attribution.add_argument("--url", help="a running server, e.g. http://127.0.0.1:8000")
     attribution.add_argument("--key", help="its API key (default: .ragtime/demo-api-key)")
-    attribution.add_argument("--questions", type=Path, default=Path("demo/questions.txt"))
+    attribution.add_argument(
+        "--questions", type=Path, default=Path("demo/questions.txt"),
+        help="questions the labelled answers are built for",
+    )  # fmt: skip
     attribution.add_argument("--limit", type=int, default=12, help="questions asked")
     attribution.add_argument("--budget-ms", type=int, help="each question's budget")
     attribution.set_defaults(func=run)

@@ -40,7 +40,10 @@ def register(subparsers: Any) -> None:
         "machinery's own cost per request, in-process. With --fresh-starts: each CONFIG's first "
         "requests after a fresh start, N starts each (bench.suites.budget.fresh).",
     )
-    budget.add_argument("--serve", type=Path, required=True, metavar="CONFIG", action="append")
+    budget.add_argument(
+        "--serve", type=Path, required=True, metavar="CONFIG", action="append",
+        help="a RAGTIME_* env file to serve and measure (repeat for several)",
+    )  # fmt: skip
     budget.add_argument(
         "--budget-ms", type=int, help="sent with every request (fault and fresh modes)"
     )
@@ -86,7 +89,10 @@ def register(subparsers: Any) -> None:
     budget.add_argument(
         "--token-delay-ms", type=float, default=80.0, help="generation fault per token (0: not run)"
     )
-    budget.add_argument("--concurrency", type=positive_ints, default=[1, 2], metavar="N[,N...]")
+    budget.add_argument(
+        "--concurrency", type=positive_ints, default=[1, 2], metavar="N[,N...]",
+        help="closed-loop users, a run for each count",
+    )  # fmt: skip
     budget.add_argument("--requests", type=int, default=12, help="measured requests per cell")
     budget.add_argument("--warmup", type=int, default=1, help="uncounted requests per cell")
     budget.add_argument("--rounds", type=int, default=2, help="turns per server and load")
@@ -106,9 +112,11 @@ def register(subparsers: Any) -> None:
         default=Path("bench-results/tiny-cross-encoder"),
         help="where the tiny random cross-encoder is built",
     )
-    budget.add_argument("--log-dir", type=Path, default=Path("bench-results/logs"))
+    budget.add_argument(
+        "--log-dir", type=Path, default=Path("bench-results/logs"), help="each server's log"
+    )
     budget.add_argument("--json", type=Path, help="write the result here")
-    budget.add_argument("--no-progress", action="store_true")
+    budget.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
     budget.set_defaults(func=run)
 
 

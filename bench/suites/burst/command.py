@@ -28,14 +28,18 @@ def register(subparsers: Any) -> None:
         "at each of --budgets-ms. Reports answered, refused (and how fast), 504s, late answers "
         "and errors against issue 22's targets (bench.suites.burst.results).",
     )
-    burst.add_argument("--serve", type=Path, required=True, metavar="CONFIG", action="append")
+    burst.add_argument(
+        "--serve", type=Path, required=True, metavar="CONFIG", action="append",
+        help="a RAGTIME_* env file to serve and measure (repeat for several)",
+    )  # fmt: skip
     burst.add_argument("--bursts", metavar="SIZE@S[,...]", help="e.g. 25@1,100@1,200@2")
     burst.add_argument("--repeats", type=int, default=3, help="runs of each burst")
     burst.add_argument("--pause", type=float, default=2.0, help="seconds idle before a burst")
     burst.add_argument("--users", type=int, help="closed loops of this many users")
     burst.add_argument(
-        "--budgets-ms", type=positive_ints, default=[1500, 900, 600], metavar="MS[,MS...]"
-    )
+        "--budgets-ms", type=positive_ints, default=[1500, 900, 600], metavar="MS[,MS...]",
+        help="the users' budgets, a run for each",
+    )  # fmt: skip
     burst.add_argument("--requests", type=int, default=120, help="requests per users' loop")
     burst.add_argument("--warmup", type=int, default=4, help="uncounted requests first")
     burst.add_argument("--fake-sglang", metavar="SPEC", help="as in `bench load`")
@@ -43,7 +47,9 @@ def register(subparsers: Any) -> None:
     burst.add_argument(
         "--questions", type=Path, default=DEMO_QUESTIONS, help="one question per line"
     )
-    burst.add_argument("--log-dir", type=Path, default=Path("bench-results/logs"))
+    burst.add_argument(
+        "--log-dir", type=Path, default=Path("bench-results/logs"), help="each server's log"
+    )
     burst.add_argument("--json", type=Path, help="write the result here")
     burst.set_defaults(func=run)
 

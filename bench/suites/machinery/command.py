@@ -14,7 +14,7 @@ def register(subparsers: Any) -> None:
         "machinery",
         help="what the budget and tracing machinery costs per request (in-process, no HTTP)",
     )
-    machinery.add_argument("--iterations", type=int, default=5000)
+    machinery.add_argument("--iterations", type=int, default=5000, help="requests timed")
     machinery.add_argument("--json", type=Path, help="write the result here")
     machinery.set_defaults(func=run)
 

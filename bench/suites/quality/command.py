@@ -23,7 +23,10 @@ def register(subparsers: Any) -> None:
         "--python-faq, else the first passage of the configured collection. Writes the curves "
         "the degradation policy weighs its savings with.",
     )
-    quality.add_argument("--questions", type=Path, default=DEMO_QUESTIONS)
+    quality.add_argument(
+        "--questions", type=Path, default=DEMO_QUESTIONS,
+        help="questions, one a line (without --python-faq)",
+    )  # fmt: skip
     quality.add_argument("--limit", type=int, default=12, help="questions used")
     quality.add_argument(
         "--python-faq",
@@ -76,7 +79,7 @@ def _quality_on_python_faq(args: argparse.Namespace, settings: Any) -> int:
         )
     except EvalDataMissing as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return 1
     embedder = default_embedder(settings)
     embedder.load()
     store = ragtime_store(

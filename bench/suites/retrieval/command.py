@@ -25,13 +25,20 @@ def register(subparsers: Any) -> None:
         type=sizes,
         default=[10_000, 100_000, 1_000_000],
         metavar="N[,N...]",
-        help="collection sizes, e.g. 10k,100k,1M (default)",
+        help="collection sizes, with k or M suffixes allowed (10k,100k,1M)",
     )
-    retrieval.add_argument("--types", type=names, default=["flat", "hnsw", "ivfpq"])
-    retrieval.add_argument("--ef-search", type=positive_ints, default=[16, 32, 64, 128])
-    retrieval.add_argument("--nprobe", type=positive_ints, default=[8, 32])
+    retrieval.add_argument(
+        "--types", type=names, default=["flat", "hnsw", "ivfpq"], help="index types compared"
+    )
+    retrieval.add_argument(
+        "--ef-search", type=positive_ints, default=[16, 32, 64, 128],
+        help="HNSW efSearch values tried",
+    )  # fmt: skip
+    retrieval.add_argument(
+        "--nprobe", type=positive_ints, default=[8, 32], help="IVF-PQ nprobe values tried"
+    )
     retrieval.add_argument("--queries", type=int, default=200, help="timed one at a time")
-    retrieval.add_argument("--clusters", type=int, default=1000)
+    retrieval.add_argument("--clusters", type=int, default=1000, help="IVF-PQ clusters (nlist)")
     retrieval.add_argument(
         "--threads",
         type=int,
