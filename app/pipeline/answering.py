@@ -3,8 +3,11 @@
 The model's text streams through the answer filter (redaction, profanity) as it comes, inside
 the generate stage's span (``BudgetSession.generating``: generation's own entry); what the filter
 still holds is released by the moderate.answer stage once generation ends, through the session
-like any stage. An answer with no token before the deadline is the 504; one that ended on its
-own teaches the cost model its target's prefill and decode.
+like any stage. An answer with no token before the deadline is the 504, and so is one the
+deadline cut before it had the fewest tokens a plan gives an answer (``RAGTIME_MIN_OUTPUT_TOKENS``,
+or the caller's smaller cap): a few words are not a useful answer, and a 200 would say they were
+(a stream has sent them: its error event says so). One that ended on its own teaches the cost
+model its target's prefill and decode.
 """
 
 from __future__ import annotations
@@ -34,12 +37,15 @@ class Answering:
     def __init__(self, services: Services) -> None:
         self.stages = services.stages
         self.ttft_target_ms = services.settings.ttft_target_ms
+        self.least_tokens = services.settings.min_output_tokens
+        """The fewest tokens of a useful answer: what the smallest plan gives one."""
 
     async def stream_events(self, prepared: Prepared) -> AsyncGenerator[AnswerEvent, None]:
         """Moderated ``AnswerDelta`` events, then one ``AnswerDone`` with the outcome."""
         session, plan, stages = prepared.session, prepared.plan, self.stages
         answer_filter = stages.moderate_answer.open()
         text: list[str] = []
+        generated_text: list[str] = []  # as the model wrote it, before the answer filter
         ttft_ms: float | None = None
         generated: Generated | None = None
         error: BaseException | None = None
@@ -67,6 +73,7 @@ class Answering:
                             ttft_ms = session.spent_ms
                             target = session.ledger.ttft_target_ms or self.ttft_target_ms
                             record_first_token(span, ttft_ms, target)
+                        generated_text.append(event.text)
                         released = answer_filter.feed(event.text)
                         if released:
                             text.append(released)
@@ -75,8 +82,8 @@ class Answering:
                 session.generation_ended(
                     generated, span, shared_prefix_tokens=stages.assemble.shared_prefix_tokens
                 )
-                if ttft_ms is None and generated.finish_reason in ("deadline", "yielded"):
-                    raise BudgetExhausted("no answer token came before the deadline")
+                if generated.finish_reason in ("deadline", "yielded"):
+                    self.check_useful(generated, "".join(generated_text), plan.max_output_tokens)
                 tail = await session.run(
                     StageName.MODERATE_ANSWER,
                     lambda _: stages.moderate_answer.moderate_tail(answer_filter),
@@ -100,3 +107,22 @@ class Answering:
                     span, outcome.finish_reason, ttft_ms, outcome.usage, answer_filter.elapsed_ms
                 )
         yield AnswerDone(outcome)
+
+    def check_useful(self, generated: Generated, text: str, planned: int) -> None:
+        """Raise ``BudgetExhausted`` for an answer the deadline cut before it was useful: no
+        token at all, or fewer than the least a plan gives one (or than ``planned``, a caller's
+        smaller cap). Its tokens are the backend's count, else ``text`` counted with the served
+        model's tokenizer (a stream cut short may end before its usage)."""
+        if not text:
+            raise BudgetExhausted("no answer token came before the deadline")
+        usage = generated.usage
+        if usage is not None:
+            tokens = usage.completion_tokens
+        else:
+            tokens = self.stages.generate.backend.tokenizer.count(text)
+        least = min(self.least_tokens, planned)
+        if tokens < least:
+            raise BudgetExhausted(
+                f"the deadline cut the answer after {tokens} tokens, fewer than the {least} a "
+                "useful answer is given"
+            )

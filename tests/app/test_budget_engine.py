@@ -130,8 +130,8 @@ def test_generation_stops_at_the_deadline(seeded_data_dir: Path, auth: dict[str,
     with budget_app(
         seeded_data_dir, backend, degradation_policy=False, max_output_tokens=200
     ) as client:
-        body = ask(client, auth, budget_ms=700).json()
-        streamed = ask(client, auth, budget_ms=700, stream=True)
+        body = ask(client, auth, budget_ms=1500).json()
+        streamed = ask(client, auth, budget_ms=1500, stream=True)
     assert body["finish_reason"] == "deadline"
     assert "deadline_stop" in actions(body)
     assert 0 < len(body["answer"].split()) < 200
@@ -139,6 +139,25 @@ def test_generation_stops_at_the_deadline(seeded_data_dir: Path, auth: dict[str,
     assert backend.closed_streams == backend.started_streams == 2
     events = parse_sse(streamed.iter_lines())
     assert events[-1][0] == "done" and events[-1][1]["finish_reason"] == "deadline"
+
+
+def test_an_answer_the_deadline_cut_before_it_was_useful_is_a_504_not_a_success(
+    seeded_data_dir: Path, auth: dict[str, str]
+) -> None:
+    """Five tokens a second and a 1 s budget: the deadline cuts the answer after a few words,
+    fewer than the 16 the smallest plan gives one. A 200 would call them an answer (issue 43
+    §2): whole, it is the 504; streamed, the words went out and the error event says so."""
+    backend = ScriptedBackend(WORDS, delay_s=0.2)
+    with budget_app(
+        seeded_data_dir, backend, degradation_policy=False, max_output_tokens=200
+    ) as client:
+        whole = ask(client, auth, budget_ms=1000)
+        streamed = ask(client, auth, budget_ms=1000, stream=True)
+    assert whole.status_code == 504, whole.text
+    assert "the deadline cut the answer after" in whole.json()["error"]["message"]
+    events = parse_sse(streamed.iter_lines())
+    assert [name for name, _ in events].count("token") < 16
+    assert events[-1][0] == "error" and "the deadline cut the answer" in str(events[-1][1])
 
 
 def test_server_timing_and_traceparent(seeded_data_dir: Path, auth: dict[str, str]) -> None:
