@@ -18,6 +18,7 @@ from tracing.budget import (
     QualityTable,
 )
 from tracing.budget.cost_model import weighted_quantile
+from tracing.budget.policy import FirstTokenTarget
 
 PRIOR = GenerationPrior(fixed_ms=50.0, prefill_ms_per_token=2.0, decode_ms_per_token=10.0)
 
@@ -306,6 +307,10 @@ CHEAP_CONTEXT = QualityTable(
 )
 
 
+#: A TTFT target of 1 s, all of it left.
+TARGET_1000 = FirstTokenTarget(1000, 1000, "the service's")
+
+
 def pruning_policy(table: QualityTable = PRUNING, ttft_ms: float | None = 1000.0) -> Any:
     limits = dataclasses.replace(LIMITS, prune=True, ttft_target_ms=ttft_ms)
     return DegradationPolicy(model(), limits, table)
@@ -314,7 +319,7 @@ def pruning_policy(table: QualityTable = PRUNING, ttft_ms: float | None = 1000.0
 def test_the_ttft_target_prunes_the_context_where_pruning_keeps_more() -> None:
     # First token: 50 ms + 2 ms x (context + 100 overhead) <= 1000 ms: 375 context tokens at
     # most; the ladder's 300 (37.5%), pruned (0.95) rather than cut (0.375).
-    plan = pruning_policy().plan(60_000, k=4, rerank_available=False, target="t", ttft_left_ms=1000)
+    plan = pruning_policy().plan(60_000, k=4, rerank_available=False, target="t", ttft=TARGET_1000)
     assert (plan.context_tokens, plan.prune, plan.meets_ttft) == (300, True, True)
     assert plan.first_token_ms <= 1000
     assert [a.action for a in plan.actions] == ["context_pruned"]
@@ -324,7 +329,7 @@ def test_the_ttft_target_prunes_the_context_where_pruning_keeps_more() -> None:
 def test_a_saving_the_ttft_target_chose_says_so_and_whose_target_it_was() -> None:
     plan = pruning_policy(CHEAP_CONTEXT).plan(
         60_000, k=4, rerank_available=False, target="t",
-        ttft_left_ms=1000, ttft_target=(1200.0, "the request's"),
+        ttft=FirstTokenTarget(1000, 1200, "the request's"),
     )  # fmt: skip
     (cut,) = plan.actions
     assert cut.action == "context_reduced" and cut.reason.startswith("300 of 800 tokens; ")
@@ -353,7 +358,7 @@ def test_a_saving_the_budget_needs_anyway_is_not_put_down_to_the_ttft_target() -
     ]
     plan = policy.plan(
         budget_ms, k=4, rerank_available=True, target="t",
-        ttft_left_ms=1000, ttft_target=(1000.0, "the service's"),
+        ttft=FirstTokenTarget(1000, 1000, "the service's"),
     )  # fmt: skip
     reasons = {a.action: a.reason for a in plan.actions}
     assert reasons["rerank_reduced"] == "10 of 20 candidates fit"
@@ -367,7 +372,7 @@ def test_without_a_ttft_target_the_whole_context_is_kept_whole() -> None:
 
 def test_without_a_measured_pruned_curve_the_context_is_cut_not_pruned() -> None:
     plan = pruning_policy(CHEAP_CONTEXT).plan(
-        60_000, k=4, rerank_available=False, target="t", ttft_left_ms=1000
+        60_000, k=4, rerank_available=False, target="t", ttft=TARGET_1000
     )
     assert (plan.context_tokens, plan.prune) == (300, False)
     assert [a.action for a in plan.actions] == ["context_reduced"]
@@ -376,14 +381,16 @@ def test_without_a_measured_pruned_curve_the_context_is_cut_not_pruned() -> None
 def test_the_ttft_target_is_given_up_where_meeting_it_costs_too_much_of_the_answer() -> None:
     """Cut to 37.5%, the context keeps 37.5% of the answer (LINEAR): under the 90% floor."""
     plan = pruning_policy(LINEAR).plan(
-        60_000, k=4, rerank_available=False, target="t", ttft_left_ms=1000
+        60_000, k=4, rerank_available=False, target="t", ttft=TARGET_1000
     )
     assert (plan.context_tokens, plan.prune, plan.meets_ttft) == (800, False, False)
     assert plan.actions == []
 
 
 def test_where_no_plan_meets_the_ttft_target_quality_decides() -> None:
-    plan = pruning_policy().plan(60_000, k=4, rerank_available=False, target="t", ttft_left_ms=10)
+    plan = pruning_policy().plan(
+        60_000, k=4, rerank_available=False, target="t", ttft=FirstTokenTarget(10, 10, "the")
+    )
     assert (plan.context_tokens, plan.prune, plan.meets_ttft) == (800, False, False)
 
 

@@ -19,7 +19,7 @@ from tracing.budget.calibration import Calibrator, Probe
 from tracing.budget.cost_model import CostModel, Learning
 from tracing.budget.errors import BudgetInfeasible, TargetSaturated
 from tracing.budget.ledger import BudgetLedger
-from tracing.budget.policy import DegradationPolicy, Plan, PlanLimits
+from tracing.budget.policy import DegradationPolicy, FirstTokenTarget, Plan, PlanLimits
 from tracing.budget.quality import QualityTable
 from tracing.budget.queue import Reservation, Reservations, TargetQueue, Wait
 from tracing.budget.stage_names import StageName
@@ -91,8 +91,7 @@ class BudgetEngine:
                 rerank_available=rerank_available,
                 target=target,
                 queue_ms=wait.ms,
-                ttft_left_ms=self._ttft_left_ms(ledger),
-                ttft_target=self.ttft_target(ledger),
+                ttft=self._first_token(ledger),
             )
         except BudgetInfeasible as exc:
             alone_ms = exc.needed_ms - wait.ms  # the smallest plan with no queue
@@ -109,25 +108,24 @@ class BudgetEngine:
                 rerank_available=rerank_available,
                 target=target,
                 queue_ms=queue_ms,
-                ttft_left_ms=self._ttft_left_ms(ledger),
-                ttft_target=self.ttft_target(ledger),
+                ttft=self._first_token(ledger),
             )
             ahead.ask_to_stop(time.perf_counter() + queue_ms / 1000.0)
             return plan
 
-    def _ttft_left_ms(self, ledger: BudgetLedger) -> float | None:
-        """What the TTFT target leaves after the time spent so far (None without a target)."""
-        target = self.ttft_target(ledger)
-        return None if target is None else target[0] - ledger.spent_ms
-
-    def ttft_target(self, ledger: BudgetLedger) -> tuple[float, str] | None:
-        """The time-to-first-token target ``ledger``'s request is planned for, and whose it is:
-        the caller's own, else the service's; None when neither asks for one (the budget alone
-        decides)."""
+    def _first_token(
+        self, ledger: BudgetLedger, spend_first_ms: float = 0.0
+    ) -> FirstTokenTarget | None:
+        """The time-to-first-token target ``ledger``'s request is planned for, and what it
+        leaves once ``spend_first_ms`` more are spent: the caller's own, else the service's;
+        None when neither asks for one (the budget alone decides)."""
         if ledger.ttft_target_ms is not None:
-            return ledger.ttft_target_ms, "the request's"
-        target = self.answer_policy.limits.ttft_target_ms
-        return None if target is None else (target, "the service's")
+            ms, whose = ledger.ttft_target_ms, "the request's"
+        elif self.answer_policy.limits.ttft_target_ms is not None:
+            ms, whose = self.answer_policy.limits.ttft_target_ms, "the service's"
+        else:
+            return None
+        return FirstTokenTarget(ms - ledger.spent_ms - spend_first_ms, ms, whose)
 
     def _queue_wait(self, target: str, ledger: BudgetLedger, queue: TargetQueue) -> Wait:
         """The wait ahead at ``target`` for a request due at ``ledger``'s deadline: our own
@@ -216,14 +214,13 @@ class BudgetEngine:
                 policy = self.search_policy
                 return policy.plan(remaining_ms, k=k, rerank_available=rerank_available).quality
             wait = self._queue_wait(target, ledger, queue or TargetQueue())
-            ttft_left_ms = self._ttft_left_ms(ledger)
             return self.answer_policy.plan(
                 remaining_ms,
                 k=k,
                 rerank_available=rerank_available,
                 target=target,
                 queue_ms=wait.ms,
-                ttft_left_ms=None if ttft_left_ms is None else ttft_left_ms - spend_first_ms,
+                ttft=self._first_token(ledger, spend_first_ms),
             ).quality
         except BudgetInfeasible:
             return None

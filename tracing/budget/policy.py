@@ -63,6 +63,15 @@ class PlanLimits:
         return max(self.rerank_candidates, k)
 
 
+class FirstTokenTarget(NamedTuple):
+    """A time-to-first-token target a plan is made for: what it leaves after the time spent
+    (``left_ms``), its ms from arrival, and whose it is ("the request's", "the service's")."""
+
+    left_ms: float
+    ms: float
+    whose: str
+
+
 @dataclass(frozen=True)
 class Action:
     stage: str
@@ -106,13 +115,12 @@ class DegradationPolicy:
         rerank_available: bool,
         target: str = "",
         queue_ms: float = 0.0,
-        ttft_left_ms: float | None = None,
-        ttft_target: tuple[float, str] | None = None,
+        ttft: FirstTokenTarget | None = None,
     ) -> Plan:
         """The plan of highest quality that fits ``remaining_ms``, after ``queue_ms`` of wait;
-        of those whose first token comes within ``ttft_left_ms``, when any does. Where that
-        target chose a smaller plan than the budget allows, its savings say so, naming
-        ``ttft_target`` (its ms, and whose: the request's or the service's)."""
+        of those whose first token comes within what ``ttft`` leaves, when any does. Where
+        that target chose a smaller plan than the budget allows, its savings say so, naming
+        the target (its ms, and whose)."""
         lim = self.limits
         full_n = lim.rerank_pool(k) if rerank_available else 0
         rerank_levels = sorted({full_n, max(k, full_n // 2), k, 0} if full_n else {0}, reverse=True)
@@ -141,7 +149,7 @@ class DegradationPolicy:
                         smallest_ms = min(smallest_ms, fit)
                         continue
                     smallest_ms = min(smallest_ms, fit.predicted_ms)
-                    if ttft_left_ms is not None and fit.first_token_ms > ttft_left_ms:
+                    if ttft is not None and fit.first_token_ms > ttft.left_ms:
                         fit = fit._replace(meets_ttft=False)
                     candidates.append(fit)
         if not candidates:
@@ -154,13 +162,12 @@ class DegradationPolicy:
         if in_time:
             best = max(in_time, key=_rank)
         plan = self._explain(best.plan(target), full_n)
-        if best == widest:
+        if best == widest or ttft is None:
             return plan
         # The savings the budget alone would not have made were the TTFT target's choice.
         budget_alone = set(self._explain(widest.plan(target), full_n).actions)
-        ms, whose = ttft_target or (ttft_left_ms or 0.0, "the")
         why = (
-            f"; for a first token within {whose} TTFT target of {ms:.0f} ms "
+            f"; for a first token within {ttft.whose} TTFT target of {ttft.ms:.0f} ms "
             f"(predicted ~{best.first_token_ms:.0f} ms)"
         )
         actions = [
