@@ -82,15 +82,15 @@ def cmd_ask(args: argparse.Namespace) -> int:
             return _print_stream(response)
     except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
         raise CliError(
-            f"no ragtime server answers at {url} ({_reason(exc)}): {START_A_SERVER}"
+            f"no ragtime server answers at {url} ({connection_reason(exc)}): {START_A_SERVER}"
         ) from exc
     except httpx.TimeoutException as exc:
-        raise CliError(f"the server at {url} stopped answering ({_reason(exc)})") from exc
+        raise CliError(f"the server at {url} stopped answering ({connection_reason(exc)})") from exc
     except httpx.TransportError as exc:
-        raise CliError(f"the connection to {url} broke: {_reason(exc)}") from exc
+        raise CliError(f"the connection to {url} broke: {connection_reason(exc)}") from exc
 
 
-def _reason(exc: Exception) -> str:
+def connection_reason(exc: BaseException) -> str:
     """What went wrong in a few words: httpx's message (the OS's, for a refused connection)."""
     text = str(exc).strip()
     if "Connection refused" in text:

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from app.cli.eval_answers import register_eval_answers
 from app.settings import Settings, get_settings
 
 DATASETS = ("python-faq", "python-keywords", "python-phrases")
@@ -25,7 +26,9 @@ DATASETS = ("python-faq", "python-keywords", "python-phrases")
 
 def register_eval(sub: Any) -> None:
     """Add ``eval retrieval`` to the ``ragtime`` parser's subparsers."""
-    evaluation = sub.add_parser("eval", help="evaluate retrieval on real questions")
+    evaluation = sub.add_parser(
+        "eval", help="evaluate retrieval, or the answers of a running server, on real questions"
+    )
     eval_sub = evaluation.add_subparsers(dest="eval_command", required=True)
     retrieval = eval_sub.add_parser(
         "retrieval",
@@ -82,6 +85,7 @@ def register_eval(sub: Any) -> None:
     )
     retrieval.add_argument("--json", type=Path, help="write the figures here")
     retrieval.set_defaults(func=cmd_eval_retrieval)
+    register_eval_answers(eval_sub)
 
 
 def _milliseconds(text: str) -> tuple[float, ...]:
