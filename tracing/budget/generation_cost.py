@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from tracing.budget.observations import (
     REFUSAL_AGE,
+    SPEED_UP_RUN,
     Estimates,
     Learning,
     Ordered,
@@ -100,7 +101,7 @@ class GenerationCost:
         self.learning = learning
         self._lock = threading.Lock()
         self._ttft = Samples(learning, clock)
-        self._decode = Samples(learning, clock)
+        self._decode = Samples(learning, clock, recovers=True)
         self._cached = Samples(learning, clock)
         self._estimates: Estimates[GenerationEstimate] = Estimates()
         self._bases: Estimates[_Basis] = Estimates()
@@ -144,7 +145,9 @@ class GenerationCost:
         """``tokens`` output tokens after the first took ``elapsed_ms``."""
         if tokens > 0 and elapsed_ms >= 0 and math.isfinite(elapsed_ms):
             with self._lock:
-                self._decode.add(tokens, elapsed_ms / tokens)
+                if self._decode.add(tokens, elapsed_ms / tokens):
+                    # The target sped up: its first tokens too (a line has no rate to compare).
+                    self._ttft.keep_newest(SPEED_UP_RUN)
                 self._forget_estimates()
 
     def line(self) -> tuple[float, float]:

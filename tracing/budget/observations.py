@@ -8,6 +8,16 @@ requests had come (a refused request teaches nothing). The prior beside them wei
 ``Learning.prior_observations`` (by default enough that no single one sets the quantile read:
 ``Learning.prior_weight_beside``).
 
+A machine that was slow (a burst of other load, a compiler beside the server) and is fast again
+would otherwise be read as slow for as long as the slow period's observations weigh: at p90,
+about 50 requests or minutes. So an estimate of a rate (``Samples(..., recovers=True)``)
+forgets what came before when its newest ``SPEED_UP_RUN`` observations all lie below
+``SPEED_UP_FACTOR`` times the lower quartile of those before them (weighed by recency): the
+next plans read the fast observations beside the prior, as a fresh process would (a calibrated
+prior, as the generation targets' are, is the quiet machine's; a stage's book prior may be
+slower until its weight is spent). Getting slower needs no such rule:
+the high quantile read already follows two slow observations in a row.
+
 This is the one scheme every learned figure of a process follows, the cost model's stages and
 targets and the door's pace alike; they differ in their ``Learning``'s figures only. A figure
 read as a ratio over all its observations (the door's work per request) keeps them as two
@@ -31,6 +41,11 @@ LN2 = math.log(2.0)
 
 #: Ranks a refusal ages every observation by: half a half-life of 16 requests.
 REFUSAL_AGE = 8.0
+
+#: A speed-up is this many newest observations in a row ...
+SPEED_UP_RUN = 3
+#: ... each below this share of the lower quartile of the observations before them.
+SPEED_UP_FACTOR = 0.5
 
 
 @dataclass(frozen=True)
@@ -75,19 +90,63 @@ class Samples:
 
     An observation's rank is how many newer ones came after it, plus ``REFUSAL_AGE`` for every
     refusal since (``age``): a refused request teaches nothing, so it ages what was learned and
-    lets the prior, whose weight is fixed, count for more."""
+    lets the prior, whose weight is fixed, count for more. With ``recovers``, the ``y`` values
+    are rates, and a run of much lower ones forgets those before it (``sped_up``)."""
 
-    def __init__(self, learning: Learning, clock: Callable[[], float]) -> None:
+    def __init__(
+        self, learning: Learning, clock: Callable[[], float], *, recovers: bool = False
+    ) -> None:
         self.learning = learning
         self.clock = clock
+        self.recovers = recovers
         self.points: deque[tuple[float, float, float, float]] = deque(maxlen=learning.window)
         self.count = 0
+        self.speed_ups = 0
         self._position = 0.0
+        self._quartile = 0.0
+        self._quartile_at: int | None = None
 
-    def add(self, x: float, y: float) -> None:
+    def add(self, x: float, y: float) -> bool:
+        """Keep one observation; True when it completed a speed-up and what came before was
+        forgotten."""
         self.points.append((x, y, self.clock(), self._position))
         self._position += 1.0
         self.count += 1
+        if self.recovers and self.sped_up():
+            self.keep_newest(SPEED_UP_RUN)
+            self.speed_ups += 1
+            return True
+        return False
+
+    def sped_up(self) -> bool:
+        """Whether the newest ``SPEED_UP_RUN`` observations all lie below ``SPEED_UP_FACTOR``
+        times the lower quartile of the ones before them, weighed by recency (at least as many
+        as the run). The weighed quartile, not the median: the observations before a burst of
+        load weigh little beside the burst's, so the slow period alone decides; and an engine
+        whose batches make two speeds (a queueing GPU server) keeps its fast one in the lower
+        quartile, and forgets nothing."""
+        points, run = self.points, SPEED_UP_RUN
+        if len(points) < 2 * run:
+            return False
+        # Cheap first (most calls): the newest against the quartile as last read (up to 16
+        # observations ago) or the observation just before the run, whichever is higher.
+        if self._quartile_at is None or self.count - self._quartile_at >= 16:
+            self._quartile, self._quartile_at = self._older_quartile(0), self.count
+        newest = points[-1][1]
+        if newest >= SPEED_UP_FACTOR * max(self._quartile, points[-run - 1][1]):
+            return False
+        newest = max(points[-i][1] for i in range(1, run + 1))
+        return newest < SPEED_UP_FACTOR * self._older_quartile(run)
+
+    def _older_quartile(self, skip: int) -> float:
+        """The recency-weighed lower quartile of ``y`` but for the newest ``skip``."""
+        return Ordered([(y, w) for _, y, w in self.weighted()[skip:]]).quantile(0.25)
+
+    def keep_newest(self, n: int) -> None:
+        """Forget all but the newest ``n`` observations."""
+        while len(self.points) > n:
+            self.points.popleft()
+        self._quartile_at = None
 
     def age(self, ranks: float) -> None:
         self._position += ranks

@@ -29,7 +29,7 @@ class StageCost:
     ) -> None:
         self.prior_ms = prior_ms
         self.learning = learning
-        self._samples = Samples(learning, clock)
+        self._samples = Samples(learning, clock, recovers=True)
         self._lock = threading.Lock()
         """Held to change or read the samples: a stage's threads teach their calls' times."""
         self._ordered: Estimates[Ordered] = Estimates()
