@@ -22,6 +22,7 @@ from bench.suites import (
     machinery,
     ocr,
     quality,
+    recovery,
     report,
     retrieval,
     safety,
@@ -42,6 +43,7 @@ SUITES = (
     retrieval,
     attribution,
     burst,
+    recovery,
     report,
     section,
 )
