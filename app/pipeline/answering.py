@@ -111,15 +111,12 @@ class Answering:
     def check_useful(self, generated: Generated, text: str, planned: int) -> None:
         """Raise ``BudgetExhausted`` for an answer the deadline cut before it was useful: no
         token at all, or fewer than the least a plan gives one (or than ``planned``, a caller's
-        smaller cap). Its tokens are the backend's count, else ``text`` counted with the served
-        model's tokenizer (a stream cut short may end before its usage)."""
+        smaller cap). Its tokens are the backend's count, else those the generate stage
+        counted with the served model's tokenizer (a stream cut short ends before its usage)."""
         if not text:
             raise BudgetExhausted("no answer token came before the deadline")
         usage = generated.usage
-        if usage is not None:
-            tokens = usage.completion_tokens
-        else:
-            tokens = self.stages.generate.backend.tokenizer.count(text)
+        tokens = usage.completion_tokens if usage is not None else generated.streamed_tokens
         least = min(self.least_tokens, planned)
         if tokens < least:
             raise BudgetExhausted(

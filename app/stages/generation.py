@@ -155,6 +155,10 @@ class Generated:
     """``time.perf_counter()`` at the first text, None if none came."""
     usage: Usage | None = None
     queue_ms: float = 0.0
+    last_at: float | None = None
+    """``time.perf_counter()`` at the last text, for an answer cut short (else None)."""
+    streamed_tokens: int = 0
+    """For an answer cut short (no usage comes): its text's tokens, by the model's tokenizer."""
 
 
 GenerateEvent = TextDelta | RouteDecision | Generated
@@ -210,7 +214,8 @@ class Generate:
         when given, is current while the backend's stream is opened (a remote backend
         propagates it)."""
         started = time.perf_counter()
-        first_at: float | None = None
+        first_at = last_at = None
+        texts: list[str] = []
         with trace.use_span(span or trace.get_current_span(), end_on_exit=False):
             events = self.backend.stream(
                 prompt,
@@ -229,7 +234,15 @@ class Generate:
                     if event is None:
                         yielded = stop is not None and stop < deadline
                         reason = "yielded" if yielded else "deadline"
-                        yield Generated(reason, target, started, first_at)
+                        tokens = self.backend.tokenizer.count("".join(texts)) if texts else 0
+                        yield Generated(
+                            reason,
+                            target,
+                            started,
+                            first_at,
+                            last_at=last_at,
+                            streamed_tokens=tokens,
+                        )
                         return
                     if isinstance(event, GenerationDone):
                         yield Generated(
@@ -243,8 +256,10 @@ class Generate:
                         return
                     if isinstance(event, RouteDecision):
                         target = event.target or target
-                    elif first_at is None:
-                        first_at = time.perf_counter()
+                    else:
+                        last_at = time.perf_counter()
+                        first_at = first_at or last_at
+                        texts.append(event.text)
                     if self.token_delay_ms and isinstance(event, TextDelta):
                         await asyncio.sleep(self.token_delay_ms / 1000.0)
                     yield event

@@ -223,6 +223,8 @@ class Ended:
     first_at: float | None = None
     usage: Usage | None = None
     queue_ms: float = 0.0
+    last_at: float | None = None
+    streamed_tokens: int = 0
 
 
 def test_only_an_answer_that_ended_on_its_own_teaches_the_model() -> None:
@@ -239,6 +241,28 @@ def test_only_an_answer_that_ended_on_its_own_teaches_the_model() -> None:
     session.generation_ended(whole, span, shared_prefix_tokens=None)
     assert built.cost.snapshot()["generation"]["large"]["observations"]["first_token"] == 1  # type: ignore[index]
     span.end()
+
+
+def test_an_answer_cut_short_teaches_its_decode_pace_until_the_cut() -> None:
+    """On a machine so slow that every answer is cut at its deadline, the cut answers are the
+    only news of it: their tokens until the cut teach the decode pace (issue 43 §2: plans
+    admitted as feasible were cut again and again)."""
+    built = engine()
+    gen = built.cost.generation("large")
+    before = gen.decode_ms_per_token()
+    session = BudgetSession(
+        built, BudgetLedger(60_000), route="/v1/ask", question="q", serving=Serving()
+    )
+    span = trace.get_tracer(__name__).start_span("generate")
+    now = time.perf_counter()
+    for _ in range(3):  # 41 tokens, 40 of them decoded in 8 s: 200 ms a token
+        cut = Ended(
+            "deadline", started=now - 10, first_at=now - 9, last_at=now - 1, streamed_tokens=41
+        )
+        session.generation_ended(cut, span, shared_prefix_tokens=None)
+    span.end()
+    assert gen.snapshot()["observations"] == {"first_token": 0, "decode": 3}
+    assert before < 50 and gen.decode_ms_per_token() == pytest.approx(200.0)
 
 
 @pytest.mark.parametrize("waits", [True, False])

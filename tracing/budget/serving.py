@@ -14,8 +14,12 @@ from tracing.budget.engine import BudgetEngine
 from tracing.budget.ledger import BudgetLedger
 from tracing.budget.stage_names import StageName
 
-#: Finish reasons whose timings describe the target (a request cut short teaches nothing).
+#: Finish reasons whose timings describe the whole generation at the target.
 LEARNED_FINISH_REASONS = frozenset({"stop", "length"})
+#: Finish reasons of an answer cut short: no usage comes, but its tokens until the cut were
+#: decoded at the target's pace (on a machine slow enough that every answer is cut, they are
+#: the only news of it).
+CUT_FINISH_REASONS = frozenset({"deadline", "yielded"})
 
 
 class ServingTargets(Protocol):
@@ -77,6 +81,12 @@ class GenerationResult(Protocol):
     @property
     def queue_ms(self) -> float: ...
 
+    @property
+    def last_at(self) -> float | None: ...
+
+    @property
+    def streamed_tokens(self) -> int: ...
+
 
 def generation_ended(
     engine: BudgetEngine,
@@ -88,7 +98,8 @@ def generation_ended(
 ) -> None:
     """How generation ended, as a degradation when the budget cut it (the deadline, or a
     request behind that needed the time), on ``span``; and, from an answer that ended on its
-    own, what ``generated.target``'s prefill and decode cost (our queue aside)."""
+    own, what ``generated.target``'s prefill and decode cost (our queue aside); from one cut
+    short, what its decode cost until the cut."""
     if generated.finish_reason == "yielded":
         reason = "stopped early: a request queued behind it needed the time"
         ledger.degrade(StageName.GENERATE, "output_capped", reason, span)
@@ -98,6 +109,13 @@ def generation_ended(
     usage, first_at = generated.usage, generated.first_at
     if usage is not None and span.is_recording():
         span.set_attribute("ragtime.generate.queue_ms", round(generated.queue_ms, 3))
+    last_at = generated.last_at
+    if generated.finish_reason in CUT_FINISH_REASONS and first_at is not None and last_at:
+        if generated.streamed_tokens > 1:
+            engine.cost.generation(generated.target).observe_decode(
+                generated.streamed_tokens - 1, (last_at - first_at) * 1000.0
+            )
+        return
     if generated.finish_reason not in LEARNED_FINISH_REASONS or first_at is None or not usage:
         return
     engine.observe_generation(

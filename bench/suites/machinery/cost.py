@@ -65,6 +65,8 @@ class Ended:
     first_at: float | None
     usage: Usage | None
     queue_ms: float = 0.0
+    last_at: float | None = None
+    streamed_tokens: int = 0
 
 
 @dataclass(frozen=True)
