@@ -49,10 +49,22 @@ def test_a_few_quiet_requests_after_a_slow_period_plan_as_a_quiet_machine() -> N
     quiet_again(recovered, SPEED_UP_RUN)
     assert gen.decode_ms_per_token() == pytest.approx(quiet_gen.decode_ms_per_token(), rel=0.1)
     assert gen.ttft_ms(400) == pytest.approx(quiet_gen.ttft_ms(400), rel=0.1)
-    # A stage with no prior reads the quiet observations; one with a book prior reads it
-    # (15 ms) beside them, as a fresh process would, not the slow period's 20 ms.
     assert recovered.rate("assemble") == pytest.approx(quiet.rate("assemble"))
-    assert recovered.rate("embed") == pytest.approx(15.0)
+    assert recovered.rate("embed") == pytest.approx(quiet.rate("embed"))
+
+
+def test_a_short_burst_after_a_long_quiet_period_is_forgotten_as_it_ends() -> None:
+    """A minute of load on a slow CPU is a handful of requests beside many quiet ones: its few
+    slow observations set the tail for 20 requests unless they are forgotten."""
+    quiet, cost = model(), model()
+    quiet_again(quiet, 40)
+    quiet_again(cost, 40)
+    gen = cost.generation("t")
+    for _ in range(5):
+        gen.observe_decode(100, 100 * 60.0)
+    assert gen.decode_ms_per_token() == pytest.approx(60.0)
+    quiet_again(cost, SPEED_UP_RUN)
+    assert gen.decode_ms_per_token() == pytest.approx(quiet.generation("t").decode_ms_per_token())
 
 
 def test_fewer_quiet_requests_than_the_run_forget_nothing() -> None:

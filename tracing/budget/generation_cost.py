@@ -19,7 +19,6 @@ from dataclasses import dataclass
 
 from tracing.budget.observations import (
     REFUSAL_AGE,
-    SPEED_UP_RUN,
     Estimates,
     Learning,
     Ordered,
@@ -145,9 +144,11 @@ class GenerationCost:
         """``tokens`` output tokens after the first took ``elapsed_ms``."""
         if tokens > 0 and elapsed_ms >= 0 and math.isfinite(elapsed_ms):
             with self._lock:
-                if self._decode.add(tokens, elapsed_ms / tokens):
-                    # The target sped up: its first tokens too (a line has no rate to compare).
-                    self._ttft.keep_newest(SPEED_UP_RUN)
+                slow_period = self._decode.add(tokens, elapsed_ms / tokens)
+                if slow_period is not None:
+                    # The target was slow then: its first tokens too (a line, not a rate, has
+                    # no slow period of its own to find).
+                    self._ttft.drop_between(*slow_period)
                 self._forget_estimates()
 
     def line(self) -> tuple[float, float]:

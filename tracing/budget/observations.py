@@ -11,11 +11,11 @@ requests had come (a refused request teaches nothing). The prior beside them wei
 A machine that was slow (a burst of other load, a compiler beside the server) and is fast again
 would otherwise be read as slow for as long as the slow period's observations weigh: at p90,
 about 50 requests or minutes. So an estimate of a rate (``Samples(..., recovers=True)``)
-forgets what came before when its newest ``SPEED_UP_RUN`` observations all lie below
-``SPEED_UP_FACTOR`` times the lower quartile of those before them (weighed by recency): the
-next plans read the fast observations beside the prior, as a fresh process would (a calibrated
-prior, as the generation targets' are, is the quiet machine's; a stage's book prior may be
-slower until its weight is spent). Getting slower needs no such rule:
+forgets a slow period once it has ended: when its newest ``SPEED_UP_RUN`` observations are all
+at most ``SPEED_UP_FACTOR`` times the median of the unbroken stretch of slower ones before them,
+and that stretch is as far above what came before it (``Samples.slow_period``). The next plans
+read what was learned before the period (or, if there was nothing, the fast observations beside
+the prior, as a fresh process would). Getting slower needs no such rule:
 the high quantile read already follows two slow observations in a row.
 
 This is the one scheme every learned figure of a process follows, the cost model's stages and
@@ -44,7 +44,7 @@ REFUSAL_AGE = 8.0
 
 #: A speed-up is this many newest observations in a row ...
 SPEED_UP_RUN = 3
-#: ... each below this share of the lower quartile of the observations before them.
+#: ... each at most this share of the slow period's median before them.
 SPEED_UP_FACTOR = 0.5
 
 
@@ -91,7 +91,7 @@ class Samples:
     An observation's rank is how many newer ones came after it, plus ``REFUSAL_AGE`` for every
     refusal since (``age``): a refused request teaches nothing, so it ages what was learned and
     lets the prior, whose weight is fixed, count for more. With ``recovers``, the ``y`` values
-    are rates, and a run of much lower ones forgets those before it (``sped_up``)."""
+    are rates, and a slow period that has ended is forgotten (``slow_period``)."""
 
     def __init__(
         self, learning: Learning, clock: Callable[[], float], *, recovers: bool = False
@@ -103,50 +103,61 @@ class Samples:
         self.count = 0
         self.speed_ups = 0
         self._position = 0.0
-        self._quartile = 0.0
-        self._quartile_at: int | None = None
 
-    def add(self, x: float, y: float) -> bool:
-        """Keep one observation; True when it completed a speed-up and what came before was
-        forgotten."""
+    def add(self, x: float, y: float) -> tuple[float, float] | None:
+        """Keep one observation. When it ends a slow period (``slow_period``), that period's
+        observations are forgotten, and its span of clock times is returned."""
         self.points.append((x, y, self.clock(), self._position))
         self._position += 1.0
         self.count += 1
-        if self.recovers and self.sped_up():
-            self.keep_newest(SPEED_UP_RUN)
-            self.speed_ups += 1
-            return True
-        return False
+        if not self.recovers:
+            return None
+        block = self.slow_period()
+        if block is None:
+            return None
+        span = (self.points[block.start][2], self.points[block.stop - 1][2])
+        # What came before the period weighs as if the period had not come (its time aside).
+        older = [
+            (x, y, at, position + len(block))
+            for x, y, at, position in list(self.points)[: block.start]
+        ]
+        newer = list(self.points)[block.stop :]
+        self.points.clear()
+        self.points.extend(older + newer)
+        self.speed_ups += 1
+        return span
 
-    def sped_up(self) -> bool:
-        """Whether the newest ``SPEED_UP_RUN`` observations all lie below ``SPEED_UP_FACTOR``
-        times the lower quartile of the ones before them, weighed by recency (at least as many
-        as the run). The weighed quartile, not the median: the observations before a burst of
-        load weigh little beside the burst's, so the slow period alone decides; and an engine
-        whose batches make two speeds (a queueing GPU server) keeps its fast one in the lower
-        quartile, and forgets nothing."""
+    def slow_period(self) -> range | None:
+        """Where a slow period that has ended lies among the points, or None. It has ended when
+        the newest ``SPEED_UP_RUN`` observations are all quicker than the ones just before
+        them, and those (the period: the unbroken stretch of observations slower than every
+        one of the run, two at least: one is a stall, which the tail should keep) have a median at least ``1 / SPEED_UP_FACTOR`` times the run's slowest,
+        and as far above the upper quartile of the observations before the period, if any.
+        So a burst of other load that ends is forgotten whatever its length; an engine whose
+        batches make two speeds (a queueing GPU server) has slow stretches no slower than its
+        usual, and keeps them."""
         points, run = self.points, SPEED_UP_RUN
-        if len(points) < 2 * run:
-            return False
-        # Cheap first (most calls): the newest against the quartile as last read (up to 16
-        # observations ago) or the observation just before the run, whichever is higher.
-        if self._quartile_at is None or self.count - self._quartile_at >= 16:
-            self._quartile, self._quartile_at = self._older_quartile(0), self.count
-        newest = points[-1][1]
-        if newest >= SPEED_UP_FACTOR * max(self._quartile, points[-run - 1][1]):
-            return False
-        newest = max(points[-i][1] for i in range(1, run + 1))
-        return newest < SPEED_UP_FACTOR * self._older_quartile(run)
+        n = len(points)
+        if n <= run or points[-run - 1][1] <= points[-1][1]:  # cheap: most calls end here
+            return None
+        slowest_of_run = max(points[-i][1] for i in range(1, run + 1))
+        start = n - run
+        while start > 0 and points[start - 1][1] > slowest_of_run:
+            start -= 1
+        period = sorted(points[i][1] for i in range(start, n - run))
+        if len(period) < 2 or period[len(period) // 2] * SPEED_UP_FACTOR < slowest_of_run:
+            return None
+        if start > 0:
+            before = sorted(points[i][1] for i in range(start))
+            if period[len(period) // 2] * SPEED_UP_FACTOR < before[(3 * len(before)) // 4]:
+                return None
+        return range(start, n - run)
 
-    def _older_quartile(self, skip: int) -> float:
-        """The recency-weighed lower quartile of ``y`` but for the newest ``skip``."""
-        return Ordered([(y, w) for _, y, w in self.weighted()[skip:]]).quantile(0.25)
-
-    def keep_newest(self, n: int) -> None:
-        """Forget all but the newest ``n`` observations."""
-        while len(self.points) > n:
-            self.points.popleft()
-        self._quartile_at = None
+    def drop_between(self, first_at: float, last_at: float) -> None:
+        """Forget the observations made from ``first_at`` to ``last_at`` (clock times)."""
+        kept = [p for p in self.points if not first_at <= p[2] <= last_at]
+        self.points.clear()
+        self.points.extend(kept)
 
     def age(self, ranks: float) -> None:
         self._position += ranks
