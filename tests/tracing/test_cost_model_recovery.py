@@ -100,3 +100,20 @@ def test_samples_that_hold_no_rates_never_forget() -> None:
     for y in [1000.0] * 40 + [10.0] * 10:
         samples.add(1.0, y)
     assert samples.speed_ups == 0 and len(samples.points) == 50
+
+
+@pytest.mark.parametrize(
+    "ending",
+    [
+        [40.0, 25.0],  # the last request of the load finished after it stopped
+        [40.0, 22.0, 20.0],  # the machine sped up over three requests
+    ],
+)
+def test_a_slow_period_that_ends_gradually_is_forgotten(ending: list[float]) -> None:
+    samples = Samples(Learning(), lambda: 0.0, recovers=True)
+    rng = random.Random(5)
+    quiet = [15.0 + 3.0 * rng.random() for _ in range(20)]
+    for y in [*quiet, 60.0, 62.0, 58.0, *ending, 15.0, 16.0, 14.0, 15.0, 15.0]:
+        samples.add(1.0, y)
+    assert samples.speed_ups == 1
+    assert max(p[1] for p in samples.points) <= 25.0

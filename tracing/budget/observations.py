@@ -44,7 +44,9 @@ REFUSAL_AGE = 8.0
 
 #: A speed-up is this many newest observations in a row ...
 SPEED_UP_RUN = 3
-#: ... each at most this share of the slow period's median before them.
+#: ... each at most this share of the slow period's median before them ...
+#: ... the period being the observations over this many times the run's slowest.
+SLOW_STRETCH = 1.5
 SPEED_UP_FACTOR = 0.5
 
 
@@ -128,28 +130,40 @@ class Samples:
         return span
 
     def slow_period(self) -> range | None:
-        """Where a slow period that has ended lies among the points, or None. It has ended when
-        the newest ``SPEED_UP_RUN`` observations are all quicker than the ones just before
-        them, and those (the period: the unbroken stretch of observations slower than every
-        one of the run, two at least: one is a stall, which the tail should keep) have a median at least ``1 / SPEED_UP_FACTOR`` times the run's slowest,
-        and as far above the upper quartile of the observations before the period, if any.
-        So a burst of other load that ends is forgotten whatever its length; an engine whose
-        batches make two speeds (a queueing GPU server) has slow stretches no slower than its
-        usual, and keeps them."""
+        """Where a slow period that has ended lies among the points, or None.
+
+        The newest ``SPEED_UP_RUN`` observations are the run. The period is the unbroken
+        stretch of observations over ``SLOW_STRETCH`` times the run's slowest that ends at most
+        ``SPEED_UP_RUN - 1`` observations before the run (those between, a machine slowing
+        down or speeding up, go with it). It has ended when it holds two observations at least
+        (one is a stall, which the tail should keep), its median is at least ``1 /
+        SPEED_UP_FACTOR`` times the run's slowest, and as far above the upper quartile of the
+        observations before it, if any. So a burst of other load that ends is forgotten
+        whatever its length; an engine whose batches make two speeds (a queueing GPU server)
+        has slow stretches no slower than its usual, and keeps them."""
         points, run = self.points, SPEED_UP_RUN
         n = len(points)
-        if n <= run or points[-run - 1][1] <= points[-1][1]:  # cheap: most calls end here
+        if n < run + 2:
+            return None
+        between = range(max(0, n - 2 * run), n - run)
+        newest = points[-1][1]
+        if all(points[i][1] <= SLOW_STRETCH * newest for i in between):  # most calls end here
             return None
         slowest_of_run = max(points[-i][1] for i in range(1, run + 1))
-        start = n - run
-        while start > 0 and points[start - 1][1] > slowest_of_run:
+        threshold = SLOW_STRETCH * slowest_of_run
+        end = next((i for i in reversed(between) if points[i][1] > threshold), None)
+        if end is None:
+            return None
+        start = end
+        while start > 0 and points[start - 1][1] > threshold:
             start -= 1
-        period = sorted(points[i][1] for i in range(start, n - run))
-        if len(period) < 2 or period[len(period) // 2] * SPEED_UP_FACTOR < slowest_of_run:
+        period = sorted(points[i][1] for i in range(start, end + 1))
+        median = period[len(period) // 2]
+        if len(period) < 2 or median * SPEED_UP_FACTOR < slowest_of_run:
             return None
         if start > 0:
             before = sorted(points[i][1] for i in range(start))
-            if period[len(period) // 2] * SPEED_UP_FACTOR < before[(3 * len(before)) // 4]:
+            if median * SPEED_UP_FACTOR < before[(3 * len(before)) // 4]:
                 return None
         return range(start, n - run)
 
