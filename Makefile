@@ -95,8 +95,8 @@ test: lint typecheck alert-tools k8s-tools test-servers ocr-tools
 # caching with ragtime's prompt layout against question first (llama.cpp, then the simulated
 # SGLang server of bench/sglang_sim), and llama.cpp's kept prompt states on repeat traffic; the
 # null-backend server is sampled with py-spy during the overhead run, for the targets table; then
-# the budget engine: the quality each saving keeps (answers to 36 Python FAQ questions scored
-# against the FAQ's own answers, `make eval-data`), and goodput per budget on the CPU default and
+# the budget engine: the quality each saving keeps (answers to the 53 questions of the labelled
+# set demo/answers that have key facts, scored by the facts they hold), and goodput per budget on the CPU default and
 # on the simulated SGLang server with GPU-like timings; then fresh processes of both (3 starts
 # each, about 2 minutes), their first 10 requests at 2.5 s. Servers run as subprocesses on free
 # ports of 127.0.0.1; raw results and server logs go to bench-results/, plots to benchmarks/.
@@ -130,8 +130,7 @@ bench: install eval-data
 		--serve benchmarks/prefix-sim-naive.env --fake-sglang natural_tokens=4 \
 		--questions demo/questions-grouped.txt --concurrency 1 --requests 24 --warmup 0 \
 		--json $(BENCH)/prefix-fake.json
-	RAGTIME_DATA_DIR=$(BENCH)/data $(RAGTIME) bench quality --python-faq $(EVAL_DATA) \
-		--work-dir $(BENCH)/eval-work --limit 36 \
+	RAGTIME_DATA_DIR=$(BENCH)/data $(RAGTIME) bench quality --answers python-docs --limit 53 \
 		--json $(BENCH)/quality.json --table tracing/budget/quality.json
 	$(RAGTIME) bench budget --serve benchmarks/budget.env --budgets 0.3,0.5,0.75,1,1.5 \
 		--concurrency 1,2 --requests 8 --json $(BENCH)/goodput-cpu.json

@@ -60,3 +60,17 @@ def test_content_words_leave_out_short_and_stop_words() -> None:
         "value",
         "lambda",
     }
+
+
+def test_a_case_of_a_labelled_set_is_scored_by_the_key_facts_it_holds() -> None:
+    """``bench quality --answers``: the score is `ragtime eval answers`' key-fact rule, not
+    the words shared with a reference (an answer that repeats the passage's words but not the
+    fact scores nothing)."""
+    from bench.suites.quality.measure import Case
+
+    facts = [["immutable"], ["tuple(", "parentheses"]]
+    labelled = Case("list vs tuple?", [], {"tuples", "lists", "sequence"}, [], facts)
+    assert labelled.score("Tuples are immutable; write them in parentheses.") == 2.0
+    assert labelled.score("Tuples and lists are both sequence types.") == 0.0
+    plain = Case("list vs tuple?", [], {"tuples", "lists", "sequence"}, [])
+    assert plain.score("Tuples and lists are both sequence types.") == 3.0

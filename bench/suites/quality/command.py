@@ -35,6 +35,13 @@ def register(subparsers: Any) -> None:
         help="measure on the Python FAQ evaluation fetched into DATA (`make eval-data`)",
     )
     quality.add_argument(
+        "--answers",
+        metavar="DATASET",
+        help="measure on a labelled answer set (python-docs: demo/answers), scored by the key "
+        "facts each answer holds, as `ragtime eval answers` scores them; its documents are "
+        "ingested into the collection eval-NAME of the configured data dir first",
+    )
+    quality.add_argument(
         "--work-dir", type=Path, help="its store, as `ragtime eval retrieval` keeps it"
     )
     quality.add_argument(
@@ -56,6 +63,8 @@ def run(args: argparse.Namespace) -> int:
     settings = get_settings()
     if args.python_faq:
         return _quality_on_python_faq(args, settings)
+    if args.answers:
+        return _quality_on_answers(args, settings)
     questions = read_questions(args.questions)[: args.limit]
     measured = asyncio.run(measure_quality(questions, settings=settings))
     return _write_quality(args, settings, measured, QualityResult.model_fields["measure"].default)
@@ -105,6 +114,50 @@ def _quality_on_python_faq(args: argparse.Namespace, settings: Any) -> int:
         "the content words of each question's own answer (the Python FAQ's, as its authors "
         f"wrote it) that the answer holds, relative to the full plan, over {measured.questions} "
         f"Python FAQ questions (other documents sampled at {args.sample:.0%})"
+    )
+    return _write_quality(args, settings, measured, measure)
+
+
+def _quality_on_answers(args: argparse.Namespace, settings: Any) -> int:
+    """The answerable questions of a labelled set (the planted ones too: they have answers),
+    over its documents, scored by their key facts."""
+    import asyncio
+
+    from app.evaluation.dataset import DatasetError, load_dataset
+    from app.pipeline.services import default_embedder, default_store
+    from bench.suites.quality.measure import demo_cases, measure_quality
+    from retrieval import ingest_path
+
+    try:
+        dataset = load_dataset(args.answers)
+    except DatasetError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    collection = f"eval-{dataset.name}"
+    embedder = default_embedder(settings)
+    embedder.load()
+    store = default_store(settings, embedder)
+    store.open()
+    try:
+        for folder in dataset.corpus:  # unchanged files are not embedded again
+            ingest_path(
+                folder,
+                collection=collection,
+                embedder=embedder,
+                store=store,
+                chunk_tokens=settings.chunk_tokens,
+                overlap_tokens=settings.chunk_overlap_tokens,
+            )
+    finally:
+        store.close()
+    chosen = [c for c in dataset.cases if c.facts][: args.limit]
+    facts = {c.question: c.facts for c in chosen}
+    cases = demo_cases(settings, collection=collection, facts=facts)
+    measured = asyncio.run(measure_quality(list(facts), settings=settings, cases=cases))
+    measure = (
+        f"the key facts each answer holds (`ragtime eval answers`' rule), relative to the full "
+        f"plan, over {measured.questions} questions of the {dataset.name} answer set "
+        f"(demo/answers), retrieved from its documents ({collection})"
     )
     return _write_quality(args, settings, measured, measure)
 

@@ -104,26 +104,38 @@ class Measured:
 @dataclass
 class Case:
     """One question as measured: its passages (best first), the content words an answer is
-    scored on, and each passage's scored pieces for pruning."""
+    scored on, and each passage's scored pieces for pruning; ``facts``, when given, score it
+    instead: the key facts of a labelled answer set it holds (``app.evaluation.scoring``)."""
 
     question: str
     passages: list[Any]
     reference: set[str]
     pieces: list[list[Any]]
+    facts: list[list[str]] | None = None
+
+    def score(self, answer: str) -> float:
+        if self.facts is not None:
+            from app.evaluation.scoring import facts_held
+
+            return float(sum(facts_held(self.facts, answer)))
+        return float(len(content_words(answer) & self.reference))
 
 
 #: Builds a question's ``Case`` from the started services (None: nothing retrieved).
 CaseBuilder = Callable[[Any, str], Awaitable["Case | None"]]
 
 
-def demo_cases(settings: Any) -> CaseBuilder:
-    """Cases from the configured collection; the reference is the first passage's content
-    words. It rewards copying that passage, so a smaller context that holds little else can
-    score above the full one: fit for the output curve, not for comparing contexts."""
+def demo_cases(
+    settings: Any, *, collection: str | None = None, facts: dict[str, list[list[str]]] | None = None
+) -> CaseBuilder:
+    """Cases from the configured collection (or ``collection``); the reference is the first
+    passage's content words. It rewards copying that passage, so a smaller context that holds
+    little else can score above the full one: fit for the output curve, not for comparing
+    contexts. With ``facts`` (by question), the key facts of a labelled set score instead."""
     from app.pipeline import Pipeline
     from tracing.budget import BudgetLedger
 
-    collection = settings.default_collection
+    collection = collection or settings.default_collection
 
     async def build(services: Any, question: str) -> Case | None:
         ledger = BudgetLedger(120_000)
@@ -136,7 +148,8 @@ def demo_cases(settings: Any) -> CaseBuilder:
             question, deadline=ledger.deadline, embedder=services.embedders_for(collection)
         )
         pieces = [services.store.passage_pieces(p, embedded.vector) for p in passages]
-        return Case(question, passages, content_words(passages[0].text), pieces)
+        wanted = None if facts is None else facts[question]
+        return Case(question, passages, content_words(passages[0].text), pieces, wanted)
 
     return build
 
@@ -205,9 +218,11 @@ async def measure_quality(
     pruned_scores: dict[float, list[float]] = {s: [] for s in pruned_shares}
     pruned_saved: dict[float, list[float]] = {s: [] for s in pruned_shares}
 
-    async def score_smaller(smaller: Any, scores: list[float], saved: list[float]) -> None:
+    async def score_smaller(
+        case: Case, smaller: Any, scores: list[float], saved: list[float]
+    ) -> None:
         answer, _, _ = await generate(smaller, full_out)
-        scores.append(len(content_words("".join(answer)) & key))
+        scores.append(case.score("".join(answer)))
         # Priced at the full plan's measured rates: the smaller prompt shares its prefix with
         # the one before it, so its own timing would flatter it.
         removed = prompt.prompt_tokens - smaller.prompt_tokens
@@ -218,19 +233,19 @@ async def measure_quality(
             case = await build(services, question)
             if case is None:
                 continue
-            key, passages = case.reference, case.passages
+            passages = case.passages
             prompt = assembler.assemble(question, passages, context_tokens=full_ctx)
             deltas, prefill, per_token = await generate(prompt, full_out)
-            full_scores.append(len(content_words("".join(deltas)) & key))
+            full_scores.append(case.score("".join(deltas)))
             full_ms.append(prompt.prompt_tokens * prefill + len(deltas) * per_token)
             for share in shares:
                 cut = max(round(full_out * share), 1)
-                out_scores[share].append(len(content_words("".join(deltas[:cut])) & key))
+                out_scores[share].append(case.score("".join(deltas[:cut])))
                 out_saved[share].append(max(len(deltas) - cut, 0) * per_token)
                 smaller = assembler.assemble(
                     question, passages, context_tokens=max(round(full_ctx * share), 1)
                 )
-                await score_smaller(smaller, ctx_scores[share], ctx_saved[share])
+                await score_smaller(case, smaller, ctx_scores[share], ctx_saved[share])
             for share in pruned_shares:
                 pruned = assembler.assemble(
                     question,
@@ -238,7 +253,7 @@ async def measure_quality(
                     context_tokens=max(round(full_ctx * share), 1),
                     pieces=case.pieces,
                 )
-                await score_smaller(pruned, pruned_scores[share], pruned_saved[share])
+                await score_smaller(case, pruned, pruned_scores[share], pruned_saved[share])
     finally:
         await services.close()
     base = sum(full_scores) or 1.0
