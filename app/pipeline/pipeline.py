@@ -169,6 +169,8 @@ class Pipeline:
 
         # The model's own labels, or a skip, teach nothing of attribution's cost.
         learned = {"attributed": 1.0, "unattributed": 1.0}
-        return await session.run(
+        found = await session.run(
             StageName.ATTRIBUTE, attribute, units=lambda done: learned.get(done.method, 0.0)
         )
+        # Grounding is judged however the citations were found (a few set operations).
+        return found.judged(prepared.question, outcome.text, passages.values())

@@ -16,13 +16,14 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import numpy as np
 
 from app.stages.batching import MicroBatcher
 from app.stages.citations import Ask, Attribution, Attributor, labels_in, sentences
+from app.stages.grounding import Grounding, judge
 from app.stages.result import StageResult
 from app.stages.threads import StageThreads
 from inference.prompt import PromptPassage
@@ -64,6 +65,9 @@ class Attributed(StageResult):
     """Of those, the ones no passage supports."""
     degradation: tuple[str, str] | None = None
     """``(action, reason)`` when attribution was skipped or cut short."""
+    grounding: Grounding | None = None
+    """What the answer adds to its question, and how much of it the passages hold
+    (``app.stages.grounding``); None when not judged."""
 
     @property
     def by(self) -> Literal["model", "attributed"] | None:
@@ -73,11 +77,15 @@ class Attributed(StageResult):
 
     @property
     def grounded(self) -> bool | None:
-        """True when some passage supports the answer; False when none does; None when that
-        was not checked (attribution skipped)."""
-        if self.method == "skipped":
-            return None
-        return bool(self.cited)
+        """Whether the passages support what the answer says beyond its question
+        (``app.stages.grounding``); None when that was not judged."""
+        if self.method == "empty":
+            return False
+        return None if self.grounding is None else self.grounding.grounded
+
+    def judged(self, question: str, answer: str, passages: Iterable[str]) -> Attributed:
+        """This result with the answer's grounding judged."""
+        return replace(self, grounding=judge(question, answer, passages))
 
     @classmethod
     def skipped(cls, action: str, reason: str) -> Attributed:
@@ -93,6 +101,9 @@ class Attributed(StageResult):
             attrs["ragtime.attribution.unsupported"] = self.unsupported
         if self.grounded is not None:
             attrs["ragtime.attribution.grounded"] = self.grounded
+        if self.grounding is not None:
+            attrs["ragtime.grounding.new_terms"] = self.grounding.new_terms
+            attrs["ragtime.grounding.supported"] = self.grounding.supported
         return attrs
 
 

@@ -73,9 +73,12 @@ def test_the_model_labels_are_cited_by_the_model(
     app: tuple[TestClient, ScriptedBackend], auth: dict[str, str]
 ) -> None:
     client, backend = app
-    backend.deltas = ["Use append", " [2]."]
+    backend.deltas = ["Use it to add the item at the end", " [2]."]
     body = ask(client, auth)
     assert body["attribution"] == "model" and body["grounded"] is True
+    backend.deltas = ["Append an item to a list", " [2]."]  # the question said back
+    echo = ask(client, auth)
+    assert echo["attribution"] == "model" and echo["grounded"] is False
     assert [(c["label"], c["cited"], c["by"]) for c in body["citations"]][:3] == [
         (1, False, None),
         (2, True, "model"),
@@ -148,7 +151,7 @@ def test_the_openai_face_carries_grounded_whole_and_streamed(
     whole = client.post("/v1/chat/completions", json=body, headers=auth)
     assert whole.status_code == 200, whole.text
     assert whole.json()["grounded"] is False and whole.json()["attribution"] == "unattributed"
-    backend.deltas = ["See", " [1]."]
+    backend.deltas = ["It adds the item at the end", " [1]."]
     streamed = client.post("/v1/chat/completions", json={**body, "stream": True}, headers=auth)
     chunks = [
         json.loads(line[5:])
@@ -185,7 +188,8 @@ async def test_no_time_left_skips_attribution_and_says_so(seeded_data_dir: Path)
     finally:
         await services.close()
     report = answer_report(prepared, outcome, spent, "m")
-    assert report.attribution == "skipped" and report.grounded is None
+    # Grounding is judged however the citations were found: a few set operations.
+    assert report.attribution == "skipped" and report.grounded is not None
     assert not any(c.cited or c.by for c in report.citations)
     [degradation] = [d for d in report.degradations if d.stage == "attribute"]
     assert degradation.action == "attribution_skipped"

@@ -46,9 +46,11 @@ class Citation(PassageOut):
 #: How an answer's citations were found (``Report.attribution``).
 AttributionMethod = Literal["model", "attributed", "unattributed", "skipped", "empty"]
 GROUNDED_DESCRIPTION = (
-    "Whether any passage supports the answer: true when it cites one (by label or by "
-    "attribution), false when none supports it, null when that was not checked (attribution "
-    "was skipped: see `attribution`)."
+    "Whether the passages support what the answer says beyond the question's own words: true "
+    "when it adds something and most of what it adds (its content words and numbers) is in the "
+    "passages the prompt held; false for an echo of the question, a refusal, an empty answer, "
+    "or one the passages do not bear out (app/stages/grounding.py). Independent of how the "
+    "citations were found; null only when the answer was not judged."
 )
 ATTRIBUTION_DESCRIPTION = (
     "How the citations were found: `model` (the answer's own [n] labels), `attributed` (no "

@@ -32,10 +32,21 @@ def register(subparsers: Any) -> None:
     )  # fmt: skip
     attribution.add_argument("--limit", type=int, default=12, help="questions asked")
     attribution.add_argument("--budget-ms", type=int, help="each question's budget")
+    attribution.add_argument(
+        "--grounding",
+        action="store_true",
+        help="instead: `grounded`'s precision and recall at each share on the labelled answers "
+        "built from demo/answers (bench/suites/attribution/grounding.py)",
+    )
     attribution.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.grounding:
+        from bench.suites.attribution.grounding import sweep_rows
+
+        print("\n".join(sweep_rows()))
+        return 0
     from bench.suites.attribution.labelled import sweep_report
     from bench.suites.attribution.share import citation_share, questions_of, share_report
 

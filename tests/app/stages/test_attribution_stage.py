@@ -119,7 +119,12 @@ async def test_the_model_labels_win_and_cost_no_embedding() -> None:
     )
     assert attributed.method == "model" and attributed.by == "model"
     assert dict(attributed.cited) == {1: None, 3: None}  # [9] labels no passage of the prompt
-    assert attributed.grounded is True
+    assert attributed.grounded is None  # the pipeline judges it, with the question
+    question = "What does append do?"
+    said = attributed.judged(question, "Append adds an item to the end [1].", PASSAGES.values())
+    assert said.grounded is True and said.cited == attributed.cited
+    echo = attributed.judged(question, "What does append do? [1]", PASSAGES.values())
+    assert echo.grounded is False  # cited by the model, yet it says nothing of the passage
     assert attributed.attributes()["ragtime.attribution.method"] == "model"
 
 
@@ -129,10 +134,12 @@ async def test_an_answer_without_labels_is_attributed() -> None:
     )
     assert attributed.method == "attributed" and attributed.by == "attributed"
     assert list(attributed.cited) == [1]
-    assert attributed.grounded is True and attributed.unsupported == 0
-    attrs = attributed.attributes()
+    assert attributed.unsupported == 0
+    answer = "Lists can be sorted in place with their sort method."
+    attrs = attributed.judged("How do I sort?", answer, PASSAGES.values()).attributes()
     assert attrs["ragtime.attribution.sentences"] == 1
     assert attrs["ragtime.attribution.grounded"] is True
+    assert attrs["ragtime.grounding.new_terms"] == attrs["ragtime.grounding.supported"]
 
 
 async def test_answers_waiting_for_the_stage_are_attributed_in_one_batch() -> None:
@@ -162,8 +169,9 @@ async def test_an_answer_no_passage_supports_is_not_grounded() -> None:
         "The capital of France is Paris, a city on the Seine.", PASSAGES, deadline=later()
     )
     assert attributed.method == "unattributed"  # attribution ran; nothing was attributed
-    assert not attributed.cited and attributed.grounded is False
-    assert attributed.unsupported == 1
+    assert not attributed.cited and attributed.unsupported == 1
+    answer = "The capital of France is Paris, a city on the Seine."
+    assert attributed.judged("Where is Paris?", answer, PASSAGES.values()).grounded is False
 
 
 async def test_an_empty_answer_cites_nothing() -> None:
