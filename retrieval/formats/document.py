@@ -18,6 +18,13 @@ from dataclasses import dataclass, field, replace
 
 #: How a section path is shown in ``Chunk.section``: "Design > Why is Python slow?".
 PATH_SEPARATOR = " > "
+#: Between the section paths of a chunk that spans several: "A > B | A > C".
+SECTIONS_SEPARATOR = " | "
+
+
+def first_section(section: str) -> str:
+    """The section a chunk starts in, of its ``Chunk.section``."""
+    return section.split(SECTIONS_SEPARATOR, 1)[0]
 
 
 @dataclass(frozen=True)

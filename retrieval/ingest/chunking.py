@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from itertools import groupby
 
 from retrieval.formats import PATH_SEPARATOR, Document, parse_markup, stem_of, suffix_of
-from retrieval.formats.document import Block
+from retrieval.formats.document import SECTIONS_SEPARATOR, Block, first_section
 from retrieval.ingest.tokens import TokenCounter, approximate_tokens
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[^\sa-z])")
@@ -47,7 +47,8 @@ class Chunk:
 
     source: str  # path relative to the ingest root, POSIX separators
     title: str  # document title: its own, else its first heading, else the file stem
-    section: str  # section path below the title, "Outer > Inner" ("" if none)
+    section: str  # section path below the title, "Outer > Inner" ("" if none); a chunk that
+    # spans sections lists each it holds text of, in order, "Outer > Inner | Outer > Next"
     ordinal: int  # position within its source, 0-based
     text: str
     page: int | None = None  # 1-based page of a paged format (PDF), else None
@@ -75,8 +76,8 @@ def embedded_title(title: str, source: str) -> str:
 
 def embedding_input(chunk: Chunk) -> str:
     """What is embedded for a chunk: its text under its title (if the document has one) and
-    section path."""
-    line = heading_line(embedded_title(chunk.title, chunk.source), chunk.section)
+    the path of the section it starts in (later sections' headings are lines of its text)."""
+    line = heading_line(embedded_title(chunk.title, chunk.source), first_section(chunk.section))
     return f"{line}\n{chunk.text}" if line else chunk.text
 
 
@@ -166,7 +167,8 @@ def chunk_document(
 
     Chunks fill up to ``max_tokens`` across sections: a short section does not make a short
     chunk of its own; a chunk that reaches into the next section holds its heading as a line
-    of text, and is named by the section it starts in. Pages are never mixed."""
+    of text, and is named by every section it holds text of, the one it starts in first
+    (``SECTIONS_SEPARATOR``). Pages are never mixed."""
     if max_tokens < 1:
         raise ValueError(f"max_tokens must be at least 1, got {max_tokens}")
     if not 0 <= overlap_tokens < max_tokens:
@@ -192,26 +194,30 @@ def chunk_document(
 def _pack_sections(
     pieces: list[tuple[str, _Piece]], shown: str, room: int, least: int, count: TokenCounter
 ) -> list[tuple[str, str]]:
-    """``(section, text)`` of each chunk packed from one page's pieces: ``room`` tokens less
-    the chunk's heading line (at least ``least``), the section being the one it starts in."""
+    """``(sections, text)`` of each chunk packed from one page's pieces: ``room`` tokens less
+    the chunk's heading line (at least ``least``), the sections being those it holds text of
+    (a heading alone at its end does not count), the one it starts in first."""
     packed: list[tuple[str, str]] = []
     body: list[str] = []
-    size, budget, section = 0, 0, ""
+    sections: list[str] = []
+    size, budget = 0, 0
     for path, piece in pieces:
         n = count(piece.text)
         if body and size + n > budget:
-            packed.append((section, "".join(body)))
-            body, size = [], 0
+            packed.append((SECTIONS_SEPARATOR.join(sections), "".join(body)))
+            body, sections, size = [], [], 0
         if not body:
-            section = path
+            sections = [path]
             if piece.heading:  # the chunk starts at this heading: it is on the heading line
                 continue
-            line = heading_line(shown, section)
+            line = heading_line(shown, path)
             budget = max(room - (count(line) if line else 0), least)
+        elif not piece.heading and path not in sections:
+            sections.append(path)
         body.append(piece.text if not body else piece.sep + piece.text)
         size += n
     if body:
-        packed.append((section, "".join(body)))
+        packed.append((SECTIONS_SEPARATOR.join(sections), "".join(body)))
     return packed
 
 

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from retrieval.eval.metrics import MRR_AT, NDCG_AT, ndcg_at, reciprocal_rank
+from retrieval.formats.document import first_section
 from retrieval.rerank.mining import MinedQuery, MinedSet, candidate_text
 
 
@@ -46,7 +47,7 @@ def evaluate_heldout(
         hits = mined.candidates.get(query.text, [])
         if not hits:
             continue
-        relevant = [(p.source, p.section) == query.group for p in hits]
+        relevant = [(p.source, first_section(p.section)) == query.group for p in hits]
         started = time.perf_counter()
         scores = model.predict(
             [(query.text, candidate_text(query, p)) for p in hits],

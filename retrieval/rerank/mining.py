@@ -25,6 +25,7 @@ import numpy as np
 
 from retrieval.embedding.embedder import Embedder
 from retrieval.errors import UnknownCollection
+from retrieval.formats.document import first_section
 from retrieval.search.fusion import fuse_passages, keyword_weight
 from retrieval.search.passages import Passage
 from retrieval.store.document_store import DocumentStore
@@ -64,7 +65,7 @@ class MinedSet:
     def negatives(self, query: MinedQuery, n: int) -> list[Passage]:
         """The query's first ``n`` candidates from another source or section."""
         hits = self.candidates.get(query.text, [])
-        return [p for p in hits if (p.source, p.section) != query.group][:n]
+        return [p for p in hits if (p.source, first_section(p.section)) != query.group][:n]
 
     def merged(self, other: MinedSet) -> MinedSet:
         """This set and ``other``'s queries (a query text already here is not taken again)."""
@@ -189,7 +190,7 @@ def mine_queries(
     """
     sections: dict[tuple[str, str], list[Passage]] = {}
     for p in passages:
-        sections.setdefault((p.source, p.section), []).append(p)
+        sections.setdefault((p.source, first_section(p.section)), []).append(p)
     queries: list[MinedQuery] = []
     seen: set[str] = set()
     question_headings = 0

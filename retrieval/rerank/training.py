@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from retrieval.embedding.embedder import Embedder
+from retrieval.formats.document import first_section
 from retrieval.rerank.heldout import EarlyStop, evaluate_heldout
 from retrieval.rerank.mining import (
     MinedQuery,
@@ -262,7 +263,8 @@ def train_reranker(
         progress("reset the BERT pooler to pass the [CLS] state through (tanh of identity)")
     section_sizes: dict[Any, int] = {}
     for p in passages:
-        section_sizes[(p.source, p.section)] = section_sizes.get((p.source, p.section), 0) + 1
+        group = (p.source, first_section(p.section))
+        section_sizes[group] = section_sizes.get(group, 0) + 1
     early = None
     if validation:
         early = EarlyStop(

@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from retrieval.formats.document import first_section
+
 if TYPE_CHECKING:
     from bm25s.tokenization import Tokenizer
 
@@ -66,8 +68,9 @@ def tokens(text: str) -> list[str]:
 
 
 def chunk_document(title: str, section: str, text: str) -> str:
-    """What the index holds of one chunk."""
-    return f"{title}\n{section}\n{text}"
+    """What the index holds of one chunk: the section it starts in (the headings of the others
+    it spans are lines of its text), as its embedding has it."""
+    return f"{title}\n{first_section(section)}\n{text}"
 
 
 class KeywordIndex:

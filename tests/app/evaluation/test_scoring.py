@@ -116,3 +116,12 @@ def test_a_question_that_was_not_answered_is_neither_right_nor_refused() -> None
     assert not unanswered.right
     refused = Scored(_case("unanswerable"), 200, "I don't know.", report={"budget": {}})
     assert refused.right and refused.refused and refused.within_budget
+
+
+def test_a_chunk_that_spans_sections_is_relevant_for_each_of_them() -> None:
+    labels = _case().sources
+    spans = "More on Defining Functions > Keyword Arguments | More on Defining Functions > "
+    assert relevant(
+        {"source": "controlflow.rst.txt", "section": spans + "Default Argument Values"}, labels
+    )
+    assert not relevant({"source": "controlflow.rst.txt", "section": spans + "Lambda"}, labels)

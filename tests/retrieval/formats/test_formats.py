@@ -82,7 +82,8 @@ def test_markdown_section_paths_follow_heading_levels() -> None:
         (("Use",), "Go."),
     ]
     (chunk,) = chunk_document(document, "guide.md")  # short sections share one chunk
-    assert (chunk.title, chunk.section, chunk.kind) == ("Guide", "Guide", "md")
+    assert (chunk.title, chunk.kind) == ("Guide", "md")
+    assert chunk.section == "Guide | Install | Install > On Linux | Use"  # each it holds
     assert chunk.text == "Intro.\n\nInstall\nRun it.\n\nOn Linux\nUse apt.\n\nUse\nGo."
 
 
@@ -180,7 +181,7 @@ def test_docx_headings_become_section_paths(tmp_path: Path) -> None:
     assert by_text["A hotel night costs at most 150 euros in Paris."] == ("Booking", "Hotels")
     assert by_text["Item: Taxi receipts; Deadline: 30 days"] == ("Refunds",)
     (chunk,) = chunk_document(document, "policy.docx")  # short sections fill one chunk
-    assert chunk.section == "Travel Policy"
+    assert chunk.section == "Travel Policy | Booking | Booking > Hotels | Refunds"
     assert "\n\nHotels\nA hotel night costs at most 150 euros in Paris." in chunk.text
 
 
@@ -258,7 +259,7 @@ def test_xlsx_rows_carry_their_headers_per_sheet(tmp_path: Path) -> None:
         (("Rooms",), "Room: Babbage; Seats: 12"),
     ]
     (chunk,) = chunk_document(document, "staff.xlsx")
-    assert (chunk.section, chunk.kind) == ("Staff", "xlsx")
+    assert (chunk.section, chunk.kind) == ("Staff | Rooms", "xlsx")
     assert chunk.text.endswith("Arlington\n\nRooms\nRoom: Babbage; Seats: 12")
 
 

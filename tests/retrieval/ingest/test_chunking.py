@@ -10,7 +10,7 @@ import pytest
 
 from retrieval import Chunk, chunk_text
 from retrieval.formats import PATH_SEPARATOR, parse_markup
-from retrieval.formats.document import Block, Document
+from retrieval.formats.document import SECTIONS_SEPARATOR, Block, Document, first_section
 from retrieval.ingest.chunking import chunk_document, embedding_input
 from retrieval.ingest.tokens import approximate_tokens, wordpiece_counter
 
@@ -29,9 +29,11 @@ def test_rest_document_titles_sections_and_order(demo_corpus: Path) -> None:
     assert {c.source for c in chunks} == {CONTROLFLOW}
     assert [c.ordinal for c in chunks] == list(range(len(chunks)))
     sections = [PATH_SEPARATOR.join(b.path) for b in parse_markup(text, "rst").blocks]
-    assert {c.section for c in chunks} <= set(sections)  # a chunk is named where it starts
+    # A chunk is named by each section it holds text of, the one it starts in first.
+    named = {s for c in chunks for s in c.section.split(SECTIONS_SEPARATOR)}
+    assert named <= set(sections) and {first_section(c.section) for c in chunks} < named
     # Overlined title first, then underlined ones, with roles in titles made plain.
-    assert sections[0] == chunks[0].section == "More Control Flow Tools"
+    assert sections[0] == first_section(chunks[0].section) == "More Control Flow Tools"
     # A section is named by its path below the title: nested headings joined by " > ".
     default_values = "More on Defining Functions > Default Argument Values"
     for expected in ("if Statements", "The range Function", default_values):
@@ -140,9 +142,10 @@ Done.
     assert by_section["Install Guide"] == "Read this first."
     assert "# this is a shell comment, not a heading" in by_section["From PyPI"]
     assert by_section["Setext Heading"] == "Done."
-    # Short sections fill one chunk, named by the first, the others' headings inline.
+    # Short sections fill one chunk, named by each, the others' headings inline.
     (chunk,) = chunk_text(text, "docs/install.md")
-    assert (chunk.title, chunk.section) == ("Install Guide", "Install Guide")
+    assert chunk.title == "Install Guide"
+    assert chunk.section == "Install Guide | From PyPI | Setext Heading"
     assert chunk.text.startswith("Read this first.\n\nFrom PyPI\nRun pip:\n\n```sh\n")
     assert chunk.text.endswith("```\n\nSetext Heading\nDone.")
 
@@ -213,8 +216,8 @@ def test_overlap_repeats_the_tail_of_the_previous_chunk() -> None:
 
 def test_chunks_fill_up_across_sections_but_never_across_pages() -> None:
     """Paragraphs are cut at sentences to fill a chunk; a chunk that starts at a heading has
-    it on its heading line only; a chunk that starts inside a section is named by it; a new
-    page starts a new chunk."""
+    it on its heading line only; a chunk that starts inside a section is named by it, and by
+    the next one it reaches into; a new page starts a new chunk."""
     sentence = "This sentence has exactly eight words in it."
     blocks = [
         Block(" ".join([sentence] * 3), ("Alpha",), page=1),
@@ -223,7 +226,7 @@ def test_chunks_fill_up_across_sections_but_never_across_pages() -> None:
     ]
     chunks = chunk_document(Document("pdf", "Guide", blocks), "g.pdf", max_tokens=60)
     assert [(c.section, c.page) for c in chunks] == [
-        ("Alpha", 1),
+        ("Alpha | Beta", 1),
         ("Beta", 1),
         ("Gamma", 2),
     ]
