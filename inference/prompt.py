@@ -38,6 +38,8 @@ DEFAULT_SYSTEM_PROMPT = (
 )
 
 _SEPARATOR = "\n\n"
+#: Between the section paths of a passage that spans several (``retrieval``'s chunks say so).
+SECTIONS_SEPARATOR = " | "
 PromptLayout = Literal["shared_prefix_first", "question_first"]
 """``shared_prefix_first`` is ragtime's layout; ``question_first`` is the naive one, kept so the
 two can be measured side by side (``RAGTIME_PROMPT_LAYOUT``)."""
@@ -307,9 +309,11 @@ class PromptAssembler:
         return self.tokenizer.count(self._block(label, passage, text) + _SEPARATOR)
 
     def _block(self, label: int, passage: ContextPassage, text: str) -> str:
-        """``[1] <title> — <section> (<source>)`` on one line, then the text."""
+        """``[1] <title> — <section> (<source>)`` on one line, then the text. Of a passage
+        that spans sections, the one it starts in: the others' headings are lines of its
+        text, and a long header would take the context's tokens."""
         title = self.neutralize(_one_line(passage.title))
-        section = self.neutralize(_one_line(passage.section))
+        section = self.neutralize(_one_line(passage.section.split(SECTIONS_SEPARATOR, 1)[0]))
         return _block(label, title, section, self.neutralize(_one_line(passage.source)), text)
 
 

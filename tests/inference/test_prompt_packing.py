@@ -112,3 +112,12 @@ def test_question_first_layout_moves_only_the_question() -> None:
     assert naive.text.index("Question: Why?") < naive.text.index("\n[1] ")
     assert sorted(shared.text.split()) == sorted(naive.text.split())
     assert naive.passages == shared.passages
+
+
+def test_a_passage_that_spans_sections_is_headed_by_the_one_it_starts_in() -> None:
+    """Its other headings are lines of its text; listing them all in the header would take
+    the context's tokens (the response's citations list them all)."""
+    spanning = Doc("one two.", title="Title", section="Section | Next | Last", source="doc.txt")
+    prompt = assembler(100).assemble("why?", [spanning])
+    assert "[1] Title — Section (doc.txt)" in prompt.text and "Next" not in prompt.text
+    assert prompt.passages[0].tokens == HEADER + 2
