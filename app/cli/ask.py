@@ -48,20 +48,31 @@ def register_ask(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     ask.set_defaults(func=cmd_ask)
 
 
-def cmd_ask(args: argparse.Namespace) -> int:
-    import httpx
-
+def client_key(given: str | None) -> str:
+    """The key a client command sends: ``--key``, else ``RAGTIME_API_KEY``, else the demo key."""
     settings = get_settings()
-    key = args.key or os.environ.get("RAGTIME_API_KEY")
+    key = given or os.environ.get("RAGTIME_API_KEY")
     if not key and settings.demo_key_path.exists():
         key = settings.demo_key_path.read_text().strip()
     if not key:
         raise CliError(
             "no API key: pass --key, set RAGTIME_API_KEY, or run `ragtime setup-demo` once"
         )
-    url = (args.url or f"http://{settings.host}:{os.environ.get('PORT', settings.port)}").rstrip(
-        "/"
-    )
+    return key
+
+
+def server_url(given: str | None) -> str:
+    """The server a client command asks: ``--url``, else the settings' host and port."""
+    settings = get_settings()
+    default = f"http://{settings.host}:{os.environ.get('PORT', settings.port)}"
+    return (given or default).rstrip("/")
+
+
+def cmd_ask(args: argparse.Namespace) -> int:
+    import httpx
+
+    key = client_key(args.key)
+    url = server_url(args.url)
     try:
         scheme = httpx.URL(url).scheme
     except httpx.InvalidURL:

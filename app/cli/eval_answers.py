@@ -13,15 +13,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from app.cli.ask import START_A_SERVER, connection_reason
+from app.cli.ask import START_A_SERVER, client_key, connection_reason, server_url
 from app.cli.failures import CliError
-from app.settings import get_settings
 
 
 def register_eval_answers(eval_sub: Any) -> None:
@@ -92,24 +90,11 @@ def _milliseconds(text: str) -> tuple[int | None, ...]:
     return tuple(values)
 
 
-def _key(args: argparse.Namespace) -> str:
-    settings = get_settings()
-    key = args.key or os.environ.get("RAGTIME_API_KEY")
-    if not key and settings.demo_key_path.exists():
-        key = settings.demo_key_path.read_text().strip()
-    if not key:
-        raise CliError(
-            "no API key: pass --key, set RAGTIME_API_KEY, or run `ragtime setup-demo` once"
-        )
-    return key
-
-
 def cmd_eval_answers(args: argparse.Namespace) -> int:
     from app.evaluation.client import AnswersClient, Unreachable, UploadFailed
     from app.evaluation.dataset import DatasetError, corpus_files, load_dataset
     from app.evaluation.report import answers_json, markdown, summarise
 
-    settings = get_settings()
     if args.limit < 0:
         print(f"error: --limit must be 0 or more, got {args.limit}", file=sys.stderr)
         return 2
@@ -119,7 +104,7 @@ def cmd_eval_answers(args: argparse.Namespace) -> int:
     except DatasetError as exc:
         raise CliError(str(exc)) from exc
     cases = dataset.cases[: args.limit] if args.limit else dataset.cases
-    url = args.url or f"http://{settings.host}:{os.environ.get('PORT', settings.port)}"
+    url = server_url(args.url)
     collection = args.collection or f"eval-{dataset.name}"
 
     def say(line: str) -> None:
@@ -127,7 +112,8 @@ def cmd_eval_answers(args: argparse.Namespace) -> int:
 
     rows, runs = [], []
     try:
-        with AnswersClient(url, _key(args), collection, timeout_s=args.timeout_s) as client:
+        key = client_key(args.key)
+        with AnswersClient(url, key, collection, timeout_s=args.timeout_s) as client:
             if files:
                 say(f"uploading {len(files)} documents into {collection!r} ...")
                 say(f"{collection!r} holds {client.upload(files)} chunks of them")
