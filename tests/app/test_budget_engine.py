@@ -65,9 +65,18 @@ def server_timing(header: str) -> list[tuple[str, str]]:
 
 
 def test_plans_shrink_to_the_budget_and_say_so(
-    seeded_data_dir: Path, auth: dict[str, str], spans: InMemorySpanExporter
+    seeded_data_dir: Path, auth: dict[str, str], spans: InMemorySpanExporter, tmp_path: Path
 ) -> None:
-    with budget_app(seeded_data_dir, context_tokens=768) as client:
+    """Which saving comes first is the quality table's to say: this one (not the shipped one,
+    which is measured again at each `make bench`) costs more to cut the answer than the
+    context, so a tighter budget cuts the context first, then the answer."""
+    table = tmp_path / "quality.json"
+    curves = {
+        "context": [[0.0, 0.0], [0.25, 0.95], [0.375, 1.0], [1.0, 1.0]],
+        "output": [[0.0, 0.0], [0.25, 0.7], [0.5, 0.85], [0.75, 0.97], [1.0, 1.0]],
+    }
+    table.write_text(json.dumps({"curves": curves}))
+    with budget_app(seeded_data_dir, context_tokens=768, budget_quality_path=table) as client:
         full = ask(client, auth, budget_ms=5000).json()
         context = ask(client, auth, budget_ms=1200).json()
         output = ask(client, auth, budget_ms=700).json()
