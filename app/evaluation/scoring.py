@@ -28,9 +28,10 @@ from typing import Any
 
 from app.evaluation.dataset import Case, SourceLabel
 from app.stages.grounding import is_refusal
+from retrieval.formats.document import PATH_SEPARATOR, SECTIONS_SEPARATOR
 
 #: Between the headings of a section path, and between the paths of a chunk that spans several.
-_HEADINGS = re.compile(r" > | \| ")
+_HEADINGS = re.compile(f"{re.escape(PATH_SEPARATOR)}|{re.escape(SECTIONS_SEPARATOR)}")
 _DROPPED = re.compile(r"[`\"'\u2018\u2019\u201c\u201d]")
 _SPACE = re.compile(r"\s+")
 _WORD = re.compile(r"\w")

@@ -21,12 +21,15 @@ paraphrase in other words is missed (recall), which keeps ``grounded: true`` wor
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 #: The least share of an answer's new terms the passages must hold (see the module docstring).
 GROUNDED_SHARE = 0.5
+#: Passages whose terms are kept (a few MB at most).
+PASSAGES_KEPT = 1024
 
 _TERM = re.compile(r"[a-z_][a-z0-9_]{2,}|\d+(?:\.\d+)?")
 _STOP_WORDS = """
@@ -97,10 +100,16 @@ class Grounding:
         return not self.refusal and self.new_terms > 0 and self.share >= least
 
 
+@functools.lru_cache(maxsize=PASSAGES_KEPT)
+def passage_terms(text: str) -> frozenset[str]:
+    """``terms`` of a passage's prompt text, kept while it recurs (the same passages answer
+    many questions; reading five of them is most of a judgement's time)."""
+    return frozenset(terms(text))
+
+
 def judge(question: str, answer: str, passages: Iterable[str]) -> Grounding:
     """Whether ``answer`` to ``question`` is grounded in ``passages`` (their prompt texts)."""
     new = terms(answer) - terms(question)
-    held: set[str] = set()
-    for text in passages:
-        held |= terms(text)
-    return Grounding(len(new), len(new & held), is_refusal(answer))
+    held = [passage_terms(text) for text in passages]
+    supported = sum(any(term in kept for kept in held) for term in new)
+    return Grounding(len(new), supported, is_refusal(answer))
