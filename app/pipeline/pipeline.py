@@ -156,6 +156,12 @@ class Pipeline:
         passages = {p.label: p.text for p in prepared.prompt.passages}
 
         async def attribute(by: float) -> Attributed:
+            # Grounding is judged however the citations were found (a few set operations),
+            # in the stage, so that its span records it.
+            found = await cited(by)
+            return found.judged(prepared.question, outcome.text, passages.values())
+
+        async def cited(by: float) -> Attributed:
             attributed = stage.by_model(outcome.text, set(passages))
             if attributed is not None:
                 return attributed
@@ -169,8 +175,6 @@ class Pipeline:
 
         # The model's own labels, or a skip, teach nothing of attribution's cost.
         learned = {"attributed": 1.0, "unattributed": 1.0}
-        found = await session.run(
+        return await session.run(
             StageName.ATTRIBUTE, attribute, units=lambda done: learned.get(done.method, 0.0)
         )
-        # Grounding is judged however the citations were found (a few set operations).
-        return found.judged(prepared.question, outcome.text, passages.values())

@@ -66,6 +66,9 @@ def test_an_answer_without_labels_cites_the_passage_that_supports_it(
     assert attrs["ragtime.attribution.method"] == "attributed"
     assert attrs["ragtime.attribution.sentences"] == 2
     assert attrs["ragtime.attribution.unsupported"] == 1
+    assert attrs["ragtime.attribution.grounded"] is True  # judged in the stage, on its span
+    new, supported = attrs["ragtime.grounding.new_terms"], attrs["ragtime.grounding.supported"]
+    assert isinstance(new, int) and isinstance(supported, int) and new >= supported > 0
     assert "ragtime.budget.allocated_ms" in attrs  # charged to the budget as its own stage
 
 
