@@ -8,7 +8,7 @@ must be, ``scheduler`` the queue, the running batch and the timing model, ``mode
 ``process`` starts it as a process of its own.
 """
 
-from bench.sglang_sim.scheduler import SimConfig
+from bench.sglang_sim.config import SimConfig
 from bench.sglang_sim.server import SimulatedSGLang
 
 __all__ = ["SimConfig", "SimulatedSGLang"]

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import uvicorn
 
-from bench.sglang_sim.scheduler import SimConfig
+from bench.sglang_sim.config import SimConfig
 from bench.sglang_sim.server import SimulatedSGLang
 
 
@@ -32,6 +32,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--context-length", type=int, default=SimConfig.context_length)
     parser.add_argument("--natural-tokens", type=int, default=SimConfig.natural_tokens)
     parser.add_argument("--incremental-streaming-output", action="store_true")
+    parser.add_argument("--enable-priority-scheduling", action="store_true")
+    parser.add_argument("--schedule-low-priority-values-first", action="store_true")
+    parser.add_argument("--disable-priority-preemption", action="store_true")
+    parser.add_argument("--priority-scheduling-preemption-threshold", type=int, default=10)
+    parser.add_argument("--abort-on-priority-when-disabled", action="store_true")
+    parser.add_argument(
+        "--slow-after", type=int, default=None,
+        help="after this many requests, every timing is --slow-factor times longer",
+    )  # fmt: skip
+    parser.add_argument("--slow-factor", type=float, default=1.0)
     args = parser.parse_args(argv)
     server = SimulatedSGLang()
     server.reset(
@@ -44,6 +54,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         context_length=args.context_length,
         natural_tokens=args.natural_tokens,
         incremental=args.incremental_streaming_output,
+        priority_scheduling=args.enable_priority_scheduling,
+        low_priority_values_first=args.schedule_low_priority_values_first,
+        priority_preemption=not args.disable_priority_preemption,
+        preemption_threshold=args.priority_scheduling_preemption_threshold,
+        abort_on_priority_when_disabled=args.abort_on_priority_when_disabled,
+        slow_after=args.slow_after,
+        slow_factor=args.slow_factor,
     )
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -37,13 +37,20 @@ class SimulatedServer:
 
 
 def spec_args(spec: str) -> list[str]:
-    """``'fixed_ms=30,max_running=8'`` -> ``['--fixed-ms', '30', '--max-running', '8']``."""
+    """``'fixed_ms=30,max_running=8'`` -> ``['--fixed-ms', '30', '--max-running', '8']``; a
+    launch switch is ``name=true`` (given) or ``name=false`` (left out):
+    ``'enable_priority_scheduling=true'`` -> ``['--enable-priority-scheduling']``."""
     args: list[str] = []
     for part in filter(None, (p.strip() for p in spec.split(","))):
         name, _, value = part.partition("=")
+        value = value.strip()
         if not value:
             raise ValueError(f"simulated SGLang spec: expected name=value, got {part!r}")
-        args += ["--" + name.strip().replace("_", "-"), value.strip()]
+        flag = "--" + name.strip().replace("_", "-")
+        if value.lower() in ("true", "false"):
+            args += [flag] if value.lower() == "true" else []
+        else:
+            args += [flag, value]
     return args
 
 

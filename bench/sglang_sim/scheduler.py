@@ -38,7 +38,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from bench.sglang_sim.config import SimConfig
 from bench.sglang_sim.model import EOS_ID, PrefixCache, detokenize, output_ids
+from bench.sglang_sim.queueing import Batch, Order, Turn
 
 QUEUE_FULL = "The request queue is full."
 #: A marker in a request's chunk queue: break the stream here.
@@ -71,50 +73,11 @@ class ReqState:
     ids_sent: int = 0
     running: bool = False
     """Counted among the running requests (``num_running_reqs``)."""
-
-
-@dataclass
-class SimConfig:
-    model: str = "fake/tiny-chat"
-    ttft_s: float = 0.0
-    """The fixed part of the time to first token, once a request runs."""
-    prefill_s_per_token: float = 0.0
-    """Added to the TTFT per prompt token not served from the prefix cache."""
-    itl_s: float = 0.0
-    """Decode time per token after the first."""
-    natural_tokens: int = 12
-    tokens_per_chunk: int = 1
-    """The server's ``--stream-interval``: a request's ``sampling_params.stream_interval``
-    overrides it (``_streams_now``)."""
-    incremental: bool = False
-    max_running: int = 64
-    """The running batch (``--max-running-requests``, or what the memory allows); more wait."""
-    queue_capacity: int | None = None
-    """``--max-queued-requests``: waiting requests beyond it are aborted with 503."""
-    context_length: int = 8192
-    """The served context length (``--context-length``, or the model's)."""
-    launch_args: bool = False
-    """Whether ``--context-length`` and ``--max-running-requests`` were given at launch: only
-    then does ``/server_info`` report them (else ``None``)."""
-    abort_on_disconnect: bool = True
-    """0.5.23: a client that closes its stream aborts its request. False: older releases."""
-    healthy: bool = True
-    has_ready: bool = True
-    """Whether ``/ready`` exists (older servers: 404, only the slow ``/health``)."""
-    health_s: float = 1.0
-    """How long ``/health`` takes: it generates a token and waits at least 1 s."""
-    start_together: int | None = None
-    """Hold each running request before its prefill until this many run at once (or 30 s
-    passed): a test's proof that a client sends that many at once, whatever the machine's
-    speed."""
-    missing_routes: tuple[str, ...] = ()
-    """Paths answered 404, as by a release without them (``/v1/loads`` before 0.5)."""
-    reject_status: int | None = None
-    error_after: int | None = None
-    """The stream breaks (the connection ends mid-body) after this many tokens."""
-    stall_after: int | None = None
-    server_abort_after: int | None = None
-    server_abort_status: int = 503
+    priority: int | None = None
+    interrupt: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set on an abort, and when a preferred request takes its slot (``queueing``)."""
+    abort_as: dict[str, Any] | None = None
+    """The finish reason of an abort the server decided (a full queue's eviction)."""
 
 
 class SimulatedScheduler:
@@ -128,8 +91,9 @@ class SimulatedScheduler:
         self._active: dict[str, ReqState] = {}
         self._open_streams: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
-        self._sem: asyncio.Semaphore | None = None
-        self._waiting = 0
+        self.batch = Batch(Order(), self._preempted)
+        self.arrivals = 0
+        """Requests received since the last ``reset`` (``slow_after`` counts them)."""
         self._running = 0
         self.peak_running = 0
         """The most requests that ran at once since the last ``reset``."""
@@ -146,8 +110,18 @@ class SimulatedScheduler:
 
     def reset(self, **config: Any) -> None:
         """Forget every request and cache entry; apply ``config`` over the defaults."""
-        self.config = SimConfig(**config)
-        self._sem = None
+        self.config = cfg = SimConfig(**config)
+        self.batch = Batch(
+            Order(
+                max_running=cfg.max_running,
+                priority_scheduling=cfg.priority_scheduling,
+                low_values_first=cfg.low_priority_values_first,
+                preemption=cfg.priority_preemption,
+                preemption_threshold=cfg.preemption_threshold,
+            ),
+            self._preempted,
+        )
+        self.arrivals = 0
         self.cache.clear()
         self.counters = dict.fromkeys(self.counters, 0)
         self.histograms = {name: [] for name in self.histograms}
@@ -167,34 +141,43 @@ class SimulatedScheduler:
     async def _decode(self, state: ReqState) -> None:
         """The scheduler's part: queue, prefill, decode token by token, until done or aborted."""
         cfg = self.config
-        if self._sem is None:
-            self._sem = asyncio.Semaphore(cfg.max_running)
-        self._waiting += 1
+        turn = self.batch.join(state.rid, state.priority)
         try:
-            await self._sem.acquire()
+            if await self._await_turn(state, turn):
+                await self._run(state, cfg, turn)
+            else:  # aborted in the waiting queue: it leaves the queue at once
+                await self._finish(state, state.abort_as or abort_reason("Abort in waiting queue"))
         finally:
-            self._waiting -= 1
-        try:
-            await self._run(state, cfg)
-        finally:
-            self._sem.release()
+            self.batch.leave(turn)
             self._active.pop(state.rid, None)
             self.cache.insert(state.input_ids + state.output)
             self.events.append(("finished", state.rid))
             await state.chunks.put(None)
 
-    async def _run(self, state: ReqState, cfg: SimConfig) -> None:
-        self._running += 1
-        state.running = True
-        self.peak_running = max(self.peak_running, self._running)
+    async def _await_turn(self, state: ReqState, turn: Turn) -> bool:
+        """Wait for a slot of the running batch; False when aborted first."""
+        if not turn.admitted.is_set() and not state.aborted.is_set():
+            waits = [asyncio.ensure_future(e.wait()) for e in (turn.admitted, state.aborted)]
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            for waiting in waits:
+                waiting.cancel()
+        return not state.aborted.is_set()
+
+    async def _run(self, state: ReqState, cfg: SimConfig, turn: Turn) -> None:
+        self._start_running(state)
         if self._together is None:
             self._together = asyncio.Event()
         if cfg.start_together and self._running >= cfg.start_together:
             self._together.set()
         try:
-            await self._run_one(state, cfg)
+            await self._run_one(state, cfg, turn)
         finally:
             self._stop_running(state)
+
+    def _start_running(self, state: ReqState) -> None:
+        self._running += 1
+        state.running = True
+        self.peak_running = max(self.peak_running, self._running)
 
     def _stop_running(self, state: ReqState) -> None:
         """Take a request out of the running count, before its last output is streamed: the
@@ -206,7 +189,36 @@ class SimulatedScheduler:
             state.running = False
             self._running -= 1
 
-    async def _run_one(self, state: ReqState, cfg: SimConfig) -> None:
+    def _pace(self) -> float:
+        """How much slower than configured the engine runs now (``slow_after``)."""
+        cfg = self.config
+        slowed = cfg.slow_after is not None and self.arrivals > cfg.slow_after
+        return cfg.slow_factor if slowed else 1.0
+
+    def _prefill_s(self, state: ReqState, cfg: SimConfig) -> float:
+        """The time to the next token once running: the fixed part, and the prompt (with what
+        was generated before a preemption) less what the prefix cache holds."""
+        ids = state.input_ids + state.output
+        cached = min(self.cache.match(ids), len(ids) - 1)
+        return (cfg.ttft_s + cfg.prefill_s_per_token * (len(ids) - cached)) * self._pace()
+
+    async def _spend(self, state: ReqState, turn: Turn, seconds: float) -> bool:
+        """Spend ``seconds`` of engine time on ``state``; True when it was aborted meanwhile. A
+        request preempted meanwhile waits for a slot again, then is prefilled again (its prompt
+        and what it generated so far, as ``Req`` keeps its ``output_ids``)."""
+        while await _wait(state.interrupt, seconds):
+            if state.aborted.is_set():
+                return True
+            state.interrupt.clear()  # preempted: out of the batch until its turn comes back
+            self._stop_running(state)
+            self.events.append(("preempted", state.rid))
+            if not await self._await_turn(state, turn):
+                return True
+            self._start_running(state)
+            seconds = self._prefill_s(state, self.config)
+        return False
+
+    async def _run_one(self, state: ReqState, cfg: SimConfig, turn: Turn) -> None:
         state.started = time.monotonic()
         state.queue_s = state.started - state.arrived
         self.histograms["queue_time_seconds"].append(state.queue_s)
@@ -218,8 +230,7 @@ class SimulatedScheduler:
         state.cached_tokens = min(self.cache.match(state.input_ids), len(state.input_ids) - 1)
         self.counters["prompt_tokens"] += len(state.input_ids)
         self.counters["cached_tokens"] += state.cached_tokens
-        prefill_s = cfg.prefill_s_per_token * (len(state.input_ids) - state.cached_tokens)
-        if await _wait(state.aborted, cfg.ttft_s + prefill_s):
+        if await self._spend(state, turn, self._prefill_s(state, cfg)):
             return await self._finish(state, abort_reason("Abort before prefill"))
         planned = output_ids(state.input_ids, state.max_new_tokens)
         last_token_at = time.monotonic()
@@ -236,7 +247,9 @@ class SimulatedScheduler:
                 )
             if i == cfg.natural_tokens:
                 return await self._finish(state, {"type": "stop", "matched": EOS_ID})
-            if (i and await _wait(state.aborted, cfg.itl_s)) or state.aborted.is_set():
+            if (i and await self._spend(state, turn, cfg.itl_s * self._pace())) or (
+                state.aborted.is_set()
+            ):
                 return await self._finish(state, abort_reason("Unknown error"))
             now = time.monotonic()
             key = "time_to_first_token_seconds" if i == 0 else "inter_token_latency_seconds"
@@ -294,23 +307,31 @@ class SimulatedScheduler:
         state.finish_reason = {"type": "error", "message": message}
         await state.chunks.put(BREAK)
 
-    def _abort(self, state: ReqState) -> None:
+    def _abort(self, state: ReqState, reason: dict[str, Any] | None = None) -> None:
         if state.aborted.is_set() or state.rid not in self._active:
             return
         state.abort_requested_at = time.monotonic()
         state.stream_open_at_abort = state.rid in self._open_streams
         self.events.append(("abort", state.rid))
+        state.abort_as = reason
         state.aborted.set()
+        state.interrupt.set()
+
+    def _preempted(self, turn: Turn) -> None:
+        """A preferred request took ``turn``'s slot: its decode stops at once (``_spend``)."""
+        state = self._active.get(turn.rid)
+        if state is not None:
+            state.interrupt.set()
 
     def _load(self) -> dict[str, Any]:
         """One data-parallel rank's entry of ``GET /v1/loads`` (``entrypoints/http_server.py``,
         ``managers/io_struct.py``); ``/get_load`` is gone in 0.5.23."""
-        running = sum(1 for s in self._active.values() if s.started is not None)
+        running = sum(1 for s in self._active.values() if s.running)
         prompt = self.counters["prompt_tokens"]
         return {
             "dp_rank": 0,
             "num_running_reqs": running,
-            "num_waiting_reqs": self._waiting,
+            "num_waiting_reqs": len(self.batch.waiting),
             "num_total_reqs": len(self._active),
             "num_used_tokens": sum(len(s.input_ids) + len(s.output) for s in self._active.values()),
             "max_total_num_tokens": self.config.context_length * self.config.max_running,

@@ -149,25 +149,22 @@ class SimulatedSGLang(SimulatedScheduler):
             }
             if not stream:
                 return JSONResponse({"error": error}, status_code=400)
-            return StreamingResponse(_chunks({"error": error}), media_type="text/event-stream")
+            return StreamingResponse(_chunks({"error": error}), media_type=SSE)
         ids = input_ids(body)
         rid = body.get("rid") or uuid.uuid4().hex
         params = body.get("sampling_params") or {}
         max_new = params.get("max_new_tokens", 128)
         state = ReqState(rid, ids, max_new, stream, params.get("stream_interval"))
+        state.priority = body.get("priority")
         self.states[rid] = state
-        # managers/scheduler.py::_abort_on_queued_limit: with --max-queued-requests, a request
-        # the full waiting queue cannot take is aborted (the incoming one, without priority
-        # scheduling): a finish reason of type abort with status_code 503, on a 200 stream.
-        slots_full = self._sem is not None and self._sem.locked()
-        if cfg.queue_capacity is not None and slots_full and self._waiting >= cfg.queue_capacity:
-            state.finish_reason = abort_reason(QUEUE_FULL, status_code=503)
+        self.arrivals += 1
+        refusal = self._refusal(state)
+        if refusal is not None:
+            state.finish_reason = refusal
             self.counters["num_aborted_requests"] += 1
             if not stream:
-                return _error(503, QUEUE_FULL)
-            return StreamingResponse(
-                _chunks(self._chunk(state, state.finish_reason)), media_type="text/event-stream"
-            )
+                return _error(503, refusal["message"])
+            return StreamingResponse(_chunks(self._chunk(state, refusal)), media_type=SSE)
         task = self._submit(state)
         if not stream:
             await task
@@ -179,7 +176,33 @@ class SimulatedSGLang(SimulatedScheduler):
                 if item and not item.startswith(b"data: [DONE]"):
                     last = item
             return Response(last.removeprefix(b"data: ").strip(), media_type="application/json")
-        return StreamingResponse(self._body(state), media_type="text/event-stream")
+        return StreamingResponse(self._body(state), media_type=SSE)
+
+    def _refusal(self, state: ReqState) -> dict[str, Any] | None:
+        """The abort a request gets before it is queued (``managers/scheduler.py``), if any:
+
+        - ``_set_or_validate_priority``: a ``priority`` on a server without priority
+          scheduling, launched with ``--abort-on-priority-when-disabled``;
+        - ``_abort_on_queued_limit``: with ``--max-queued-requests``, a request the full
+          waiting queue cannot take (the incoming one; under priority scheduling, the least
+          preferred waiting one instead when the newcomer is strictly preferred to it, which
+          is evicted with its own message).
+        """
+        cfg = self.config
+        refuses_priority = cfg.abort_on_priority_when_disabled and not cfg.priority_scheduling
+        if state.priority is not None and refuses_priority:
+            return abort_reason(PRIORITY_DISABLED, status_code=503)
+        if cfg.queue_capacity is None or len(self.batch.waiting) + 1 <= cfg.queue_capacity:
+            return None
+        if not self.batch.full:
+            return None  # it runs at once: the queue does not grow
+        evicted = self.batch.to_evict_for(state.priority)
+        if evicted is None:
+            return abort_reason(QUEUE_FULL, status_code=503)
+        victim = self._active.get(evicted.rid)
+        if victim is not None:
+            self._abort(victim, abort_reason(EVICTED, status_code=503))
+        return None
 
     async def _body(self, state: ReqState) -> AsyncIterator[bytes]:
         self._open_streams.add(state.rid)
@@ -284,8 +307,9 @@ class SimulatedSGLang(SimulatedScheduler):
         )
 
     async def server_info(self, request: Request) -> Response:
-        """``/server_info``: a few of the launch arguments (as given: ``None`` unless set) and
-        the scheduler's ``internal_states``, one per data-parallel rank."""
+        """``/server_info``: a few of the launch arguments (as given: ``None`` unless set; the
+        whole ``ServerArgs`` upstream, the scheduling flags among them) and the scheduler's
+        ``internal_states``, one per data-parallel rank."""
         cfg = self.config
         return JSONResponse(
             {
@@ -293,6 +317,12 @@ class SimulatedSGLang(SimulatedScheduler):
                 "context_length": cfg.context_length if cfg.launch_args else None,
                 "max_running_requests": cfg.max_running if cfg.launch_args else None,
                 "max_queued_requests": cfg.queue_capacity,
+                "schedule_policy": "fcfs",
+                "enable_priority_scheduling": cfg.priority_scheduling,
+                "disable_priority_preemption": not cfg.priority_preemption,
+                "abort_on_priority_when_disabled": cfg.abort_on_priority_when_disabled,
+                "schedule_low_priority_values_first": cfg.low_priority_values_first,
+                "priority_scheduling_preemption_threshold": cfg.preemption_threshold,
                 "incremental_streaming_output": cfg.incremental,
                 "dp_size": 1,
                 "internal_states": [
@@ -326,6 +356,11 @@ class SimulatedSGLang(SimulatedScheduler):
         return PlainTextResponse("Cache flushed.")
 
 
+SSE = "text/event-stream"
+PRIORITY_DISABLED = (
+    "Using priority is disabled for this server. Please send a new request without a priority."
+)
+EVICTED = "The request is aborted by a higher priority request."
 _REASONS = {503: QUEUE_FULL, 429: "Too many requests.", 500: "Internal server error."}
 
 
