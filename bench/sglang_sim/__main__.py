@@ -38,10 +38,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--priority-scheduling-preemption-threshold", type=int, default=10)
     parser.add_argument("--abort-on-priority-when-disabled", action="store_true")
     parser.add_argument(
-        "--slow-after", type=int, default=None,
-        help="after this many requests, every timing is --slow-factor times longer",
+        "--slow-factor", type=float, default=1.0,
+        help="every timing this many times longer (POST /bench/pace changes it later)",
     )  # fmt: skip
-    parser.add_argument("--slow-factor", type=float, default=1.0)
     args = parser.parse_args(argv)
     server = SimulatedSGLang()
     server.reset(
@@ -59,7 +58,6 @@ def main(argv: Sequence[str] | None = None) -> None:
         priority_preemption=not args.disable_priority_preemption,
         preemption_threshold=args.priority_scheduling_preemption_threshold,
         abort_on_priority_when_disabled=args.abort_on_priority_when_disabled,
-        slow_after=args.slow_after,
         slow_factor=args.slow_factor,
     )
     sock = socket.socket()

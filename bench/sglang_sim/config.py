@@ -36,10 +36,9 @@ class SimConfig:
     abort_on_priority_when_disabled: bool = False
     """``--abort-on-priority-when-disabled``: a ``priority`` without priority scheduling is
     aborted with 503."""
-    slow_after: int | None = None
-    """After this many requests have arrived, every timing is ``slow_factor`` times longer: the
-    engine slows down without notice (a bench's slow period)."""
     slow_factor: float = 1.0
+    """Every timing is this many times longer: an engine slower than configured, without
+    notice to its clients (``POST /bench/pace`` changes it while it serves)."""
     context_length: int = 8192
     """The served context length (``--context-length``, or the model's)."""
     launch_args: bool = False

@@ -92,8 +92,6 @@ class SimulatedScheduler:
         self._open_streams: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self.batch = Batch(Order(), self._preempted)
-        self.arrivals = 0
-        """Requests received since the last ``reset`` (``slow_after`` counts them)."""
         self._running = 0
         self.peak_running = 0
         """The most requests that ran at once since the last ``reset``."""
@@ -121,7 +119,6 @@ class SimulatedScheduler:
             ),
             self._preempted,
         )
-        self.arrivals = 0
         self.cache.clear()
         self.counters = dict.fromkeys(self.counters, 0)
         self.histograms = {name: [] for name in self.histograms}
@@ -190,10 +187,8 @@ class SimulatedScheduler:
             self._running -= 1
 
     def _pace(self) -> float:
-        """How much slower than configured the engine runs now (``slow_after``)."""
-        cfg = self.config
-        slowed = cfg.slow_after is not None and self.arrivals > cfg.slow_after
-        return cfg.slow_factor if slowed else 1.0
+        """How much slower than configured the engine runs now (``slow_factor``)."""
+        return self.config.slow_factor
 
     def _prefill_s(self, state: ReqState, cfg: SimConfig) -> float:
         """The time to the next token once running: the fixed part, and the prompt (with what

@@ -103,6 +103,7 @@ class SimulatedSGLang(SimulatedScheduler):
                 Route("/get_server_info", self.server_info, methods=["GET"]),
                 Route("/v1/models", self.models, methods=["GET"]),
                 Route("/flush_cache", self.flush_cache, methods=["POST", "GET"]),
+                Route("/bench/pace", self.pace, methods=["POST"]),
             ]
         )
         self.app = _WithoutMissingRoutes(self)
@@ -157,7 +158,6 @@ class SimulatedSGLang(SimulatedScheduler):
         state = ReqState(rid, ids, max_new, stream, params.get("stream_interval"))
         state.priority = body.get("priority")
         self.states[rid] = state
-        self.arrivals += 1
         refusal = self._refusal(state)
         if refusal is not None:
             state.finish_reason = refusal
@@ -348,6 +348,19 @@ class SimulatedSGLang(SimulatedScheduler):
             "max_model_len": self.config.context_length,
         }
         return JSONResponse({"object": "list", "data": [card]})
+
+    async def pace(self, request: Request) -> Response:
+        """``POST /bench/pace {"factor": F}``: every timing from now on is F times the
+        configured one. Not SGLang's: a bench's way to slow the engine down without notice
+        (ragtime never calls it)."""
+        try:
+            factor = float((await request.json())["factor"])
+        except (ValueError, KeyError, TypeError):
+            return _error(400, 'expected {"factor": <number above 0>}')
+        if not factor > 0:
+            return _error(400, 'expected {"factor": <number above 0>}')
+        self.config.slow_factor = factor
+        return JSONResponse({"factor": factor})
 
     async def flush_cache(self, request: Request) -> Response:
         if self._active:

@@ -14,6 +14,7 @@ import pytest
 
 from bench.sglang_sim.process import spec_args
 from bench.sglang_sim.queueing import Batch, Order, Turn
+from bench.sglang_sim.scheduler import ReqState
 from bench.sglang_sim.server import EVICTED, PRIORITY_DISABLED, SimulatedSGLang
 from tests.fakes._serve import ServerThread
 
@@ -190,13 +191,15 @@ async def test_a_full_queue_aborts_the_evicted_request_with_its_own_message(
     assert finish(high)["type"] == "length"
 
 
-def test_the_engine_slows_down_after_the_requests_it_was_told(
+async def test_the_bench_slows_the_engine_down_without_notice(
     served: tuple[SimulatedSGLang, str],
 ) -> None:
-    sim, _ = served
-    sim.reset(slow_after=2, slow_factor=3.0)
-    assert sim._pace() == 1.0
-    sim.arrivals = 2
-    assert sim._pace() == 1.0
-    sim.arrivals = 3
-    assert sim._pace() == 3.0
+    sim, url = served
+    sim.reset(ttft_s=0.01)
+    async with httpx.AsyncClient() as client:
+        assert (await client.post(url + "/bench/pace", json={"factor": 0})).status_code == 400
+        assert (await client.post(url + "/bench/pace", json={"factor": 3})).json() == {"factor": 3}
+        info = (await client.get(url + "/server_info")).json()
+    assert sim._pace() == 3.0 and "slow_factor" not in info, "ragtime is not told"
+    state = ReqState("x" * 32, [5, 6, 7], 4, True)
+    assert sim._prefill_s(state, sim.config) == pytest.approx(0.03)
