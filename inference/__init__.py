@@ -19,6 +19,7 @@ from inference.backend import (
     RouteDecision,
     TargetLoad,
     TextDelta,
+    Urgency,
     Usage,
 )
 from inference.errors import (
@@ -45,6 +46,7 @@ from inference.prompt import (
 from inference.remote.hf_tokenizer import HFTokenizer
 from inference.remote.openai_compat import OpenAICompatBackend
 from inference.remote.options import RemoteOptions
+from inference.remote.scheduling import GatewayClasses
 from inference.remote.sglang import SGLangBackend
 from inference.routing.router import QuestionClassifier, RoutedBackend
 from inference.tokenizer import PromptTokenizer
@@ -55,6 +57,7 @@ __all__ = [
     "BackendBusy",
     "BackendUnavailable",
     "ContextPassage",
+    "GatewayClasses",
     "GenerationBackend",
     "GenerationDone",
     "GenerationEvent",
@@ -76,6 +79,7 @@ __all__ = [
     "SGLangBackend",
     "TargetLoad",
     "TextDelta",
+    "Urgency",
     "Usage",
     "common_prefix",
     "default_generation_model_path",

@@ -7,6 +7,7 @@ releases in ``close()``, and answers one call, ``stream()``. In-process (llama.c
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass
@@ -72,6 +73,45 @@ class TargetLoad:
     max_running: int | None = None
     ttft_ms: float | None = None
     itl_ms: float | None = None
+    earliest_deadline_first: bool = False
+    """It serves its waiting requests by the deadline the caller tells (SGLang's priority
+    scheduling, told each request's deadline as its ``priority``)."""
+    preempts: bool = False
+    """A waiting request with an earlier deadline takes a running one's slot."""
+
+
+@dataclass(frozen=True)
+class Urgency:
+    """What a request's plan expects of the serving layer: its last token by ``deadline`` (a
+    ``time.perf_counter()`` value, the stages after generation already kept), its first token
+    ``first_token_ms`` after it starts and each next one ``per_token_ms`` later, for
+    ``output_tokens`` tokens."""
+
+    deadline: float
+    first_token_ms: float
+    per_token_ms: float
+    output_tokens: int
+
+    def left_ms(self, now: float | None = None) -> float:
+        return (self.deadline - (time.perf_counter() if now is None else now)) * 1000.0
+
+    def slack_ms(self, now: float | None = None) -> float:
+        """The time left beyond what the plan needs."""
+        need = self.first_token_ms + self.per_token_ms * max(self.output_tokens - 1, 0)
+        return self.left_ms(now) - need
+
+    def slo_ms(self, now: float | None = None) -> tuple[float, float] | None:
+        """The time to first token and per output token that together use the time left, in
+        the proportion the plan predicts; None once the deadline has passed."""
+        left = self.left_ms(now)
+        if left <= 0:
+            return None
+        later = max(self.output_tokens - 1, 0)
+        need = self.first_token_ms + self.per_token_ms * later
+        if need <= 0 or later == 0:
+            return left, left
+        scale = left / need
+        return self.first_token_ms * scale, self.per_token_ms * scale
 
 
 GenerationEvent = TextDelta | GenerationDone | RouteDecision
@@ -175,16 +215,24 @@ class GenerationBackend(ABC):
         temperature: float = 0.0,
         deadline: float | None = None,
         target: str | None = None,
+        urgency: Urgency | None = None,
     ) -> AsyncGenerator[GenerationEvent, None]:
         """Generate at most ``max_tokens`` tokens after ``prompt.token_ids``: the events, as an
         async generator to iterate and close. ``deadline`` (a ``time.perf_counter()`` value)
         orders a backend's queue where it serves earliest deadline first; ``target``, one of
         ``cost_targets``, is where the budget planned the answer to go (None: the backend's own
-        choice). ``ValueError`` at once for ``max_tokens < 1``."""
+        choice); ``urgency``, what the plan expects of a serving layer that schedules by it (a
+        remote one: it is not sent once its deadline has passed). ``ValueError`` at once for
+        ``max_tokens < 1``."""
         if max_tokens < 1:
             raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
         return self._generate(
-            prompt, max_tokens=max_tokens, temperature=temperature, deadline=deadline, target=target
+            prompt,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            deadline=deadline,
+            target=target,
+            urgency=urgency,
         )
 
     @abstractmethod
@@ -196,6 +244,7 @@ class GenerationBackend(ABC):
         temperature: float,
         deadline: float | None,
         target: str | None,
+        urgency: Urgency | None = None,
     ) -> AsyncGenerator[GenerationEvent, None]:
         """``stream``'s events, ``max_tokens`` checked: an async generator function, or a plain
         one that does its work in the caller's context and returns the events' generator."""

@@ -26,7 +26,7 @@ from app.pipeline.events import (
 )
 from app.pipeline.services import Services
 from app.stages import Generated
-from app.stages.generation import record_first_token, record_generation_end
+from app.stages.generation import record_first_token, record_generation_end, urgency
 from inference import RouteDecision
 from tracing.budget import StageName
 
@@ -60,6 +60,7 @@ class Answering:
                     reserve_ms=session.generation_reserve_ms(),
                     stop_at=session.stop_at,
                     span=span,
+                    urgency=urgency(session.serving_need()),
                 )
                 async with aclosing(events):
                     async for event in events:

@@ -23,6 +23,7 @@ from app.settings import Settings
 from app.stages import Stages
 from inference import (
     BackendUnavailable,
+    GatewayClasses,
     GenerationBackend,
     HFTokenizer,
     LlamaCppBackend,
@@ -49,7 +50,13 @@ def remote_options(settings: Settings) -> RemoteOptions:
         stall_timeout_s=settings.remote_stall_timeout_s,
         health_timeout_s=settings.remote_health_timeout_s,
         poll_interval_s=settings.remote_poll_interval_s,
-        priority=settings.sglang_priority,
+        deadline_priority=settings.sglang_deadline_priority,
+        slo_headers=settings.slo_headers,
+        gateway_classes=(
+            GatewayClasses.parse(settings.smg_priority_classes)
+            if settings.smg_priority_classes is not None
+            else None
+        ),
         incremental=settings.sglang_incremental_output,
         stream_interval=settings.sglang_stream_interval or None,
         context_length=settings.remote_context_length,

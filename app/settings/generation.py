@@ -7,6 +7,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
+from inference import GatewayClasses
+
 
 def _check_url(url: str) -> str:
     if not url.startswith(("http://", "https://")):
@@ -56,7 +58,26 @@ class GenerationSettings(BaseModel):
         description="SGLang base URLs (JSON list), servers or SGLang's gateway; tried least "
         "loaded first.",
     )
-    sglang_priority: int | None = Field(None, description="Sent as `priority` when set.")
+    sglang_priority: int | None = Field(
+        None,
+        description="Gone: each request's deadline is its priority now, sent only to servers "
+        "that schedule by priority (RAGTIME_SGLANG_DEADLINE_PRIORITY). Setting it is an error.",
+    )
+    sglang_deadline_priority: bool = Field(
+        True,
+        description="Send each request's deadline as SGLang's `priority` (earliest first) to "
+        "servers whose /server_info says they schedule by priority; never to others.",
+    )
+    slo_headers: bool = Field(
+        False,
+        description="Send llm-d's x-llm-d-slo-ttft-ms and x-llm-d-slo-tpot-ms headers from each "
+        "request's plan (for an llm-d gateway in front of the servers).",
+    )
+    smg_priority_classes: str | None = Field(
+        None,
+        description="Send SMG's x-smg-priority class from each request's slack (ms), e.g. "
+        "'interactive<1000,default<10000,bulk'; unset: no header.",
+    )
     sglang_incremental_output: bool = Field(
         False, description="The servers run with --incremental-streaming-output."
     )
@@ -74,6 +95,25 @@ class GenerationSettings(BaseModel):
         None, description="Its tokenizer: HF id or path; empty = served_model."
     )
     openai_base_url: str | None = Field(None, description="e.g. http://vllm:8000/v1")
+
+    @field_validator("sglang_priority")
+    @classmethod
+    def _priority_is_gone(cls, value: int | None) -> int | None:
+        if value is not None:
+            raise ValueError(
+                "a fixed priority is no longer sent: each request's deadline is its priority, "
+                "sent to servers that schedule by priority (RAGTIME_SGLANG_DEADLINE_PRIORITY); "
+                "unset RAGTIME_SGLANG_PRIORITY"
+            )
+        return value
+
+    @field_validator("smg_priority_classes")
+    @classmethod
+    def _classes_parse(cls, value: str | None) -> str | None:
+        if value is not None:
+            GatewayClasses.parse(value)
+        return value
+
     openai_api_key: SecretStr | None = None
     remote_connect_timeout_s: float = Field(2.0, gt=0)
     remote_stall_timeout_s: float = Field(10.0, gt=0, description="No byte for this long: fail.")

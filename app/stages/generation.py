@@ -25,13 +25,14 @@ from inference import (
     PromptAssembler,
     RouteDecision,
     TextDelta,
+    Urgency,
     Usage,
     common_prefix,
 )
 from inference.prompt import NO_PASSAGES_BLOCK, ContextPassage, PromptLayout
 from retrieval.store.sentences import scored_pieces
 from tracing import metrics
-from tracing.budget import StageName, next_before_deadline
+from tracing.budget import ServingNeed, StageName, next_before_deadline
 
 #: A question of typical length, for measuring what a prompt holds besides its passages.
 TYPICAL_QUESTION = "How do I give a parameter of a function a default value?"
@@ -208,11 +209,12 @@ class Generate:
         reserve_ms: float = 0.0,
         stop_at: Callable[[], float | None] = lambda: None,
         span: Span | None = None,
+        urgency: Urgency | None = None,
     ) -> AsyncGenerator[GenerateEvent, None]:
         """``target`` is where the plan sends the request (a ``RouteDecision`` says where it
         went); ``reserve_ms`` is kept before ``deadline`` to finish the answer; ``span``,
         when given, is current while the backend's stream is opened (a remote backend
-        propagates it)."""
+        propagates it); ``urgency`` is what a serving layer that schedules by it is told."""
         started = time.perf_counter()
         first_at = last_at = None
         texts: list[str] = []
@@ -223,6 +225,7 @@ class Generate:
                 temperature=self.temperature,
                 deadline=deadline,
                 target=target,
+                urgency=urgency,
             )
         try:
             async with aclosing(events):
@@ -302,3 +305,8 @@ def record_generation_end(
                 ),
             }
         )
+
+
+def urgency(need: ServingNeed) -> Urgency:
+    """The budget's ``ServingNeed`` as the backends take it."""
+    return Urgency(need.deadline, need.first_token_ms, need.per_token_ms, need.output_tokens)

@@ -33,6 +33,7 @@ from inference.backend import (
     GenerationEvent,
     TargetLoad,
     TextDelta,
+    Urgency,
     Usage,
 )
 from inference.errors import BackendUnavailable, GenerationFailed, InferenceError
@@ -206,6 +207,7 @@ class LlamaCppBackend(GenerationBackend):
         temperature: float,
         deadline: float | None,
         target: str | None,
+        urgency: Urgency | None = None,
     ) -> AsyncGenerator[GenerationEvent, None]:
         llm, executor = self._llm, self._executor
         if llm is None or executor is None:

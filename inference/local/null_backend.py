@@ -18,6 +18,7 @@ from inference.backend import (
     GenerationEvent,
     TargetLoad,
     TextDelta,
+    Urgency,
     Usage,
 )
 from inference.prompt import AssembledPrompt
@@ -80,6 +81,7 @@ class NullBackend(GenerationBackend):
         temperature: float,
         deadline: float | None,
         target: str | None,
+        urgency: Urgency | None = None,
     ) -> AsyncGenerator[GenerationEvent, None]:
         count = max_tokens if self.tokens is None else min(self.tokens, max_tokens)
         for _ in range(count):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Mapping
 from typing import Protocol
 
-from inference.backend import GenerationBackend, GenerationEvent, TargetLoad
+from inference.backend import GenerationBackend, GenerationEvent, TargetLoad, Urgency
 from inference.prompt import AssembledPrompt
 from inference.remote.endpoints import EndpointState
 from inference.tokenizer import PromptTokenizer
@@ -28,7 +28,12 @@ class EndpointPool(Protocol):
     def states(self) -> dict[str, EndpointState]: ...
 
     def open_stream(
-        self, prompt: AssembledPrompt, max_tokens: int, temperature: float, only: str | None
+        self,
+        prompt: AssembledPrompt,
+        max_tokens: int,
+        temperature: float,
+        only: str | None,
+        urgency: Urgency | None = None,
     ) -> AsyncGenerator[GenerationEvent, None]: ...
 
 
@@ -80,5 +85,6 @@ class EndpointBackend(GenerationBackend):
         temperature: float,
         deadline: float | None,
         target: str | None,
+        urgency: Urgency | None = None,
     ) -> AsyncGenerator[GenerationEvent, None]:
-        return self._parent.open_stream(prompt, max_tokens, temperature, self.url)
+        return self._parent.open_stream(prompt, max_tokens, temperature, self.url, urgency)

@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 from inference.backend import TargetLoad
 from inference.errors import GenerationRejected
+from inference.remote.scheduling import PriorityScheduling, read_priority_scheduling
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +71,9 @@ class EndpointState:
         """Requests it decodes at once; behind a gateway, each worker."""
         self.workers: int | None = None
         """Behind a gateway: its healthy workers, at the last poll."""
+        self.priority: PriorityScheduling | None = None
+        """How it orders its queue by ``priority``, as ``/server_info`` said (None: it does
+        not, or did not say: no priority is sent to it)."""
         self.load = TargetLoad()
         self.ttft_ms: float | None = None
         """The latest known recent TTFT (kept when a poll saw no new request), for routing."""
@@ -178,10 +182,17 @@ class EndpointState:
           ``internal_states[].effective_max_running_requests_per_dp``, one per data-parallel
           rank: the batch the scheduler really runs.
         - ``/model_info``: older servers' ``context_length``; 0.5.23 has none there.
+
+        ``/server_info`` also says whether the server orders its queue by ``priority``
+        (``scheduling.read_priority_scheduling``); behind SMG, ``/get_server_info`` is its first
+        healthy worker's.
         """
         for body in bodies:
             if not isinstance(body, dict):
                 continue
+            priority = read_priority_scheduling(body)
+            if priority is not False:
+                self.priority = priority
             data = body.get("data")
             cards = data if isinstance(data, list) else [body]
             for card in cards:
@@ -277,9 +288,12 @@ class EndpointState:
     ) -> None:
         ttft = self._recent(metrics, "time_to_first_token_seconds", "_ttft_total")
         itl = self._recent(metrics, "inter_token_latency_seconds", "_itl_total")
+        priority = self.priority
         self.load = TargetLoad(
-            running=running, waiting=waiting, max_running=capacity, ttft_ms=ttft, itl_ms=itl
-        )
+            running=running, waiting=waiting, max_running=capacity, ttft_ms=ttft, itl_ms=itl,
+            earliest_deadline_first=priority is not None,
+            preempts=priority is not None and priority.preempts,
+        )  # fmt: skip
         self.ttft_ms = self.ttft_ms if ttft is None else ttft
         self.itl_ms = self.itl_ms if itl is None else itl
 

@@ -49,7 +49,14 @@ from typing import Any
 import httpx
 from opentelemetry import propagate
 
-from inference.backend import GenerationDone, GenerationEvent, RouteDecision, TextDelta
+from inference.backend import (
+    GenerationDone,
+    GenerationEvent,
+    RouteDecision,
+    TextDelta,
+    Urgency,
+    Usage,
+)
 from inference.errors import BackendBusy, BackendUnavailable, GenerationFailed
 from inference.prompt import AssembledPrompt
 from inference.remote.endpoints import EndpointState, order_endpoints
@@ -62,6 +69,7 @@ from inference.remote.faults import (
     rejection_detail,
 )
 from inference.remote.polled import PolledBackend
+from inference.remote.scheduling import slo_headers
 from inference.remote.sse import ChunkDecoder, iter_sse_json, new_rid
 
 log = logging.getLogger(__name__)
@@ -82,21 +90,45 @@ class HTTPStreamBackend(PolledBackend):
         temperature: float,
         deadline: float | None,
         target: str | None,
+        urgency: Urgency | None = None,
     ) -> AsyncGenerator[GenerationEvent, None]:
-        return self.open_stream(prompt, max_tokens, temperature, None)
+        return self.open_stream(prompt, max_tokens, temperature, None, urgency)
 
     def open_stream(
-        self, prompt: AssembledPrompt, max_tokens: int, temperature: float, only: str | None
+        self,
+        prompt: AssembledPrompt,
+        max_tokens: int,
+        temperature: float,
+        only: str | None,
+        urgency: Urgency | None = None,
     ) -> AsyncGenerator[GenerationEvent, None]:
         headers: dict[str, str] = {}
         propagate.inject(headers)  # now, in the caller's context, not at the first anext()
-        return self._stream(prompt, max_tokens, temperature, headers, only)
+        return self._stream(prompt, max_tokens, temperature, headers, only, urgency)
 
     @abstractmethod
     def _request(
-        self, prompt: AssembledPrompt, max_tokens: int, temperature: float, rid: str
+        self,
+        prompt: AssembledPrompt,
+        max_tokens: int,
+        temperature: float,
+        rid: str,
+        state: EndpointState,
+        urgency: Urgency | None,
     ) -> tuple[str, dict[str, Any], dict[str, str]]:
-        """The path, JSON body and extra headers of one attempt."""
+        """The path, JSON body and extra headers of one attempt to ``state``."""
+
+    def _urgency_headers(self, urgency: Urgency | None) -> dict[str, str]:
+        """What a gateway that schedules by it is told of ``urgency`` (``scheduling``): llm-d's
+        SLO headers and SMG's priority class, each where the options ask for it."""
+        if urgency is None:
+            return {}
+        headers: dict[str, str] = {}
+        if self.options.slo_headers:
+            headers.update(slo_headers(urgency))
+        if self.options.gateway_classes is not None:
+            headers.update(self.options.gateway_classes.header(urgency))
+        return headers
 
     @abstractmethod
     def _decoder(self, prompt: AssembledPrompt) -> ChunkDecoder:
@@ -120,8 +152,11 @@ class HTTPStreamBackend(PolledBackend):
         temperature: float,
         trace_headers: dict[str, str],
         only: str | None,
+        urgency: Urgency | None = None,
     ) -> AsyncGenerator[GenerationEvent, None]:
-        """Attempts, endpoint by endpoint, until one serves; each failure by whose fault."""
+        """Attempts, endpoint by endpoint, until one serves; each failure by whose fault. A
+        request whose ``urgency`` deadline has passed is not sent (an expired deadline must not
+        reach a scheduler as the most urgent): it ends at once, finish reason ``deadline``."""
         client = self._client
         if client is None:
             raise BackendUnavailable(f"the {self.name} backend is not started")
@@ -131,6 +166,9 @@ class HTTPStreamBackend(PolledBackend):
         order = self._order(only)[: 1 if only is not None else self.max_attempts]
         relearned = False  # the context length learned from a refusal, and tried again once
         while order:
+            if urgency is not None and urgency.left_ms() <= 0:
+                yield GenerationDone(Usage(prompt.prompt_tokens, 0, 0), "deadline", 0.0)
+                return
             state = order.pop(0)
             fitted, degradation = state.fit_output(
                 prompt.prompt_tokens, max_tokens, self.options.min_output_tokens, self.name
@@ -144,7 +182,9 @@ class HTTPStreamBackend(PolledBackend):
             )
             streamed = False
             try:
-                attempt = self._attempt(client, state, prompt, fitted, temperature, trace_headers)
+                attempt = self._attempt(
+                    client, state, prompt, fitted, temperature, trace_headers, urgency
+                )
                 async with aclosing(attempt):
                     async for event in attempt:
                         streamed = streamed or isinstance(event, TextDelta)
@@ -192,13 +232,14 @@ class HTTPStreamBackend(PolledBackend):
         max_tokens: int,
         temperature: float,
         trace_headers: dict[str, str],
+        urgency: Urgency | None = None,
     ) -> AsyncGenerator[TextDelta | GenerationDone, None]:
         """One request to one endpoint: its deltas, then its ``GenerationDone``; a failure
         raises (``StreamError`` or an ``httpx`` error). Left early (closed, or cancelled at the
         deadline), the request is aborted on the server before its stream is closed."""
         endpoint = state.url
         rid = new_rid()
-        path, body, extra = self._request(prompt, max_tokens, temperature, rid)
+        path, body, extra = self._request(prompt, max_tokens, temperature, rid, state, urgency)
         decoder = self._decoder(prompt)
         response: httpx.Response | None = None
         # Held here, and closed only after the abort: dropped, it would be finalized by the

@@ -22,8 +22,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from inference.backend import GenerationDone, Usage
+from inference.backend import GenerationDone, Urgency, Usage
 from inference.prompt import AssembledPrompt
+from inference.remote.endpoints import EndpointState
 from inference.remote.faults import StreamError, error_event
 from inference.remote.http_stream import HTTPStreamBackend
 from inference.remote.options import RemoteOptions
@@ -57,7 +58,13 @@ class OpenAICompatBackend(HTTPStreamBackend):
         self.send_token_ids = send_token_ids
 
     def _request(
-        self, prompt: AssembledPrompt, max_tokens: int, temperature: float, rid: str
+        self,
+        prompt: AssembledPrompt,
+        max_tokens: int,
+        temperature: float,
+        rid: str,
+        state: EndpointState,
+        urgency: Urgency | None,
     ) -> tuple[str, dict[str, Any], dict[str, str]]:
         body: dict[str, Any] = {
             "model": self.model,
@@ -67,7 +74,7 @@ class OpenAICompatBackend(HTTPStreamBackend):
             "stream": True,
             "stream_options": {"include_usage": True},
         }
-        return "/completions", body, {"X-Request-Id": rid}
+        return "/completions", body, {"X-Request-Id": rid, **self._urgency_headers(urgency)}
 
     def _decoder(self, prompt: AssembledPrompt) -> _Decoder:
         return _Decoder(prompt.prompt_tokens)

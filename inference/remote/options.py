@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from inference.remote.scheduling import GatewayClasses
+
 
 @dataclass(frozen=True)
 class RemoteOptions:
@@ -31,8 +33,14 @@ class RemoteOptions:
     max_running: int | None = None
     """Requests one server (or each worker behind a gateway) decodes at once, where it does not
     say; what an endpoint reports wins."""
-    priority: int | None = None
-    """SGLang: sent as ``priority`` when set."""
+    deadline_priority: bool = True
+    """SGLang: each request's deadline is sent as its ``priority`` to a server that schedules
+    by priority (``scheduling``); never to one that does not."""
+    slo_headers: bool = False
+    """Send llm-d's SLO headers (``x-llm-d-slo-ttft-ms``, ``x-llm-d-slo-tpot-ms``) from each
+    request's plan."""
+    gateway_classes: GatewayClasses | None = None
+    """Send SMG's ``x-smg-priority`` class from each request's slack, by this mapping."""
     incremental: bool = False
     """SGLang: the servers run with ``--incremental-streaming-output``."""
     stream_interval: int | None = None

@@ -16,7 +16,7 @@ from collections.abc import AsyncGenerator, Mapping, Sequence
 
 import httpx
 
-from inference.backend import GenerationBackend, GenerationEvent, TargetLoad
+from inference.backend import GenerationBackend, GenerationEvent, TargetLoad, Urgency
 from inference.prompt import AssembledPrompt
 from inference.remote.endpoint_view import EndpointBackend
 from inference.remote.endpoints import EndpointState
@@ -212,6 +212,12 @@ class PolledBackend(GenerationBackend):
 
     @abstractmethod
     def open_stream(
-        self, prompt: AssembledPrompt, max_tokens: int, temperature: float, only: str | None
+        self,
+        prompt: AssembledPrompt,
+        max_tokens: int,
+        temperature: float,
+        only: str | None,
+        urgency: Urgency | None = None,
     ) -> AsyncGenerator[GenerationEvent, None]:
-        """A request's events from the endpoints, tried in order (``only``: that one alone)."""
+        """A request's events from the endpoints, tried in order (``only``: that one alone);
+        not sent once ``urgency``'s deadline has passed."""

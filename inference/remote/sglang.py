@@ -4,7 +4,8 @@ Each request sends ``input_ids`` (the served model's tokenization of ``Assembled
 the prompt the budget counted is the prompt RadixAttention caches), a fresh fixed-length random
 ``rid``, ``sampling_params`` (with a ``stream_interval`` when configured: the first token at
 once, then a chunk every N tokens, so that each chunk's trip through ragtime carries N tokens)
-and, when configured, ``priority``. SGLang streams cumulative text
+and, where the server schedules by priority (its ``/server_info`` says so), the request's
+deadline as its ``priority`` (``scheduling``: earliest first). SGLang streams cumulative text
 by default (each chunk repeats everything so far); ``incremental=True`` is for servers started
 with ``--incremental-streaming-output``. A chunk whose text does not extend the text so far is
 an error, not silently mangled output: it means the flag does not match the server.
@@ -61,11 +62,12 @@ from typing import Any
 
 import httpx
 
-from inference.backend import GenerationDone, Usage
+from inference.backend import GenerationDone, Urgency, Usage
 from inference.prompt import AssembledPrompt
 from inference.remote.endpoints import EndpointState, parse_metrics
 from inference.remote.faults import StreamError, error_event
 from inference.remote.http_stream import HTTPStreamBackend
+from inference.remote.scheduling import deadline_priority
 
 log = logging.getLogger(__name__)
 
@@ -77,21 +79,23 @@ class SGLangBackend(HTTPStreamBackend):
 
     ``tokenizer`` must be the served model's (e.g. ``HFTokenizer`` of the same path or id);
     it is loaded in ``start()`` when it has a ``load()`` method. ``options`` (a
-    ``RemoteOptions``) holds the timeouts, ``priority`` and ``incremental``.
+    ``RemoteOptions``) holds the timeouts, what is told of a deadline and ``incremental``.
     """
 
     name = "sglang"
-
-    @property
-    def priority(self) -> int | None:
-        return self.options.priority
 
     @property
     def incremental(self) -> bool:
         return self.options.incremental
 
     def _request(
-        self, prompt: AssembledPrompt, max_tokens: int, temperature: float, rid: str
+        self,
+        prompt: AssembledPrompt,
+        max_tokens: int,
+        temperature: float,
+        rid: str,
+        state: EndpointState,
+        urgency: Urgency | None,
     ) -> tuple[str, dict[str, Any], dict[str, str]]:
         body: dict[str, Any] = {
             "input_ids": list(prompt.token_ids),
@@ -99,11 +103,11 @@ class SGLangBackend(HTTPStreamBackend):
             "stream": True,
             "rid": rid,
         }
-        if self.priority is not None:
-            body["priority"] = self.priority
+        if urgency is not None and state.priority is not None and self.options.deadline_priority:
+            body["priority"] = deadline_priority(urgency.deadline, state.priority.order)
         if self.options.stream_interval is not None:
             body["sampling_params"]["stream_interval"] = self.options.stream_interval
-        return "/generate", body, {}
+        return "/generate", body, self._urgency_headers(urgency)
 
     def _decoder(self, prompt: AssembledPrompt) -> _Decoder:
         return _Decoder(prompt.prompt_tokens, incremental=self.incremental)

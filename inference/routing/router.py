@@ -52,6 +52,7 @@ from inference.backend import (
     RouteDecision,
     TargetLoad,
     TextDelta,
+    Urgency,
 )
 from inference.errors import BackendBusy, BackendUnavailable
 from inference.prompt import AssembledPrompt
@@ -311,6 +312,7 @@ class RoutedBackend(GenerationBackend):
         temperature: float,
         deadline: float | None,
         target: str | None,
+        urgency: Urgency | None = None,
     ) -> AsyncGenerator[GenerationEvent, None]:
         """Route now, in the caller's context (its span gets the choice); stream lazily."""
         pool = self._pool_of.get(target.rstrip("/")) if target else None
@@ -322,7 +324,7 @@ class RoutedBackend(GenerationBackend):
             route = exc  # raised at the first anext(), as the contract says
         else:
             _record(span, route)
-        return self._stream(prompt, max_tokens, temperature, route, span, pool)
+        return self._stream(prompt, max_tokens, temperature, route, span, pool, urgency)
 
     async def _stream(
         self,
@@ -332,6 +334,7 @@ class RoutedBackend(GenerationBackend):
         first: Route | BackendUnavailable,
         span: Span,
         pool: str | None,
+        urgency: Urgency | None = None,
     ) -> AsyncGenerator[GenerationEvent, None]:
         if isinstance(first, BackendUnavailable):
             raise first
@@ -344,7 +347,9 @@ class RoutedBackend(GenerationBackend):
             backend = self._pools[route.pool].endpoint(route.endpoint)
             token = otel_context.attach(context)  # the backend propagates this span's context
             try:
-                events = backend.stream(prompt, max_tokens=max_tokens, temperature=temperature)
+                events = backend.stream(
+                    prompt, max_tokens=max_tokens, temperature=temperature, urgency=urgency
+                )
             finally:
                 otel_context.detach(token)
             streamed = False

@@ -9,6 +9,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi import FastAPI
@@ -23,6 +24,7 @@ from bench.sglang_sim.server import SimulatedSGLang
 from bench.sglang_sim.tokenizer import build_tiny_tokenizer
 from inference import (
     BackendBusy,
+    GatewayClasses,
     GenerationRejected,
     HFTokenizer,
     OpenAICompatBackend,
@@ -119,6 +121,20 @@ def test_request_errors_and_busy_servers_map_to_their_statuses() -> None:
         assert full.json()["error"]["type"] == "backend_busy"
 
 
+@pytest.mark.parametrize(
+    ("setting", "says"),
+    [
+        ({"sglang_priority": 3}, "each request's deadline is its priority"),
+        ({"smg_priority_classes": "urgent<10,bulk"}, "unknown SMG priority class 'urgent'"),
+    ],
+)
+def test_settings_refuse_a_fixed_priority_and_unknown_classes(
+    tmp_path: Path, setting: dict[str, Any], says: str
+) -> None:
+    with pytest.raises(ValueError, match=says):
+        make_settings(tmp_path, generation_backend="sglang", **setting)
+
+
 def test_settings_build_the_remote_backends(tmp_path: Path) -> None:
     sglang = default_backend(
         make_settings(
@@ -126,12 +142,14 @@ def test_settings_build_the_remote_backends(tmp_path: Path) -> None:
             generation_backend="sglang",
             sglang_endpoints=["http://a:30000", "http://b:30000/"],
             served_model="org/model",
-            sglang_priority=3,
+            smg_priority_classes="interactive<1000,bulk",
         )
     )
     assert isinstance(sglang, SGLangBackend)
     assert sglang.endpoints == ["http://a:30000", "http://b:30000"]
-    assert (sglang.model, sglang.priority, sglang.incremental) == ("org/model", 3, False)
+    assert (sglang.model, sglang.incremental) == ("org/model", False)
+    assert sglang.options.deadline_priority and not sglang.options.slo_headers
+    assert sglang.options.gateway_classes == GatewayClasses((("interactive", 1000.0),), "bulk")
     assert sglang.options.stream_interval == 2  # the default: a chunk every 2 tokens
     own = make_settings(
         tmp_path,

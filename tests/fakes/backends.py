@@ -16,6 +16,7 @@ from inference import (
     RouteDecision,
     TargetLoad,
     TextDelta,
+    Urgency,
     Usage,
 )
 from inference.local.null_backend import NullTokenizer
@@ -63,6 +64,7 @@ class ScriptedBackend(GenerationBackend):
         temperature: float,
         deadline: float | None,
         target: str | None,
+        urgency: Urgency | None = None,
     ) -> AsyncGenerator[GenerationEvent, None]:
         self.started_streams += 1
         try:
@@ -103,6 +105,7 @@ class PromptEchoBackend(ScriptedBackend):
         temperature: float,
         deadline: float | None,
         target: str | None,
+        urgency: Urgency | None = None,
     ) -> AsyncGenerator[GenerationEvent, None]:
         self.prompts.append(prompt)
         user = prompt.text.split("<|user|>", 1)[-1]
@@ -176,6 +179,7 @@ class SimulatedBackend(GenerationBackend):
         temperature: float,
         deadline: float | None,
         target: str | None,
+        urgency: Urgency | None = None,
     ) -> AsyncGenerator[GenerationEvent, None]:
         if self._semaphore is None:
             self._semaphore = asyncio.Semaphore(self.slots)

@@ -17,6 +17,7 @@ from inference import (
     InferenceError,
     PromptTokenizer,
     TextDelta,
+    Urgency,
     Usage,
 )
 from tests.fakes.word_tokenizer import WordTokenizer
@@ -30,6 +31,7 @@ def test_exported_names() -> None:
             "BackendBusy",
             "BackendUnavailable",
             "ContextPassage",
+            "GatewayClasses",
             "GenerationBackend",
             "GenerationDone",
             "GenerationEvent",
@@ -52,6 +54,7 @@ def test_exported_names() -> None:
             "SGLangBackend",
             "TargetLoad",
             "TextDelta",
+            "Urgency",
             "Usage",
             "default_generation_model_path",
         ]
@@ -93,6 +96,7 @@ class EchoBackend(GenerationBackend):
         temperature: float,
         deadline: float | None,
         target: str | None,
+        urgency: Urgency | None = None,
     ) -> AsyncGenerator[GenerationEvent, None]:
         yield TextDelta(str(prompt.prompt_tokens))
         yield GenerationDone(Usage(prompt.prompt_tokens, 0, 1), "stop", 0.0)

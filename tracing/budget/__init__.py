@@ -41,6 +41,7 @@ from tracing.budget.ledger import BudgetLedger, Degradation, StageSpan
 from tracing.budget.policy import Action, DegradationPolicy, Plan, PlanLimits
 from tracing.budget.quality import DEFAULT_QUALITY_PATH, QualityTable
 from tracing.budget.queue import Reservation, Reservations, TargetQueue
+from tracing.budget.serving import ServingNeed
 from tracing.budget.session import BudgetSession
 from tracing.budget.stage_names import StageName
 
@@ -69,6 +70,7 @@ __all__ = [
     "Reservation",
     "Reservations",
     "Rules",
+    "ServingNeed",
     "StageName",
     "StageSpan",
     "TargetQueue",

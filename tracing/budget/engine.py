@@ -139,6 +139,7 @@ class BudgetEngine:
             ledger.deadline,
             slots=queue.slots,
             edf=queue.edf,
+            preemptive=queue.preemptive,
             external=queue.external,
             external_ms=typical_ms,
         )
@@ -177,15 +178,16 @@ class BudgetEngine:
         self, ledger: BudgetLedger, target: str, queue: TargetQueue, *, max_queued_per_slot: int
     ) -> None:
         """Raise ``TargetSaturated`` at arrival when ``target`` already holds its slots and
-        ``max_queued_per_slot`` waiting answers per slot, or when the wait its reservations
+        ``max_queued_per_slot`` waiting answers per slot ahead of this one (on a target serving
+        by deadline, only those it would wait behind), or when the wait its reservations
         predict leaves no room for even the smallest answer (judged at the median, as
         ``check_feasible``). A single answer ahead on a single slot never refuses: the plan may
         ask it to stop early (``_share``)."""
-        held = self.reservations.open(target) + max(queue.external, 0)
+        wait = self._queue_wait(target, ledger, queue)
+        held = wait.ahead if queue.edf else self.reservations.open(target) + max(queue.external, 0)
         limit = max(queue.slots, 1) * (1 + max_queued_per_slot)
         if held >= limit:
             raise TargetSaturated(f"{held} answers are queued at {target} (at most {limit})")
-        wait = self._queue_wait(target, ledger, queue)
         if wait.ms <= 0 or (queue.slots == 1 and wait.ahead == 1 and not queue.external):
             return
         smallest = self.plan_bounds(target, quantile=0.5)["smallest_ms"]

@@ -107,12 +107,15 @@ class Reservations:
         *,
         slots: int = 1,
         edf: bool = False,
+        preemptive: bool = False,
         external: int = 0,
         external_ms: float = 0.0,
         now: float | None = None,
     ) -> Wait:
         """The predicted wait before a request due at ``deadline`` starts at ``target``.
 
+        Served earliest deadline first (``edf``), a request waits only behind those due before
+        it, and those already started unless a ``preemptive`` target lets it take their slot.
         ``external`` requests (another client's, seen in the server's own load report) are
         counted ahead too, ``external_ms`` each.
         """
@@ -120,7 +123,11 @@ class Reservations:
         slots = max(slots, 1)
         with self._lock:
             held = list(self._live(target, now))
-        ahead = [r for r in held if not edf or r.started is not None or r.deadline <= deadline]
+        ahead = [
+            r
+            for r in held
+            if not edf or r.deadline <= deadline or (r.started is not None and not preemptive)
+        ]
         count = len(ahead) + max(external, 0)
         if count < slots:
             return Wait(0.0, count, slots, tuple(ahead))
@@ -140,6 +147,10 @@ class TargetQueue:
     slots: int = 1
     """Requests it decodes at once."""
     edf: bool = False
-    """Whether it serves our requests earliest-deadline-first (llama.cpp's worker does)."""
+    """Whether it serves our requests earliest-deadline-first (llama.cpp's worker does; an
+    SGLang server scheduling by priority does, told each deadline as its priority)."""
+    preemptive: bool = False
+    """Whether a request due earlier takes a running one's slot (SGLang's priority
+    preemption): then only those due earlier are ahead."""
     external: int = 0
     """Requests it reports that are not ours (another replica's): counted ahead of us."""

@@ -6,12 +6,16 @@ means for the budget (``generation_ended``). Protocols, so that
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Protocol
 
 from opentelemetry.trace import Span
 
 from tracing.budget.engine import BudgetEngine
 from tracing.budget.ledger import BudgetLedger
+from tracing.budget.policy import Plan
+from tracing.budget.queue import TargetQueue
+from tracing.budget.reserves import generation_reserve_ms
 from tracing.budget.stage_names import StageName
 
 #: Finish reasons whose timings describe the whole generation at the target.
@@ -38,13 +42,64 @@ class ServingTargets(Protocol):
 
 
 class ReportedLoad(Protocol):
-    """What a serving target says of its load (``inference.TargetLoad`` fits)."""
+    """What a serving target says of its load and order (``inference.TargetLoad`` fits)."""
 
     @property
     def waiting(self) -> int: ...
 
     @property
     def max_running(self) -> int | None: ...
+
+    @property
+    def earliest_deadline_first(self) -> bool: ...
+
+    @property
+    def preempts(self) -> bool: ...
+
+
+def target_queue(load: ReportedLoad | None, *, edf: bool, ours: int) -> TargetQueue:
+    """How a target queues, as planning sees it: its slots; whether it serves our requests
+    earliest deadline first (the backend's own queue, ``edf``, or a server that schedules by
+    the deadline it is told, and may preempt for it); others' load.
+
+    Others' load is the queue the server reports beyond its running batch, less what ``ours``
+    (our open reservations there) can account for: a remote server's load is polled every few
+    seconds, and its running requests then were mostly ours, long finished. Counting them again
+    would refuse requests behind a queue that is gone. A server ordering by deadline serves
+    requests without one (another client's) after ours: none of them is ahead."""
+    slots = max(load.max_running or 1, 1) if load is not None else 1
+    if load is None or edf:
+        return TargetQueue(slots=slots, edf=edf)
+    if load.earliest_deadline_first:
+        return TargetQueue(slots=slots, edf=True, preemptive=load.preempts)
+    return TargetQueue(slots=slots, external=max(load.waiting - max(ours - slots, 0), 0))
+
+
+@dataclass(frozen=True)
+class ServingNeed:
+    """What a request's plan needs of the serving layer, for one that schedules by it: the
+    last token by ``deadline`` (a ``time.perf_counter()`` value, what the stages after
+    generation need already kept), the first ``first_token_ms`` after it starts and each next
+    one ``per_token_ms`` later, for ``output_tokens`` (``inference.Urgency`` carries it)."""
+
+    deadline: float
+    first_token_ms: float
+    per_token_ms: float
+    output_tokens: int
+
+
+def serving_need(engine: BudgetEngine, ledger: BudgetLedger, plan: Plan) -> ServingNeed:
+    """``plan``'s need at its target, at the cost model's typical (not tail) figures, the
+    generation's reserve before the deadline kept (``reserves.generation_reserve_ms``)."""
+    reserve_ms = generation_reserve_ms(engine)
+    cost = engine.cost.generation(plan.target)
+    prompt_tokens = plan.context_tokens + engine.answer_policy.limits.prompt_overhead_tokens
+    return ServingNeed(
+        deadline=ledger.deadline - reserve_ms / 1000.0,
+        first_token_ms=cost.ttft_ms(prompt_tokens),
+        per_token_ms=cost.decode_ms_per_token(),
+        output_tokens=plan.max_output_tokens,
+    )
 
 
 class TokenUsage(Protocol):

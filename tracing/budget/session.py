@@ -14,9 +14,8 @@ its result, error and degradation, and its cost learned. Besides, the session de
 * **the reservation** (``reserve``/``holding``): the planned generation time held at the
   target, so that later requests plan around it and one behind may ask this one to stop early;
 * **how long each stage may wait** (``deadline_for``, ``generation_reserve_ms``,
-  ``attribution``), and **what is learned** (``observe``, ``generation_ended``).
-
-A session holds one request's state and is used by that request's task only.
+  ``attribution``), what the serving layer is told (``serving_need``), and **what is learned**
+  (``observe``, ``generation_ended``). It holds one request's state, for that request's task.
 """
 
 from __future__ import annotations
@@ -38,7 +37,15 @@ from tracing.budget.ledger import BudgetLedger
 from tracing.budget.policy import Action, Plan, PlanLimits, fit_context_length
 from tracing.budget.queue import Reservation, TargetQueue
 from tracing.budget.reserves import Attribution, attribution_room, generation_reserve_ms
-from tracing.budget.serving import GenerationResult, ReportedLoad, ServingTargets, generation_ended
+from tracing.budget.serving import (
+    GenerationResult,
+    ReportedLoad,
+    ServingNeed,
+    ServingTargets,
+    generation_ended,
+    serving_need,
+    target_queue,
+)
 from tracing.budget.stage_names import StageName
 
 
@@ -80,8 +87,7 @@ class BudgetSession:
         if question is not None and serving is not None:
             self.targets = serving.cost_targets(question)
             self.loads = {target: serving.target_load(target) for target in self.targets}
-            self.edf = serving.earliest_deadline_first
-            # Optional: a backend that says nothing waits on its model.
+            self.edf = serving.earliest_deadline_first  # its own queue (llama.cpp's worker)
             self.generation_waits = bool(getattr(serving, "generation_waits", True))
             self.context_length = serving.context_length
         self.output_cap = output_cap
@@ -142,18 +148,9 @@ class BudgetSession:
         raise last
 
     def queue(self, target: str) -> TargetQueue:
-        """How ``target`` queues: its slots, whether it is ours alone and EDF, others' load.
-
-        Others' load is the queue the server reports beyond its running batch, less what our
-        own requests can account for: a remote server's load is polled every few seconds, and
-        its running requests then were mostly ours, long finished. Counting them again would
-        refuse requests behind a queue that is gone."""
-        load = self.loads.get(target)
-        slots = max(load.max_running or 1, 1) if load is not None else 1
-        if load is None or self.edf:
-            return TargetQueue(slots=slots, edf=self.edf)
+        """How ``target`` queues: its slots, order and others' load (``target_queue``)."""
         ours = self.engine.reservations.open(target)
-        return TargetQueue(slots=slots, external=max(load.waiting - max(ours - slots, 0), 0))
+        return target_queue(self.loads.get(target), edf=self.edf, ours=ours)
 
     # -- the plan --------------------------------------------------------------------------
 
@@ -365,6 +362,10 @@ class BudgetSession:
     def generation_reserve_ms(self) -> float:
         """Kept before the deadline while decoding (``reserves.generation_reserve_ms``)."""
         return generation_reserve_ms(self.engine)
+
+    def serving_need(self) -> ServingNeed:
+        """What the plan needs of the serving layer (``serving_need``)."""
+        return serving_need(self.engine, self.ledger, self.planned)
 
     def attribution(self) -> Attribution:
         """Whether attribution fits what is left, and until when it may run."""

@@ -189,16 +189,6 @@ async def test_length_finish_and_queue_time(
     assert max(first.queue_ms, second.queue_ms) >= 100.0
 
 
-async def test_priority_is_sent_when_configured(
-    make_backend: Callable[..., SGLangBackend], fakes: Any, tokenizer: HFTokenizer
-) -> None:
-    backend = make_backend([fakes[2]], priority=7)
-    await backend.start()
-    await collect(backend, prompt_for(tokenizer), max_tokens=2)
-    assert fakes[0].generate_requests[0].body["priority"] == 7
-    await backend.close()
-
-
 @pytest.mark.parametrize("server_interval", [1, 3])
 async def test_a_stream_interval_is_sent_and_the_first_token_still_comes_alone(
     make_backend: Callable[..., SGLangBackend],

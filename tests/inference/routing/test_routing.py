@@ -11,6 +11,7 @@ import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from bench.sglang_sim.queueing import Turn
 from bench.sglang_sim.server import SimulatedSGLang
 from inference import (
     AssembledPrompt,
@@ -75,7 +76,6 @@ def servers() -> Iterator[tuple[Fake, Fake, Fake]]:
 def fakes(servers: tuple[Fake, Fake, Fake]) -> tuple[Fake, Fake, Fake]:
     for fake in servers:
         fake.server.reset()
-        fake.server._waiting = 0
         fake.counter.paths.clear()
     return servers
 
@@ -195,20 +195,26 @@ async def test_rules_must_name_configured_pools(tokenizer: HFTokenizer) -> None:
 # -- loads ---------------------------------------------------------------------------------
 
 
+def waiting(fake: Fake, count: int) -> None:
+    """``count`` requests in ``fake``'s waiting queue, as it reports them."""
+    fake.server.batch.waiting[:] = [Turn(f"w{i}", 0, i) for i in range(count)]
+
+
 async def test_the_least_loaded_endpoint_is_chosen(
     make_router: Callable[..., Awaitable[RoutedBackend]], fakes: tuple[Fake, Fake, Fake]
 ) -> None:
     a, b, _ = fakes
     router = await make_router()
-    a.server._waiting = 3  # the fake reports it as num_waiting_reqs
+    waiting(a, 3)  # the fake reports it as num_waiting_reqs
     await router.poll_once()
     assert router.endpoints[a.url].load.waiting == 3
     for _ in range(3):  # every time, not by turns
         assert router.choose(LOOKUP).endpoint == b.url
-    a.server._waiting, b.server._waiting = 0, 2
+    waiting(a, 0)
+    waiting(b, 2)
     await router.poll_once()
     assert router.choose(LOOKUP).endpoint == a.url
-    b.server._waiting = 0
+    waiting(b, 0)
     await router.poll_once()
     assert {router.choose(LOOKUP).endpoint for _ in range(4)} == {a.url, b.url}
 

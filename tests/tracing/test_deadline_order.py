@@ -1,0 +1,114 @@
+"""Admission at a target that serves by the deadline it is told (an SGLang server scheduling by
+priority, told each deadline as its priority): a request waits only behind those due before it,
+and, where the server preempts, not behind the later ones already running; others' requests,
+sent without a deadline, are served after ours. What the plan tells the serving layer."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import pytest
+
+from tests.helpers.plans import LIMITS, LINEAR
+from tracing.budget import (
+    BudgetEngine,
+    BudgetLedger,
+    BudgetSession,
+    GenerationPrior,
+    PlanLimits,
+    Reservations,
+    TargetSaturated,
+)
+from tracing.budget.serving import target_queue
+
+GPU = GenerationPrior(fixed_ms=30.0, prefill_ms_per_token=0.05, decode_ms_per_token=10.0)
+
+
+@dataclass
+class Load:
+    waiting: int = 0
+    max_running: int | None = 1
+    earliest_deadline_first: bool = False
+    preempts: bool = False
+
+
+class Serving:
+    earliest_deadline_first = False
+    context_length = None
+
+    def __init__(self, load: Load) -> None:
+        self.load = load
+
+    def cost_targets(self, question: str = "") -> list[str]:
+        return ["gpu"]
+
+    def target_load(self, target: str) -> Load:
+        return self.load
+
+
+def test_a_server_ordering_by_deadline_is_planned_as_such() -> None:
+    fifo = target_queue(Load(waiting=5, max_running=4), edf=False, ours=0)
+    assert (fifo.slots, fifo.edf, fifo.external) == (4, False, 5)
+    edf = target_queue(Load(5, 4, earliest_deadline_first=True, preempts=True), edf=False, ours=0)
+    assert (edf.slots, edf.edf, edf.preemptive) == (4, True, True)
+    assert edf.external == 0, "others' requests, sent without a deadline, go after ours"
+
+
+@pytest.mark.parametrize(("preemptive", "ahead"), [(True, 1), (False, 2)])
+def test_only_requests_due_earlier_are_ahead_where_the_server_preempts(
+    preemptive: bool, ahead: int
+) -> None:
+    book = Reservations()
+    now = time.perf_counter()
+    earlier = book.reserve("gpu", now + 0.5, 400.0)
+    later = book.reserve("gpu", now + 5.0, 400.0)
+    later.start()  # sent, and running
+    book.reserve("gpu", now + 6.0, 400.0)  # sent later, still waiting: never ahead
+    wait = book.wait("gpu", now + 1.0, slots=1, edf=True, preemptive=preemptive, now=now)
+    assert wait.ahead == ahead
+    assert earlier in wait.reservations and (later in wait.reservations) is not preemptive
+
+
+def engine() -> BudgetEngine:
+    built = BudgetEngine(LIMITS, PlanLimits(20, 0, 0, 0, 0, 0, 0.0), quality=LINEAR)
+    built.cost.seed({"rerank": 1.0, "embed": 1.0, "search": 1.0, "moderate.answer": 1.0})
+    built.cost.calibrate("gpu", GPU)
+    return built
+
+
+def loose_requests_running(built: BudgetEngine, count: int) -> None:
+    now = time.perf_counter()
+    for _ in range(count):
+        built.reservations.reserve("gpu", now + 5.0, 600.0).start()
+
+
+def test_a_tight_question_is_admitted_ahead_of_loose_ones_where_the_server_preempts() -> None:
+    preempting = engine()
+    loose_requests_running(preempting, 6)
+    load = Load(waiting=2, max_running=1, earliest_deadline_first=True, preempts=True)
+    session = BudgetSession(preempting, BudgetLedger(700), route="/v1/ask", question="q",
+                            serving=Serving(load))  # fmt: skip
+    session.check_feasible()
+    assert session.engine.reservations.wait("gpu", session.ledger.deadline, slots=1, edf=True,
+                                            preemptive=True).ms == 0.0  # fmt: skip
+    first_come = engine()
+    loose_requests_running(first_come, 6)
+    session = BudgetSession(first_come, BudgetLedger(700), route="/v1/ask", question="q",
+                            serving=Serving(Load(waiting=2, max_running=1)))  # fmt: skip
+    with pytest.raises(TargetSaturated):
+        session.check_feasible()
+
+
+def test_the_serving_layer_is_told_the_plans_need() -> None:
+    built = engine()
+    ledger = BudgetLedger(2000)
+    session = BudgetSession(built, ledger, route="/v1/ask", question="q",
+                            serving=Serving(Load(earliest_deadline_first=True)))  # fmt: skip
+    plan = session.plan(k=4, rerank_available=False)
+    need = session.serving_need()
+    assert need.deadline < ledger.deadline, "what the stages after generation need is kept"
+    assert need.deadline > ledger.deadline - 1.0
+    assert need.per_token_ms == pytest.approx(10.0, rel=0.2)
+    assert need.output_tokens == plan.max_output_tokens
+    assert need.first_token_ms >= 30.0
