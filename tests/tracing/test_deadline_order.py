@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass
 
 import pytest
+from opentelemetry import trace
 
 from tests.helpers.plans import LIMITS, LINEAR
 from tracing.budget import (
@@ -112,3 +113,57 @@ def test_the_serving_layer_is_told_the_plans_need() -> None:
     assert need.per_token_ms == pytest.approx(10.0, rel=0.2)
     assert need.output_tokens == plan.max_output_tokens
     assert need.first_token_ms >= 30.0
+
+
+def test_a_request_overtaken_by_one_due_earlier_is_known() -> None:
+    book = Reservations()
+    now = time.perf_counter()
+    loose = book.reserve("gpu", now + 5.0, 600.0)
+    loose.start()
+    later_still = book.reserve("gpu", now + 9.0, 600.0)
+    later_still.start()
+    assert not loose.overtaken(), "only a request due earlier can take its slot"
+    tight = book.reserve("gpu", now + 0.7, 300.0)
+    tight.start()
+    assert loose.overtaken() and later_still.overtaken() and not tight.overtaken()
+
+
+@dataclass
+class Usage:
+    prompt_tokens: int = 600
+    cached_tokens: int = 0
+    completion_tokens: int = 40
+
+
+@dataclass
+class Generated:
+    """A loose answer that waited 3 s while preempted: its timings are not the engine's."""
+
+    target: str = "gpu"
+    finish_reason: str = "length"
+    started: float = 0.0
+    first_at: float | None = None
+    usage: Usage | None = None
+    queue_ms: float = 0.0
+    last_at: float | None = None
+    streamed_tokens: int = 40
+
+
+@pytest.mark.parametrize(("preempts", "learned"), [(True, 0), (False, 1)])
+def test_timings_a_preemption_may_have_stretched_are_not_learned(
+    preempts: bool, learned: int
+) -> None:
+    built = engine()
+    load = Load(max_running=1, earliest_deadline_first=True, preempts=preempts)
+    session = BudgetSession(built, BudgetLedger(5000), route="/v1/ask", question="q",
+                            serving=Serving(load))  # fmt: skip
+    session.plan(k=4, rerank_available=False)
+    session.reserve()
+    with session.holding():
+        built.reservations.reserve("gpu", time.perf_counter() + 0.5, 300.0).start()  # overtakes
+        now = time.perf_counter()
+        generated = Generated(started=now - 3.5, first_at=now - 3.0, usage=Usage())
+        span = trace.get_tracer(__name__).start_span("generate")
+        session.generation_ended(generated, span, shared_prefix_tokens=None)
+    observed = built.cost.generation("gpu").snapshot()["observations"]
+    assert observed == {"first_token": learned, "decode": learned}

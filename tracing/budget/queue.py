@@ -18,7 +18,11 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
+
+#: Starts remembered per target, to tell whether a request was overtaken while it generated.
+RECENT_STARTS = 512
 
 
 @dataclass(eq=False)
@@ -42,6 +46,14 @@ class Reservation:
         """Generation began (the request left our queue)."""
         if self.started is None:
             self.started = time.perf_counter()
+            if self._book is not None:
+                self._book.started(self)
+
+    def overtaken(self) -> bool:
+        """Whether a request due before this one was sent to its target after this one was: at
+        a target that preempts for an earlier deadline, this one may have waited meanwhile, and
+        its timings are not the target's pace."""
+        return self._book is not None and self._book.overtook(self)
 
     def release(self) -> None:
         if self._book is not None and not self.released:
@@ -70,6 +82,8 @@ class Reservations:
 
     def __init__(self) -> None:
         self._by_target: dict[str, list[Reservation]] = {}
+        self._starts: dict[str, deque[tuple[float, float]]] = {}
+        """Per target, the last ``RECENT_STARTS`` starts: when, and due when."""
         self._lock = threading.Lock()
 
     def reserve(self, target: str, deadline: float, service_ms: float) -> Reservation:
@@ -77,6 +91,22 @@ class Reservations:
         with self._lock:
             self._by_target.setdefault(target, []).append(res)
         return res
+
+    def started(self, res: Reservation) -> None:
+        with self._lock:
+            starts = self._starts.setdefault(res.target, deque(maxlen=RECENT_STARTS))
+            starts.append((res.started or time.perf_counter(), res.deadline))
+
+    def overtook(self, res: Reservation) -> bool:
+        """Whether a reservation due before ``res`` started after it (``Reservation.overtaken``);
+        True when too many started since to tell."""
+        if res.started is None:
+            return False
+        with self._lock:
+            starts = list(self._starts.get(res.target, ()))
+        if len(starts) == RECENT_STARTS and starts[0][0] > res.started:
+            return True
+        return any(at > res.started and due < res.deadline for at, due in starts)
 
     def release(self, res: Reservation) -> None:
         with self._lock:

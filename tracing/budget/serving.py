@@ -150,11 +150,12 @@ def generation_ended(
     span: Span,
     *,
     shared_prefix_tokens: int | None,
+    learn: bool = True,
 ) -> None:
     """How generation ended, as a degradation when the budget cut it (the deadline, or a
-    request behind that needed the time), on ``span``; and, from an answer that ended on its
-    own, what ``generated.target``'s prefill and decode cost (our queue aside); from one cut
-    short, what its decode cost until the cut."""
+    request behind that needed the time), on ``span``; and, unless told not to ``learn``,
+    from an answer that ended on its own, what ``generated.target``'s prefill and decode cost
+    (our queue aside); from one cut short, what its decode cost until the cut."""
     if generated.finish_reason == "yielded":
         reason = "stopped early: a request queued behind it needed the time"
         ledger.degrade(StageName.GENERATE, "output_capped", reason, span)
@@ -164,6 +165,8 @@ def generation_ended(
     usage, first_at = generated.usage, generated.first_at
     if usage is not None and span.is_recording():
         span.set_attribute("ragtime.generate.queue_ms", round(generated.queue_ms, 3))
+    if not learn:
+        return
     last_at = generated.last_at
     if generated.finish_reason in CUT_FINISH_REASONS and first_at is not None and last_at:
         if generated.streamed_tokens > 1:

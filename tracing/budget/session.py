@@ -14,7 +14,7 @@ its result, error and degradation, and its cost learned. Besides, the session de
 * **the reservation** (``reserve``/``holding``): the planned generation time held at the
   target, so that later requests plan around it and one behind may ask this one to stop early;
 * **how long each stage may wait** (``deadline_for``, ``generation_reserve_ms``,
-  ``attribution``), what the serving layer is told (``serving_need``), and **what is learned**
+  ``attribution``), what the serving layer is told (``serving_need``), **what is learned**
   (``observe``, ``generation_ended``). It holds one request's state, for that request's task.
 """
 
@@ -303,8 +303,7 @@ class BudgetSession:
 
     @property
     def spent_ms(self) -> float:
-        """What the request has spent of its budget so far."""
-        return self.ledger.spent_ms
+        return self.ledger.spent_ms  # what the request has spent of its budget so far
 
     def skip(self, action: Action) -> None:
         """A stage the plan drops (``keyword_side``): its span, saying what was given up."""
@@ -393,8 +392,9 @@ class BudgetSession:
     def generation_ended(
         self, generated: GenerationResult, span: Span, *, shared_prefix_tokens: int | None
     ) -> None:
-        """How generation ended (``serving.generation_ended``): a degradation when the budget
-        cut it, and what an answer that ended on its own teaches of its target's costs."""
-        generation_ended(
-            self.engine, self.ledger, generated, span, shared_prefix_tokens=shared_prefix_tokens
-        )
+        """How generation ended (``serving.generation_ended``); its timings are not learned
+        where a request due earlier may have preempted it (``Reservation.overtaken``)."""
+        res = self.reservation
+        learn = res is None or not (self.queue(res.target).preemptive and res.overtaken())
+        generation_ended(self.engine, self.ledger, generated, span, learn=learn,
+                         shared_prefix_tokens=shared_prefix_tokens)  # fmt: skip

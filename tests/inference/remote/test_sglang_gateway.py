@@ -23,8 +23,10 @@ from inference import (
     RouteDecision,
     SGLangBackend,
     TextDelta,
+    Urgency,
 )
 from inference.remote.endpoints import EndpointState
+from inference.remote.scheduling import deadline_priority
 from tests.fakes._serve import ServerThread
 from tests.fakes.passages import Doc
 from tests.helpers.sglang_gateway import RELEASES, Gateway, sglang_gateway
@@ -153,6 +155,30 @@ async def test_the_gateway_drops_a_requests_stream_interval(
     assert len(sent) == 1
     assert sent[0]["sampling_params"]["max_new_tokens"] == 12  # what it knows goes on
     assert "stream_interval" not in sent[0]["sampling_params"]
+
+
+@pytest.mark.process
+async def test_the_deadline_goes_through_smg_as_the_workers_priority(
+    fresh: Pool, make_backend: Callable[..., SGLangBackend], tokenizer: HFTokenizer
+) -> None:
+    """Workers that schedule by priority: smg passes its first healthy worker's
+    ``/get_server_info`` on, so ragtime learns the order and sends each deadline as the
+    request's ``priority``, which smg forwards (an ``i32``). sglang-router 0.3.2 describes
+    itself there: ragtime cannot tell, and sends none."""
+    for worker in fresh.workers:
+        worker.reset(**WORKER, priority_scheduling=True)
+    backend = make_backend(fresh.url)
+    await backend.start()
+    prompt = PromptAssembler(tokenizer, context_tokens=200).assemble("What is a list?", PASSAGES)
+    urgency = Urgency(time.perf_counter() + 3.0, 50.0, 5.0, 8)
+    async for event in backend.stream(prompt, max_tokens=8, urgency=urgency):
+        assert not (isinstance(event, GenerationDone) and event.finish_reason != "stop")
+    [sent] = [r.body for w in fresh.workers for r in w.generate_requests]
+    if fresh.gateway.release == "smg":
+        expected = deadline_priority(urgency.deadline, "higher_first")
+        assert abs(sent["priority"] - expected) <= 2
+    else:
+        assert "priority" not in sent
 
 
 @pytest.mark.process
