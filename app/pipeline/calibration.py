@@ -3,7 +3,9 @@
 The budget engine (``tracing.budget.calibration``) decides when to calibrate and what the
 timings mean; this module makes the requests, through the target's own backend, so the engine
 needs nothing from ``inference``. Each probe's prompt is made of random hex words, fresh every
-time, so that no prefix cache can serve it.
+time, so that no prefix cache can serve it. A probe is due at once (``PROBE_DUE_S``): a
+server that schedules by deadline serves it first, so that it times the server's pace, not the
+requests it would otherwise wait behind or be preempted by.
 """
 
 from __future__ import annotations
@@ -13,8 +15,11 @@ import time
 from collections.abc import Mapping
 from contextlib import aclosing
 
-from inference import AssembledPrompt, GenerationBackend, GenerationDone, TextDelta
+from inference import AssembledPrompt, GenerationBackend, GenerationDone, TextDelta, Urgency
 from tracing.budget import Probe, ProbeResult
+
+#: A probe's deadline, from when it is sent: sooner than any request's.
+PROBE_DUE_S = 0.5
 
 
 def fresh_prompt(backend: GenerationBackend, tokens: int) -> AssembledPrompt:
@@ -44,7 +49,8 @@ def probe_for(backend: GenerationBackend) -> Probe:
         started = time.perf_counter()
         first_at: float | None = None
         done: GenerationDone | None = None
-        events = backend.stream(prompt, max_tokens=max_tokens, temperature=0.0)
+        urgency = Urgency(started + PROBE_DUE_S, 0.0, 0.0, max_tokens)
+        events = backend.stream(prompt, max_tokens=max_tokens, temperature=0.0, urgency=urgency)
         async with aclosing(events):
             async for event in events:
                 if isinstance(event, TextDelta) and first_at is None:

@@ -18,11 +18,13 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from pydantic import ValidationError
 
 from app.http.errors import install_error_handlers
+from app.pipeline.calibration import fresh_prompt, probe_for
 from app.pipeline.services import default_backend
 from bench.sglang_sim.model import detokenize, output_ids
 from bench.sglang_sim.server import SimulatedSGLang
 from bench.sglang_sim.tokenizer import build_tiny_tokenizer
 from inference import (
+    AssembledPrompt,
     BackendBusy,
     GatewayClasses,
     GenerationRejected,
@@ -30,6 +32,7 @@ from inference import (
     OpenAICompatBackend,
     RemoteOptions,
     SGLangBackend,
+    Urgency,
 )
 from tests.fakes._serve import ServerThread
 from tests.helpers.app import asgi_client, build_app, make_settings, running_app
@@ -341,3 +344,34 @@ def test_a_server_that_never_answered_is_named_with_its_state_not_still_starting
     assert re.search(
         r"no endpoint is serving \d+ s after start: http://127\.0\.0\.1:\d+ down", message
     )
+
+
+async def test_a_calibration_probe_goes_first_where_the_server_orders_by_deadline(
+    fake_sglang: tuple[SimulatedSGLang, str], tmp_path: Path
+) -> None:
+    """A probe times the server's pace: on a server scheduling by priority, sent without one it
+    would wait behind (or be preempted by) every request with a deadline, and teach a pace
+    seven times too slow (seen in `ragtime bench overload`). It is due at once instead."""
+    fake, url = fake_sglang
+    fake.reset(priority_scheduling=True, max_running=1, itl_s=0.01, natural_tokens=200)
+    backend = sglang_backend(url, tmp_path, RemoteOptions(poll_interval_s=None))
+    await backend.start()
+    try:
+        prompt = fresh_prompt(backend, 16)
+        loose = Urgency(time.perf_counter() + 5.0, 50.0, 10.0, 100)
+        running = asyncio.create_task(drain(backend, prompt, loose))
+        while not any(s.output for s in fake.states.values()):
+            await asyncio.sleep(0.005)
+        result = await probe_for(backend.endpoint(url))(16, 4)
+        await running
+    finally:
+        await backend.close()
+    first, probe = fake.generate_requests
+    assert probe.body["priority"] > first.body["priority"], "higher values first: more urgent"
+    assert ("preempted", first.body["rid"]) in fake.events
+    assert result.output_tokens == 4
+
+
+async def drain(backend: SGLangBackend, prompt: AssembledPrompt, urgency: Urgency) -> None:
+    async for _ in backend.stream(prompt, max_tokens=100, urgency=urgency):
+        pass

@@ -1,4 +1,5 @@
-"""The overload bench's runs, each against a ragtime server of its own in front of a simulated
+"""The overload bench's runs (every request of each kept in ``--log-dir``, one JSON line
+each), each against a ragtime server of its own in front of a simulated
 SGLang engine of its own (``bench/sglang_sim``), started from the same config and engine spec:
 
 1. **capacity and overload**: a closed loop of as many users as the engine has slots at a loose
@@ -118,6 +119,9 @@ async def open_arrivals(
     else:
         records, _ = await asyncio.gather(loop, during())
     refused = counted_since(before, await refused_at_arrival(client, target))
+    plan.log_dir.mkdir(parents=True, exist_ok=True)
+    kept = plan.log_dir / f"{target.name}-requests.jsonl"
+    kept.write_text("".join(r.model_dump_json() + "\n" for r in records))
     return open_run(label, load, rate, plan.duration_s, records, refused), records
 
 
