@@ -73,6 +73,9 @@ class TargetLoad:
     max_running: int | None = None
     ttft_ms: float | None = None
     itl_ms: float | None = None
+    others: int | None = None
+    """Requests it held at the last poll that were not this process's (its running and
+    waiting, less this process's streams to it when the poll was sent); None: unknown."""
     earliest_deadline_first: bool = False
     """It serves its waiting requests by the deadline the caller tells (SGLang's priority
     scheduling, told each request's deadline as its ``priority``)."""

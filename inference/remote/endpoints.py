@@ -248,11 +248,12 @@ class EndpointState:
         if isinstance(count, int) and not isinstance(count, bool) and count >= 0:
             self.workers = count
 
-    def read_load(self, loads: Any, metrics: dict[str, float]) -> None:
+    def read_load(self, loads: Any, metrics: dict[str, float], *, ours: int = 0) -> None:
         """One server's ``GET /v1/loads`` body (one entry per data-parallel rank, 0.5.23's
         ``managers/load_snapshot.py``: ``num_running_reqs``, ``num_waiting_reqs``,
         ``max_running_requests``) and ``/metrics`` samples. Without a loads body (None: the route
-        failed), the counts come from the metrics' gauges."""
+        failed), the counts come from the metrics' gauges. ``ours``: this process's requests
+        at the endpoint when the poll was sent."""
         entries = _entries(loads)
         if entries:
             running = sum(_count(x, "num_running_reqs") for x in entries)
@@ -262,9 +263,9 @@ class EndpointState:
                 self.max_running = capacity
         else:
             running, waiting = _gauges(metrics)
-        self._set_load(running, waiting, self.max_running, metrics)
+        self._set_load(running, waiting, self.max_running, metrics, ours)
 
-    def read_gateway_load(self, loads: Any, metrics: dict[str, float]) -> None:
+    def read_gateway_load(self, loads: Any, metrics: dict[str, float], *, ours: int = 0) -> None:
         """A gateway's ``/get_loads`` and its workers' metrics (``/engine_metrics``).
 
         sglang-router 0.3.2 lists ``{"workers": [{"worker", "load"}]}``, each load read from the
@@ -281,16 +282,22 @@ class EndpointState:
         capacity = _capacity(entries)
         if capacity is None and self.max_running is not None and self.workers:
             capacity = self.max_running * self.workers
-        self._set_load(running, waiting, capacity, metrics)
+        self._set_load(running, waiting, capacity, metrics, ours)
 
     def _set_load(
-        self, running: int, waiting: int, capacity: int | None, metrics: dict[str, float]
+        self,
+        running: int,
+        waiting: int,
+        capacity: int | None,
+        metrics: dict[str, float],
+        ours: int,
     ) -> None:
         ttft = self._recent(metrics, "time_to_first_token_seconds", "_ttft_total")
         itl = self._recent(metrics, "inter_token_latency_seconds", "_itl_total")
         priority = self.priority
         self.load = TargetLoad(
             running=running, waiting=waiting, max_running=capacity, ttft_ms=ttft, itl_ms=itl,
+            others=max(running + waiting - ours, 0),
             earliest_deadline_first=priority is not None,
             preempts=priority is not None and priority.preempts,
         )  # fmt: skip

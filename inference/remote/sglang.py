@@ -143,14 +143,15 @@ class SGLangBackend(HTTPStreamBackend):
                 state.read_workers(bodies[-1])
             _say_what_is_unknown(state)
         loads_path = "/get_loads" if gateway else "/v1/loads"
+        ours = state.in_flight  # as the snapshot is taken: the rest of its load is others'
         loads, metrics = await asyncio.gather(
             _get_json(client, state.url + loads_path, timeout),
             _get_metrics(client, state.url, timeout, gateway=gateway),
         )
         if gateway:
-            state.read_gateway_load(loads, metrics)
+            state.read_gateway_load(loads, metrics, ours=ours)
         else:
-            state.read_load(loads, metrics)
+            state.read_load(loads, metrics, ours=ours)
         state.mark_up()
 
 

@@ -35,6 +35,7 @@ SLOW = GenerationPrior(fixed_ms=2000.0, prefill_ms_per_token=2.0, decode_ms_per_
 class Load:
     waiting: int = 0
     max_running: int | None = 1
+    others: int | None = None
     earliest_deadline_first: bool = False
     preempts: bool = False
 

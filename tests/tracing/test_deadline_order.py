@@ -30,6 +30,7 @@ GPU = GenerationPrior(fixed_ms=30.0, prefill_ms_per_token=0.05, decode_ms_per_to
 class Load:
     waiting: int = 0
     max_running: int | None = 1
+    others: int | None = None
     earliest_deadline_first: bool = False
     preempts: bool = False
 
@@ -167,3 +168,10 @@ def test_timings_a_preemption_may_have_stretched_are_not_learned(
         session.generation_ended(generated, span, shared_prefix_tokens=None)
     observed = built.cost.generation("gpu").snapshot()["observations"]
     assert observed == {"first_token": learned, "decode": learned}
+
+
+def test_others_load_is_what_the_poll_found_beyond_ours_then() -> None:
+    stale = Load(waiting=10, max_running=4, others=1)  # ten waited, nine of them ours
+    assert target_queue(stale, edf=False, ours=2).external == 1
+    told_nothing = Load(waiting=10, max_running=4)
+    assert target_queue(told_nothing, edf=False, ours=6).external == 8

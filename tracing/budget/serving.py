@@ -51,6 +51,9 @@ class ReportedLoad(Protocol):
     def max_running(self) -> int | None: ...
 
     @property
+    def others(self) -> int | None: ...
+
+    @property
     def earliest_deadline_first(self) -> bool: ...
 
     @property
@@ -62,16 +65,19 @@ def target_queue(load: ReportedLoad | None, *, edf: bool, ours: int) -> TargetQu
     earliest deadline first (the backend's own queue, ``edf``, or a server that schedules by
     the deadline it is told, and may preempt for it); others' load.
 
-    Others' load is the queue the server reports beyond its running batch, less what ``ours``
-    (our open reservations there) can account for: a remote server's load is polled every few
-    seconds, and its running requests then were mostly ours, long finished. Counting them again
-    would refuse requests behind a queue that is gone. A server ordering by deadline serves
+    Others' load is what the server held at its last poll that was not ours then (``others``:
+    a remote server's load is polled every few seconds, and its requests then were mostly ours,
+    long finished; counted again, they would refuse requests behind a queue that is gone).
+    Where the load does not say, it is the queue beyond the running batch, less what ``ours``
+    (our open reservations there) can account for. A server ordering by deadline serves
     requests without one (another client's) after ours: none of them is ahead."""
     slots = max(load.max_running or 1, 1) if load is not None else 1
     if load is None or edf:
         return TargetQueue(slots=slots, edf=edf)
     if load.earliest_deadline_first:
         return TargetQueue(slots=slots, edf=True, preemptive=load.preempts)
+    if load.others is not None:
+        return TargetQueue(slots=slots, external=load.others)
     return TargetQueue(slots=slots, external=max(load.waiting - max(ours - slots, 0), 0))
 
 

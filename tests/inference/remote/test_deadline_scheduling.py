@@ -6,10 +6,12 @@ follows upstream's scheduler."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
+import httpx
 import pytest
 
 from bench.sglang_sim.server import SimulatedSGLang
@@ -191,3 +193,36 @@ async def test_the_gateway_headers_come_from_the_plan(
     await ask(plain, tokenizer, soon(0.8))
     told = set(sim.generate_requests[-1].headers)
     assert not told & {"x-smg-priority", "x-llm-d-slo-ttft-ms", "x-llm-d-slo-tpot-ms"}
+
+
+async def test_a_polls_load_of_others_leaves_out_this_processs_own_requests(
+    served: tuple[SimulatedSGLang, str], make_backend: Callable[..., Any], tokenizer: HFTokenizer
+) -> None:
+    """Two of ours stream and one of another client waits: the poll reads three, of which one
+    is another's. Counted from the server's queue alone, our own requests of two seconds ago
+    came back as others' and refused requests behind a queue that was gone."""
+    sim, url = served
+    sim.reset(max_running=1, itl_s=0.02, natural_tokens=100)
+    backend = await make_backend(url)
+    prompt = PromptAssembler(tokenizer, context_tokens=100).assemble("What is a list?", PASSAGES)
+
+    async def ours() -> None:
+        async for _ in backend.stream(prompt, max_tokens=40):
+            pass
+
+    async def another() -> None:
+        body = {"input_ids": [5, 6, 7], "sampling_params": {"max_new_tokens": 40}, "stream": True}
+        async with (
+            httpx.AsyncClient(timeout=30) as client,
+            client.stream("POST", url + "/generate", json=body) as response,
+        ):
+            async for _ in response.aiter_bytes():
+                pass
+
+    tasks = [asyncio.create_task(job()) for job in (ours, ours, another)]
+    while len(sim.states) < 3:
+        await asyncio.sleep(0.005)
+    await backend.poll_once()
+    load = backend.target_load(url)
+    assert load is not None and (load.running, load.waiting, load.others) == (1, 2, 1)
+    await asyncio.gather(*tasks)
