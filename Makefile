@@ -144,6 +144,9 @@ bench: install eval-data
 		--bursts 25@1,100@1,200@2 --repeats 3 --json $(BENCH)/burst.json
 	$(RAGTIME) bench burst --serve benchmarks/gpu-like.env --fake-sglang $(FAKE_GPU) --users 12 \
 		--budgets-ms 1500,900,600 --requests 120 --json $(BENCH)/burst-gpu.json
+	# Overload at twice the engine's capacity, the engine 3x slower without notice, and mixed
+	# 700 ms / 5 s budgets with the engine's priority scheduling off and on (issue 44).
+	$(RAGTIME) bench overload --serve benchmarks/overload.env --json $(BENCH)/overload.json
 	$(MAKE) bench-report
 
 # BENCHMARKS.md from the results `make bench` left in $(BENCH) (after one of its runs is redone).
@@ -160,6 +163,7 @@ bench-report: install
 		--fresh $(BENCH)/fresh.json --out BENCHMARKS.md
 	$(RAGTIME) bench section --burst $(BENCH)/burst.json --burst $(BENCH)/burst-gpu.json \
 		--burst-before benchmarks/burst-before.json --out BENCHMARKS.md
+	$(RAGTIME) bench section --overload $(BENCH)/overload.json --out BENCHMARKS.md
 
 clean:
 	rm -rf $(VENV) .ragtime .pytest_cache .mypy_cache .ruff_cache

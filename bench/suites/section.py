@@ -1,5 +1,6 @@
 """``ragtime bench section``: write one block of BENCHMARKS.md in place, between its markers:
-the budget engine's (goodput, quality per saving), a fresh process's first requests, bursts."""
+the budget engine's (goodput, quality per saving), a fresh process's first requests, bursts,
+overload and the engine's priority scheduling."""
 
 from __future__ import annotations
 
@@ -37,6 +38,11 @@ def register(subparsers: Any) -> None:
         "--burst-before", type=Path, help="JSON of the previous burst run, for its figures"
     )
     section.add_argument(
+        "--overload",
+        type=Path,
+        help="JSON of `ragtime bench overload` (writes its own block; alone, only that block)",
+    )
+    section.add_argument(
         "--out", type=Path, default=Path("BENCHMARKS.md"), help="the Markdown file it updates"
     )
     section.set_defaults(func=run)
@@ -47,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     from bench.suites.budget.goodput import read_goodput_json
     from bench.suites.quality.measure import QualityResult
 
-    if args.goodput or args.quality or not (args.fresh or args.burst):
+    if args.goodput or args.quality or not (args.fresh or args.burst or args.overload):
         goodputs = [read_goodput_json(path) for path in args.goodput]
         quality = (
             QualityResult.model_validate_json(args.quality.read_text()) if args.quality else None
@@ -67,4 +73,10 @@ def run(args: argparse.Namespace) -> int:
         before = read_burst_json(args.burst_before) if args.burst_before else None
         write_burst_section(args.out, [read_burst_json(p) for p in args.burst], before)
         print(f"wrote the bursts section of {args.out}", file=sys.stderr)
+    if args.overload:
+        from bench.report.overload_md import read_overload_json
+        from bench.report.overload_md import write_section as write_overload_section
+
+        write_overload_section(args.out, read_overload_json(args.overload))
+        print(f"wrote the overload section of {args.out}", file=sys.stderr)
     return 0

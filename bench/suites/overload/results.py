@@ -3,9 +3,10 @@
 Every request is one of: **useful** (a complete answer of at least a few words within its
 budget, ``bench.harness.outcomes``), **refused at arrival** (the server's own count,
 ``ragtime_admission_refused_total``: a 503, or a 504 for a budget no plan fits, before any
-work), a **504 after admission** (admitted, then unable to finish: the engine time it used is
-wasted), **late** (any response after its budget, or none), or another failure. The admitted
-are those not refused at arrival.
+work), a **504 after admission** (admitted, then unable to finish, as a 504 or as its error
+at the end of a stream already begun: the engine time it used is wasted), **late** (any
+response after its budget, or none), or another failure. The admitted are those not refused at
+arrival.
 
 - **Overload**: goodput (useful answers a second) at least 90% of the capacity a closed loop of
   as many users as the engine has slots measured; 504s after admission at most 2% of the
@@ -24,7 +25,7 @@ from collections.abc import Sequence
 from pydantic import BaseModel, Field
 
 from bench.harness.client import RequestRecord
-from bench.harness.outcomes import is_useful
+from bench.harness.outcomes import is_refused, is_useful
 from bench.harness.results import RunHeader
 from bench.harness.stats import Summary, summarize
 
@@ -73,7 +74,7 @@ def outcomes(records: Sequence[RequestRecord], refused_at_arrival: int) -> Outco
     are all such refusals, the rest of the count are 504s sent at arrival."""
     useful = sum(1 for r in records if is_useful(r))
     n503 = sum(1 for r in records if r.status == 503)
-    n504 = sum(1 for r in records if r.status == 504)
+    n504 = sum(1 for r in records if is_refused(r))  # a 504, or its error in a stream
     refused = min(max(refused_at_arrival, n503), len(records))
     after_504 = max(n504 - (refused - n503), 0)
     overdue = sum(1 for r in records if late(r))
