@@ -71,6 +71,7 @@ class Answering:
                             session.routed(event.target, event.degradation, span)
                             continue
                         if ttft_ms is None:
+                            session.first_token()
                             ttft_ms = session.spent_ms
                             target = session.ledger.ttft_target_ms or self.ttft_target_ms
                             record_first_token(span, ttft_ms, target)

@@ -222,3 +222,18 @@ def test_repeats_do_not_teach_that_a_new_prompt_will_be_cached() -> None:
             decode_ms=100.0, shared_prefix_tokens=60,
         )  # fmt: skip
     assert engine.cost.generation("t").estimate().cached_prefix_tokens == 60
+
+
+def test_a_sent_request_holds_its_whole_service_until_its_first_token() -> None:
+    """Sent to a server whose slots are full, a request waits in the server's queue: its
+    service has not begun, however long ago it was sent. Counted from its sending, a queue of
+    sent requests looked drained while the server still held them all."""
+    book = Reservations()
+    now = time.perf_counter()
+    waiting = book.reserve("gpu", now + 10.0, 600.0)
+    waiting.start()
+    later = now + 1.0
+    assert waiting.remaining_ms(later) == pytest.approx(600.0), "sent, not yet served"
+    waiting.first_token()
+    assert waiting.first_at is not None
+    assert waiting.remaining_ms(waiting.first_at + 0.25) == pytest.approx(350.0)

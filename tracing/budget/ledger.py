@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode
@@ -29,6 +29,16 @@ if TYPE_CHECKING:
     from tracing.budget.door.ticket import Ticket
 
 tracer = trace.get_tracer(__name__)
+
+
+class StageOutcome(Protocol):
+    """A stage's result, as the session records it on the stage's span
+    (``app.stages.result.StageResult``)."""
+
+    def record(self, span: Span) -> None: ...
+
+
+Outcome = TypeVar("Outcome", bound=StageOutcome)
 
 
 @dataclass(frozen=True)

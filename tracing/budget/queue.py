@@ -33,6 +33,8 @@ class Reservation:
     service_ms: float
     """Predicted time from sending to the last token."""
     started: float | None = None
+    first_at: float | None = None
+    """When its first token came: before, it may still wait in the target's own queue."""
     released: bool = False
     stop_at: float | None = None
     """Set when a request queued behind this one needs the time: stop decoding by then."""
@@ -49,6 +51,10 @@ class Reservation:
             if self._book is not None:
                 self._book.started(self)
 
+    def first_token(self) -> None:
+        if self.first_at is None:
+            self.first_at = time.perf_counter()
+
     def overtaken(self) -> bool:
         """Whether a request due before this one was sent to its target after this one was: at
         a target that preempts for an earlier deadline, this one may have waited meanwhile, and
@@ -60,9 +66,13 @@ class Reservation:
             self._book.release(self)
 
     def remaining_ms(self, now: float) -> float:
+        """What is left of its predicted service, counted from its first token: sent, it may
+        still wait in the target's queue (a remote server's, the worker's), and its service
+        has not begun; counted from its sending, a queue of sent requests looked drained
+        while it still held them all, and admitted requests that were then cut short."""
         left = self.service_ms
-        if self.started is not None:
-            left -= (now - self.started) * 1000.0
+        if self.first_at is not None:
+            left -= (now - self.first_at) * 1000.0
         end = self.deadline if self.stop_at is None else min(self.deadline, self.stop_at)
         return max(min(left, (end - now) * 1000.0), 0.0)
 

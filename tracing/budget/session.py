@@ -24,7 +24,6 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import Protocol, TypeVar
 
 from opentelemetry.trace import Span
 from opentelemetry.util.types import AttributeValue
@@ -33,7 +32,7 @@ from tracing import metrics
 from tracing.budget.engine import BudgetEngine, Rules
 from tracing.budget.errors import BudgetInfeasible, TargetSaturated
 from tracing.budget.keyword_side import keyword_side
-from tracing.budget.ledger import BudgetLedger
+from tracing.budget.ledger import BudgetLedger, Outcome
 from tracing.budget.policy import Action, Plan, PlanLimits, fit_context_length
 from tracing.budget.queue import Reservation, TargetQueue
 from tracing.budget.reserves import Attribution, attribution_room, generation_reserve_ms
@@ -47,15 +46,6 @@ from tracing.budget.serving import (
     target_queue,
 )
 from tracing.budget.stage_names import StageName
-
-
-class StageOutcome(Protocol):
-    """A stage's result, as the session records it (``app.stages.result.StageResult``)."""
-
-    def record(self, span: Span) -> None: ...
-
-
-Outcome = TypeVar("Outcome", bound=StageOutcome)
 
 
 class BudgetSession:
@@ -343,6 +333,11 @@ class BudgetSession:
     def stop_at(self) -> float | None:
         """When a request queued behind this one needs the time: stop decoding by then."""
         return self.reservation.stop_at if self.reservation is not None else None
+
+    def first_token(self) -> None:
+        """The answer's first token came: its wait at the target is over."""
+        if self.reservation is not None:
+            self.reservation.first_token()
 
     # -- how long each stage may wait --------------------------------------------------------
 
