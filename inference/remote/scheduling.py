@@ -17,7 +17,9 @@ by (issue 44):
   49.7 days: for the few seconds around a wrap, deadlines on either side are misordered.
 - **llm-d's SLO headers** ``x-llm-d-slo-ttft-ms`` and ``x-llm-d-slo-tpot-ms`` (llm-d-router
   ``pkg/epp/metadata/consts.go``; milliseconds, parsed as floats by the predicted-latency
-  scorer): the time left at sending, shared between the first token and the tokens after it in
+  scorer), and the same under their older names ``x-slo-ttft-ms`` and ``x-slo-tpot-ms``, which
+  that file still accepts after the new ones and earlier releases read alone: the time left at
+  sending, shared between the first token and the tokens after it in
   the proportion the plan predicts. A request whose deadline has passed is not sent at all: the
   scorer reads 0 as no SLO and the SLO-deadline ordering as the most urgent
   (``flowcontrol/ordering/slodeadline/slo_deadline.go``).
@@ -84,8 +86,13 @@ def slo_headers(urgency: Urgency, *, now: float | None = None) -> dict[str, str]
     slo = urgency.slo_ms(now)
     if slo is None:
         return {}
-    ttft, tpot = slo
-    return {"x-llm-d-slo-ttft-ms": f"{ttft:.0f}", "x-llm-d-slo-tpot-ms": f"{tpot:.1f}"}
+    ttft, tpot = f"{slo[0]:.0f}", f"{slo[1]:.1f}"
+    return {
+        "x-llm-d-slo-ttft-ms": ttft,
+        "x-llm-d-slo-tpot-ms": tpot,
+        "x-slo-ttft-ms": ttft,
+        "x-slo-tpot-ms": tpot,
+    }
 
 
 @dataclass(frozen=True)

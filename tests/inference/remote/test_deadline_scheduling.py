@@ -71,6 +71,7 @@ def test_the_slo_shares_the_time_left_in_the_plans_proportion() -> None:
     assert ttft + 40 * tpot == pytest.approx(1000.0), "together they use the time left"
     assert slo_headers(urgency, now=now) == {
         "x-llm-d-slo-ttft-ms": "200", "x-llm-d-slo-tpot-ms": "20.0",
+        "x-slo-ttft-ms": "200", "x-slo-tpot-ms": "20.0",  # the names older releases read
     }  # fmt: skip
     assert urgency.slack_ms(now) == pytest.approx(500.0)
     late = Urgency(now - 0.01, 100.0, 10.0, 41)
