@@ -98,8 +98,10 @@ test: lint typecheck alert-tools k8s-tools test-servers ocr-tools
 # the budget engine: the quality each saving keeps (answers to the 53 questions of the labelled
 # set demo/answers that have key facts, scored by the facts they hold), and goodput per budget on the CPU default and
 # on the simulated SGLang server with GPU-like timings; then fresh processes of both (3 starts
-# each, about 2 minutes), their first 10 requests at 2.5 s. Servers run as subprocesses on free
-# ports of 127.0.0.1; raw results and server logs go to bench-results/, plots to benchmarks/.
+# each, about 2 minutes), their first 10 requests at 2.5 s; bursts; and overload against the
+# simulated engine's queue, slowed without notice, and with its priority scheduling off and on
+# (about 7 minutes). Servers run as subprocesses on free ports of 127.0.0.1; raw results and
+# server logs go to bench-results/, plots to benchmarks/.
 BENCH := bench-results
 # A GPU server as the budget issue describes it: TTFT ~30 ms + 0.05 ms per uncached token,
 # 10 ms per token, a running batch of at most 8; answers of 48 tokens (the cap is 64).

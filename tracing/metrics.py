@@ -140,9 +140,10 @@ PREDICTION_ERROR_RATIO = Histogram(
 ADMISSION_REFUSED = Counter(
     "ragtime_admission_refused",
     "Requests refused at once by admission control, by route and reason: overloaded "
-    "(503: the process's or a generation pool's bound), shutting_down (503), budget_infeasible "
-    "(504: a budget below the smallest answer, refused before any work). Deliberate: the "
-    "error-ratio alert leaves them out.",
+    "(503: the process's or a generation pool's bound, or, at plan time before the engine, a "
+    "wait at the target that leaves no room for the smallest answer), shutting_down (503), "
+    "budget_infeasible (504: a budget below the smallest answer, refused before any work). "
+    "Deliberate: the error-ratio alert leaves them out.",
     ["route", "reason"],
     registry=REGISTRY,
 )

@@ -12,8 +12,10 @@ import pytest
 from opentelemetry import trace
 
 from tests.helpers.plans import LIMITS, LINEAR
+from tracing import metrics
 from tracing.budget import (
     BudgetEngine,
+    BudgetInfeasible,
     BudgetLedger,
     BudgetSession,
     GenerationPrior,
@@ -21,6 +23,7 @@ from tracing.budget import (
     Reservations,
     TargetSaturated,
 )
+from tracing.budget.errors import QueueInfeasible
 from tracing.budget.serving import target_queue
 
 GPU = GenerationPrior(fixed_ms=30.0, prefill_ms_per_token=0.05, decode_ms_per_token=10.0)
@@ -175,3 +178,29 @@ def test_others_load_is_what_the_poll_found_beyond_ours_then() -> None:
     assert target_queue(stale, edf=False, ours=2).external == 1
     told_nothing = Load(waiting=10, max_running=4)
     assert target_queue(told_nothing, edf=False, ours=6).external == 8
+
+
+def refused_overloaded() -> float:
+    value = metrics.REGISTRY.get_sample_value(
+        "ragtime_admission_refused_total", {"route": "/v1/ask", "reason": "overloaded"}
+    )
+    return value or 0.0
+
+
+def test_a_plan_the_queue_leaves_no_room_for_is_refused_as_overloaded_not_as_a_504() -> None:
+    """Admitted at arrival, the request finds after search that the wait ahead leaves no room:
+    the answer alone would fit, so the service is overloaded (503, refused before the engine),
+    not the budget too small (504)."""
+    built = engine()
+    loose_requests_running(built, 6)
+    fifo = Serving(Load(waiting=2, max_running=1))
+    before = refused_overloaded()
+    session = BudgetSession(built, BudgetLedger(700), route="/v1/ask", question="q",
+                            serving=fifo)  # fmt: skip
+    with pytest.raises(TargetSaturated, match="the queue at gpu is"):
+        session.plan(k=4, rerank_available=False)
+    assert refused_overloaded() == before + 1
+    tiny = BudgetSession(built, BudgetLedger(60), route="/v1/ask", question="q", serving=fifo)
+    with pytest.raises(BudgetInfeasible) as raised:
+        tiny.plan(k=4, rerank_available=False)
+    assert not isinstance(raised.value, QueueInfeasible), "too small alone: still a 504"

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from tracing import metrics
 from tracing.budget.calibration import Calibrator, Probe
 from tracing.budget.cost_model import CostModel, Learning
-from tracing.budget.errors import BudgetInfeasible, TargetSaturated
+from tracing.budget.errors import BudgetInfeasible, QueueInfeasible, TargetSaturated
 from tracing.budget.ledger import BudgetLedger
 from tracing.budget.policy import DegradationPolicy, FirstTokenTarget, Plan, PlanLimits
 from tracing.budget.quality import QualityTable
@@ -100,7 +100,9 @@ class BudgetEngine:
                 raise
             shared = self._share(ledger, wait, alone_ms, queue, target)
             if shared is None:
-                raise
+                raise QueueInfeasible(
+                    exc.needed_ms, ledger.remaining_ms, wait_ms=wait.ms, target=target
+                ) from exc
             queue_ms, ahead = shared
             plan = self.answer_policy.plan(
                 ledger.remaining_ms,

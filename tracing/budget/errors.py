@@ -2,6 +2,7 @@
 
     BudgetError                 anything the budget could not grant
     ├── BudgetInfeasible        not even the smallest plan fits the time left (504)
+    │   └── QueueInfeasible     it would alone, not behind the target's queue (503)
     ├── DeadlinePassed          a stage's work was still running when the budget ran out (504)
     └── TargetSaturated         a serving target's queue is full: refused at arrival (503)
 
@@ -24,6 +25,18 @@ class BudgetInfeasible(BudgetError):
         super().__init__(
             f"the budget cannot be met: the smallest plan needs about {needed_ms:.0f} ms "
             f"and {max(remaining_ms, 0.0):.0f} ms remain"
+        )
+
+
+class QueueInfeasible(BudgetInfeasible):
+    """The smallest plan alone fits what is left, but not after the wait at its target: the
+    service is overloaded, not the budget too small (the session refuses it as saturated)."""
+
+    def __init__(self, needed_ms: float, remaining_ms: float, *, wait_ms: float, target: str):
+        super().__init__(needed_ms, remaining_ms)
+        self.args = (
+            f"the queue at {target} is {wait_ms:.0f} ms long; the smallest answer takes "
+            f"{needed_ms - wait_ms:.0f} ms more, and {max(remaining_ms, 0.0):.0f} ms are left",
         )
 
 

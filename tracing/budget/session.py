@@ -30,7 +30,7 @@ from opentelemetry.util.types import AttributeValue
 
 from tracing import metrics
 from tracing.budget.engine import BudgetEngine, Rules
-from tracing.budget.errors import BudgetInfeasible, TargetSaturated
+from tracing.budget.errors import BudgetInfeasible, QueueInfeasible, TargetSaturated
 from tracing.budget.keyword_side import keyword_side
 from tracing.budget.ledger import BudgetLedger, Outcome
 from tracing.budget.policy import Action, Plan, PlanLimits, fit_context_length
@@ -215,6 +215,9 @@ class BudgetSession:
         if self.rules.on_infeasible == "passages" and limits.max_output_tokens:
             self.ledger.degrade(StageName.GENERATE, "generation_skipped", str(first))
             return Plan(0, limits.context_tokens, 0, 0.0, target=self.targets[0])
+        if isinstance(first, QueueInfeasible):  # alone it fits: refused before the engine
+            metrics.ADMISSION_REFUSED.labels(route=self.route, reason="overloaded").inc()
+            raise TargetSaturated(str(first)) from first
         raise first
 
     def begin(self, stage: StageName, span: Span, *, runs: bool = True) -> None:
