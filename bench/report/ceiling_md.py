@@ -19,6 +19,7 @@ from bench.suites.ceiling.results import (
     Spread,
     Sweep,
     met,
+    stages_p50,
 )
 from bench.suites.ceiling.wrk import CONNECTION_WINDOW_S, MIN_CONNECTIONS
 
@@ -89,18 +90,44 @@ def _sweep_cells(sweep: Sweep) -> str:
     )
 
 
+def cpu_at_ceiling(sweep: Sweep) -> str:
+    """The server's CPU per response at the highest rate that held (else the lowest rate)."""
+    rate = sweep.ceiling.ceiling_rps or sweep.ceiling.baseline_rate
+    phase = next((p for p in sweep.phases if p.rate == rate), None)
+    if phase is None or phase.server_cpu_ms is None:
+        return "n/a"
+    return f"{phase.server_cpu_ms:.1f} at {rate:g}"
+
+
 def runs_table(bench: CeilingBench) -> list[str]:
     lines = [
         "| run | floor: ceiling | floor: p99 at the lowest rate (limit) | ragtime: ceiling | "
-        "ragtime: p99 at the lowest rate (limit) | ratio | load average, start -> end |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "ragtime: p99 at the lowest rate (limit) | ratio | server CPU ms per response at the "
+        "ceiling (req/s), floor / ragtime | load average, start -> end |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in bench.runs:
         load = " -> ".join(str(x) for x in r.loadavg)
+        cpu = f"{cpu_at_ceiling(r.floor)} / {cpu_at_ceiling(r.ragtime)}"
         lines.append(
             f"| {r.number} | {_sweep_cells(r.floor)} | {_sweep_cells(r.ragtime)} | "
-            f"{_num(r.ratio, 2)} | {load} |"
+            f"{_num(r.ratio, 2)} | {cpu} | {load} |"
         )
+    return lines
+
+
+def stages_table(bench: CeilingBench) -> list[str]:
+    """ragtime's stages by its own timings, p50 (median across runs), fresh against repeated."""
+    fresh, repeats = stages_p50(bench.runs, "fresh"), stages_p50(bench.runs, "repeats")
+    if not fresh and not repeats:
+        return []
+    lines = [
+        "| ragtime's stage (its own timings) | never asked before, p50 ms | "
+        "one, repeated, p50 ms |",
+        "| --- | --- | --- |",
+    ]
+    for stage in sorted(set(fresh) | set(repeats)):
+        lines.append(f"| {stage} | {_num(fresh.get(stage), 2)} | {_num(repeats.get(stage), 2)} |")
     return lines
 
 
@@ -177,7 +204,9 @@ def section(bench: CeilingBench, client: Sequence[BenchResult] = ()) -> str:
         "together; `h2load` times whole responses too). So a ceiling here is the highest rate "
         "whose whole-response p99 stayed under twice its value at the lowest rate, with at most "
         "1% errors (a response other than a 200 ending in `done` is one); a target leaves its "
-        f"sweep after two failing rates in a row. Each rate ran {bench.seconds:g} s or "
+        "sweep after two failing rates in a row. Server CPU is what the server's processes used "
+        "during a phase (Linux's /proc), per complete response, idle work included. Each rate "
+        f"ran {bench.seconds:g} s or "
         f"{bench.min_requests} requests, whichever took longer. Example phase: "
         f"`{bench.generator_command}`."
     )
@@ -209,6 +238,7 @@ def section(bench: CeilingBench, client: Sequence[BenchResult] = ()) -> str:
         "\n".join(runs_table(bench)),
         low,
         "\n".join(low_rate_table(bench)),
+        "\n".join(stages_table(bench)),
         "Whole-response p99 (ms) at each rate, floor / ragtime; **bold**: the rate failed the "
         "rule; - : not run (the target had left the sweep).",
         "\n".join(rates_table(bench)),
@@ -228,7 +258,7 @@ def section(bench: CeilingBench, client: Sequence[BenchResult] = ()) -> str:
         "and the bench's client run on the same cores as the servers."
     )
     parts += bench.notes
-    return BEGIN + "\n" + "\n\n".join(parts) + "\n" + END
+    return BEGIN + "\n" + "\n\n".join(p for p in parts if p) + "\n" + END
 
 
 def write_section(out: Path, bench: CeilingBench, client: Sequence[BenchResult] = ()) -> None:

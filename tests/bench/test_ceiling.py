@@ -6,6 +6,7 @@ and the spread across runs, and the section of BENCHMARKS.md."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ import pytest
 from app.cli.commands import main
 from bench.report.ceiling_md import BEGIN, END, section, write_section
 from bench.suites.ceiling import measure
-from bench.suites.ceiling.measure import fresh_questions, leaves, sweep
+from bench.suites.ceiling.measure import Endpoint, cpu_seconds, fresh_questions, leaves, sweep
 from bench.suites.ceiling.results import (
     CeilingBench,
     CeilingRun,
@@ -124,6 +125,12 @@ def test_fresh_questions_are_never_the_same_twice() -> None:
         fresh_questions([], 1, 3)
 
 
+def test_the_cpu_time_of_a_process_and_its_children() -> None:
+    mine = cpu_seconds(os.getpid())
+    assert mine is not None and mine > 0
+    assert cpu_seconds(None) is None and cpu_seconds(2**22 + 12345) is None
+
+
 def test_a_target_leaves_after_its_patience() -> None:
     held = [phase("f", 10, 5.0), phase("f", 20, 9.0)]
     assert not leaves(held, factor=2, patience=2)
@@ -145,9 +152,10 @@ def test_the_sweep_alternates_and_drops_a_target(
         return phase(name, rate, p99s[name][int(rate)])
 
     monkeypatch.setattr(measure, "run_wrk", fake)
+    endpoints = [Endpoint("floor", "u1"), Endpoint("ragtime", "u2", "k")]
     phases = sweep(
-        [("floor", "u1", None), ("ragtime", "u2", "k")], [40, 10, 80, 20], bodies=tmp_path,
-        seconds=2, min_requests=50, factor=2, patience=2, pause_s=0, seed=1, say=lambda s: None,
+        endpoints, [40, 10, 80, 20], bodies=tmp_path, seconds=2, min_requests=50, factor=2,
+        patience=2, pause_s=0, seed=1, say=lambda s: None,
     )  # fmt: skip
     assert [(n, r) for n, r, _, _ in calls] == [
         ("floor", 10), ("ragtime", 10), ("ragtime", 20), ("floor", 20),
@@ -188,7 +196,7 @@ def low(kind: str, extra: float) -> LowRate:
     return LowRate(
         questions=kind, rate=10, n_floor=100, n_ragtime=100, errors=0, floor_ttft_p50_ms=2.0,
         ragtime_ttft_p50_ms=2.0 + extra, floor_e2e_p50_ms=2.5, ragtime_e2e_p50_ms=12.0 + extra,
-        extra_ms=extra,
+        extra_ms=extra, ragtime_stages_p50_ms={"embed": extra - 3.0, "search": 1.0},
     )  # fmt: skip
 
 
@@ -196,7 +204,8 @@ def bench(ratios_of: list[tuple[float, float]], fresh: list[float]) -> CeilingBe
     """A result of one run per (floor p99 at 80, ragtime p99 at 40) pair, fresh extras given."""
     runs = []
     for number, ((f80, r40), extra) in enumerate(zip(ratios_of, fresh, strict=True), 1):
-        phases = [phase("floor", 10, 5.0), phase("floor", 40, 6.0), phase("floor", 80, f80),
+        top = phase("floor", 80, f80).model_copy(update={"server_cpu_ms": 1.5})
+        phases = [phase("floor", 10, 5.0), phase("floor", 40, 6.0), top,
                   phase("ragtime", 10, 20.0), phase("ragtime", 40, r40, late=3)]  # fmt: skip
         f, r = sweep_of("floor", phases), sweep_of("ragtime", phases)
         runs.append(
@@ -251,6 +260,8 @@ def test_the_section_of_benchmarks_md() -> None:
         "| 1 | never asked before | 2.00 | 11.00 | +9.0 ms | 2.50 | 21.00 | 100 / 100 | 0 |"
         in lines
     )
+    assert "| embed | 6.00 | 1.00 |" in lines and "| search | 1.00 | 1.00 |" in lines
+    assert "| 0.50 | 1.5 at 80 / n/a | [1.0, 1.0, 1.0] -> [1.5, 1.0, 1.0] |" in text
     assert "`RAGTIME_WORKERS=auto`: 2 processes on this machine's 2 cores" in text
     assert "4 on 4 cores or more. Only 2 cores were measured here" in text
     assert (

@@ -19,8 +19,8 @@ from bench.harness.commands import (
 )
 
 #: Rates of the sweep: fine steps where ragtime's ceiling lies on 2 cores, wider ones for the
-#: floor's.
-DEFAULT_RATES = "20,50,100,125,150,200,250,300,400,500,600,800,1000,1200,1500"
+#: floor's; the lowest, the rule's reference, is the low rate of the TTFT pairs.
+DEFAULT_RATES = "10,20,30,40,50,60,80,100,125,150,200,250,300,400,500,600,800,1000,1200"
 
 
 def register(subparsers: Any) -> None:

@@ -18,8 +18,9 @@ import shlex
 import time
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from bench.harness.results import point_holds
 from bench.suites.ceiling.results import (
@@ -41,8 +42,17 @@ from bench.suites.ceiling.wrk import (
     wrk_version,
 )
 
-#: (name, url, API key) of a server under test.
-Endpoint = tuple[str, str, str | None]
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A server under test: its name, URL, API key and process id (for its CPU time)."""
+
+    name: str
+    url: str
+    key: str | None = None
+    pid: int | None = None
+
+
 #: The warm-up of each low-rate pair, uncounted (``bench.harness.runner``'s warm-up).
 LOW_RATE_WARMUP = 5
 
@@ -66,6 +76,36 @@ def leaves(phases: Sequence[WrkPhase], *, factor: float, patience: int) -> bool:
     return all(not point_holds(p.latency_ms.p99, p.error_ratio, limit) for p in ordered[-patience:])
 
 
+def cpu_seconds(pid: int | None) -> float | None:
+    """CPU seconds (user and system) that ``pid`` and its descendants have used, from Linux's
+    ``/proc``; ``None`` where it cannot be read."""
+    if pid is None:
+        return None
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    total, todo = 0, [pid]
+    try:
+        while todo:
+            current = todo.pop()
+            fields = Path(f"/proc/{current}/stat").read_text().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+            for task in Path(f"/proc/{current}/task").iterdir():
+                todo += [int(c) for c in (task / "children").read_text().split()]
+    except (OSError, ValueError, IndexError):
+        return None
+    return total / tick
+
+
+def phase_on(endpoint: Endpoint, **kwargs: Any) -> WrkPhase:
+    """One wrk phase against ``endpoint``, with the CPU its server used per response."""
+    before = cpu_seconds(endpoint.pid)
+    got = run_wrk(endpoint.name, endpoint.url, key=endpoint.key, **kwargs)
+    after = cpu_seconds(endpoint.pid)
+    if before is None or after is None or not got.answered:
+        return got
+    per_response = round((after - before) * 1000 / got.answered, 3)
+    return got.model_copy(update={"server_cpu_ms": per_response})
+
+
 def sweep(
     endpoints: Sequence[Endpoint],
     rates: Sequence[float],
@@ -87,11 +127,9 @@ def sweep(
             break
         secs = max(seconds, math.ceil(min_requests / rate))
         got = []
-        for name, url, key in active if step % 2 == 0 else reversed(active):
-            got.append(
-                run_wrk(name, url, bodies=bodies, rate=rate, seconds=secs, key=key,
-                        seed=seed * 1000 + step)
-            )  # fmt: skip
+        for endpoint in active if step % 2 == 0 else reversed(active):
+            got.append(phase_on(endpoint, bodies=bodies, rate=rate, seconds=secs,
+                                seed=seed * 1000 + step))  # fmt: skip
             time.sleep(pause_s)
         phases += got
         say(
@@ -105,7 +143,7 @@ def sweep(
         active = [
             e
             for e in active
-            if not leaves([p for p in phases if p.target == e[0]], factor=factor,
+            if not leaves([p for p in phases if p.target == e.name], factor=factor,
                           patience=patience)
         ]  # fmt: skip
     return phases
@@ -124,7 +162,7 @@ def low_rate_pairs(
     from bench.harness.client import Target
     from bench.harness.runner import LoadSpec, measure
 
-    targets = [Target(name, url, key) for name, url, key in endpoints]
+    targets = [Target(e.name, e.url, e.key) for e in endpoints]
     spec = LoadSpec(rate=rate, requests=requests, warmup=LOW_RATE_WARMUP, rounds=4, seed=run)
     # The warm-up asks from index 10_000 on (bench.harness.runner): past the measured ones.
     fresh = fresh_questions(questions, run, 10_000 + LOW_RATE_WARMUP + requests)
@@ -206,9 +244,9 @@ def run_ceiling_bench(
         server = stack.enter_context(
             ragtime_server("ragtime", config, log_dir=log_dir, profile_dir=profile_dir)
         )
-        endpoints: list[Endpoint] = [
-            ("floor", floor.url, None),
-            ("ragtime", server.url, config_key(config)),
+        endpoints = [
+            Endpoint("floor", floor.url, None, floor.pid),
+            Endpoint("ragtime", server.url, config_key(config), server.pid),
         ]
         for number in range(1, runs + 1):
             start = _loadavg()

@@ -63,6 +63,10 @@ class LowRate(BaseModel):
     floor_e2e_p50_ms: float | None
     ragtime_e2e_p50_ms: float | None
     extra_ms: float | None = Field(description="ragtime's TTFT p50 less the floor's.")
+    ragtime_stages_p50_ms: dict[str, float] = Field(
+        default_factory=dict,
+        description="Each of ragtime's stages, p50 of its own timings (the `done` event's).",
+    )
 
 
 def low_rate_of(
@@ -84,6 +88,9 @@ def low_rate_of(
         floor_e2e_p50_ms=f.e2e_ms.p50,
         ragtime_e2e_p50_ms=r.e2e_ms.p50,
         extra_ms=extra,
+        ragtime_stages_p50_ms={
+            stage: s.p50 for stage, s in r.stages_ms.items() if s.p50 is not None
+        },
     )
 
 
@@ -127,6 +134,17 @@ def spread(values: Sequence[float | None]) -> Spread | None:
         min=min(have),
         max=max(have),
     )
+
+
+def stages_p50(runs: Sequence[CeilingRun], questions: str) -> dict[str, float]:
+    """Each ragtime stage's p50 on ``questions``, the median across runs."""
+    values: dict[str, list[float]] = {}
+    for run in runs:
+        for pair in run.low_rate:
+            if pair.questions == questions:
+                for stage, ms in pair.ragtime_stages_p50_ms.items():
+                    values.setdefault(stage, []).append(ms)
+    return {stage: round(statistics.median(v), 3) for stage, v in sorted(values.items())}
 
 
 def extra_spread(runs: Sequence[CeilingRun], questions: str) -> Spread | None:

@@ -67,6 +67,11 @@ class WrkPhase(BaseModel):
         description="Bad responses, transport errors and timeouts, of the requests that ended."
     )
     answered_rps: float = Field(description="Good responses per measured second.")
+    server_cpu_ms: float | None = Field(
+        default=None,
+        description="CPU time the server's processes used during the phase, per complete "
+        "response, ms (Linux /proc; None elsewhere): what one request costs it.",
+    )
 
 
 def _ratios(phase: WrkPhase, seconds: float) -> WrkPhase:
