@@ -247,9 +247,9 @@ def section(bench: CeilingBench, client: Sequence[BenchResult] = ()) -> str:
     found = client_lines(client)
     if found:
         parts += [
-            "The same servers' ceilings by the bench's own Python client (`ragtime bench load "
-            "--rates`, section 3), whose TTFT rule reads the first token; it shares the cores "
-            "with the servers and its own asyncio loop paces the arrivals:",
+            "The ceilings the bench's own Python client found (`ragtime bench load "
+            "--rates`, as section 3 runs it), whose TTFT rule reads the first token; it shares the "
+            "cores with the servers and its own asyncio loop paces the arrivals:",
             "\n".join(found),
         ]
     parts.append(
