@@ -54,11 +54,13 @@ k8s-tools:
 
 # redis-server (the Redis rate limits) and PostgreSQL (the PostgreSQL key store), real servers
 # that the tests start on free ports of 127.0.0.1, and a headless Chromium that renders /docs
-# (tests/app/http/test_docs_page.py), from Debian's packages when missing.
+# (tests/app/http/test_docs_page.py), and wrk, the load generator of `ragtime bench ceiling`
+# (tests/bench/test_ceiling_wrk.py), from Debian's packages when missing.
 test-servers:
 	command -v redis-server >/dev/null || test -x /usr/bin/redis-server || (apt-get update && $(APT_INSTALL) redis-server)
 	ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || (apt-get update && $(APT_INSTALL) postgresql)
 	command -v chromium >/dev/null || (apt-get update && $(APT_INSTALL) chromium)
+	command -v wrk >/dev/null || (apt-get update && $(APT_INSTALL) wrk)
 
 # Tesseract, which ingest runs to read scanned PDF pages and images (retrieval/formats/ocr.py),
 # with its English and Spanish data, from Debian's packages when missing. `make serve` uses it
@@ -88,9 +90,10 @@ test: lint typecheck alert-tools k8s-tools test-servers ocr-tools
 	$(PYTEST_REST)
 	$(PY) -m pytest -q -m slow
 
-# Fresh runs on this machine (about 22 minutes on 2 cores, the first one 2 more to ingest the
+# Fresh runs on this machine (about 30 minutes on 2 cores, the first one 2 more to ingest the
 # demo corpus): the CPU default at 1 and 2 users, the null backend against the bare FastAPI floor,
-# a Poisson rate sweep for the ceiling, and the budget under injected faults with the degradation
+# a Poisson rate sweep for the ceiling (by the bench's own client, then by wrk against the floor
+# side by side, 3 runs), and the budget under injected faults with the degradation
 # policy on and off (plus the budget and tracing machinery's own cost, in-process), and prefix
 # caching with ragtime's prompt layout against question first (llama.cpp, then the simulated
 # SGLang server of bench/sglang_sim), and llama.cpp's kept prompt states on repeat traffic; the
@@ -119,6 +122,10 @@ bench: install eval-data
 		--duration 5 --min-requests 50 --warmup 5 --stop-at-ceiling --json $(BENCH)/ceiling.json
 	$(RAGTIME) bench load --floor --floor-tokens 16 --rates 10,25,50,100,150,200,300,400 \
 		--duration 4 --min-requests 100 --warmup 10 --json $(BENCH)/ceiling-floor.json
+	# The same ceilings by a compiled load generator (wrk), side by side, 3 runs (section 9).
+	command -v wrk >/dev/null || (apt-get update && $(APT_INSTALL) wrk)
+	$(RAGTIME) bench ceiling --serve benchmarks/null.env --runs 3 \
+		--json $(BENCH)/ceiling-compiled.json
 	$(RAGTIME) bench budget --serve benchmarks/budget.env --budget-ms 10000 \
 		--rerank-delay-ms 200 --token-delay-ms 80 --concurrency 1,2 --requests 8 --warmup 1 \
 		--json $(BENCH)/budget.json
@@ -165,6 +172,9 @@ bench-report: install
 		--fresh $(BENCH)/fresh.json --out BENCHMARKS.md
 	$(RAGTIME) bench section --burst $(BENCH)/burst.json --burst $(BENCH)/burst-gpu.json \
 		--burst-before benchmarks/burst-before.json --out BENCHMARKS.md
+	$(RAGTIME) bench section --ceiling $(BENCH)/ceiling-compiled.json \
+		--client-ceiling $(BENCH)/ceiling.json --client-ceiling $(BENCH)/ceiling-floor.json \
+		--out BENCHMARKS.md
 	$(RAGTIME) bench section --overload $(BENCH)/overload.json --out BENCHMARKS.md
 
 clean:

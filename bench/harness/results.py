@@ -216,43 +216,89 @@ def _deltas(base: Summary, other: Summary) -> dict[str, Delta]:
     return out
 
 
+class RatePoint(BaseModel):
+    """One target at one offered rate, as the ceiling's rule reads it: whichever client measured
+    it (``Run`` of the bench's own client, or a compiled load generator's phase)."""
+
+    target: str
+    rate: float
+    p99_ms: float | None = Field(description="The latency p99 the rule judges (TTFT here).")
+    error_ratio: float
+
+
+def point_of(run: Run) -> RatePoint:
+    """An open-loop run as the rule reads it: its TTFT p99 and its errors."""
+    if run.rate is None:
+        raise ValueError(f"{run.target}: {run.load} is not an open-loop run")
+    return RatePoint(
+        target=run.target,
+        rate=run.rate,
+        p99_ms=run.summary.ttft_ms.p99,
+        error_ratio=run.summary.error_ratio,
+    )
+
+
 def holds(run: Run, limit_ttft_p99_ms: float | None, *, max_error_ratio: float = 0.01) -> bool:
     """Whether a run at some rate kept its TTFT p99 under the limit, with few errors."""
-    p99 = run.summary.ttft_ms.p99
-    if run.summary.error_ratio > max_error_ratio or p99 is None:
+    p99, errors = run.summary.ttft_ms.p99, run.summary.error_ratio
+    return point_holds(p99, errors, limit_ttft_p99_ms, max_error_ratio=max_error_ratio)
+
+
+def point_holds(
+    p99_ms: float | None,
+    error_ratio: float,
+    limit_ms: float | None,
+    *,
+    max_error_ratio: float = 0.01,
+) -> bool:
+    """The rule at one rate: a p99 under the limit (none yet: any p99), at most 1% errors."""
+    if error_ratio > max_error_ratio or p99_ms is None:
         return False
-    return limit_ttft_p99_ms is None or p99 < limit_ttft_p99_ms
+    return limit_ms is None or p99_ms < limit_ms
 
 
 def find_ceiling(runs: Sequence[Run], *, factor: float = 2.0) -> Ceiling:
-    """Ceiling of one target from its open-loop runs: the highest rate whose TTFT p99 stayed
-    under ``factor`` times its value at the lowest rate, with at most 1% errors.
+    """Ceiling of one target from its open-loop runs (``ceiling_of`` on their TTFT p99)."""
+    points = [point_of(r) for r in runs if r.rate is not None]
+    if not points:
+        raise ValueError("no open-loop runs to find a ceiling in")
+    return ceiling_of(points, factor=factor)
+
+
+def ceiling_of(
+    points: Sequence[RatePoint], *, factor: float = 2.0, measure: str = "TTFT"
+) -> Ceiling:
+    """Ceiling of one target from its rate points: the highest rate whose p99 (of ``measure``)
+    stayed under ``factor`` times its value at the lowest rate, with at most 1% errors.
 
     A failing rate below a higher one that held is reported as an isolated failure (a stall of a
     noisy machine), not as the ceiling.
     """
-    ordered = sorted((r for r in runs if r.rate is not None), key=lambda r: r.rate or 0.0)
+    ordered = sorted(points, key=lambda p: p.rate)
     if not ordered:
-        raise ValueError("no open-loop runs to find a ceiling in")
+        raise ValueError("no rates to find a ceiling in")
     base = ordered[0]
-    assert base.rate is not None
-    base_p99 = base.summary.ttft_ms.p99
+    base_p99 = base.p99_ms
     limit = None if base_p99 is None else round(base_p99 * factor, 4)
-    held = [r.rate for r in ordered if limit is not None and holds(r, limit)]
-    ceiling = max((r for r in held if r is not None), default=None)
-    failed = [r for r in ordered if r.rate not in held]
-    above = [r for r in failed if ceiling is None or (r.rate or 0.0) > ceiling]
-    blips = [r for r in failed if r not in above]
+    held = [
+        p.rate for p in ordered if limit is not None and point_holds(p.p99_ms, p.error_ratio, limit)
+    ]
+    ceiling = max(held, default=None)
+    failed = [p for p in ordered if p.rate not in held]
+    above = [p for p in failed if ceiling is None or p.rate > ceiling]
+    blips = [p for p in failed if p not in above]
     if above:
         first = above[0]
         reason = (
-            f"at {first.rate:g} req/s TTFT p99 was {first.summary.ttft_ms.fmt('p99')} ms "
-            f"(limit {_num(limit)} ms), errors {first.summary.error_ratio:.1%}"
+            f"at {first.rate:g} req/s {measure} p99 was {_num(first.p99_ms)} ms "
+            f"(limit {_num(limit)} ms), errors {first.error_ratio:.1%}"
         )
     else:
-        reason = f"TTFT p99 stayed under {factor:g}x its value at {base.rate:g} req/s throughout"
+        reason = (
+            f"{measure} p99 stayed under {factor:g}x its value at {base.rate:g} req/s throughout"
+        )
     if blips:
-        rates = ", ".join(f"{r.rate:g}" for r in blips)
+        rates = ", ".join(f"{p.rate:g}" for p in blips)
         reason += f"; isolated failures below the ceiling at {rates} req/s"
     return Ceiling(
         target=base.target,

@@ -140,6 +140,11 @@ class ServerProcess:
             tail = "\n".join(self.log_path.read_text(errors="replace").splitlines()[-30:])
         raise ServerFailed(f"server {self.name!r} {why}; log {self.log_path}:\n{tail}")
 
+    @property
+    def pid(self) -> int | None:
+        """The server's process id while it runs (its workers are that process's children)."""
+        return self._process.pid if self._process is not None else None
+
     def stop(self) -> None:
         profiler, self._profiler = self._profiler, None
         if profiler is not None:

@@ -11,7 +11,7 @@ from bench.suites.overload.results import OverloadBench
 
 BEGIN = "<!-- overload: written by `ragtime bench section --overload` -->"
 END = "<!-- /overload -->"
-TITLE = "## 9. Overload, a slowed engine, and the engine's priority scheduling"
+TITLE = "## 10. Overload, a slowed engine, and the engine's priority scheduling"
 
 
 def read_overload_json(path: Path) -> OverloadBench:

@@ -1,6 +1,7 @@
 """``ragtime bench section``: write one block of BENCHMARKS.md in place, between its markers:
 the budget engine's (goodput, quality per saving), a fresh process's first requests, bursts,
-overload and the engine's priority scheduling."""
+the ceiling as a share of the floor's by a compiled load generator, overload and the
+engine's priority scheduling."""
 
 from __future__ import annotations
 
@@ -38,6 +39,20 @@ def register(subparsers: Any) -> None:
         "--burst-before", type=Path, help="JSON of the previous burst run, for its figures"
     )
     section.add_argument(
+        "--ceiling",
+        type=Path,
+        help="JSON of `ragtime bench ceiling` (writes the compiled-generator ceiling block; "
+        "alone, only that block)",
+    )
+    section.add_argument(
+        "--client-ceiling",
+        type=Path,
+        action="append",
+        default=[],
+        help="with --ceiling: JSON of a `ragtime bench load --rates` sweep, for the ceilings the "
+        "bench's own client found",
+    )
+    section.add_argument(
         "--overload",
         type=Path,
         help="JSON of `ragtime bench overload` (writes its own block; alone, only that block)",
@@ -53,7 +68,11 @@ def run(args: argparse.Namespace) -> int:
     from bench.suites.budget.goodput import read_goodput_json
     from bench.suites.quality.measure import QualityResult
 
-    if args.goodput or args.quality or not (args.fresh or args.burst or args.overload):
+    if (
+        args.goodput
+        or args.quality
+        or not (args.fresh or args.burst or args.ceiling or args.overload)
+    ):
         goodputs = [read_goodput_json(path) for path in args.goodput]
         quality = (
             QualityResult.model_validate_json(args.quality.read_text()) if args.quality else None
@@ -73,6 +92,14 @@ def run(args: argparse.Namespace) -> int:
         before = read_burst_json(args.burst_before) if args.burst_before else None
         write_burst_section(args.out, [read_burst_json(p) for p in args.burst], before)
         print(f"wrote the bursts section of {args.out}", file=sys.stderr)
+    if args.ceiling:
+        from bench.harness.record import read_json
+        from bench.report.ceiling_md import write_section as write_ceiling_section
+        from bench.suites.ceiling.results import read_ceiling_json
+
+        client = [read_json(p) for p in args.client_ceiling]
+        write_ceiling_section(args.out, read_ceiling_json(args.ceiling), client)
+        print(f"wrote the compiled-generator ceiling section of {args.out}", file=sys.stderr)
     if args.overload:
         from bench.report.overload_md import read_overload_json
         from bench.report.overload_md import write_section as write_overload_section
