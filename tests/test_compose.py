@@ -42,6 +42,7 @@ SGLANG_FLAGS = (
     "--port",
     "--enable-metrics",
     "--enable-cache-report",
+    "--enable-priority-scheduling",
     "--enable-trace",
     "--otlp-traces-endpoint",
 )

@@ -110,3 +110,12 @@ def test_the_engines_slots_come_from_its_spec() -> None:
     assert slots_of("fixed_ms=30,max_running=4") == 4
     assert slots_of("fixed_ms=30") == 64
     assert summarize([]).n == 0
+
+
+def test_late_is_judged_on_the_wire_and_the_clients_lag_is_counted_apart() -> None:
+    sent_late = record(200, budget=700, e2e=735.0)
+    sent_late.sent_ms = 104.0  # the client wrote it 104 ms after it was due
+    on_time_but_slow = record(200, budget=700, e2e=735.0)
+    on_time_but_slow.sent_ms = 0.4
+    o = outcomes([sent_late, on_time_but_slow], 0)
+    assert (o.late, o.sent_late) == (1, 1)

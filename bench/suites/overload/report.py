@@ -81,8 +81,10 @@ def _useful(run: OpenRun, budget: str) -> float:
 
 
 def _none_late(label: str, o: Outcomes) -> Verdict:
+    lag = f" ({o.sent_late} sent late by the client)" if o.sent_late else ""
     return Verdict(target=f"{label}: every request within budget",
-                   measured=f"{o.late} of {o.sent} late", met=o.late == 0)  # fmt: skip
+                   measured=f"{o.late} of {o.sent} late on the wire{lag}",
+                   met=o.late == 0)  # fmt: skip
 
 
 def _row(label: str, o: Outcomes, goodput: float | None = None) -> str:

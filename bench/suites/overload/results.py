@@ -5,8 +5,8 @@ budget, ``bench.harness.outcomes``), **refused at arrival** (the server's own co
 ``ragtime_admission_refused_total``: a 503, or a 504 for a budget no plan fits, before any
 work), a **504 after admission** (admitted, then unable to finish, as a 504 or as its error
 at the end of a stream already begun: the engine time it used is wasted), **late** (any
-response after its budget, or none), or another failure. The admitted are those not refused at
-arrival.
+response after its budget on the wire, or none), or another failure. The admitted are those
+not refused at arrival.
 
 - **Overload**: goodput (useful answers a second) at least 90% of the capacity a closed loop of
   as many users as the engine has slots measured; 504s after admission at most 2% of the
@@ -47,6 +47,9 @@ class Outcomes(BaseModel):
     after_admission_504: int
     late: int
     other: int = Field(description="Neither useful, refused, a 504 nor late (cut-short answers).")
+    sent_late: int = Field(
+        0, description="Written 20 ms or more after they were due (``SENT_LATE_MS``: the client)."
+    )
     degradations: dict[str, int] = Field(default_factory=dict)
     ttft_ms: Summary
     e2e_ms: Summary
@@ -61,12 +64,19 @@ class Outcomes(BaseModel):
 
 
 def late(record: RequestRecord) -> bool:
-    """No response, or one after the budget, or an answer the server marked over budget."""
+    """No response, or one after the budget on the wire (from when the request was written:
+    a client that sent it late on its shared cores is the client's lag, counted apart), or an
+    answer the server marked over budget."""
     if record.e2e_ms is None:
         return True
-    if record.budget_ms is not None and record.e2e_ms > record.budget_ms:
+    on_wire = record.e2e_ms - (record.sent_ms or 0.0)
+    if record.budget_ms is not None and on_wire > record.budget_ms:
         return True
     return record.status == 200 and bool(record.budget_exceeded)
+
+
+#: A request written this long after it was due was late on the client's side.
+SENT_LATE_MS = 20.0
 
 
 def outcomes(records: Sequence[RequestRecord], refused_at_arrival: int) -> Outcomes:
@@ -90,6 +100,7 @@ def outcomes(records: Sequence[RequestRecord], refused_at_arrival: int) -> Outco
         after_admission_504=after_504,
         late=overdue,
         other=max(len(records) - useful - refused - after_504 - overdue, 0),
+        sent_late=sum(1 for r in records if (r.sent_ms or 0.0) >= SENT_LATE_MS),
         degradations=dict(sorted(degradations.items())),
         ttft_ms=summarize(r.ttft_ms for r in records if r.ttft_ms is not None and is_useful(r)),
         e2e_ms=summarize(r.e2e_ms for r in records if r.e2e_ms is not None and is_useful(r)),
