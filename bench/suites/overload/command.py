@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
         loose_ms=args.loose_ms, tight_share=args.tight_share, warmup=args.warmup,
         timeout_s=args.timeout, seed=args.seed, log_dir=args.log_dir,
     )  # fmt: skip
-    command = command_line(["bench", "overload", *argv_of(args)])
+    command = command_line(argv_of(args))
     return run_and_report(
         lambda: run_overload_bench(plan, command=command, say=lambda t: print(t, file=sys.stderr)),
         text_report,
