@@ -353,7 +353,7 @@ async def test_a_calibration_probe_goes_first_where_the_server_orders_by_deadlin
     would wait behind (or be preempted by) every request with a deadline, and teach a pace
     seven times too slow (seen in `ragtime bench overload`). It is due at once instead."""
     fake, url = fake_sglang
-    fake.reset(priority_scheduling=True, max_running=1, itl_s=0.01, natural_tokens=200)
+    fake.reset(priority_scheduling=True, max_running=1, itl_s=0.02, natural_tokens=200)
     backend = sglang_backend(url, tmp_path, RemoteOptions(poll_interval_s=None))
     await backend.start()
     try:

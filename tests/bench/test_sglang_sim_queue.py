@@ -159,15 +159,15 @@ async def test_a_preempted_request_resumes_and_loses_nothing(
     sim, url = served
     sim.reset(max_running=1, priority_scheduling=True, itl_s=0.02, natural_tokens=100)
     async with httpx.AsyncClient(timeout=30) as client:
-        loose = asyncio.create_task(stream(client, url, body("l" * 32, priority=-1000, tokens=8)))
+        loose = asyncio.create_task(stream(client, url, body("l" * 32, priority=-1000, tokens=60)))
         while not sim.states.get("l" * 32) or not sim.states["l" * 32].output:
             await asyncio.sleep(0.005)
         tight = await stream(client, url, body("t" * 32, priority=1000, tokens=3))
         loose_chunks = await loose
     assert ("preempted", "l" * 32) in sim.events
     assert finish(tight)["type"] == "length"
-    assert finish(loose_chunks) == {"type": "length", "length": 8}
-    assert len(loose_chunks[-1]["output_ids"]) == 8, "it kept what it had generated"
+    assert finish(loose_chunks) == {"type": "length", "length": 60}
+    assert len(loose_chunks[-1]["output_ids"]) == 60, "it kept what it had generated"
     assert sim.events.index(("finished", "t" * 32)) < sim.events.index(("finished", "l" * 32))
 
 
@@ -176,9 +176,11 @@ async def test_a_full_queue_aborts_the_evicted_request_with_its_own_message(
 ) -> None:
     sim, url = served
     sim.reset(max_running=1, queue_capacity=1, priority_scheduling=True,
-              priority_preemption=False, itl_s=0.05)  # fmt: skip
+              priority_preemption=False, itl_s=0.05, natural_tokens=100)  # fmt: skip
     async with httpx.AsyncClient(timeout=30) as client:
-        running = asyncio.create_task(stream(client, url, body("r" * 32, priority=0)))
+        # Long enough (2 s) to hold the only slot while the others arrive, however slow the
+        # machine: the test waits on the queue's state, not on the clock.
+        running = asyncio.create_task(stream(client, url, body("r" * 32, priority=0, tokens=40)))
         while "r" * 32 not in sim.states:
             await asyncio.sleep(0.005)
         low = asyncio.create_task(stream(client, url, body("l" * 32, priority=1)))
