@@ -98,10 +98,14 @@ class Urgency:
     def left_ms(self, now: float | None = None) -> float:
         return (self.deadline - (time.perf_counter() if now is None else now)) * 1000.0
 
+    @property
+    def need_ms(self) -> float:
+        """What the plan needs: the first token, then each one after it."""
+        return self.first_token_ms + self.per_token_ms * max(self.output_tokens - 1, 0)
+
     def slack_ms(self, now: float | None = None) -> float:
         """The time left beyond what the plan needs."""
-        need = self.first_token_ms + self.per_token_ms * max(self.output_tokens - 1, 0)
-        return self.left_ms(now) - need
+        return self.left_ms(now) - self.need_ms
 
     def slo_ms(self, now: float | None = None) -> tuple[float, float] | None:
         """The time to first token and per output token that together use the time left, in
@@ -109,9 +113,8 @@ class Urgency:
         left = self.left_ms(now)
         if left <= 0:
             return None
-        later = max(self.output_tokens - 1, 0)
-        need = self.first_token_ms + self.per_token_ms * later
-        if need <= 0 or later == 0:
+        need = self.need_ms
+        if need <= 0 or self.output_tokens <= 1:
             return left, left
         scale = left / need
         return self.first_token_ms * scale, self.per_token_ms * scale

@@ -1,7 +1,9 @@
 """The plan limits and quality table the budget's unit tests plan with: round figures whose
-plans can be worked out by hand."""
+plans can be worked out by hand; and a target's reported load as the session reads it."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from tracing.budget import PlanLimits, QualityTable
 
@@ -18,3 +20,14 @@ LIMITS = PlanLimits(
 )
 #: Quality proportional to the context and output kept.
 LINEAR = QualityTable({"context": [(0.0, 0.0), (1.0, 1.0)], "output": [(0.0, 0.0), (1.0, 1.0)]})
+
+
+@dataclass
+class Load:
+    """A serving target's reported load (``tracing.budget.serving.ReportedLoad``)."""
+
+    waiting: int = 0
+    max_running: int | None = 1
+    others: int | None = None
+    earliest_deadline_first: bool = False
+    preempts: bool = False

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import pytest
 from opentelemetry import trace
 
-from tests.helpers.plans import LIMITS, LINEAR
+from tests.helpers.plans import LIMITS, LINEAR, Load
 from tracing import metrics
 from tracing.budget import (
     BudgetEngine,
@@ -29,15 +29,6 @@ from tracing.budget.policy import Action
 SEARCH = PlanLimits(20, 0, 0, 0, 0, 0, 0.0)
 FAST = GenerationPrior(fixed_ms=20.0, prefill_ms_per_token=0.05, decode_ms_per_token=5.0)
 SLOW = GenerationPrior(fixed_ms=2000.0, prefill_ms_per_token=2.0, decode_ms_per_token=50.0)
-
-
-@dataclass
-class Load:
-    waiting: int = 0
-    max_running: int | None = 1
-    others: int | None = None
-    earliest_deadline_first: bool = False
-    preempts: bool = False
 
 
 class Serving:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import pytest
 from opentelemetry import trace
 
-from tests.helpers.plans import LIMITS, LINEAR
+from tests.helpers.plans import LIMITS, LINEAR, Load
 from tracing import metrics
 from tracing.budget import (
     BudgetEngine,
@@ -27,15 +27,6 @@ from tracing.budget.errors import QueueInfeasible
 from tracing.budget.serving import target_queue
 
 GPU = GenerationPrior(fixed_ms=30.0, prefill_ms_per_token=0.05, decode_ms_per_token=10.0)
-
-
-@dataclass
-class Load:
-    waiting: int = 0
-    max_running: int | None = 1
-    others: int | None = None
-    earliest_deadline_first: bool = False
-    preempts: bool = False
 
 
 class Serving:
