@@ -73,7 +73,7 @@ class EndpointState:
         """Behind a gateway: its healthy workers, at the last poll."""
         self.priority: PriorityScheduling | None = None
         """How it orders its queue by ``priority``, as ``/server_info`` said (None: it does
-        not, or did not say: no priority is sent to it)."""
+        not, did not say, or is not told deadlines: no priority is sent to it)."""
         self.load = TargetLoad()
         self.ttft_ms: float | None = None
         """The latest known recent TTFT (kept when a poll saw no new request), for routing."""

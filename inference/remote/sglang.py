@@ -103,7 +103,7 @@ class SGLangBackend(HTTPStreamBackend):
             "stream": True,
             "rid": rid,
         }
-        if urgency is not None and state.priority is not None and self.options.deadline_priority:
+        if urgency is not None and state.priority is not None:
             body["priority"] = deadline_priority(urgency.deadline, state.priority.order)
         if self.options.stream_interval is not None:
             body["sampling_params"]["stream_interval"] = self.options.stream_interval
@@ -139,6 +139,8 @@ class SGLangBackend(HTTPStreamBackend):
                 *(_get_json(client, state.url + p, timeout) for p in paths)
             )
             state.read_info(*bodies)
+            if not self.options.deadline_priority:
+                state.priority = None  # told no deadline, it serves ours as they come
             if gateway:
                 state.read_workers(bodies[-1])
             _say_what_is_unknown(state)

@@ -228,3 +228,17 @@ async def test_a_polls_load_of_others_leaves_out_this_processs_own_requests(
     load = backend.target_load(url)
     assert load is not None and (load.running, load.waiting, load.others) == (1, 2, 1)
     await asyncio.gather(*tasks)
+
+
+async def test_told_no_deadline_a_priority_server_is_planned_first_come(
+    served: tuple[SimulatedSGLang, str], make_backend: Callable[..., Any], tokenizer: HFTokenizer
+) -> None:
+    """With RAGTIME_SGLANG_DEADLINE_PRIORITY off, no priority goes out, so the server serves
+    ours as they come: admission must not plan them earliest deadline first."""
+    sim, url = served
+    sim.reset(priority_scheduling=True)
+    backend = await make_backend(url, deadline_priority=False)
+    await ask(backend, tokenizer, soon())
+    assert "priority" not in sim.generate_requests[-1].body
+    load = backend.target_load(url)
+    assert load is not None and not load.earliest_deadline_first and not load.preempts
