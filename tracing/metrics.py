@@ -100,6 +100,13 @@ STAGE_SECONDS = Histogram(
     buckets=_LATENCY_BUCKETS,
     registry=REGISTRY,
 )
+STAGE_ALLOCATED_SECONDS = Counter(
+    "ragtime_stage_allocated_seconds",
+    "Budget allocated to each stage, summed over the requests that ran it: beside "
+    "ragtime_stage_duration_seconds_sum, the share of its allocation a stage spends.",
+    ["stage"],
+    registry=REGISTRY,
+)
 TTFT_SECONDS = Histogram(
     "ragtime_ttft_seconds",
     "Time from request arrival to the first answer token.",

@@ -100,13 +100,14 @@ class AuthStage:
         self.ledger = ledger
         self._span: Span | None = None
         self._elapsed_ms = 0.0
+        self._started: float | None = None
         self._ended_ns: int | None = None
 
     @contextmanager
     def checking(self) -> Iterator[Span]:
         """The check, in the stage's span made current; an exception marks the span failed."""
         span = self._span = tracer.start_span(StageName.AUTH)
-        started = time.perf_counter()
+        started = self._started = time.perf_counter()
         try:
             with trace.use_span(span, end_on_exit=False):
                 yield span
@@ -118,7 +119,7 @@ class AuthStage:
         """Charge the stage to the ledger and end its span; idempotent."""
         span, self._span = self._span, None
         if span is not None:
-            self.ledger.charge(StageName.AUTH, self._elapsed_ms, span)
+            self.ledger.charge(StageName.AUTH, self._elapsed_ms, span, started=self._started)
             span.end(end_time=self._ended_ns)
 
 

@@ -17,6 +17,7 @@ from app.http.schemas import (
     QuarantinedOut,
     Report,
     SearchHit,
+    StageOut,
     UsageOut,
 )
 from app.pipeline.events import AnswerOutcome, Prepared
@@ -28,6 +29,20 @@ from tracing import metrics as tracing_metrics
 
 def budget_report(ledger: BudgetLedger) -> BudgetReport:
     return BudgetReport(**ledger.summary())
+
+
+def stages(ledger: BudgetLedger) -> list[StageOut]:
+    """The request's waterfall: each stage's start, spent and allocated ms."""
+    return [
+        StageOut(
+            stage=r.stage,
+            start_ms=r.start_ms,
+            spent_ms=r.spent_ms,
+            allocated_ms=r.allocated_ms,
+            exceeded=r.exceeded,
+        )
+        for r in ledger.stages()
+    ]
 
 
 def degradations(ledger: BudgetLedger) -> list[DegradationOut]:
@@ -134,6 +149,7 @@ def answer_report(
         attribution=found.method if found is not None else "skipped",
         trace_id=current_trace_id(),
         timings_ms=ledger.timings_ms,
+        stages=stages(ledger),
         budget=budget_report(ledger),
         degradations=degradations(ledger),
         usage=UsageOut(**asdict(usage)) if usage is not None else None,

@@ -189,6 +189,25 @@ def test_server_timing_and_traceparent(seeded_data_dir: Path, auth: dict[str, st
     assert "search;dur=" in searched.headers["server-timing"]
 
 
+def test_every_answer_carries_its_waterfall(seeded_data_dir: Path, auth: dict[str, str]) -> None:
+    """Each stage charged is a bar: in the order it started, spent as ``timings_ms`` says,
+    allocated its share of the budget; the JSON answer, the ``done`` event and a search alike."""
+    with budget_app(seeded_data_dir) as client:
+        whole = ask(client, auth, budget_ms=4000).json()
+        done = parse_sse(ask(client, auth, budget_ms=4000, stream=True).iter_lines())[-1][1]
+        searched = client.post("/v1/search", json={"query": "lists"}, headers=auth).json()
+    for report in (whole, done, searched):
+        bars = report["stages"]
+        assert {b["stage"]: b["spent_ms"] for b in bars} == report["timings_ms"]
+        starts = [b["start_ms"] for b in bars]
+        assert starts == sorted(starts) and starts[0] >= 0
+        assert bars[0]["stage"] == "auth"
+        for bar in bars:
+            assert 0 < bar["allocated_ms"] <= report["budget"]["budget_ms"]
+            assert bar["exceeded"] == (bar["spent_ms"] > bar["allocated_ms"])
+    assert {"embed", "search", "generate"} <= {b["stage"] for b in whole["stages"]}
+
+
 def test_budget_from_header_is_clamped_and_body_wins(
     seeded_data_dir: Path, auth: dict[str, str]
 ) -> None:

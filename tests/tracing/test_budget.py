@@ -10,7 +10,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 from tests.helpers.spans import attributes, number, parent
-from tracing import BudgetLedger
+from tracing import BudgetLedger, metrics
 
 tracer = trace.get_tracer(__name__)
 
@@ -68,3 +68,34 @@ def test_degradations_are_recorded_on_span_and_ledger(spans: InMemorySpanExporte
     (exported,) = spans.get_finished_spans()
     assert attributes(exported)["ragtime.degraded"] == "rerank_skipped"
     assert attributes(exported.events[0])["reason"] == "no cross-encoder"
+
+
+def test_the_waterfall_says_when_each_stage_started_what_it_spent_and_was_allocated() -> None:
+    ledger = BudgetLedger(1000, shares={"search": 0.01, "generate": 0.5})
+    with ledger.stage("search"):
+        time.sleep(0.02)  # 20 ms against 10 allocated: exceeded, whatever the machine's speed
+    stage = ledger.begin("generate")
+    stage.end()
+    ledger.charge("search", 1.0)  # a second charge adds to the first run's bar
+
+    search, generate = ledger.stages()
+    assert (search.stage, generate.stage) == ("search", "generate")
+    assert search.start_ms >= 0 and generate.start_ms >= search.start_ms + 20
+    assert search.spent_ms == ledger.timings_ms["search"] and search.spent_ms >= 21
+    assert (search.allocated_ms, generate.allocated_ms) == (10.0, 500.0)
+    assert search.exceeded and not generate.exceeded
+
+
+def test_each_request_counts_a_stage_allocation_once() -> None:
+    def allocated() -> float:
+        sample = metrics.REGISTRY.get_sample_value(
+            "ragtime_stage_allocated_seconds_total", {"stage": "waterfall-test"}
+        )
+        return sample or 0.0
+
+    before = allocated()
+    for _ in range(2):
+        ledger = BudgetLedger(1000, shares={"waterfall-test": 0.25})
+        ledger.charge("waterfall-test", 1.0)
+        ledger.charge("waterfall-test", 1.0)
+    assert allocated() - before == pytest.approx(0.5)

@@ -37,7 +37,7 @@ from tracing.budget.cost_model import (
 from tracing.budget.deadline import next_before_deadline
 from tracing.budget.engine import BudgetEngine, Rules
 from tracing.budget.errors import BudgetError, BudgetInfeasible, DeadlinePassed, TargetSaturated
-from tracing.budget.ledger import BudgetLedger, Degradation, StageSpan
+from tracing.budget.ledger import BudgetLedger, Degradation, StageRecord, StageSpan
 from tracing.budget.policy import Action, DegradationPolicy, Plan, PlanLimits
 from tracing.budget.quality import DEFAULT_QUALITY_PATH, QualityTable
 from tracing.budget.queue import Reservation, Reservations, TargetQueue
@@ -72,6 +72,7 @@ __all__ = [
     "Rules",
     "ServingNeed",
     "StageName",
+    "StageRecord",
     "StageSpan",
     "TargetQueue",
     "TargetSaturated",

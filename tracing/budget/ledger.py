@@ -10,6 +10,9 @@ ledger, observed in the stage histogram (with the trace id as exemplar), and wri
 gets ``ragtime.budget.predicted_ms``, and its actual/predicted ratio goes to the
 ``ragtime_budget_prediction_error_ratio`` histogram. Deliberate degradations are recorded with
 ``degrade``; the request's root span gets the totals and the stages that overran.
+``stages()`` gives each stage's start, spent and allocated milliseconds: the request's waterfall,
+as its report shows it; ``ragtime_stage_allocated_seconds`` sums the allocations, for the
+dashboard's spent-against-allocated panel.
 """
 
 from __future__ import annotations
@@ -53,6 +56,23 @@ class Degradation:
         return {"stage": self.stage, "action": self.action, "reason": self.reason}
 
 
+@dataclass(frozen=True)
+class StageRecord:
+    """One stage of a request, as the ledger charged it: when it started (ms from the request's
+    arrival; its first run, for a stage charged more than once), what it spent and what it was
+    allocated. A stage's runs may overlap another's (the answer's filter runs while it
+    streams)."""
+
+    stage: str
+    start_ms: float
+    spent_ms: float
+    allocated_ms: float
+
+    @property
+    def exceeded(self) -> bool:
+        return self.spent_ms > self.allocated_ms
+
+
 class StageSpan:
     """A started stage whose span is not the current one; ``end()`` charges it."""
 
@@ -72,7 +92,7 @@ class StageSpan:
         if error is not None:
             self.span.record_exception(error)
             self.span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
-        self.ledger.charge(self.name, elapsed_ms, self.span)
+        self.ledger.charge(self.name, elapsed_ms, self.span, started=self.started)
         self.span.end()
         return elapsed_ms
 
@@ -95,6 +115,7 @@ class BudgetLedger:
         self.started_at = time.perf_counter() if started_at is None else started_at
         self.shares: Mapping[str, float] = shares or {}
         self._timings: dict[str, float] = {}
+        self._starts: dict[str, float] = {}
         self._expected: dict[str, float] = {}
         self.degradations: list[Degradation] = []
         self.overruns: list[str] = []
@@ -127,15 +148,44 @@ class BudgetLedger:
     def timings_ms(self) -> dict[str, float]:
         return {stage: round(ms, 3) for stage, ms in self._timings.items()}
 
+    def stages(self) -> list[StageRecord]:
+        """Every stage charged so far, in the order they started."""
+        return sorted(
+            (
+                StageRecord(
+                    stage=stage,
+                    start_ms=round(self._starts[stage], 3),
+                    spent_ms=round(spent, 3),
+                    allocated_ms=round(self.allocated_ms(stage), 3),
+                )
+                for stage, spent in self._timings.items()
+            ),
+            key=lambda record: record.start_ms,
+        )
+
     def expect(self, stage: str, predicted_ms: float) -> None:
         """The plan's prediction for ``stage``, compared with what it spends when it ends."""
         self._expected[stage] = predicted_ms
 
-    def charge(self, stage: str, elapsed_ms: float, span: Span | None = None) -> None:
-        """Add ``elapsed_ms`` to ``stage``; write the stage's budget figures on ``span``."""
+    def charge(
+        self,
+        stage: str,
+        elapsed_ms: float,
+        span: Span | None = None,
+        *,
+        started: float | None = None,
+    ) -> None:
+        """Add ``elapsed_ms`` to ``stage``, which ran from ``started`` (a ``perf_counter``
+        value; by default, ``elapsed_ms`` before now); write the stage's budget figures on
+        ``span``. A stage's first charge also counts its allocation in the metrics."""
         spent = self._timings.get(stage, 0.0) + elapsed_ms
         self._timings[stage] = spent
         allocated = self.allocated_ms(stage)
+        if stage not in self._starts:
+            if started is None:
+                started = time.perf_counter() - elapsed_ms / 1000.0
+            self._starts[stage] = (started - self.started_at) * 1000.0
+            metrics.STAGE_ALLOCATED_SECONDS.labels(stage=stage).inc(allocated / 1000.0)
         exceeded = spent > allocated
         if exceeded and stage not in self.overruns:
             self.overruns.append(stage)
@@ -168,7 +218,7 @@ class BudgetLedger:
             try:
                 yield span
             finally:
-                self.charge(name, (time.perf_counter() - started) * 1000.0, span)
+                self.charge(name, (time.perf_counter() - started) * 1000.0, span, started=started)
 
     def begin(self, name: str, **attributes: Any) -> StageSpan:
         """Start stage ``name`` as a child of the current span without making it current."""

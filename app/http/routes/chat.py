@@ -164,6 +164,7 @@ def _extensions(report: Report) -> RagtimeExtensions:
         degradations=report.degradations,
         budget=report.budget,
         timings_ms=report.timings_ms,
+        stages=report.stages,
         trace_id=report.trace_id,
         ragtime_finish_reason=report.finish_reason,
     )

@@ -27,6 +27,7 @@ from app.http.report import (
     degradations,
     error_outcome,
     search_hits,
+    stages,
     success_outcome,
     timing_headers,
 )
@@ -74,6 +75,7 @@ async def search(
         passages=search_hits(passages, root),
         trace_id=current_trace_id(),
         timings_ms=ledger.timings_ms,
+        stages=stages(ledger),
         budget=budget_report(ledger),
         degradations=degradations(ledger),
     )

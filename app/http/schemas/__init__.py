@@ -43,6 +43,7 @@ from app.http.schemas.common import (
     DegradationOut,
     NonEmptyText,
     PassageOut,
+    StageOut,
 )
 from app.http.schemas.search import SearchHit, SearchRequest, SearchResponse
 
@@ -81,6 +82,7 @@ __all__ = [
     "SearchHit",
     "SearchRequest",
     "SearchResponse",
+    "StageOut",
     "StreamOptions",
     "UsageOut",
 ]

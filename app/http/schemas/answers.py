@@ -14,6 +14,7 @@ from app.http.schemas.common import (
     DegradationOut,
     NonEmptyText,
     PassageOut,
+    StageOut,
 )
 
 
@@ -83,6 +84,10 @@ class Report(BaseModel):
     attribution: AttributionMethod = Field(description=ATTRIBUTION_DESCRIPTION)
     trace_id: str
     timings_ms: dict[str, float]
+    stages: list[StageOut] = Field(
+        description="Each hop in the order it started: when, what it spent, what it was "
+        "allocated (the request's waterfall)."
+    )
     budget: BudgetReport
     degradations: list[DegradationOut]
     usage: UsageOut | None

@@ -20,7 +20,13 @@ from app.http.schemas.answers import (
     AttributionMethod,
     Citation,
 )
-from app.http.schemas.common import AnswerRequest, BudgetReport, DegradationOut, NonEmptyText
+from app.http.schemas.common import (
+    AnswerRequest,
+    BudgetReport,
+    DegradationOut,
+    NonEmptyText,
+    StageOut,
+)
 
 
 class ContentPart(BaseModel):
@@ -115,6 +121,7 @@ class RagtimeExtensions(BaseModel):
     degradations: list[DegradationOut]
     budget: BudgetReport
     timings_ms: dict[str, float]
+    stages: list[StageOut]
     trace_id: str
     ragtime_finish_reason: str = Field(
         description="How the answer ended, as /v1/ask says it (deadline, skipped, ...)."

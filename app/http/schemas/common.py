@@ -46,6 +46,18 @@ class BudgetReport(BaseModel):
     exceeded: bool
 
 
+class StageOut(BaseModel):
+    """One hop of the request, as its budget charged it: the waterfall's bar."""
+
+    stage: str
+    start_ms: float = Field(
+        description="When the stage first started, in ms from the request's arrival."
+    )
+    spent_ms: float = Field(description="Its wall time, over all its runs.")
+    allocated_ms: float = Field(description="Its share of the budget (RAGTIME_BUDGET_SHARES).")
+    exceeded: bool = Field(description="Whether it spent more than its allocation.")
+
+
 class DegradationOut(BaseModel):
     stage: str
     action: str

@@ -13,6 +13,7 @@ from app.http.schemas.common import (
     DegradationOut,
     NonEmptyText,
     PassageOut,
+    StageOut,
 )
 from retrieval import Passage
 
@@ -58,5 +59,8 @@ class SearchResponse(BaseModel):
     passages: list[SearchHit]
     trace_id: str
     timings_ms: dict[str, float]
+    stages: list[StageOut] = Field(
+        description="Each hop in the order it started: when, what it spent, what it was allocated."
+    )
     budget: BudgetReport
     degradations: list[DegradationOut]
