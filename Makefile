@@ -16,7 +16,7 @@ export TRANSFORMERS_OFFLINE ?= 1
 # module's asserts: 5 s of each worker's collection, and seconds per `ragtime` process.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: install serve test test-fast lint typecheck alert-tools k8s-tools test-servers ocr-tools bench bench-report clean
+.PHONY: install serve screenshots test test-fast lint typecheck alert-tools k8s-tools test-servers ocr-tools bench bench-report clean
 
 install: $(STAMP)
 
@@ -32,6 +32,10 @@ $(STAMP): pyproject.toml
 serve: install
 	$(VENV)/bin/ragtime setup-demo
 	$(VENV)/bin/ragtime serve --port $(PORT)
+
+# The README's pictures of the page (docs/images/), from a running `make serve` on $(PORT).
+screenshots: install
+	$(VENV)/bin/python docs/screenshots.py --url http://127.0.0.1:$(PORT)
 
 lint: install
 	$(VENV)/bin/ruff check .

@@ -28,6 +28,7 @@ from app.pipeline.budget_engine import build_budget_engine, cost_model
 from app.pipeline.calibration import probes, reported_itl_ms
 from app.pipeline.services import Services
 from app.settings import Settings, get_settings, usable_cores
+from app.ui import install as install_page
 from inference import GenerationBackend
 from tracing import RequestMetricsMiddleware, configure_tracing, flush_tracing
 from tracing.alerts import AlertEvaluator
@@ -188,6 +189,7 @@ def create_app(
     app.include_router(health.router)
     app.include_router(alerts.router)
     app.include_router(budget.router)
+    install_page(app, settings)
     openapi.install(app, settings)
     FastAPIInstrumentor.instrument_app(
         app,

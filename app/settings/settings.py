@@ -23,6 +23,7 @@ from app.settings.budget import DEFAULT_BUDGET_SHARES, BudgetSettings
 from app.settings.checks import CheckSettings
 from app.settings.generation import GenerationSettings
 from app.settings.ingest_limits import IngestLimitSettings
+from app.settings.page import PageSettings
 from app.settings.retrieval import RetrievalSettings
 from app.settings.security import SecuritySettings
 from app.settings.serve import AUTO_WORKERS_MAX, ServeSettings, usable_cores
@@ -32,6 +33,7 @@ from app.settings.serve import AUTO_WORKERS_MAX, ServeSettings, usable_cores
 # reverse: the server's fields come first, the ingest limits' last.
 class Settings(
     IngestLimitSettings,
+    PageSettings,
     SecuritySettings,
     AlertSettings,
     BudgetSettings,

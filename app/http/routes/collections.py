@@ -29,10 +29,15 @@ router = APIRouter(tags=["collections"])
 
 @router.get("/v1/collections", response_model=CollectionList)
 async def list_collections(key: CurrentKey, services: ServicesDep) -> CollectionList:
-    """The collections this key may read, with their sizes in chunks."""
+    """The collections this key may read, with their sizes in chunks, and which is the default
+    (when the key may read it)."""
     held = services.store.collections()
+    default = services.settings.default_collection
     return CollectionList(
-        collections=[CollectionOut(name=name, chunks=held[name]) for name in key.readable(held)]
+        collections=[
+            CollectionOut(name=name, chunks=held[name], default=name == default)
+            for name in key.readable(held)
+        ]
     )
 
 

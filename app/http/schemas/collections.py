@@ -11,6 +11,9 @@ from app.http.schemas.common import NonEmptyText
 class CollectionOut(BaseModel):
     name: str
     chunks: int
+    default: bool = Field(
+        False, description="Whether a request that names no collection reads this one."
+    )
 
 
 class CollectionList(BaseModel):

@@ -78,7 +78,7 @@ def test_json_text_is_ingested_and_searchable_by_its_key(
     ).json()["passages"]  # fmt: skip
     assert hits and hits[0]["source"] == "tea.md" and "eighty degrees" in hits[0]["text"]
     listed = client.get("/v1/collections", headers=writer).json()["collections"]
-    assert [c["name"] for c in listed] == ["tea"]
+    assert [(c["name"], c["default"]) for c in listed] == [("tea", False)]
     # Another key of other collections neither sees nor reads it.
     stranger = _auth(data_dir, ["ask", "ingest"], ["elsewhere"])
     assert client.get("/v1/collections", headers=stranger).json() == {"collections": []}
