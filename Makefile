@@ -44,11 +44,13 @@ lint: install
 typecheck: install
 	$(VENV)/bin/mypy
 
-# promtool (checks and unit-tests deploy/prometheus/alerts.yml) and amtool (checks the
+# promtool (checks and unit-tests deploy/prometheus/alerts.yml), Prometheus itself (scrapes a
+# real ragtime for the Grafana dashboard's queries, tests/test_grafana.py) and amtool (checks the
 # Alertmanager config), from Debian's packages when missing; installing them needs root.
 APT_INSTALL := DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends
 alert-tools:
-	command -v promtool >/dev/null || (apt-get update && $(APT_INSTALL) prometheus)
+	command -v promtool >/dev/null && command -v prometheus >/dev/null \
+		|| (apt-get update && $(APT_INSTALL) prometheus)
 	command -v amtool >/dev/null || (apt-get update && $(APT_INSTALL) prometheus-alertmanager)
 
 # kubectl, for `kubectl kustomize deploy/k8s` in tests/test_k8s.py: Debian's kubernetes-client

@@ -3,8 +3,9 @@
 No Docker engine runs here: the stack is checked by parsing. Every file it bind-mounts exists,
 every ``${VAR}`` it uses is documented in ``.env.example``, every ``RAGTIME_*`` key it or
 ``.env.example`` sets is a real setting (and their values validate), and every port and URL
-(the API's, SGLang's, Jaeger's OTLP receivers, Prometheus's targets, Alertmanager's) agrees
-from one end to the other.
+(the API's, SGLang's, Jaeger's OTLP receivers, Prometheus's targets, Alertmanager's, Grafana's
+data source) agrees from one end to the other. The helpers over compose's syntaxes are in
+``tests/helpers/compose_file.py``; ``tests/test_grafana.py`` checks Grafana's provisioning.
 """
 
 from __future__ import annotations
@@ -12,10 +13,8 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import pytest
 import yaml
@@ -23,11 +22,22 @@ import yaml
 from app.frontdoor.shutdown import EXIT_AFTER_GRACE_S
 from app.settings import Settings
 from bench.sglang_sim.server import UPSTREAM_VERSION
+from tests.helpers.compose_file import (
+    COMPOSE_FILE,
+    ROOT,
+    bind_mounts,
+    bind_mounts_with_modes,
+    command,
+    container_ports,
+    environment,
+    flag_value,
+    healthcheck_text,
+    host_port,
+)
 
-ROOT = Path(__file__).resolve().parents[1]
-COMPOSE_FILE = ROOT / "docker-compose.yml"
 ENV_EXAMPLE = ROOT / ".env.example"
 PROMETHEUS_FILE = ROOT / "deploy" / "prometheus" / "prometheus.yml"
+GRAFANA_PROVISIONING = ROOT / "deploy" / "grafana" / "provisioning"
 
 #: Jaeger's well-known OTLP receiver ports.
 OTLP_GRPC_PORT = 4317
@@ -80,67 +90,6 @@ def prometheus() -> dict[str, Any]:
     return data
 
 
-# Helpers over compose's short and long syntaxes.
-
-
-def environment(service: dict[str, Any]) -> dict[str, str]:
-    env = service.get("environment") or {}
-    if isinstance(env, list):
-        env = dict(item.partition("=")[::2] for item in env)
-    return {str(k): "" if v is None else str(v) for k, v in env.items()}
-
-
-def container_ports(service: dict[str, Any]) -> set[int]:
-    """The container side of ``ports`` and ``expose``."""
-    ports: set[int] = set()
-    for entry in [*(service.get("ports") or []), *(service.get("expose") or [])]:
-        if isinstance(entry, dict):
-            ports.add(int(entry["target"]))
-        else:
-            ports.add(int(str(entry).split("/")[0].rsplit(":", 1)[-1]))
-    return ports
-
-
-def bind_mounts(service: dict[str, Any]) -> list[tuple[str, str]]:
-    """``(host source, container target)`` of each bind mount (named volumes left out)."""
-    mounts = []
-    for entry in service.get("volumes") or []:
-        if isinstance(entry, dict):
-            if entry.get("type") == "bind":
-                mounts.append((entry["source"], entry["target"]))
-            continue
-        source, _, rest = str(entry).partition(":")
-        target = rest.split(":")[0]
-        if source.startswith((".", "/", "~", "$")):
-            mounts.append((source, target))
-    return mounts
-
-
-def command(service: dict[str, Any]) -> list[str]:
-    cmd = service.get("command") or []
-    return shlex.split(cmd) if isinstance(cmd, str) else [str(part) for part in cmd]
-
-
-def flag_value(args: list[str], flag: str) -> str:
-    for i, arg in enumerate(args):
-        if arg == flag:
-            return args[i + 1]
-        if arg.startswith(flag + "="):
-            return arg.split("=", 1)[1]
-    raise AssertionError(f"{flag} not in {args}")
-
-
-def host_port(address: str) -> tuple[str, int]:
-    parts = urlsplit(address if "//" in address else f"//{address}")
-    assert parts.hostname and parts.port, f"no host:port in {address!r}"
-    return parts.hostname, parts.port
-
-
-def healthcheck_text(service: dict[str, Any]) -> str:
-    test = service["healthcheck"]["test"]
-    return test if isinstance(test, str) else " ".join(test)
-
-
 def sglang_port(services: dict[str, dict[str, Any]]) -> int:
     return int(flag_value(command(services["sglang"]), "--port"))
 
@@ -165,7 +114,7 @@ def test_every_image_is_pinned(services: dict[str, dict[str, Any]]) -> None:
 
 
 def test_the_stack_has_its_services(services: dict[str, dict[str, Any]]) -> None:
-    assert {"api", "sglang", "jaeger", "prometheus", "alertmanager"} <= set(services)
+    assert {"api", "sglang", "jaeger", "prometheus", "alertmanager", "grafana"} <= set(services)
 
 
 def test_every_bind_mounted_repo_path_exists(
@@ -354,6 +303,24 @@ def test_alertmanager_mounts_its_config(services: dict[str, dict[str, Any]]) -> 
     mounts = {target: source for source, target in bind_mounts(services["alertmanager"])}
     source = mounts["/etc/alertmanager/alertmanager.yml"]  # the image's default --config.file
     assert (ROOT / source).resolve() == ROOT / "deploy" / "alertmanager" / "alertmanager.yml"
+
+
+def test_grafana_reads_its_provisioning_and_the_prometheus_service(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    """Grafana, pinned to one release, reads its provisioning (and dashboards) from the repo,
+    read-only, and its data source is the prometheus service at the port that serves."""
+    grafana = services["grafana"]
+    assert re.fullmatch(r"grafana/grafana:\d+\.\d+\.\d+", grafana["image"]), grafana["image"]
+    mounts = {target: (source, ro) for source, target, ro in bind_mounts_with_modes(grafana)}
+    source, _ = mounts["/etc/grafana/provisioning"]  # the image's GF_PATHS_PROVISIONING
+    assert (ROOT / source).resolve() == GRAFANA_PROVISIONING
+    assert all(ro for _, ro in mounts.values()), f"Grafana writes to its volume only: {mounts}"
+    assert "prometheus" in grafana["depends_on"] and 3000 in container_ports(grafana)
+    provisioned = yaml.safe_load((GRAFANA_PROVISIONING / "datasources/prometheus.yml").read_text())
+    (source_config,) = provisioned["datasources"]
+    host, port = host_port(source_config["url"])
+    assert host == "prometheus" and port in container_ports(services["prometheus"])
 
 
 def test_sglang_runs_on_a_gpu_with_metrics_and_traces(

@@ -1,0 +1,113 @@
+"""A real Prometheus server for tests: Debian's ``prometheus`` (``make test`` installs the package
+where it is missing, beside promtool), started on a free port of 127.0.0.1 with the config and
+rule files a test gives it and its storage in a temporary directory; stopped when the block ends.
+
+``PrometheusServer`` asks it what Grafana's Prometheus data source asks: ``query_range``, the
+range query a time-series panel runs, over ``/api/v1/query_range``.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+from tests.helpers.ports import free_port
+from tests.helpers.processes import stop
+
+PROMETHEUS = "prometheus"
+
+
+def prometheus_path() -> str | None:
+    """The ``prometheus`` binary, or None where it is not installed."""
+    found = shutil.which(PROMETHEUS)
+    if found:
+        return found
+    debian = Path(f"/usr/bin/{PROMETHEUS}")
+    return str(debian) if debian.exists() else None
+
+
+@dataclass
+class PrometheusServer:
+    """A running Prometheus: its URL and its log."""
+
+    url: str
+    log: Path
+    process: subprocess.Popen[bytes]
+
+    def log_tail(self) -> str:
+        return self.log.read_text(errors="replace")[-3000:]
+
+    def api(self, path: str, **params: str) -> Any:
+        """The ``data`` of a successful answer of ``/api/v1/PATH``; fails on an error status."""
+        response = httpx.get(f"{self.url}/api/v1/{path}", params=params, timeout=10)
+        body = response.json()
+        assert response.status_code == 200 and body.get("status") == "success", (
+            f"{path} {params}: {response.status_code} {response.text[:500]}"
+        )
+        return body["data"]
+
+    def query_range(self, expr: str, *, since_s: float, step_s: float = 1.0) -> list[Any]:
+        """The series ``expr`` gives over the last ``since_s`` seconds, one point per step."""
+        end = time.time()
+        data = self.api(
+            "query_range", query=expr, start=str(end - since_s), end=str(end), step=str(step_s)
+        )
+        assert data["resultType"] == "matrix", data
+        return list(data["result"])
+
+    def targets_up(self) -> dict[str, bool]:
+        """Each active scrape target's job: whether its last scrape succeeded."""
+        active = self.api("targets", state="active")["activeTargets"]
+        return {target["labels"]["job"]: target["health"] == "up" for target in active}
+
+
+def finite_points(series: list[Any]) -> int:
+    """How many of the points of a range query's series are numbers (not NaN or infinite): what a
+    panel can draw. ``histogram_quantile`` over no observations gives NaN, a panel with a gap."""
+    return sum(1 for one in series for _, value in one["values"] if math.isfinite(float(value)))
+
+
+@contextmanager
+def prometheus_serving(
+    workdir: Path, config: Mapping[str, Any], rule_files: Mapping[str, str] | None = None
+) -> Iterator[PrometheusServer]:
+    """Prometheus running ``config`` (a prometheus.yml as a mapping) for the block, with each
+    of ``rule_files`` (name: text) written beside its config, where ``rule_files:`` names them."""
+    binary = prometheus_path()
+    assert binary is not None, "prometheus is not installed (make test installs it)"
+    workdir.mkdir(parents=True, exist_ok=True)
+    for name, text in (rule_files or {}).items():
+        (workdir / name).write_text(text)
+    config_file = workdir / "prometheus.yml"
+    config_file.write_text(yaml.safe_dump(dict(config), sort_keys=False))
+    port = free_port()
+    args = [binary, f"--config.file={config_file}", f"--storage.tsdb.path={workdir / 'data'}"]
+    args += [f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"]
+    log = workdir / "prometheus.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, cwd=workdir)
+    server = PrometheusServer(f"http://127.0.0.1:{port}", log, process)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{server.url}/-/ready", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert process.poll() is None, f"prometheus exited:\n{server.log_tail()}"
+            assert time.monotonic() < deadline, f"prometheus is not ready:\n{server.log_tail()}"
+            time.sleep(0.1)
+        yield server
+    finally:
+        stop(process)
