@@ -244,6 +244,15 @@ def test_traces_go_to_jaegers_otlp_receivers(services: dict[str, dict[str, Any]]
     assert host_port(sglang_endpoint) == ("jaeger", OTLP_GRPC_PORT)  # SGLang exports OTLP/gRPC
 
 
+def test_the_pages_trace_links_reach_jaegers_published_ui(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    """The browser follows the page's links, from the host: Jaeger's UI on its published port."""
+    link = environment(services["api"])["RAGTIME_JAEGER_URL"]
+    assert host_port(link) == ("localhost", 16686)
+    assert "16686:16686" in services["jaeger"]["ports"]
+
+
 def test_prometheus_targets_are_compose_services(
     services: dict[str, dict[str, Any]], prometheus: dict[str, Any]
 ) -> None:
