@@ -4,7 +4,6 @@ answers, streams, and reports the cached tokens of a repeated question."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,7 +14,7 @@ from bench.sglang_sim.server import SimulatedSGLang
 from bench.sglang_sim.tokenizer import build_tiny_tokenizer
 from tests.fakes._serve import ServerThread
 from tests.helpers.ports import free_port
-from tests.helpers.processes import start_server, stop, wait_ready
+from tests.helpers.processes import start_server_on_sglang, stop, wait_ready
 from tests.helpers.sglang_gateway import RELEASES, sglang_gateway
 from tests.helpers.sse import parse_sse
 
@@ -38,14 +37,11 @@ def served(
         sglang_gateway(request.param, [a.url, b.url], log_dir=tmp_path) as gateway,
     ):
         port = free_port()
-        proc = start_server(
+        proc = start_server_on_sglang(
             seeded_data_dir,
             port,
-            generation_backend="sglang",
-            sglang_endpoints=json.dumps([gateway.url]),
-            served_model="fake/tiny-chat",
-            served_tokenizer=str(tokenizer),
-            remote_poll_interval_s="0.5",
+            gateway.url,
+            tokenizer,
             # Every answer at full size: a plan that learned from the first answer may give
             # the repeat another context (seen once in a fresh clone: 132 of 450 tokens
             # cached, the system prompt), and this test is about the gateway, not the plan.

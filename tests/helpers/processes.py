@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -71,6 +74,24 @@ def start_server(data_dir: Path, port: int, **settings: str) -> subprocess.Popen
     )
 
 
+def start_server_on_sglang(
+    data_dir: Path, port: int, endpoint: str, tokenizer: Path, **settings: str
+) -> subprocess.Popen[bytes]:
+    """``start_server`` generating through the SGLang server (or gateway) at ``endpoint``,
+    serving the simulated model with ``tokenizer`` (``build_tiny_tokenizer``), its load polled
+    every half second."""
+    return start_server(
+        data_dir,
+        port,
+        generation_backend="sglang",
+        sglang_endpoints=json.dumps([endpoint]),
+        served_model="fake/tiny-chat",
+        served_tokenizer=str(tokenizer),
+        remote_poll_interval_s="0.5",
+        **settings,
+    )
+
+
 def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 120.0) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -84,7 +105,29 @@ def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 120.0
     raise AssertionError("the server did not become ready")
 
 
-def stop(proc: subprocess.Popen[bytes]) -> None:
+def wait_answering(
+    url: str,
+    proc: subprocess.Popen[Any],
+    log_tail: Callable[[], str],
+    *,
+    what: str,
+    timeout_s: float = 60.0,
+) -> None:
+    """Wait until ``GET url`` answers 200 from the program ``proc`` runs (``what``), failing
+    with its log's tail when it exits or takes longer than ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            if httpx.get(url, timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        assert proc.poll() is None, f"{what} exited:\n{log_tail()}"
+        assert time.monotonic() < deadline, f"{what} did not start:\n{log_tail()}"
+        time.sleep(0.1)
+
+
+def stop(proc: subprocess.Popen[Any]) -> None:
     proc.terminate()
     try:
         proc.wait(timeout=15)

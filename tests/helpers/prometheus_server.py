@@ -22,7 +22,7 @@ import httpx
 import yaml
 
 from tests.helpers.ports import free_port
-from tests.helpers.processes import stop
+from tests.helpers.processes import stop, wait_answering
 
 PROMETHEUS = "prometheus"
 
@@ -98,16 +98,7 @@ def prometheus_serving(
         process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, cwd=workdir)
     server = PrometheusServer(f"http://127.0.0.1:{port}", log, process)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{server.url}/-/ready", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert process.poll() is None, f"prometheus exited:\n{server.log_tail()}"
-            assert time.monotonic() < deadline, f"prometheus is not ready:\n{server.log_tail()}"
-            time.sleep(0.1)
+        wait_answering(f"{server.url}/-/ready", process, server.log_tail, what="prometheus")
         yield server
     finally:
         stop(process)

@@ -13,7 +13,6 @@ alert's condition (deploy/prometheus/alerts.yml) really holds, and the small bud
 
 from __future__ import annotations
 
-import json
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -27,7 +26,7 @@ from bench.sglang_sim.server import SimulatedSGLang
 from bench.sglang_sim.tokenizer import build_tiny_tokenizer
 from tests.fakes._serve import ServerThread
 from tests.helpers.ports import free_port
-from tests.helpers.processes import start_server, stop, wait_ready
+from tests.helpers.processes import start_server_on_sglang, stop, wait_ready
 
 QUESTION = "How do I define a function with a default value?"
 #: Budgets (ms) of each round's answers: the default, one the plan fits by capping the answer,
@@ -95,15 +94,7 @@ def ragtime_under_load(
     tokenizer = build_tiny_tokenizer(workdir / "tokenizer")
     with ServerThread(engine.app) as engine_server:
         port = free_port()
-        process = start_server(
-            data_dir,
-            port,
-            generation_backend="sglang",
-            sglang_endpoints=json.dumps([engine_server.url]),
-            served_model="fake/tiny-chat",
-            served_tokenizer=str(tokenizer),
-            remote_poll_interval_s="0.5",
-        )
+        process = start_server_on_sglang(data_dir, port, engine_server.url, tokenizer)
         loaded = LoadedRagtime(f"http://127.0.0.1:{port}", engine_server.url)
         stopping = threading.Event()
         load = threading.Thread(

@@ -31,7 +31,7 @@ from typing import Any
 import httpx
 
 from tests.helpers.ports import free_port
-from tests.helpers.processes import stop
+from tests.helpers.processes import stop, wait_answering
 
 #: Each pinned release, by its PyPI name: how it is launched.
 RELEASES: dict[str, list[str]] = {
@@ -110,16 +110,7 @@ def sglang_gateway(release: str, workers: Sequence[str], *, log_dir: Path) -> It
         process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
     gateway = Gateway(release, f"http://127.0.0.1:{port}", log, process)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(gateway.url + "/liveness", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert process.poll() is None, f"{release} exited:\n{gateway.log_tail()}"
-            assert time.monotonic() < deadline, f"{release} did not start:\n{gateway.log_tail()}"
-            time.sleep(0.1)
+        wait_answering(gateway.url + "/liveness", process, gateway.log_tail, what=release)
         gateway.wait_workers(len(workers))
         yield gateway
     finally:
