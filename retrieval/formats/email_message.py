@@ -2,7 +2,9 @@
 
 The Subject is the title; From, To, Date and Subject open the text as a header block, so a
 question about who wrote or when finds it. The body is the plain-text part, else the HTML part
-made text. Nothing is fetched.
+made text, cut into the replies it quotes (``email_replies``): each part is a section named
+after who wrote it ("From Alice Smith"), so a reply deep in a thread is embedded and indexed
+under the subject and its author. Nothing is fetched.
 
 Attachments: ``read_eml`` gives, beside the message's document, each attachment whose file name
 ``separate`` takes (in ingest: a name of a type ingest reads, ``.pdf``, ``.docx``, ``.png``...)
@@ -28,6 +30,7 @@ from email.message import EmailMessage, Message
 from pathlib import PurePosixPath
 
 from retrieval.formats.document import Attachment, Block, Document
+from retrieval.formats.email_replies import replies
 from retrieval.formats.html import html_to_document
 from retrieval.formats.limits import DEFAULT_LIMITS, ParseLimits
 from retrieval.formats.markup import parse_markup
@@ -50,6 +53,20 @@ def _as_document(part: Message, name: str) -> Document:
     if lower.endswith((".md", ".markdown")) or part.get_content_subtype() == "markdown":
         return parse_markup(text, "md")
     return parse_markup(text, "rst" if lower.endswith((".rst", ".rst.txt")) else "txt")
+
+
+def _body_blocks(body: Message, sender: str) -> list[Block]:
+    """The body's paragraphs, each under the section of the reply it belongs to ("From Alice
+    Smith": ``email_replies``). The body's own headings are noise in a mail: within a reply
+    its text stays flat."""
+    text = _text_of(body)
+    if body.get_content_subtype() == "html":
+        text = "\n\n".join(block.text for block in html_to_document(text).blocks)
+    return [
+        Block(block.text, (reply.section,) if reply.section else (), code=block.code)
+        for reply in replies(text, sender)
+        for block in parse_markup(reply.text, "txt").blocks
+    ]
 
 
 #: The longest attachment name kept, in characters (its suffix kept when cut).
@@ -107,9 +124,7 @@ def read_eml(
     blocks = [Block("\n".join(headers))] if headers else []
     body = message.get_body(preferencelist=("plain", "html"))
     if body is not None:
-        blocks += [
-            Block(b.text, (), code=b.code) for b in _as_document(body, "").blocks
-        ]  # the body's own headings are noise in a mail; keep its text flat
+        blocks += _body_blocks(body, str(message.get("From", "")))
     paragraphs = limits.tally("max_paragraphs")
     paragraphs.add(len(blocks))
     attachments: list[Attachment] = []

@@ -63,15 +63,28 @@ def heading_line(title: str, section: str) -> str:
     return title if section in ("", title) else f"{title}: {section}"
 
 
-def embedded_title(title: str, source: str) -> str:
-    """The title as embedded: ``""`` when it is only the file's stem.
+#: A file name that is a word and a counter (``answer-001``, ``IMG_2041``, ``scan0003``,
+#: ``2024``): it tells a file from its neighbours, not what it holds.
+_COUNTER_NAME = re.compile(r"[A-Za-z]*[-_ .]?\d+")
+_NAME_SEPARATORS = re.compile(r"[-_.\s]+")
 
-    A document with no title of its own is shown under its file name, but the name is not
-    embedded: names are often identifiers (``answer-001``, ``IMG_2041``, ``notes-v2``), and on
-    the Python FAQ evaluation, whose answers are files with no heading, embedding their stems
-    put them below pages whose real headings matched the question: nDCG@10 0.788 with the
-    stem, 0.801 without, on its 25% sample (BENCHMARKS.md, retrieval evaluation)."""
-    return "" if title == stem_of(source) else title
+
+def embedded_title(title: str, source: str) -> str:
+    """The title as embedded: the document's own; for a document with none (shown under its
+    file name), the name's words (``services-agreement`` -> ``services agreement``,
+    ``Q3_board_minutes`` -> ``Q3 board minutes``), the context a reader of the file has;
+    ``""`` for a name that is a word and a counter (``answer-001``, ``IMG_2041``).
+
+    Counters are left out as they were measured: on the Python FAQ evaluation, whose answers
+    are files ``answer-NNN`` with no heading, embedding those stems put the answers below pages
+    whose real headings matched the question (nDCG@10 0.788 with the stem, 0.801 without, on
+    its 25% sample; BENCHMARKS.md, retrieval evaluation)."""
+    stem = stem_of(source)
+    if title != stem:
+        return title
+    if _COUNTER_NAME.fullmatch(stem):
+        return ""
+    return " ".join(_NAME_SEPARATORS.split(stem)).strip()
 
 
 def embedding_input(chunk: Chunk) -> str:

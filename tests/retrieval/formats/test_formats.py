@@ -232,7 +232,8 @@ def test_eml_headers_body_and_attachments(tmp_path: Path) -> None:
     assert "Date: Tue, 01 Dec 2026 09:30:00 +0000" in header
     texts = [b.text for b in document.blocks]
     assert "The quarterly report will arrive on Friday." in texts
-    assert not any(b.path for b in document.blocks)  # no attachment is read into the message
+    # The body is its author's section; no attachment is read into the message.
+    assert {b.path for b in document.blocks} == {(), ("From Ada",)}
     assert not any("PNG" in text for text in texts)
     # Attachments of a type ingest reads are files of their own (test_email_attachments.py).
     _, attachments = parse_with_attachments((tmp_path / "mail.eml").read_bytes(), "mail.eml")

@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 
 from retrieval import Chunk, chunk_text
-from retrieval.formats import PATH_SEPARATOR, parse_markup
+from retrieval.formats import PATH_SEPARATOR, parse_file, parse_markup
 from retrieval.formats.document import SECTIONS_SEPARATOR, Block, Document, first_section
 from retrieval.ingest.chunking import chunk_document, embedding_input
 from retrieval.ingest.tokens import approximate_tokens, wordpiece_counter
+from tests.helpers.documents import make_xlsx
 
 CONTROLFLOW = "tutorial/controlflow.rst.txt"
 
@@ -249,23 +250,40 @@ def test_chunk_sizes_count_the_heading_line_embedded_above() -> None:
         assert approximate_tokens(embedding_input(chunk)) <= 40
 
 
-def test_a_file_name_is_shown_as_a_title_but_not_embedded() -> None:
-    """A heading-less file is titled by its stem for people; the stem is not embedded (it is
-    an identifier), and its budget is not spent on it. A real title and sections are."""
+def test_a_file_name_is_embedded_as_context_unless_it_is_a_counter() -> None:
+    """A heading-less file is titled by its stem for people. The stem's words are embedded
+    above each chunk (a clause of ``services-agreement`` says which document it is in), within
+    the chunk's budget; a name that is a word and a counter (``answer-017``) is not: it tells
+    files apart, not what they hold. A real title and sections are embedded as before."""
     (bare,) = chunk_text("Default values make arguments optional.", "faq/answer-017.rst")
     assert bare.title == "answer-017"
     assert embedding_input(bare) == "Default values make arguments optional."
+    (clause,) = chunk_text("The supplier delivers within 30 days.", "services-agreement.txt")
+    assert clause.title == "services-agreement"
+    assert clause.text == "The supplier delivers within 30 days."  # shown and cited as is
+    assert embedding_input(clause) == "services agreement\nThe supplier delivers within 30 days."
     titled = chunk_text("Defaults\n========\n\nThey make arguments optional.", "answer-017.rst")
     assert embedding_input(titled[0]) == "Defaults\nThey make arguments optional."
-    nested = chunk_text("Why\n---\n\nBecause.", "notes.md.rst")
-    assert nested[0].section == "Why"
-    assert embedding_input(nested[0]).startswith("Why\n") and "notes" not in embedding_input(
-        nested[0]
-    )
     words = " ".join(f"w{i}" for i in range(100))
-    chunks = chunk_text(words, "a-long-file-name-that-is-only-an-identifier.txt", max_tokens=40)
+    chunks = chunk_text(words, "a-long-file-name-that-says-what-it-holds.txt", max_tokens=40)
+    assert all(embedding_input(c).startswith("a long file name") for c in chunks)
     assert max(approximate_tokens(embedding_input(c)) for c in chunks) <= 40
-    assert approximate_tokens(chunks[0].text) > 30  # the budget went to the text, not the name
+
+
+def test_a_table_row_is_embedded_with_its_file_sheet_and_columns(tmp_path: Path) -> None:
+    """Issue 46 §1's other case: a row of a spreadsheet says which workbook (its name, where it
+    has no title), which sheet and which columns it belongs to."""
+    workbook = make_xlsx(tmp_path / "office-directory.xlsx")
+    chunks = chunk_document(parse_file(workbook), "office-directory.xlsx", max_tokens=16)
+    grace = next(c for c in chunks if "Grace Hopper" in c.text)
+    assert embedding_input(grace).startswith("office directory: Staff\n")
+    assert "Name: Grace Hopper; Office: Arlington" in grace.text
+    rows = (tmp_path / "supplier-prices.csv").write_text("Item,Price\nBolts,4\nNuts,2\n")
+    assert rows
+    (csv_chunk,) = chunk_document(
+        parse_file(tmp_path / "supplier-prices.csv"), "supplier-prices.csv"
+    )
+    assert embedding_input(csv_chunk) == f"supplier prices\n{csv_chunk.text}"
 
 
 def test_word_piece_counts_are_the_model_tokenizer() -> None:
