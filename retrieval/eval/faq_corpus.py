@@ -61,6 +61,7 @@ class Heading:
     level: int  # 0 for the page's title, larger for deeper sections
     text: str  # the heading's words as a reader sees them
     question: bool  # whether the heading is one of the FAQ's questions
+    close: int | None = None  # where its section ends, where the format marks it (HTML's div)
 
 
 def missing(dataset: str, package: str, expected: Path, how: str) -> EvalDataMissing:
@@ -86,21 +87,23 @@ def question_text(heading: str) -> str:
 
 def answer_spans(heads: list[Heading], parts: int) -> list[tuple[Heading, int]]:
     """Each question heading with the index where its answer ends: the next heading that is a
-    question or of the same or a higher level (a smaller ``level``), else the end (``parts``).
-    A heading below it that is not a question stays in its answer with its text."""
+    question or of the same or a higher level (a smaller ``level``), else the end of its section
+    (``close``) or of the parts. A heading below it that is not a question stays in its answer
+    with its text."""
     spans = []
     for n, head in enumerate(heads):
         if head.question:
+            last = parts if head.close is None else head.close
             end = next(
-                (h.start for h in heads[n + 1 :] if h.question or h.level <= head.level), parts
+                (h.start for h in heads[n + 1 :] if h.question or h.level <= head.level), last
             )
-            spans.append((head, end))
+            spans.append((head, min(end, last)))
     return spans
 
 
 def outside(spans: list[tuple[Heading, int]], parts: int) -> list[int]:
     """The indexes of the parts that are neither a question's heading nor in its answer."""
-    covered = set()
+    covered: set[int] = set()
     for head, end in spans:
         covered.update(range(head.start, end))
     return [i for i in range(parts) if i not in covered]
