@@ -32,6 +32,11 @@ def _section(anchor: str, level: int, title: str, body: str, *inner: str) -> str
     )
 
 
+def _chapter(stem: str, title: str, toc: tuple[str, ...], body: str, kind: str = "chapter") -> str:
+    """A chapter's page: its title, its table of contents (``toc``'s headings), ``body``."""
+    return _PAGE.format(title=title, kind=kind, stem=stem, body=_toc(*toc) + body)
+
+
 def _toc(*entries: str) -> str:
     items = "".join(
         f'<dt><span class="section"><a href="#x">{entry}</a></span></dt>' for entry in entries
@@ -40,15 +45,14 @@ def _toc(*entries: str) -> str:
     return f'<div class="toc">{heading}<dl class="toc">{items}</dl></div>'
 
 
-CHOOSING = _PAGE.format(
-    title="Chapter 3. Choosing a Debian distribution",
-    kind="chapter",
-    stem="choosing",
-    body=_toc(
+CHOOSING = _chapter(
+    "choosing",
+    "Chapter 3. Choosing a Debian distribution",
+    (
         "3.1. Which Debian distribution should I run?",
         "3.1.1. Can I move from stable to testing later?",
-    )
-    + "<p>\nDebian offers several distributions at once; this chapter helps you pick one.\n</p>"
+    ),
+    "<p>\nDebian offers several distributions at once; this chapter helps you pick one.\n</p>"
     + '<p>\nThe archive layout is explained in <a class="xref" href="pkgtools.en.html#s8.2" '
     'title="8.2. How can I tell which package owns a file?">Section 8.2, “How can I tell '
     "which package owns a file?”</a>.\n</p>"
@@ -81,12 +85,11 @@ CHOOSING = _PAGE.format(
     ),
 )
 
-PKGTOOLS = _PAGE.format(
-    title="Chapter 8. The Debian package management tools",
-    kind="chapter",
-    stem="pkgtools",
-    body=_toc("8.1. What programs manage packages?", "8.1.1. dpkg", "8.1.2. APT")
-    + _section(
+PKGTOOLS = _chapter(
+    "pkgtools",
+    "Chapter 8. The Debian package management tools",
+    ("8.1. What programs manage packages?", "8.1.1. dpkg", "8.1.2. APT"),
+    _section(
         "s8.1",
         2,
         "8.1. What programs does Debian provide for managing its packages?",
@@ -112,23 +115,23 @@ PKGTOOLS = _PAGE.format(
     "front ends are graphical.</p></div></div>",
 )
 
-FAQINFO = _PAGE.format(
-    title="Chapter 16. General information about the FAQ",
-    kind="chapter",
-    stem="faqinfo",
-    body=_toc("16.1. Authors", "16.2. Feedback")
-    + _section("s16.1", 2, "16.1. Authors", "<p>\nMany volunteers wrote this document.\n</p>")
+FAQINFO = _chapter(
+    "faqinfo",
+    "Chapter 16. General information about the FAQ",
+    ("16.1. Authors", "16.2. Feedback"),
+    _section("s16.1", 2, "16.1. Authors", "<p>\nMany volunteers wrote this document.\n</p>")
     + _section("s16.2", 2, "16.2. Feedback", "<p>\nReport mistakes as bugs.\n</p>"),
 )
 
-INDEX = _PAGE.format(
-    title="The Debian GNU/Linux FAQ",
-    kind="book",
-    stem="index",
-    body=_toc(
+INDEX = _chapter(
+    "index",
+    "The Debian GNU/Linux FAQ",
+    (
         "3.1. Which Debian distribution should I run?",
         "8.2. How can I tell which package owns a file?",
     ),
+    "",
+    kind="book",
 )
 
 PAGES = {"choosing": CHOOSING, "pkgtools": PKGTOOLS, "faqinfo": FAQINFO, "index": INDEX}

@@ -12,6 +12,7 @@ from retrieval.eval import EvalDataMissing
 from retrieval.eval.debian_faq import build_dataset, chapter_questions, require_faq
 from retrieval.formats import parse_file
 from tests.helpers.debian_faq_tree import CHOOSING, write_faq
+from tests.helpers.eval_corpus import corpus_files
 
 
 @pytest.fixture
@@ -59,8 +60,7 @@ def test_each_question_is_labelled_with_its_own_answer_file(faq: Path, tmp_path:
     sources = [q.answer_source for q in dataset.questions]
     assert sources == [f"faq-answers/answer-{n:03d}.html" for n in range(1, 6)]
     assert all(not q.relevant for q in dataset.questions)  # the one answer, nothing else
-    corpus = dataset.corpus_dir
-    files = sorted(p.relative_to(corpus).as_posix() for p in corpus.rglob("*.*"))
+    files = corpus_files(dataset)
     assert files == [
         *sources,
         "faq-pages/choosing.html",

@@ -12,6 +12,7 @@ from retrieval.eval import EvalDataMissing
 from retrieval.eval.emacs_faq import build_dataset, nodes, plain_question, require_info
 from retrieval.formats import parse_file
 from tests.helpers.emacs_faq_tree import EFAQ, write_info
+from tests.helpers.eval_corpus import corpus_files
 
 
 @pytest.fixture
@@ -49,9 +50,7 @@ def test_each_question_is_labelled_with_its_own_answer_file(info: Path, tmp_path
     sources = [q.answer_source for q in dataset.questions]
     assert sources == [f"faq-answers/answer-{n:03d}.txt" for n in range(1, 4)]
     assert all(not q.relevant for q in dataset.questions)
-    files = sorted(
-        p.relative_to(dataset.corpus_dir).as_posix() for p in dataset.corpus_dir.rglob("*.*")
-    )
+    files = corpus_files(dataset)
     assert files == [
         *sources,
         "faq-pages/common-requests.txt",
