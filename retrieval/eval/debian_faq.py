@@ -17,7 +17,7 @@ HTML files, which ragtime's ingest reads with its HTML parser:
   chapter's own table of contents and the navigation bars list the questions' words and are
   left out, and so is the rest of Debian's documentation.
 
-A question is a section heading with a ``?`` in it (123 of the 148 headings in the FAQ of
+A question is a section heading with a ``?`` in it (123 of the 164 headings in the FAQ of
 January 2021: "5.14. I have a wireless network card ...", ...); its words are the heading's,
 without its number. A cross-reference (``a.xref``), which DocBook writes as its target's
 number and title ("Section 6.1, “How many Debian distributions are there?”"), keeps the number
