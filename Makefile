@@ -186,18 +186,42 @@ bench-report: install
 clean:
 	rm -rf $(VENV) .ragtime .pytest_cache .mypy_cache .ruff_cache
 
-# The data of `ragtime eval retrieval --dataset python-faq`, fetched once at set-up (never at run
-# time): Debian's python3.11-doc package, downloaded into $(EVAL_DATA)/deb and its reST sources
-# (usr/share/doc/python3.11/html/_sources) extracted to $(EVAL_DATA)/python3.11-doc/_sources.
+# The data of `ragtime eval retrieval --dataset NAME`, fetched once at set-up (never at run
+# time): three Debian packages, each downloaded into $(EVAL_DATA)/deb and extracted there, then
+# the part a set reads moved out (retrieval/eval/sets.py names the sets):
+#   python-faq, -keywords, -phrases: python3.11-doc's reST, $(EVAL_DATA)/python3.11-doc/_sources
+#   debian-faq: debian-faq's HTML (usr/share/doc/debian/FAQ), $(EVAL_DATA)/debian-faq/FAQ
+#   emacs-faq: emacs-common's GNU Emacs FAQ in Info format, $(EVAL_DATA)/emacs-faq/efaq.info
 EVAL_DATA ?= .ragtime/eval
+PYTHON_FAQ_DATA := $(EVAL_DATA)/python3.11-doc/_sources/faq/programming.rst.txt
+DEBIAN_FAQ_DATA := $(EVAL_DATA)/debian-faq/FAQ/index.en.html
+EMACS_FAQ_DATA := $(EVAL_DATA)/emacs-faq/efaq.info
+# $(call fetch-deb,PACKAGE): its newest .deb in $(EVAL_DATA)/deb (apt-get update only when the
+# download fails), extracted to $(EVAL_DATA)/deb/PACKAGE-root.
+define fetch-deb
+mkdir -p $(EVAL_DATA)/deb
+cd $(EVAL_DATA)/deb && (apt-get download $(1) || (apt-get update && apt-get download $(1)))
+rm -rf $(EVAL_DATA)/deb/$(1)-root
+dpkg-deb -x $$(ls -t $(EVAL_DATA)/deb/$(1)_*.deb | head -1) $(EVAL_DATA)/deb/$(1)-root
+endef
 .PHONY: eval-data
-eval-data: $(EVAL_DATA)/python3.11-doc/_sources/faq/programming.rst.txt
-$(EVAL_DATA)/python3.11-doc/_sources/faq/programming.rst.txt:
-	mkdir -p $(EVAL_DATA)/deb
-	cd $(EVAL_DATA)/deb && (apt-get download python3.11-doc || \
-		(apt-get update && apt-get download python3.11-doc))
-	rm -rf $(EVAL_DATA)/deb/root $(EVAL_DATA)/python3.11-doc
-	dpkg-deb -x $$(ls -t $(EVAL_DATA)/deb/python3.11-doc_*.deb | head -1) $(EVAL_DATA)/deb/root
+eval-data: $(PYTHON_FAQ_DATA) $(DEBIAN_FAQ_DATA) $(EMACS_FAQ_DATA)
+$(PYTHON_FAQ_DATA):
+	$(call fetch-deb,python3.11-doc)
+	rm -rf $(EVAL_DATA)/python3.11-doc
 	mkdir -p $(EVAL_DATA)/python3.11-doc
-	mv $(EVAL_DATA)/deb/root/usr/share/doc/python3.11/html/_sources $(EVAL_DATA)/python3.11-doc/
-	rm -rf $(EVAL_DATA)/deb/root
+	mv $(EVAL_DATA)/deb/python3.11-doc-root/usr/share/doc/python3.11/html/_sources \
+		$(EVAL_DATA)/python3.11-doc/
+	rm -rf $(EVAL_DATA)/deb/python3.11-doc-root
+$(DEBIAN_FAQ_DATA):
+	$(call fetch-deb,debian-faq)
+	rm -rf $(EVAL_DATA)/debian-faq
+	mkdir -p $(EVAL_DATA)/debian-faq
+	mv $(EVAL_DATA)/deb/debian-faq-root/usr/share/doc/debian/FAQ $(EVAL_DATA)/debian-faq/
+	rm -rf $(EVAL_DATA)/deb/debian-faq-root
+$(EMACS_FAQ_DATA):
+	$(call fetch-deb,emacs-common)
+	mkdir -p $(EVAL_DATA)/emacs-faq
+	gzip -dc $(EVAL_DATA)/deb/emacs-common-root/usr/share/info/emacs/efaq.info.gz > $@.part
+	mv $@.part $@
+	rm -rf $(EVAL_DATA)/deb/emacs-common-root

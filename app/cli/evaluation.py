@@ -1,8 +1,9 @@
 """``ragtime eval retrieval``: the retrieval evaluation on the configured models and settings.
 
-The command builds the dataset from data fetched at set-up (``make eval-data``): the Python
-FAQ's questions, or keyword queries (``python-keywords``) or remembered phrases
-(``python-phrases``) drawn from the same corpus; runs
+The command builds the dataset from data fetched at set-up (``make eval-data``) by its name in
+``retrieval.eval.sets``: the Python FAQ's questions, or keyword queries (``python-keywords``)
+or remembered phrases (``python-phrases``) drawn from the same corpus, or the Debian FAQ's
+(``debian-faq``) or the GNU Emacs FAQ's (``emacs-faq``) questions; runs
 ``retrieval.eval.evaluate`` in the search ``--mode`` (default the configured one), with the
 configured embedder and chunking, the configured
 cross-encoder (when one loads) and any ``--reranker``, the configured rerank candidates,
@@ -21,7 +22,8 @@ from typing import Any
 from app.cli.eval_answers import register_eval_answers
 from app.settings import Settings, get_settings
 
-DATASETS = ("python-faq", "python-keywords", "python-phrases")
+#: The names of ``retrieval.eval.sets.SETS``, here so that the parser needs no retrieval import.
+DATASETS = ("python-faq", "python-keywords", "python-phrases", "debian-faq", "emacs-faq")
 
 
 def register_eval(sub: Any) -> None:
@@ -41,7 +43,7 @@ def register_eval(sub: Any) -> None:
         choices=DATASETS,
         required=True,
         help="the questions: the Python FAQ's, keyword queries or remembered phrases drawn "
-        "from the same corpus",
+        "from the same corpus, the Debian FAQ's or the GNU Emacs FAQ's",
     )
     retrieval.add_argument(
         "--data", type=Path, help="where `make eval-data` put it (default: <data_dir>/eval)"
@@ -167,15 +169,8 @@ def _record_gains(report: Any, say: Any) -> None:
 
 def cmd_eval_retrieval(args: argparse.Namespace) -> int:
     from app.pipeline.services import default_embedder
-    from retrieval.eval import (
-        EvalDataMissing,
-        build_dataset,
-        evaluate,
-        keyword_dataset,
-        phrase_dataset,
-        require_sources,
-        table,
-    )
+    from retrieval.eval import EvalDataMissing, evaluate, table
+    from retrieval.eval.sets import build_set
 
     settings = get_settings()
 
@@ -191,14 +186,10 @@ def cmd_eval_retrieval(args: argparse.Namespace) -> int:
         print(f"error: --sample must be in (0, 1], got {args.sample}", file=sys.stderr)
         return 2
     try:
-        dataset = build_dataset(require_sources(data), work / "corpus", sample=args.sample)
+        dataset = build_set(args.dataset, data, work / "corpus", sample=args.sample)
     except EvalDataMissing as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    if args.dataset == "python-keywords":
-        dataset = keyword_dataset(dataset)
-    elif args.dataset == "python-phrases":
-        dataset = phrase_dataset(dataset)
     if args.limit > 0:
         dataset.questions[:] = dataset.questions[: args.limit]
     say(f"{dataset.name}: {len(dataset.questions)} questions, {dataset.documents} documents")

@@ -3,7 +3,9 @@
 ``build_dataset`` turns the Python FAQ and the rest of the Python documentation (fetched at
 set-up by ``make eval-data``) into a corpus and questions, and ``keyword_dataset`` draws typed
 keyword queries (identifiers, options, numbers, error messages) and ``phrase_dataset``
-remembered phrases from that corpus; ``evaluate``
+remembered phrases from that corpus; ``debian_faq`` and ``emacs_faq`` build two sets of real
+users' questions that are not Python's documentation, by the same cut (``faq_corpus``), and
+``sets`` names every set for ``ragtime eval retrieval``; ``evaluate``
 scores a plain baseline, ragtime's order in a search mode, each reranker and each saving of the
 budget engine with ``metrics``.
 """

@@ -1,10 +1,11 @@
-"""``ragtime eval retrieval`` end to end on the tiny doc tree, with fast doubles (hash embedder,
-overlap reranker, word tokenizer); and its errors when the data is missing or input is bad."""
+"""``ragtime eval retrieval`` end to end on the tiny doc tree and the tiny Debian and Emacs FAQs,
+with fast doubles (hash embedder, overlap reranker, word tokenizer); and its errors when the
+data is missing or input is bad."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -15,10 +16,13 @@ from app.pipeline import services
 from app.settings import Settings, get_settings
 from inference import PromptAssembler
 from retrieval import Passage
+from retrieval.eval.sets import SETS
 from retrieval.rerank.trained import RECORD_NAME, choose_reranker, record_evaluation
 from tests.fakes.hash_embedder import HashEmbedder
 from tests.fakes.rerankers import OverlapReranker
 from tests.fakes.word_tokenizer import WordTokenizer
+from tests.helpers.debian_faq_tree import write_faq
+from tests.helpers.emacs_faq_tree import write_info
 from tests.helpers.python_doc_tree import write_sources
 
 
@@ -46,6 +50,48 @@ def test_missing_data_names_the_make_target(
     assert cli.main(["eval", "retrieval", "--dataset", "python-faq"]) == 1
     err = capsys.readouterr().err
     assert "make eval-data" in err and str(data_dir / "eval") in err
+
+
+@pytest.mark.parametrize("dataset", ["debian-faq", "emacs-faq"])
+def test_each_set_says_which_target_fetches_its_data(
+    data_dir: Path, dataset: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_sources(data_dir / "eval")  # another set's data is no help
+    assert cli.main(["eval", "retrieval", "--dataset", dataset]) == 1
+    err = capsys.readouterr().err
+    assert f"the {dataset} evaluation data is missing" in err and "make eval-data" in err
+
+
+def test_the_choices_are_the_registered_sets() -> None:
+    assert tuple(SETS) == eval_cli.DATASETS
+
+
+@pytest.mark.parametrize(
+    ("dataset", "write", "counts"),
+    [
+        ("debian-faq", write_faq, "5 questions, 8 documents"),
+        ("emacs-faq", write_info, "3 questions, 6 documents"),
+    ],
+)
+def test_eval_runs_on_the_faq_sets(
+    data_dir: Path,
+    tmp_path: Path,
+    dataset: str,
+    write: Callable[[Path], Path],
+    counts: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    write(tmp_path / "eval")
+    out = tmp_path / f"{dataset}.json"
+    argv = ["eval", "retrieval", "--dataset", dataset, "--data", str(tmp_path / "eval")]
+    argv += ["--work-dir", str(tmp_path / "work"), "--mode", "hybrid", "--depth", "20"]
+    assert cli.main([*argv, "--json", str(out)]) == 0
+    assert f"{dataset}: {counts}" in capsys.readouterr().out
+    report = json.loads(out.read_text())
+    assert report["dataset"] == dataset and report["questions"] == int(counts.split()[0])
+    vector = next(row for row in report["rows"] if row["kind"] == "vector")
+    assert 0.0 < vector["scores"]["recall_at_10"] <= 1.0  # the answers were ingested and found
+    assert (tmp_path / "work" / "corpus" / "faq-answers").is_dir()
 
 
 def test_eval_runs_on_the_default_data_folder_and_writes_json(

@@ -8,6 +8,7 @@ import pytest
 
 from retrieval.eval import EvalDataMissing, build_dataset, require_sources
 from retrieval.eval.python_faq import faq_questions, plain
+from tests.helpers.eval_corpus import corpus_files
 from tests.helpers.python_doc_tree import PROGRAMMING_FAQ
 
 
@@ -35,9 +36,7 @@ def test_the_corpus_is_the_other_docs_plus_one_file_per_answer(
     eval_data: Path, tmp_path: Path
 ) -> None:
     dataset = build_dataset(require_sources(eval_data), tmp_path / "corpus")
-    files = sorted(
-        p.relative_to(dataset.corpus_dir).as_posix() for p in dataset.corpus_dir.rglob("*.*")
-    )
+    files = corpus_files(dataset)
     assert files == [
         "docs/library/pickle.rst.txt",
         "docs/library/turtle.rst.txt",
