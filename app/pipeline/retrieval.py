@@ -65,7 +65,7 @@ class Retrieval:
                     deadline=by, search_filter=search_filter, backend=backend,
                 ),
             )  # fmt: skip
-        weight = stages.keyword.weight(query, mode)
+        weight = stages.keyword.weight(collection, query, mode)
         keyword: KeywordFound | None = None
         if weight and (mode == "keyword" or self.keyword_side(session, k)):
             keyword = await session.run(

@@ -232,13 +232,13 @@ class KeywordSearch:
         await asyncio.to_thread(self.store.open)
         await asyncio.to_thread(self.store.load_keyword_indexes)
 
-    @staticmethod
-    def weight(query: str, mode: SearchMode) -> float:
+    def weight(self, collection: str, query: str, mode: SearchMode) -> float:
         """The keyword ranking's weight for ``query`` in ``mode``: 1 alone, none in dense mode;
-        in hybrid mode ``keyword_weight``'s, none (the side is not run) for a query not typed
-        to be found by its words."""
+        in hybrid mode ``keyword_weight``'s, as rare as the query's exact terms are in
+        ``collection`` (a look-up in its loaded index), none (the side is not run) for a query
+        neither typed to be found by its words nor naming an exact term."""
         if mode == "hybrid":
-            return keyword_weight(query)
+            return keyword_weight(query, lambda terms: self.store.keyword_rarity(collection, terms))
         return 1.0 if mode == "keyword" else 0.0
 
     async def search_words(

@@ -196,4 +196,5 @@ def search_in_mode(
     if mode == "keyword":
         return keyword
     dense = store.search(collection, vector, depth)
-    return fuse_passages(dense, keyword, depth, keyword_weight=keyword_weight(question))
+    weight = keyword_weight(question, lambda terms: store.keyword_rarity(collection, terms))
+    return fuse_passages(dense, keyword, depth, keyword_weight=weight)

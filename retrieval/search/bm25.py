@@ -15,6 +15,7 @@ the first index built or loaded. How a keyword ranking joins the dense one: ``fu
 from __future__ import annotations
 
 import logging
+import math
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -73,6 +74,10 @@ def chunk_document(title: str, section: str, text: str) -> str:
     return f"{title}\n{first_section(section)}\n{text}"
 
 
+def _idf(df: int, n: int) -> float:
+    return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+
+
 class KeywordIndex:
     """A BM25 index over ``n`` documents (a snapshot's chunks, in ``ids`` order)."""
 
@@ -113,6 +118,19 @@ class KeywordIndex:
                 if part in known:
                     known.remove(part)
         return known
+
+    def rarity(self, query: str) -> float:
+        """How distinctive ``query``'s rarest word is in this index: its inverse document
+        frequency as BM25 weighs it (``ln(1 + (N - df + 0.5) / (df + 0.5))``, bm25s's
+        default, Lucene's), over that of a word found in one chunk alone; 0 when the index
+        knows none of its words, 1 for a word only one chunk holds."""
+        words = self._query_tokens(query)
+        if not words or self.count < 2:
+            return 0.0
+        vocab = self._retriever.vocab_dict
+        pointers = self._retriever.scores["indptr"]
+        rarest = min(int(pointers[vocab[w] + 1] - pointers[vocab[w]]) for w in words)
+        return _idf(max(rarest, 1), self.count) / _idf(1, self.count)
 
     def search(
         self, query: str, k: int, allowed: np.ndarray | None = None

@@ -3,14 +3,16 @@
 ``fuse_passages`` merges the two rankings of one collection's passages by reciprocal rank
 (``rrf_fuse``), the keyword ranking at the weight ``keyword_weight`` gives the query: a short
 query typed to be found by its words (an identifier, an option, a number, a phrase) brings it
-in at ``KEYWORD_WEIGHT``; a question is searched by its meaning alone unless it holds an exact term
-(``exact_terms``, read with the index's own splitter, ``bm25.split_tokens``).
+in at ``KEYWORD_WEIGHT``; a longer query or a question is searched by its meaning alone unless
+it holds an exact term (``exact_terms``, read with the index's own splitter,
+``bm25.split_tokens``), which brings the keyword ranking in at a weight in proportion to how
+rare that term is in the collection (BM25's own IDF, ``KeywordIndex.rarity``).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 
 from retrieval.search.bm25 import split_tokens
@@ -36,6 +38,12 @@ KEYWORD_WEIGHT = 2.0
 #: phrase remembered from a clause), not a question. At 6 the FAQ's nDCG@10 equals dense's;
 #: at 7 it is lower (0.727).
 SHORT_QUERY_WORDS = 6
+#: The most weight the keyword ranking has for a longer query or a question that names an exact
+#: term (``weight x`` how rare its exact terms are, 1 for a term one chunk holds): chosen on
+#: ``ragtime eval retrieval`` over five sets (BENCHMARKS.md, "Retrieval without a trained
+#: reranker"): at 0.5 the Python keyword set rose from 0.923 to 0.941 nDCG@10 and the FAQ
+#: fell 0.0025; at 1 the FAQ fell 0.0074; every term alike, rare or not, at 0.5: 0.0032.
+EXACT_TERM_WEIGHT = 0.5
 #: A question, by its mark or its first word: searched by its meaning unless it holds an exact
 #: term.
 _QUESTION = re.compile(
@@ -54,14 +62,20 @@ def exact_terms(query: str) -> list[str]:
     ]
 
 
-def keyword_weight(query: str) -> float:
+def keyword_weight(query: str, rarity: Callable[[str], float] | None = None) -> float:
     """The keyword ranking's weight in hybrid fusion for ``query``: ``KEYWORD_WEIGHT`` for a
     query of at most ``SHORT_QUERY_WORDS`` words that holds an exact term or is not a question
-    (a name, a date, a phrase from a clause), else 0."""
-    if not query.strip() or len(query.split()) > SHORT_QUERY_WORDS:
+    (a name, a date, a phrase from a clause); for any other query that holds an exact term, in
+    proportion to how distinctive its exact terms are in the collection searched
+    (``EXACT_TERM_WEIGHT`` times ``rarity`` of them: ``KeywordIndex.rarity``, BM25's own IDF);
+    else 0, as without ``rarity``."""
+    if not query.strip():
         return 0.0
-    if exact_terms(query) or not _QUESTION.search(query):
+    terms = exact_terms(query)
+    if len(query.split()) <= SHORT_QUERY_WORDS and (terms or not _QUESTION.search(query)):
         return KEYWORD_WEIGHT
+    if terms and rarity is not None:
+        return EXACT_TERM_WEIGHT * rarity(" ".join(terms))
     return 0.0
 
 

@@ -251,6 +251,11 @@ class DocumentStore(ServedSnapshots):
         info = SearchInfo(snapshot.version, snapshot.manifest.index, snapshot.device, method)
         return passages, info
 
+    def keyword_rarity(self, collection: str, text: str) -> float:
+        """How distinctive ``text``'s rarest word is in ``collection`` (BM25's IDF over that of
+        a word one chunk holds: ``KeywordIndex.rarity``), for hybrid fusion's weight."""
+        return self._serving(collection).keyword_rarity(text)
+
     def keyword_search(
         self,
         collection: str,

@@ -261,6 +261,11 @@ class Snapshot:
                     )
             return self._keyword
 
+    def keyword_rarity(self, text: str) -> float:
+        """How distinctive ``text``'s rarest word is among the chunks (``KeywordIndex.rarity``);
+        0 for an empty snapshot."""
+        return self.keyword_index().rarity(text) if self.count else 0.0
+
     def keyword_search(
         self, query: str, k: int, search_filter: SearchFilter | None = None
     ) -> tuple[list[tuple[int, float]], str]:

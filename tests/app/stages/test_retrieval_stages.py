@@ -20,7 +20,7 @@ from app.stages import (
     found_candidates,
 )
 from retrieval import DocumentStore, Passage, Reranker, UnknownCollection, ingest_path
-from retrieval.search.fusion import KEYWORD_WEIGHT
+from retrieval.search.fusion import EXACT_TERM_WEIGHT, KEYWORD_WEIGHT
 from tests.fakes.hash_embedder import DIM, CountingEmbedder, HashEmbedder
 from tests.fakes.rerankers import OverlapReranker
 from tracing.budget import DeadlinePassed, StageName
@@ -256,12 +256,20 @@ async def test_embedding_past_the_deadline_raises() -> None:
         await stage.embed_question("q", deadline=later(0.02))
 
 
-def test_the_keyword_ranking_weighs_by_mode_and_query() -> None:
-    weight = KeywordSearch.weight
-    assert weight("What is a list?", "keyword") == 1.0  # alone, it is the ranking
-    assert weight("os.path.join", "dense") == 0.0
-    assert weight("What is a list?", "hybrid") == 0.0  # a question: its meaning alone
-    assert weight("os.path.join", "hybrid") == KEYWORD_WEIGHT  # typed to be found by its words
+def test_the_keyword_ranking_weighs_by_mode_and_query(store: DocumentStore) -> None:
+    weight = KeywordSearch(store, StageThreads("keyword", 1)).weight
+    assert weight("docs", "What is a list?", "keyword") == 1.0  # alone, it is the ranking
+    assert weight("docs", "os.path.join", "dense") == 0.0
+    assert weight("docs", "What is a list?", "hybrid") == 0.0  # a question: its meaning alone
+    assert weight("docs", "os.path.join", "hybrid") == KEYWORD_WEIGHT  # typed to be found
+    # A long question weighs as rare as its exact terms are in the collection searched.
+    long_question = "Why would a list comprehension be faster than a for loop?"
+    assert weight("docs", long_question, "hybrid") == 0.0  # no exact term
+    named = "Why does my script raise ValueError when it reads the number?"
+    assert weight("docs", named, "hybrid") == 0.0  # a term these documents never hold
+    assert weight("docs", "Why is dict.get slower than a plain loop here?", "hybrid") == (
+        pytest.approx(EXACT_TERM_WEIGHT * store.keyword_rarity("docs", "dict.get"))
+    )
 
 
 def _found(*ids: int) -> list[Passage]:

@@ -20,7 +20,7 @@ from retrieval import (
 )
 from retrieval.eval import Dataset, keyword_dataset, phrase_dataset
 from retrieval.search.bm25 import KEYWORD_DIR, tokens
-from retrieval.search.fusion import exact_terms, keyword_weight
+from retrieval.search.fusion import EXACT_TERM_WEIGHT, exact_terms, keyword_weight
 from retrieval.store.layout import MANIFEST
 from retrieval.store.snapshot import Snapshot
 from tests.fakes.hash_embedder import HashEmbedder
@@ -209,6 +209,30 @@ def faq_over(tmp_path: Path, texts: dict[str, str]) -> Dataset:
     for name, text in texts.items():
         (corpus / "docs" / name).write_text(text)
     return Dataset("python-faq", corpus, [], len(texts), "f" * 16)
+
+
+def test_a_long_question_naming_a_rare_exact_term_brings_the_keyword_side_in(
+    tmp_path: Path,
+) -> None:
+    """Issue 46 §2: a question of seven words or more is searched by its meaning alone, unless
+    it names an exact term; then the keyword ranking weighs in proportion to how rare that term
+    is in the collection (BM25's IDF over a one-chunk word's): ``ValueError``, in one chunk of
+    four, weighs fully; a common word does not bring the side in at all."""
+    store = _store(tmp_path / "store")
+    rarity = store.keyword_rarity
+    assert rarity("docs", "ValueError") == pytest.approx(1.0)  # one chunk of four holds it
+    assert rarity("docs", "path") < rarity("docs", "ValueError")  # three chunks hold it
+    assert rarity("docs", "zeppelin") == 0.0  # a word the index does not know
+
+    long_question = "Why does int('x') raise a ValueError in my script?"
+    in_docs = lambda terms: rarity("docs", terms)  # noqa: E731
+    assert keyword_weight(long_question) == 0.0  # no index: its meaning alone, as before
+    assert keyword_weight(long_question, in_docs) == pytest.approx(EXACT_TERM_WEIGHT)
+    common = "Why would anyone join a path with os.path.join at all?"
+    assert 0.0 < keyword_weight(common, in_docs) <= EXACT_TERM_WEIGHT
+    prose = "Why would anyone want to join two paths together at all?"
+    assert keyword_weight(prose, in_docs) == 0.0  # no exact term: its meaning alone
+    assert keyword_weight("os.path.join", in_docs) == 2.0  # short and typed: as before
 
 
 def test_the_keyword_dataset_is_drawn_reproducibly(tmp_path: Path) -> None:
