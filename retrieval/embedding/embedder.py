@@ -139,6 +139,14 @@ class Embedder:
         if self._model is None and self._onnx is None:
             raise RetrievalError(f"embedding model {self._name!r} is not loaded")
 
+    def token_vectors(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """Each text's token vectors before pooling, each of norm 1 (the ONNX backends only:
+        ``OnnxSentenceEncoder.token_vectors``), for late interaction."""
+        self._require()
+        if self._onnx is None:
+            raise RetrievalError("token vectors need an ONNX backend (onnx or onnx-int8)")
+        return self._onnx.token_vectors(list(texts))
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """One row per text: float32, shape ``(len(texts), dim)``, each row of norm 1."""
         if isinstance(texts, str):

@@ -289,8 +289,11 @@ class OnnxSentenceEncoder:
         padded = len(batch) * max(len(encodings[i].ids) for i in batch)
         return self._one_thread if padded <= ONE_THREAD_TOKENS else self._session
 
-    def _run(self, encodings: Sequence[Any], session: Any = None) -> np.ndarray:
-        """The normalised mean-pooled vectors of tokenized texts, padded to the longest."""
+    def _token_embeddings(
+        self, encodings: Sequence[Any], session: Any = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The transformer's token vectors of tokenized texts, padded to the longest, and the
+        attention mask that says which are tokens."""
         width = max(len(e.ids) for e in encodings)
         ids = np.full((len(encodings), width), self._pad_id, dtype=np.int64)
         mask = np.zeros((len(encodings), width), dtype=np.int64)
@@ -302,12 +305,34 @@ class OnnxSentenceEncoder:
         if "token_type_ids" in self._inputs:
             feeds["token_type_ids"] = types
         (tokens,) = (session or self._session).run(["token_embeddings"], feeds)
+        return tokens, mask
+
+    def _run(self, encodings: Sequence[Any], session: Any = None) -> np.ndarray:
+        """The normalised mean-pooled vectors of tokenized texts, padded to the longest."""
+        tokens, mask = self._token_embeddings(encodings, session)
         weights = mask[:, :, None].astype(np.float32)
         summed = (tokens * weights).sum(axis=1)
         counts = np.clip(weights.sum(axis=1), 1e-9, None)
         pooled = summed / counts
         norms = np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
         return (pooled / norms).astype(np.float32)
+
+    def token_vectors(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """Each text's token vectors before pooling, each of norm 1, without the ``[CLS]`` and
+        ``[SEP]`` the tokenizer adds: what late interaction scores (a query token's best match
+        among a passage's). One batch, padded to the longest text."""
+        if not texts:
+            return []
+        encodings = self._tokenizer.encode_batch(
+            [t.lower() for t in texts] if self._lowercase else list(texts)
+        )
+        tokens, mask = self._token_embeddings(encodings)
+        vectors = []
+        for row in range(len(texts)):
+            own = tokens[row, 1 : int(mask[row].sum()) - 1]
+            norms = np.clip(np.linalg.norm(own, axis=1, keepdims=True), 1e-12, None)
+            vectors.append((own / norms).astype(np.float32))
+        return vectors
 
     def encode(
         self,

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from retrieval import Chunk, DocumentStore, Embedder, EmbeddingMismatch
+from retrieval.errors import RetrievalError
 from tests.fakes.hash_embedder import HashEmbedder
 from tests.helpers.legacy_store import write_legacy_collection
 
@@ -231,3 +232,26 @@ def test_workers_starting_together_export_the_onnx_model_once(
         files = list(pool.map(start, "abcd"))
     assert overlapped == [] and sorted(made) == ["export", "quantize"]
     assert len(set(files)) == 1 and files[0].read_bytes() == b"onnx"
+
+
+@pytest.mark.slow
+def test_token_vectors_are_each_texts_own_tokens(
+    onnx_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Late interaction's input (issue 46 §3): a text's token vectors, one per WordPiece token
+    without ``[CLS]`` and ``[SEP]``, each of norm 1, whatever the batch pads it to; only the
+    ONNX backends give them."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    embedder = Embedder(backend="onnx", cache_dir=onnx_cache)
+    embedder.load()
+    short, long = "lists", "A list holds items in order; append adds one at its end."
+    together = embedder.token_vectors([short, long])
+    alone = embedder.token_vectors([short])
+    assert [t.shape for t in together] == [(1, 384), (15, 384)]
+    np.testing.assert_allclose(np.linalg.norm(together[1], axis=1), 1.0, atol=1e-5)
+    np.testing.assert_allclose(together[0], alone[0], atol=1e-4)  # padding changes nothing
+    assert embedder.token_vectors([]) == []
+    with pytest.raises(RetrievalError, match="ONNX backend"):
+        torch_embedder = Embedder(backend="torch")
+        torch_embedder.load()
+        torch_embedder.token_vectors([short])
