@@ -65,7 +65,7 @@ class Retrieval:
                     deadline=by, search_filter=search_filter, backend=backend,
                 ),
             )  # fmt: skip
-        weight = stages.keyword.weight(collection, query, mode)
+        weight = stages.keyword.weight(query, mode)
         keyword: KeywordFound | None = None
         if weight and (mode == "keyword" or self.keyword_side(session, k)):
             keyword = await session.run(
@@ -74,7 +74,7 @@ class Retrieval:
                     collection, query, depth, deadline=by, search_filter=search_filter
                 ),
             )
-        candidates = found_candidates(mode, dense, keyword, depth, weight)
+        candidates = found_candidates(mode, dense, keyword, depth)
         plan = session.plan(k=k, rerank_available=stages.rerank.available)
         reranked = await session.run(
             StageName.RERANK,

@@ -208,9 +208,12 @@ class KeywordFound(StageResult):
     passages: list[Passage]
     info: KeywordInfo | None = None
     search_filter: SearchFilter | None = None
+    weight: float = 1.0
+    """Its ranking's weight in hybrid fusion (``keyword_weight``), as rare as the query's exact
+    terms are in this collection."""
 
     def attributes(self) -> dict[str, str | int | float]:
-        return _found_attributes("keyword", self)
+        return _found_attributes("keyword", self) | {"ragtime.keyword.weight": self.weight}
 
 
 class KeywordSearch:
@@ -232,13 +235,15 @@ class KeywordSearch:
         await asyncio.to_thread(self.store.open)
         await asyncio.to_thread(self.store.load_keyword_indexes)
 
-    def weight(self, collection: str, query: str, mode: SearchMode) -> float:
-        """The keyword ranking's weight for ``query`` in ``mode``: 1 alone, none in dense mode;
-        in hybrid mode ``keyword_weight``'s, as rare as the query's exact terms are in
-        ``collection`` (a look-up in its loaded index), none (the side is not run) for a query
-        neither typed to be found by its words nor naming an exact term."""
+    @staticmethod
+    def weight(query: str, mode: SearchMode) -> float:
+        """The most the keyword ranking may weigh for ``query`` in ``mode``: 1 alone, none in
+        dense mode; in hybrid mode ``keyword_weight``'s with its exact terms as rare as can be
+        (the search itself says how rare they are in the collection: ``KeywordFound.weight``),
+        none (the side is not run) for a query neither typed to be found by its words nor
+        naming an exact term."""
         if mode == "hybrid":
-            return keyword_weight(query, lambda terms: self.store.keyword_rarity(collection, terms))
+            return keyword_weight(query, lambda terms: 1.0)
         return 1.0 if mode == "keyword" else 0.0
 
     async def search_words(
@@ -252,11 +257,15 @@ class KeywordSearch:
     ) -> KeywordFound:
         if not self.store.has_collection(collection):
             raise UnknownCollection(f"unknown collection {collection!r}")
-        passages, info = await self.threads.call(
-            self.store.keyword_search, collection, query, k, search_filter, deadline=deadline
-        )
+
+        def search() -> tuple[list[Passage], KeywordInfo, float]:
+            passages, info = self.store.keyword_search(collection, query, k, search_filter)
+            rarity = lambda terms: self.store.keyword_rarity(collection, terms)  # noqa: E731
+            return passages, info, keyword_weight(query, rarity)
+
+        passages, info, weight = await self.threads.call(search, deadline=deadline)
         active = search_filter if search_filter is not None and search_filter.active else None
-        return KeywordFound(collection, k, passages, info, active)
+        return KeywordFound(collection, k, passages, info, active, weight)
 
 
 def found_candidates(
@@ -264,14 +273,14 @@ def found_candidates(
     dense: Found | None,
     keyword: KeywordFound | None,
     limit: int,
-    weight: float,
 ) -> list[Passage]:
     """What rerank chooses from, each passage marked with the searches that found it: in hybrid
-    mode the two rankings fused by reciprocal rank, the keyword one (when its side ran) at
-    ``weight``; else the one search's ranking."""
+    mode the two rankings fused by reciprocal rank, the keyword one (when its side ran) at the
+    weight its search gave it; else the one search's ranking."""
     dense_passages = dense.passages if dense is not None else []
     keyword_passages = keyword.passages if keyword is not None else []
     if mode == "hybrid":
+        weight = keyword.weight if keyword is not None else 0.0
         return fuse_passages(dense_passages, keyword_passages, limit, keyword_weight=weight)
     return [replace(p, found_by=(mode,)) for p in dense_passages or keyword_passages]
 

@@ -30,6 +30,7 @@ DOCS = {
     "lists.txt": "Lists\n\nA list holds items in order. Append adds an item to the end of a list.",
     "dicts.txt": "Dictionaries\n\nA dictionary maps keys to values. Look a value up by its key.",
     "loops.txt": "Loops\n\nA for loop runs its body once for each item of a sequence.",
+    "lookups.txt": "Lookups\n\nA missing key raises an error; dict.get returns a default.",
 }
 
 
@@ -256,20 +257,35 @@ async def test_embedding_past_the_deadline_raises() -> None:
         await stage.embed_question("q", deadline=later(0.02))
 
 
-def test_the_keyword_ranking_weighs_by_mode_and_query(store: DocumentStore) -> None:
-    weight = KeywordSearch(store, StageThreads("keyword", 1)).weight
-    assert weight("docs", "What is a list?", "keyword") == 1.0  # alone, it is the ranking
-    assert weight("docs", "os.path.join", "dense") == 0.0
-    assert weight("docs", "What is a list?", "hybrid") == 0.0  # a question: its meaning alone
-    assert weight("docs", "os.path.join", "hybrid") == KEYWORD_WEIGHT  # typed to be found
-    # A long question weighs as rare as its exact terms are in the collection searched.
+def test_the_keyword_ranking_weighs_by_mode_and_query() -> None:
+    weight = KeywordSearch.weight  # the most it may weigh: whether the side runs at all
+    assert weight("What is a list?", "keyword") == 1.0  # alone, it is the ranking
+    assert weight("os.path.join", "dense") == 0.0
+    assert weight("What is a list?", "hybrid") == 0.0  # a question: its meaning alone
+    assert weight("os.path.join", "hybrid") == KEYWORD_WEIGHT  # typed to be found by its words
     long_question = "Why would a list comprehension be faster than a for loop?"
-    assert weight("docs", long_question, "hybrid") == 0.0  # no exact term
-    named = "Why does my script raise ValueError when it reads the number?"
-    assert weight("docs", named, "hybrid") == 0.0  # a term these documents never hold
-    assert weight("docs", "Why is dict.get slower than a plain loop here?", "hybrid") == (
-        pytest.approx(EXACT_TERM_WEIGHT * store.keyword_rarity("docs", "dict.get"))
+    assert weight(long_question, "hybrid") == 0.0  # no exact term: the side does not run
+    named = "Why is dict.get slower than a plain loop over the keys here?"
+    assert weight(named, "hybrid") == EXACT_TERM_WEIGHT  # it may weigh, as rare as dict.get is
+
+
+async def test_the_keyword_search_says_how_much_its_ranking_weighs_here(
+    store: DocumentStore,
+) -> None:
+    """A long question's exact term weighs as rare as it is in the collection searched: the
+    search works that out on its own thread, beside the search, never on the event loop (a
+    snapshot's index may still have to be loaded or built)."""
+    stage = KeywordSearch(store, StageThreads("keyword", 1))
+    named = "Why is dict.get slower than a plain loop over the keys here?"
+    found = await stage.search_words("docs", named, 3, deadline=later())
+    assert found.weight == pytest.approx(
+        EXACT_TERM_WEIGHT * store.keyword_rarity("docs", "dict.get")
     )
+    assert found.attributes()["ragtime.keyword.weight"] == found.weight
+    elsewhere = "Why does my script raise ValueError when it reads a number?"
+    assert (await stage.search_words("docs", elsewhere, 3, deadline=later())).weight == 0.0
+    typed = await stage.search_words("docs", "os.path.join", 3, deadline=later())
+    assert typed.weight == KEYWORD_WEIGHT
 
 
 def _found(*ids: int) -> list[Passage]:
@@ -278,13 +294,13 @@ def _found(*ids: int) -> list[Passage]:
 
 def test_found_candidates_fuse_in_hybrid_and_mark_each_search() -> None:
     dense = Found("docs", 3, _found(1, 2))
-    keyword = KeywordFound("docs", 3, _found(3, 2))
-    fused = found_candidates("hybrid", dense, keyword, 3, KEYWORD_WEIGHT)
+    keyword = KeywordFound("docs", 3, _found(3, 2), weight=KEYWORD_WEIGHT)
+    fused = found_candidates("hybrid", dense, keyword, 3)
     assert [p.id for p in fused] == [2, 3, 1]  # the keyword ranking weighs twice the dense
     assert fused[0].found_by == ("dense", "keyword") and fused[1].found_by == ("keyword",)
-    alone = found_candidates("hybrid", dense, None, 3, 0.0)  # the keyword side did not run
+    alone = found_candidates("hybrid", dense, None, 3)  # the keyword side did not run
     assert [p.id for p in alone] == [1, 2] and alone[0].score == pytest.approx(1 / 61)
     assert all(p.found_by == ("dense",) for p in alone)
-    one = found_candidates("keyword", None, keyword, 3, 1.0)  # its own scores stand
+    one = found_candidates("keyword", None, keyword, 3)  # its own scores stand
     assert [(p.id, p.found_by) for p in one] == [(3, ("keyword",)), (2, ("keyword",))]
     assert [p.score for p in one] == [p.score for p in keyword.passages]
