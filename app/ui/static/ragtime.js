@@ -14,6 +14,11 @@ function say(target, text, { error = false } = {}) {
   target.classList.toggle("error", error);
 }
 
+/** A failure in words: the server's (refusals, 504s, ...) or the browser's own. */
+function sayFailure(target, error) {
+  say(target, error instanceof ApiError ? errorWords(error) : String(error), { error: true });
+}
+
 async function loadConfig() {
   config = await getJson("/ui/config.json");
   const budget = $("budget");
@@ -46,7 +51,7 @@ async function loadCollections() {
     say(status, collections.length ? "" : "This key reads no collection yet.");
   } catch (error) {
     select.replaceChildren();
-    say(status, error instanceof ApiError ? errorWords(error) : String(error), { error: true });
+    sayFailure(status, error);
   }
 }
 
@@ -98,12 +103,12 @@ async function ask(event) {
         say(status, `Done in ${data.budget.spent_ms.toFixed(0)} ms of ${data.budget.budget_ms.toFixed(0)} (${first}, as this browser saw it).`);
       } else if (name === "error") {
         const { type, message } = data.error;
-        say(status, errorWords(new ApiError(0, type, message)), { error: true });
+        sayFailure(status, new ApiError(0, type, message));
       }
     }
   } catch (error) {
     if (error.name === "AbortError") say(status, "Stopped: the server stops generating too.");
-    else say(status, error instanceof ApiError ? errorWords(error) : String(error), { error: true });
+    else sayFailure(status, error);
   } finally {
     asking = null;
     $("ask-button").disabled = false;
@@ -146,7 +151,7 @@ async function search(event) {
     showReport(report, data, { jaegerUrl: config.jaeger_url });
     say(status, `${data.passages.length} passages in ${data.budget.spent_ms.toFixed(0)} ms.`);
   } catch (error) {
-    say(status, error instanceof ApiError ? errorWords(error) : String(error), { error: true });
+    sayFailure(status, error);
   } finally {
     $("search-button").disabled = false;
   }
@@ -182,7 +187,7 @@ async function start() {
   try {
     await loadConfig();
   } catch (error) {
-    say($("ask-status"), error instanceof ApiError ? errorWords(error) : String(error), { error: true });
+    sayFailure($("ask-status"), error);
   }
   await loadCollections();
   document.body.dataset.ready = "true";
