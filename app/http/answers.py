@@ -114,8 +114,11 @@ async def answer(
     root = trace.get_current_span()
     try:
         prepared = await _prepare(pipeline, question, ledger, route)
-        async with aclosing(pipeline.generate(prepared)) as events:
-            text, outcome = await while_connected(request, collect(events), what="its answer")
+        try:
+            async with aclosing(pipeline.generate(prepared)) as events:
+                text, outcome = await while_connected(request, collect(events), what="its answer")
+        finally:  # a client gone before generation began: its generator never held the time
+            prepared.session.release_reservation()
     except BaseException as exc:
         close_request(ledger, root, route, error_outcome(exc))
         raise

@@ -105,18 +105,16 @@ class Pipeline:
         )
         with budget_refusals():
             session.check_feasible()
-            await session.run(
-                StageName.MODERATE_QUESTION,
-                lambda by: stages.screen_question.screen_question(question, deadline=by),
-            )
-            passages, vector = await self.retrieval.find(question, collection, top_k, session)
-            kept = await session.run(
-                StageName.MODERATE_PASSAGES,
-                lambda by: stages.screen_passages.screen_passages(passages, deadline=by),
-            )
-            # Hold the planned generation time at its target, so later requests plan around it.
-            session.reserve()
-            try:
+            try:  # the plan holds its generation time at the target (``BudgetSession.plan``)
+                await session.run(
+                    StageName.MODERATE_QUESTION,
+                    lambda by: stages.screen_question.screen_question(question, deadline=by),
+                )
+                passages, vector = await self.retrieval.find(question, collection, top_k, session)
+                kept = await session.run(
+                    StageName.MODERATE_PASSAGES,
+                    lambda by: stages.screen_passages.screen_passages(passages, deadline=by),
+                )
                 plan = session.planned
                 assembled = await session.run(
                     StageName.ASSEMBLE,

@@ -163,13 +163,36 @@ def test_the_reservation_is_held_until_generation_ends() -> None:
         built, BudgetLedger(60_000), route="/v1/ask", question="q", serving=Serving()
     )
     session.plan(k=4, rerank_available=True)
-    session.reserve()
     assert built.reservations.open("large") == 1
     with session.holding():
         assert session.reservation is not None and session.reservation.started is not None
     assert built.reservations.open("large") == 0
     session.release_reservation()  # idempotent
     assert built.reservations.open("large") == 0
+
+
+def test_a_plan_holds_its_generation_time_from_the_moment_it_is_made() -> None:
+    """Two questions that arrive together at a one-slot target: the one planned second counts
+    the first's generation in its wait while the first is still in rerank (a slow reranker,
+    say), and so leaves time for it; before the plan held it, the second planned as if the
+    target were free, then waited there past its deadline."""
+    built = engine()
+    serving = Serving(edf=True)
+    sessions = [
+        BudgetSession(built, BudgetLedger(60_000), route="/v1/ask", question="q", serving=serving)
+        for _ in range(2)
+    ]
+    first, second = (s.plan(k=4, rerank_available=True) for s in sessions)
+    assert built.reservations.open("large") == 2
+    assert first.stage_ms.get("queue", 0.0) == 0.0
+    assert second.stage_ms["queue"] == pytest.approx(first.stage_ms[StageName.GENERATE])
+    assert sessions[1].deadline_for(StageName.RERANK) < sessions[0].deadline_for(StageName.RERANK)
+
+
+def test_a_search_plan_holds_nothing_at_any_target() -> None:
+    built = engine()
+    BudgetSession(built, BudgetLedger(60_000), route="/v1/search").plan(k=4, rerank_available=True)
+    assert built.reservations.open("large") == built.reservations.open("") == 0
 
 
 def test_a_search_session_plans_rerank_only_and_never_refuses_on_arrival() -> None:

@@ -153,7 +153,6 @@ def test_timings_a_preemption_may_have_stretched_are_not_learned(
     session = BudgetSession(built, BudgetLedger(5000), route="/v1/ask", question="q",
                             serving=Serving(load))  # fmt: skip
     session.plan(k=4, rerank_available=False)
-    session.reserve()
     with session.holding():
         built.reservations.reserve("gpu", time.perf_counter() + 0.5, 300.0).start()  # overtakes
         now = time.perf_counter()

@@ -11,8 +11,8 @@ its result, error and degradation, and its cost learned. Besides, the session de
   after search, the caller's own output cap kept, the context fitted to the target's context
   length, and the target: the first candidate whose smallest plan fits (a later one, a smaller
   model, is a degradation, said so);
-* **the reservation** (``reserve``/``holding``): the planned generation time held at the
-  target, so that later requests plan around it and one behind may ask this one to stop early;
+* **the reservation** (``plan``, ``holding``): the generation time held at the target from
+  the plan on, so that later requests plan around it and one may ask this one to stop early;
 * **how long each stage may wait** (``deadline_for``, ``generation_reserve_ms``,
   ``attribution``), what the serving layer is told (``serving_need``), **what is learned**
   (``observe``, ``generation_ended``). It holds one request's state, for that request's task.
@@ -164,7 +164,8 @@ class BudgetSession:
 
     def plan(self, *, k: int, rerank_available: bool) -> Plan:
         """The plan for what is left of the budget (an answer's, or a search's when the engine
-        was opened for one); kept (``planned``) for the stages that follow."""
+        was opened for one); kept (``planned``) for the stages that follow. An answer's time is
+        held at its target at once: one planned next, while this one reranks, counts it."""
         engine, ledger, limits = self.engine, self.ledger, self._limits()
         answering = bool(self.targets)
         if not self.rules.degrade:
@@ -185,6 +186,8 @@ class BudgetSession:
             actions = [a for a in plan.actions if a.action != "output_capped"]
             plan = replace(plan, max_output_tokens=output_cap, actions=actions)
         self._plan = plan
+        if answering and plan.max_output_tokens > 0 and self.reservation is None:
+            self.reservation = self.engine.reserve(plan, self.ledger)
         return plan
 
     def _plan_answer(self, k: int, rerank_available: bool, limits: PlanLimits) -> Plan:
@@ -305,14 +308,8 @@ class BudgetSession:
 
     # -- the reservation -------------------------------------------------------------------
 
-    def reserve(self) -> None:
-        """Hold the plan's generation time at its target, so later requests plan around it
-        (nothing to hold when the plan has no answer)."""
-        plan = self._plan
-        if plan is not None and plan.max_output_tokens > 0 and self.reservation is None:
-            self.reservation = self.engine.reserve(plan, self.ledger)
-
     def release_reservation(self) -> None:
+        """Give the held time back (``holding`` does, and a request that ends before it)."""
         if self.reservation is not None:
             self.reservation.release()
 

@@ -94,7 +94,6 @@ async def one_request(engine: BudgetEngine) -> None:
             if name is StageName.AUTH:
                 ledger.charge(name, 0.01)
             elif name is StageName.GENERATE:
-                session.reserve()
                 with (
                     session.holding(),
                     session.generating(**{"gen_ai.request.max_tokens": 64}) as span,
