@@ -3,8 +3,8 @@ told us when it joined (context length, batch size) and its latest load.
 
 An endpoint is a server (one SGLang engine, or an OpenAI-compatible server) or SGLang's gateway
 in front of a pool of them (``sglang-router``, ``smg``): ``EndpointState.kind`` says which, once
-its readiness route has answered. What each tells, and where, is read leniently: unknown keys are
-ignored, and a fact no route gives stays at what the operator configured
+its readiness route has answered. What each tells, and where, is read leniently (``reports``):
+unknown keys are ignored, and a fact no route gives stays at what the operator configured
 (``options.RemoteOptions.context_length``, ``.max_running``).
 
 ``EndpointState`` is the only place an endpoint's health lives: a request that fails marks it
@@ -17,19 +17,24 @@ only reads. The endpoints to try for a request, in order: ``order_endpoints``.
 from __future__ import annotations
 
 import logging
-import math
-import re
 import time
 from enum import StrEnum
 from typing import Any, Literal
 
 from inference.backend import TargetLoad
 from inference.errors import GenerationRejected
+from inference.remote.reports import (
+    count_in,
+    gauge_counts,
+    has_gauges,
+    label_count,
+    load_entries,
+    positive_int,
+    summed_capacity,
+)
 from inference.remote.scheduling import PriorityScheduling, read_priority_scheduling
 
 log = logging.getLogger(__name__)
-
-_SAMPLE = re.compile(r"^(sglang:[A-Za-z0-9_]+)(?:\{[^}]*\})?\s+(\S+)")
 
 
 class Health(StrEnum):
@@ -199,15 +204,15 @@ class EndpointState:
                 if not isinstance(card, dict):
                     continue
                 for key in ("max_model_len", "context_length", "max_context_length"):
-                    value = _positive(card.get(key))
+                    value = positive_int(card.get(key))
                     if value is not None:
                         self.context_length = value
                         break
-                running = _positive(card.get("max_running_requests"))
+                running = positive_int(card.get("max_running_requests"))
                 states = card.get("internal_states")
                 if isinstance(states, list):
                     per_rank = [
-                        _positive(x.get("effective_max_running_requests_per_dp"))
+                        positive_int(x.get("effective_max_running_requests_per_dp"))
                         for x in states
                         if isinstance(x, dict)
                     ]
@@ -235,8 +240,8 @@ class EndpointState:
             cards = [m for m in models if isinstance(m, dict)] if isinstance(models, list) else []
             told = [labels.get("max_model_len"), labels.get("context_length")]
             told += [card.get("context_length") for card in cards]
-            contexts.append(next((n for n in map(_label, told) if n is not None), None))
-            batches.append(_label(labels.get("max_running_requests")))
+            contexts.append(next((n for n in map(label_count, told) if n is not None), None))
+            batches.append(label_count(labels.get("max_running_requests")))
         if contexts and all(c is not None for c in contexts):
             self.context_length = min(c for c in contexts if c is not None)
         if batches and all(b is not None for b in batches):
@@ -254,15 +259,15 @@ class EndpointState:
         ``max_running_requests``) and ``/metrics`` samples. Without a loads body (None: the route
         failed), the counts come from the metrics' gauges. ``ours``: this process's requests
         at the endpoint when the poll was sent."""
-        entries = _entries(loads)
+        entries = load_entries(loads)
         if entries:
-            running = sum(_count(x, "num_running_reqs") for x in entries)
-            waiting = sum(_count(x, "num_waiting_reqs") for x in entries)
-            capacity = _capacity(entries)
+            running = sum(count_in(x, "num_running_reqs") for x in entries)
+            waiting = sum(count_in(x, "num_waiting_reqs") for x in entries)
+            capacity = summed_capacity(entries)
             if capacity is not None:
                 self.max_running = capacity
         else:
-            running, waiting = _gauges(metrics)
+            running, waiting = gauge_counts(metrics)
         self._set_load(running, waiting, self.max_running, metrics, ours)
 
     def read_gateway_load(self, loads: Any, metrics: dict[str, float], *, ours: int = 0) -> None:
@@ -274,12 +279,12 @@ class EndpointState:
         "max_running_requests"}]}`` per worker and rank, up to its monitor interval old. Running
         and waiting come from the workers' live gauges when the metrics have them; the pool's
         capacity from the entries' batch sizes, else its healthy workers times each one's."""
-        entries = _entries(loads)
-        running, waiting = _gauges(metrics)
-        if not _has_gauges(metrics) and entries:
-            running = sum(_count(x, "num_running_reqs") for x in entries)
-            waiting = sum(_count(x, "num_waiting_reqs") for x in entries)
-        capacity = _capacity(entries)
+        entries = load_entries(loads)
+        running, waiting = gauge_counts(metrics)
+        if not has_gauges(metrics) and entries:
+            running = sum(count_in(x, "num_running_reqs") for x in entries)
+            waiting = sum(count_in(x, "num_waiting_reqs") for x in entries)
+        capacity = summed_capacity(entries)
         if capacity is None and self.max_running is not None and self.workers:
             capacity = self.max_running * self.workers
         self._set_load(running, waiting, capacity, metrics, ours)
@@ -318,67 +323,6 @@ class EndpointState:
         if d_count <= 0:
             return None
         return d_sum / d_count * 1000.0
-
-
-def parse_metrics(text: str) -> dict[str, float]:
-    """``sglang:`` samples summed over their label sets."""
-    samples: dict[str, float] = {}
-    for line in text.splitlines():
-        match = _SAMPLE.match(line)
-        if match is None:
-            continue
-        try:
-            value = float(match.group(2))
-        except ValueError:
-            continue
-        if math.isfinite(value):
-            samples[match.group(1)] = samples.get(match.group(1), 0.0) + value
-    return samples
-
-
-def _positive(value: Any) -> int | None:
-    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-        return value
-    return None
-
-
-def _count(load: Any, key: str) -> int:
-    value = load.get(key) if isinstance(load, dict) else None
-    if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
-        return int(value)
-    return 0  # absent, or -1: unknown
-
-
-def _label(value: Any) -> int | None:
-    """A positive count, given as a number or as a label's string (``"4096"``)."""
-    return _positive(int(value) if isinstance(value, str) and value.isdigit() else value)
-
-
-def _entries(loads: Any) -> list[dict[str, Any]]:
-    """The per-rank (or per-worker) entries of a loads body; empty when it has none."""
-    entries = loads.get("loads") if isinstance(loads, dict) else None
-    return [x for x in entries if isinstance(x, dict)] if isinstance(entries, list) else []
-
-
-def _capacity(entries: list[dict[str, Any]]) -> int | None:
-    """The summed ``max_running_requests`` of the entries when every one gives it (smg reports
-    0 for a worker that did not say)."""
-    batches = [_positive(x.get("max_running_requests")) for x in entries]
-    if batches and all(b is not None for b in batches):
-        return sum(b for b in batches if b is not None)
-    return None
-
-
-def _has_gauges(metrics: dict[str, float]) -> bool:
-    return "sglang:num_running_reqs" in metrics or "sglang:num_queue_reqs" in metrics
-
-
-def _gauges(metrics: dict[str, float]) -> tuple[int, int]:
-    """Running and waiting requests from ``sglang:`` gauges, summed over their label sets."""
-    return (
-        int(metrics.get("sglang:num_running_reqs", 0.0)),
-        int(metrics.get("sglang:num_queue_reqs", 0.0)),
-    )
 
 
 def order_endpoints(

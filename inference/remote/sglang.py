@@ -64,9 +64,10 @@ import httpx
 
 from inference.backend import GenerationDone, Urgency, Usage
 from inference.prompt import AssembledPrompt
-from inference.remote.endpoints import EndpointState, parse_metrics
+from inference.remote.endpoints import EndpointState
 from inference.remote.faults import StreamError, error_event
 from inference.remote.http_stream import HTTPStreamBackend
+from inference.remote.reports import parse_metrics
 from inference.remote.scheduling import deadline_priority
 
 log = logging.getLogger(__name__)
