@@ -30,14 +30,13 @@ from app.stages.moderation import (
     ScreenPassages,
     ScreenQuestion,
 )
+from app.stages.rerank import Rerank, Reranked
 from app.stages.retrieval import (
     Embedded,
     EmbedQuestion,
     Found,
     KeywordFound,
     KeywordSearch,
-    Rerank,
-    Reranked,
     SearchIndex,
     found_candidates,
 )
