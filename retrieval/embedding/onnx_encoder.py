@@ -317,15 +317,20 @@ class OnnxSentenceEncoder:
         norms = np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
         return (pooled / norms).astype(np.float32)
 
+    def _tokenize(self, texts: Sequence[str]) -> list[Any]:
+        """The tokenizer's encodings of ``texts``, lowercased first where the model was trained
+        so (its ``do_lower_case``)."""
+        return self._tokenizer.encode_batch(
+            [t.lower() for t in texts] if self._lowercase else list(texts)
+        )
+
     def token_vectors(self, texts: Sequence[str]) -> list[np.ndarray]:
         """Each text's token vectors before pooling, each of norm 1, without the ``[CLS]`` and
         ``[SEP]`` the tokenizer adds: what late interaction scores (a query token's best match
         among a passage's). One batch, padded to the longest text."""
         if not texts:
             return []
-        encodings = self._tokenizer.encode_batch(
-            [t.lower() for t in texts] if self._lowercase else list(texts)
-        )
+        encodings = self._tokenize(texts)
         tokens, mask = self._token_embeddings(encodings)
         vectors = []
         for row in range(len(texts)):
@@ -347,9 +352,7 @@ class OnnxSentenceEncoder:
         alone)."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        encodings = self._tokenizer.encode_batch(
-            [t.lower() for t in texts] if self._lowercase else list(texts)
-        )
+        encodings = self._tokenize(texts)
         order = sorted(range(len(texts)), key=lambda i: -len(encodings[i].ids))
         batches: list[list[int]] = []
         start = 0
