@@ -106,12 +106,12 @@ def _packer(settings: Settings) -> Any:
     other generation backends."""
     if settings.generation_backend != "llama.cpp":
         return None
-    import llama_cpp
-
     from inference import PromptAssembler
     from inference.local.llamacpp import default_generation_model_path
+    from inference.local.llamacpp_threads import import_llama_cpp
     from inference.local.llamacpp_tokenizer import LlamaCppTokenizer
 
+    llama_cpp = import_llama_cpp()
     path = settings.generation_model_path or str(default_generation_model_path())
     llm = llama_cpp.Llama(model_path=path, vocab_only=True, verbose=False)
     return PromptAssembler(LlamaCppTokenizer(llm), context_tokens=settings.context_tokens)

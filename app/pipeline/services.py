@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,7 +18,7 @@ from app.keys.auth import BaseKeyStore
 from app.keys.stores import open_key_store
 from app.pipeline.budget_engine import cost_model
 from app.safety.moderation import Moderator
-from app.settings import Settings
+from app.settings import Settings, usable_cores
 from app.stages import Stages
 from inference import (
     BackendUnavailable,
@@ -102,8 +101,8 @@ def default_backend(settings: Settings, costs: CostModel | None = None) -> Gener
     return LlamaCppBackend(
         settings.generation_model_path or None,
         n_ctx=settings.generation_context_window,
-        # llama-cpp-python's own default is half the cores; all of them decode faster here.
-        n_threads=settings.generation_threads or os.cpu_count(),
+        n_threads=settings.generation_threads,
+        prompt_threads=settings.generation_prompt_threads or usable_cores(),
         prefix_states=settings.generation_prefix_states,
         costs=costs,
     )

@@ -136,7 +136,18 @@ class GenerationSettings(BaseModel):
         "once, where it does not say; what it reports wins.",
     )
     generation_model_path: str | None = Field(None, description="GGUF path; empty = SmolLM2.")
-    generation_threads: int | None = Field(None, ge=1)
+    generation_threads: int = Field(
+        1,
+        ge=1,
+        description="Threads llama.cpp decodes with, a token at a time (one: measured no slower "
+        "quiet and several times faster beside busy neighbours; BENCHMARKS.md).",
+    )
+    generation_prompt_threads: int | None = Field(
+        None,
+        ge=1,
+        description="Threads llama.cpp evaluates a prompt with; empty = the cores the process may "
+        "use (its affinity, and its cgroup's CPU quota).",
+    )
     generation_context_window: int = Field(2048, ge=256)
     generation_prefix_states: int = Field(
         4, ge=0, le=64, description="KV states of recent prompts llama.cpp keeps to restore."

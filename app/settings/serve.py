@@ -3,6 +3,7 @@ bounds of one request and the shutdown's grace."""
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Annotated, Literal
@@ -13,12 +14,42 @@ from pydantic import BaseModel, Field
 AUTO_WORKERS_MAX = 4
 
 
-def usable_cores() -> int:
-    """The CPUs this process may run on."""
+def usable_cores(cgroup_root: Path = Path("/sys/fs/cgroup")) -> int:
+    """The CPUs this process may run on: those it is pinned to, fewer where its cgroup's CPU
+    quota (cgroup v2's ``cpu.max``, a container's ``--cpus``) allows less time than that."""
     try:
-        return len(os.sched_getaffinity(0))
+        cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         return os.cpu_count() or 1
+    quota = cgroup_cpu_quota(cgroup_root)
+    return max(1, min(cores, math.ceil(quota))) if quota is not None else cores
+
+
+def cgroup_cpu_quota(
+    root: Path = Path("/sys/fs/cgroup"), membership: Path = Path("/proc/self/cgroup")
+) -> float | None:
+    """The CPUs' worth of time this process's cgroup and those above it may use (the least
+    ``quota / period`` of their ``cpu.max``), or None: no quota, or no cgroup v2 to read.
+    ``membership`` is the file that names the process's cgroup."""
+    try:
+        line = membership.read_text().splitlines()[0]
+    except (OSError, IndexError):
+        return None
+    if not line.startswith("0::"):
+        return None  # cgroup v1: not read
+    least: float | None = None
+    group = root / line.removeprefix("0::").strip().lstrip("/")
+    for folder in (group, *group.parents):
+        try:
+            quota, period = (folder / "cpu.max").read_text().split()
+        except (OSError, ValueError):
+            quota = "max"
+        if quota != "max" and float(period) > 0:
+            share = float(quota) / float(period)
+            least = share if least is None else min(least, share)
+        if folder == root:
+            break
+    return least
 
 
 class ServeSettings(BaseModel):

@@ -38,6 +38,7 @@ from inference.backend import (
 )
 from inference.errors import BackendUnavailable, GenerationFailed, InferenceError
 from inference.local.llamacpp_prefix import PrefixStates
+from inference.local.llamacpp_threads import DECODE_THREADS, import_llama_cpp
 from inference.local.llamacpp_tokenizer import LlamaCppTokenizer
 from inference.local.llamacpp_worker import END, Job, decode
 from inference.prompt import AssembledPrompt
@@ -82,8 +83,9 @@ WARM_UP_TEXT = b"Answer the question from the passages."
 class LlamaCppBackend(GenerationBackend):
     """llama.cpp through llama-cpp-python, on one worker thread. Construction is cheap.
 
-    ``n_threads=None`` keeps llama-cpp-python's default (half the CPU cores; prompt evaluation
-    uses them all). ``seed`` is set before every request, so sampling is repeatable.
+    ``n_threads`` decode (one token at a time; one by default), ``prompt_threads`` evaluate a
+    prompt (None: llama-cpp-python's default, every core); ``llamacpp_threads`` says why.
+    ``seed`` is set before every request, so sampling is repeatable.
     Cancellation is checked before decoding and after each token; the prompt's evaluation
     (prefill) itself runs to its end once begun. ``last_done`` holds the outcome of the last
     request the worker finished, including cancelled ones whose ``GenerationDone`` was never
@@ -98,7 +100,8 @@ class LlamaCppBackend(GenerationBackend):
         model_path: Path | str | None = None,
         *,
         n_ctx: int = 2048,
-        n_threads: int | None = None,
+        n_threads: int = DECODE_THREADS,
+        prompt_threads: int | None = None,
         seed: int = 0,
         prefix_states: int = 4,
         costs: FirstTokenCosts | None = None,
@@ -107,6 +110,7 @@ class LlamaCppBackend(GenerationBackend):
         self.model = self.model_path.name.removesuffix(".gguf")
         self.n_ctx = n_ctx
         self.n_threads = n_threads
+        self.prompt_threads = prompt_threads
         self.seed = seed
         self.prefix_states = PrefixStates(prefix_states)
         """The KV states of recent prompts, restored when a prompt shares more with one of them
@@ -165,12 +169,12 @@ class LlamaCppBackend(GenerationBackend):
             self._llm = llm
 
     def _load(self) -> Any:
-        import llama_cpp  # here, so that importing ``inference`` stays light
-
+        llama_cpp = import_llama_cpp()  # here, so that importing ``inference`` stays light
         llm = llama_cpp.Llama(
             model_path=str(self.model_path),
             n_ctx=self.n_ctx,
             n_threads=self.n_threads,
+            n_threads_batch=self.prompt_threads,
             seed=self.seed,
             verbose=False,
         )
