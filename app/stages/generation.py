@@ -160,6 +160,11 @@ class Generated:
     """``time.perf_counter()`` at the last text, for an answer cut short (else None)."""
     streamed_tokens: int = 0
     """For an answer cut short (no usage comes): its text's tokens, by the model's tokenizer."""
+    prompt_tokens: int = 0
+    """For an answer cut short: its prompt's tokens (what usage would have said)."""
+    may_have_queued: bool = True
+    """False when the target had a free slot and nobody waiting as the request was sent: its
+    first token's time is the target's own, with no queue in it."""
 
 
 GenerateEvent = TextDelta | RouteDecision | Generated
@@ -218,6 +223,8 @@ class Generate:
         started = time.perf_counter()
         first_at = last_at = None
         texts: list[str] = []
+        load = self.backend.target_load(target)
+        free = load is not None and not load.waiting and load.running < (load.max_running or 1)
         with trace.use_span(span or trace.get_current_span(), end_on_exit=False):
             events = self.backend.stream(
                 prompt,
@@ -245,6 +252,8 @@ class Generate:
                             first_at,
                             last_at=last_at,
                             streamed_tokens=tokens,
+                            prompt_tokens=prompt.prompt_tokens,
+                            may_have_queued=not free,
                         )
                         return
                     if isinstance(event, GenerationDone):

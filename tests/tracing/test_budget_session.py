@@ -242,6 +242,8 @@ class Ended:
     queue_ms: float = 0.0
     last_at: float | None = None
     streamed_tokens: int = 0
+    prompt_tokens: int = 0
+    may_have_queued: bool = True
 
 
 def test_only_an_answer_that_ended_on_its_own_teaches_the_model() -> None:
@@ -280,6 +282,36 @@ def test_an_answer_cut_short_teaches_its_decode_pace_until_the_cut() -> None:
     span.end()
     assert gen.snapshot()["observations"] == {"first_token": 0, "decode": 3}
     assert before < 50 and gen.decode_ms_per_token() == pytest.approx(200.0)
+
+
+@pytest.mark.parametrize(("may_have_queued", "learned"), [(False, 3), (True, 0)])
+def test_an_answer_cut_short_at_a_free_target_teaches_its_first_token(
+    may_have_queued: bool, learned: int
+) -> None:
+    """Beside busy neighbours every answer may be cut, and the first token of a cut answer is
+    the news that prompts got slower: a plan that counted on the quiet machine's first token
+    was cut at the deadline again and again (issue 56). A first token that may have waited in
+    a queue behind other requests is not the target's own, and teaches nothing."""
+    built = engine()
+    gen = built.cost.generation("large")
+    quiet = gen.ttft_ms(300)
+    session = BudgetSession(
+        built, BudgetLedger(60_000), route="/v1/ask", question="q", serving=Serving()
+    )
+    span = trace.get_tracer(__name__).start_span("generate")
+    now = time.perf_counter()
+    for _ in range(3):  # the first of 41 tokens came 3 s after a 300-token prompt was sent
+        cut = Ended(
+            "deadline", started=now - 4, first_at=now - 1, last_at=now, streamed_tokens=41,
+            prompt_tokens=300, may_have_queued=may_have_queued,
+        )  # fmt: skip
+        session.generation_ended(cut, span, shared_prefix_tokens=None)
+    span.end()
+    assert gen.snapshot()["observations"] == {"first_token": learned, "decode": 3}
+    if learned:
+        assert quiet < 2000 and gen.ttft_ms(300) > 2000
+    else:
+        assert gen.ttft_ms(300) == quiet
 
 
 @pytest.mark.parametrize("waits", [True, False])

@@ -142,6 +142,8 @@ class Generated:
     queue_ms: float = 0.0
     last_at: float | None = None
     streamed_tokens: int = 40
+    prompt_tokens: int = 0
+    may_have_queued: bool = True
 
 
 @pytest.mark.parametrize(("preempts", "learned"), [(True, 0), (False, 1)])

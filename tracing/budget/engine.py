@@ -268,6 +268,14 @@ class BudgetEngine:
         if decode_ms is not None and output_tokens > 1:
             gen.observe_decode(output_tokens - 1, decode_ms)
 
+    def observe_cut_first_token(self, target: str, prompt_tokens: int, ttft_ms: float) -> None:
+        """The first token of an answer cut short, which reports no usage: its uncached tokens
+        are taken to be what a plan counts on (the prompt less the prefix recent requests found
+        cached), so that the line learns what such a plan's first token took."""
+        gen = self.cost.generation(target)
+        cached = gen.estimate().cached_prefix_tokens
+        gen.observe_first_token(max(round(prompt_tokens - cached), 1), ttft_ms)
+
     def publish(self) -> None:
         """Set the ``ragtime_cost_model`` gauges to the current costs."""
         for target in self.cost.targets():

@@ -148,6 +148,12 @@ class GenerationResult(Protocol):
     @property
     def streamed_tokens(self) -> int: ...
 
+    @property
+    def prompt_tokens(self) -> int: ...
+
+    @property
+    def may_have_queued(self) -> bool: ...
+
 
 def generation_ended(
     engine: BudgetEngine,
@@ -161,7 +167,11 @@ def generation_ended(
     """How generation ended, as a degradation when the budget cut it (the deadline, or a
     request behind that needed the time), on ``span``; and, unless told not to ``learn``,
     from an answer that ended on its own, what ``generated.target``'s prefill and decode cost
-    (our queue aside); from one cut short, what its decode cost until the cut."""
+    (our queue aside); from one cut short, what its decode cost until the cut, and its first
+    token's time where no queue can be in it (sent to a target with a free slot). Where every
+    answer is cut (a machine slowed by other processes), those are the only news of the
+    slowdown: a plan that counted on the quiet machine's first token was cut again and again
+    (issue 56)."""
     if generated.finish_reason == "yielded":
         reason = "stopped early: a request queued behind it needed the time"
         ledger.degrade(StageName.GENERATE, "output_capped", reason, span)
@@ -178,6 +188,10 @@ def generation_ended(
         if generated.streamed_tokens > 1:
             engine.cost.generation(generated.target).observe_decode(
                 generated.streamed_tokens - 1, (last_at - first_at) * 1000.0
+            )
+        if not generated.may_have_queued and generated.prompt_tokens > 0:
+            engine.observe_cut_first_token(
+                generated.target, generated.prompt_tokens, (first_at - generated.started) * 1000.0
             )
         return
     if generated.finish_reason not in LEARNED_FINISH_REASONS or first_at is None or not usage:

@@ -67,6 +67,8 @@ class Ended:
     queue_ms: float = 0.0
     last_at: float | None = None
     streamed_tokens: int = 0
+    prompt_tokens: int = 0
+    may_have_queued: bool = True
 
 
 @dataclass(frozen=True)

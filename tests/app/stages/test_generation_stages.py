@@ -16,7 +16,7 @@ from inference import (
     RouteDecision,
     TextDelta,
 )
-from tests.fakes.backends import ScriptedBackend
+from tests.fakes.backends import ScriptedBackend, SimulatedBackend
 from tests.fakes.passages import Doc
 
 
@@ -99,6 +99,24 @@ async def test_generate_stops_at_the_deadline() -> None:
     assert done.finish_reason == "deadline"
     assert len(texts) < 50  # 50 pieces take 1 s
     assert backend.closed_streams == 1
+
+
+@pytest.mark.parametrize(("waiting", "may_have_queued"), [(0, False), (1, True)])
+async def test_an_answer_cut_short_says_its_prompt_and_whether_it_could_have_queued(
+    waiting: int, may_have_queued: bool
+) -> None:
+    """What the budget needs to learn a cut answer's first token: the prompt's size (no usage
+    comes), and whether the target was free when it was sent (else a queue may be in it)."""
+    backend = SimulatedBackend(fixed_ms=0.0, prefill_ms_per_token=0.0, decode_ms_per_token=20.0)
+    backend.waiting = waiting
+    stage = Generate(backend, temperature=0.0)
+    prompt = await assembled(ScriptedBackend(()))
+    _, done = await collect(
+        stage.generate_answer(prompt, max_tokens=50, target="t", deadline=later(0.3))
+    )
+    assert done.finish_reason == "deadline" and done.usage is None
+    assert done.prompt_tokens == prompt.prompt_tokens > 0
+    assert done.may_have_queued is may_have_queued
 
 
 async def test_generate_yields_when_a_queued_request_needs_the_time() -> None:
