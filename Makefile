@@ -109,7 +109,7 @@ test: lint typecheck alert-tools k8s-tools test-servers ocr-tools
 # on the simulated SGLang server with GPU-like timings; then fresh processes of both (3 starts
 # each, about 2 minutes), their first 10 requests at 2.5 s; bursts; and overload against the
 # simulated engine's queue, slowed without notice, and with its priority scheduling off and on
-# (about 7 minutes). Servers run as subprocesses on free ports of 127.0.0.1; raw results and
+# (about 7 minutes); and the CPU default beside two CPU-bound processes (about 6 minutes). Servers run as subprocesses on free ports of 127.0.0.1; raw results and
 # server logs go to bench-results/, plots to benchmarks/.
 BENCH := bench-results
 # A GPU server as the budget issue describes it: TTFT ~30 ms + 0.05 ms per uncached token,
@@ -162,6 +162,9 @@ bench: install eval-data
 	# Overload at twice the engine's capacity, the engine 3x slower without notice, and mixed
 	# 700 ms / 5 s budgets with the engine's priority scheduling off and on (issue 44).
 	$(RAGTIME) bench overload --serve benchmarks/overload.env --json $(BENCH)/overload.json
+	# The CPU default one question at a time beside two CPU-bound processes, then quiet, at
+	# 30 s and 6 s budgets (issue 56; about 6 minutes).
+	$(RAGTIME) bench neighbours --serve benchmarks/cpu-default.env --json $(BENCH)/neighbours.json
 	$(MAKE) bench-report
 
 # BENCHMARKS.md from the results `make bench` left in $(BENCH) (after one of its runs is redone).
@@ -182,6 +185,7 @@ bench-report: install
 		--client-ceiling $(BENCH)/ceiling.json --client-ceiling $(BENCH)/ceiling-floor.json \
 		--out BENCHMARKS.md
 	$(RAGTIME) bench section --overload $(BENCH)/overload.json --out BENCHMARKS.md
+	$(RAGTIME) bench section --neighbours $(BENCH)/neighbours.json --out BENCHMARKS.md
 
 clean:
 	rm -rf $(VENV) .ragtime .pytest_cache .mypy_cache .ruff_cache

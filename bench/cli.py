@@ -21,6 +21,7 @@ from bench.suites import (
     embed_threads,
     load,
     machinery,
+    neighbours,
     ocr,
     overload,
     quality,
@@ -48,6 +49,7 @@ SUITES = (
     ceiling,
     overload,
     recovery,
+    neighbours,
     report,
     section,
 )

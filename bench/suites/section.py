@@ -1,7 +1,7 @@
 """``ragtime bench section``: write one block of BENCHMARKS.md in place, between its markers:
 the budget engine's (goodput, quality per saving), a fresh process's first requests, bursts,
 the ceiling as a share of the floor's by a compiled load generator, overload and the
-engine's priority scheduling."""
+engine's priority scheduling, answers beside CPU-bound neighbours."""
 
 from __future__ import annotations
 
@@ -58,6 +58,11 @@ def register(subparsers: Any) -> None:
         help="JSON of `ragtime bench overload` (writes its own block; alone, only that block)",
     )
     section.add_argument(
+        "--neighbours",
+        type=Path,
+        help="JSON of `ragtime bench neighbours` (writes its own block; alone, only that block)",
+    )
+    section.add_argument(
         "--out", type=Path, default=Path("BENCHMARKS.md"), help="the Markdown file it updates"
     )
     section.set_defaults(func=run)
@@ -71,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     if (
         args.goodput
         or args.quality
-        or not (args.fresh or args.burst or args.ceiling or args.overload)
+        or not (args.fresh or args.burst or args.ceiling or args.overload or args.neighbours)
     ):
         goodputs = [read_goodput_json(path) for path in args.goodput]
         quality = (
@@ -106,4 +111,10 @@ def run(args: argparse.Namespace) -> int:
 
         write_overload_section(args.out, read_overload_json(args.overload))
         print(f"wrote the overload section of {args.out}", file=sys.stderr)
+    if args.neighbours:
+        from bench.report.neighbours_md import read_neighbours_json
+        from bench.report.neighbours_md import write_section as write_neighbours_section
+
+        write_neighbours_section(args.out, read_neighbours_json(args.neighbours))
+        print(f"wrote the neighbours section of {args.out}", file=sys.stderr)
     return 0
