@@ -17,7 +17,8 @@ ABOUT = (
     "The CPU default where people run it: beside a browser, a build, another service. Two "
     "processes spin on this machine's two cores while the questions come one at a time, then "
     "they stop and the same count is asked quiet. An answer is *whole* when the model or its "
-    "token cap ended it, not the deadline. What the neighbours cost and why is in "
+    "token cap ended it, not the deadline. The client is the bench's own (httpx, streamed, in "
+    "the bench's process, on the same cores). What the neighbours cost and why is in "
     '"A noisy neighbour: llama.cpp\'s threads" below.'
 )
 
