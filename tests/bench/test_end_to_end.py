@@ -9,17 +9,14 @@ import pytest
 
 from app.cli.commands import main
 from bench.harness.results import BenchResult
+from tests.helpers.bench_results import null_config
 
 
 @pytest.mark.slow
 def test_null_backend_against_the_floor(
     minilm_data_dir: Path, minilm_api_key: str, tmp_path: Path
 ) -> None:
-    config = tmp_path / "null.env"
-    config.write_text(
-        f"RAGTIME_DATA_DIR={minilm_data_dir}\nRAGTIME_GENERATION_BACKEND=null\n"
-        f"RAGTIME_MAX_OUTPUT_TOKENS=8\nRAGTIME_API_KEY={minilm_api_key}\n"
-    )
+    config = null_config(tmp_path, minilm_data_dir, minilm_api_key)
     out = tmp_path / "run.json"
     argv = [
         "bench", "load", "--serve", str(config), "--floor", "--concurrency", "2",

@@ -12,6 +12,7 @@ from app.cli.commands import main
 from bench.harness.client import RequestRecord
 from bench.report.neighbours_md import BEGIN, END, read_neighbours_json, write_section
 from bench.suites.neighbours import report, summarise, without_key
+from tests.helpers.bench_results import null_config
 
 
 def record(status: int = 200, *, e2e_ms: float = 1000.0, **fields: object) -> RequestRecord:
@@ -79,11 +80,7 @@ def test_the_section_command_reads_the_json_and_refuses_other_files(tmp_path: Pa
 def test_a_short_run_beside_a_cpu_bound_process(
     minilm_data_dir: Path, minilm_api_key: str, tmp_path: Path
 ) -> None:
-    config = tmp_path / "null.env"
-    config.write_text(
-        f"RAGTIME_DATA_DIR={minilm_data_dir}\nRAGTIME_GENERATION_BACKEND=null\n"
-        f"RAGTIME_MAX_OUTPUT_TOKENS=8\nRAGTIME_API_KEY={minilm_api_key}\n"
-    )
+    config = null_config(tmp_path, minilm_data_dir, minilm_api_key)
     out = tmp_path / "run.json"
     argv = [
         "bench", "neighbours", "--serve", str(config), "--burners", "1", "--budgets", "20000",

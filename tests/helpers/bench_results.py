@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from bench.harness.client import RequestRecord
 from bench.harness.results import BenchResult, Run, TargetInfo, compare, find_ceiling, summarize_run
 
@@ -57,3 +59,13 @@ def make_result(command: str, runs: list[Run], targets: list[TargetInfo]) -> Ben
         comparisons=compare(runs),
         ceilings=[find_ceiling(sweeps)] if sweeps else [],
     )
+
+
+def null_config(folder: Path, data_dir: Path, key: str, *, max_tokens: int = 8) -> Path:
+    """A bench config (``--serve``) of ragtime on the null backend over ``data_dir``."""
+    config = folder / "null.env"
+    config.write_text(
+        f"RAGTIME_DATA_DIR={data_dir}\nRAGTIME_GENERATION_BACKEND=null\n"
+        f"RAGTIME_MAX_OUTPUT_TOKENS={max_tokens}\nRAGTIME_API_KEY={key}\n"
+    )
+    return config
