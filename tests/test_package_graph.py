@@ -151,6 +151,38 @@ def test_the_cycle_check_finds_a_hidden_cycle() -> None:
     assert cycles(graph) == [["a", "b", "c"]]
 
 
+#: The app's layers below HTTP: none of them may import ``app.http`` (issue 57 §2). Errors carry
+#: what the boundary answers with (a status and a type), and ``app/http/errors.py`` maps them.
+BELOW_HTTP = (
+    "app.pipeline",
+    "app.stages",
+    "app.keys",
+    "app.safety",
+    "app.settings",
+    "app.frontdoor",
+)
+
+
+def arrows_up(graph: dict[str, set[str]]) -> list[str]:
+    """The imports from a layer below HTTP into ``app.http``."""
+    return sorted(
+        f"{module} -> {imported}"
+        for module, imports in graph.items()
+        if module.startswith(BELOW_HTTP)
+        for imported in imports
+        if imported == "app.http" or imported.startswith("app.http.")
+    )
+
+
+def test_nothing_below_the_http_layer_imports_it() -> None:
+    assert arrows_up(module_graph()) == []
+
+
+def test_the_check_sees_an_arrow_up() -> None:
+    graph = {"app.keys.ratelimit": {"app.http.errors"}, "app.http.deps": {"app.keys.auth"}}
+    assert arrows_up(graph) == ["app.keys.ratelimit -> app.http.errors"]
+
+
 def is_test_module(name: str) -> bool:
     """Whether ``name`` is a module that pytest collects or loads itself: ``test_*``, conftest."""
     last = name.rsplit(".", 1)[-1]

@@ -9,8 +9,7 @@ wrong is a 4xx, never a 5xx: the error-ratio alert counts 5xx only.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -18,10 +17,11 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from app.keys.ratelimit import RateLimited
 from app.safety.moderation import QuestionRejected
 from inference import BackendBusy, GenerationRejected, InferenceError
-from retrieval import BrokenIndex, LimitExceeded, RetrievalError
-from tracing.budget import BudgetInfeasible, DeadlinePassed, TargetSaturated
+from retrieval import BrokenIndex, InvalidFilter, LimitExceeded, RetrievalError
+from tracing.budget import BudgetError
 
 
 class ApiError(Exception):
@@ -85,20 +85,6 @@ class UploadNotStored(ApiError):
         )
 
 
-class RateLimited(ApiError):
-    """A key over its rate limit (429, with ``Retry-After``; ``app.keys.ratelimit``)."""
-
-    def __init__(self, rate: float, burst: int, wait_s: float) -> None:
-        retry = max(1, math.ceil(wait_s))
-        super().__init__(
-            429,
-            f"this API key made more than {rate:g} requests/s (burst {burst}); "
-            f"retry after {retry} s",
-            type="rate_limited",
-            headers={"Retry-After": str(retry)},
-        )
-
-
 class ModelNotFound(ApiError):
     """A model this service does not serve (404, OpenAI's ``model_not_found``)."""
 
@@ -109,35 +95,6 @@ class ModelNotFound(ApiError):
             type="model_not_found",
             field="model",
         )
-
-
-class BudgetExhausted(ApiError):
-    """The request's budget cannot be met, or ran out before an answer began (504)."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(504, message, type="deadline_exceeded")
-
-
-class Overloaded(ApiError):
-    """Refused at once by admission control: the process or a generation pool is full (503, with
-    ``Retry-After``). Deliberate load shedding, counted in ``ragtime_admission_refused_total``."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(503, message, type="overloaded")
-
-
-@contextmanager
-def budget_refusals() -> Iterator[None]:
-    """The budget's refusals as the API's: no plan fits, or a stage still ran at the deadline
-    (504); the target is full (503)."""
-    try:
-        yield
-    except DeadlinePassed as exc:
-        raise BudgetExhausted(str(exc)) from None
-    except BudgetInfeasible as exc:
-        raise BudgetExhausted(str(exc)) from exc
-    except TargetSaturated as exc:
-        raise Overloaded(str(exc)) from exc
 
 
 class InvalidField(ApiError):
@@ -199,15 +156,17 @@ class ShuttingDown(ApiError):
 
 
 #: What may end a stream once it has begun: the backend's failure, the budget running out
-#: before a token, the server shutting down (every ``ApiError``).
-STREAM_FAILURES = (InferenceError, ApiError)
+#: before a useful answer, the server shutting down (every ``ApiError``).
+STREAM_FAILURES = (InferenceError, BudgetError, ApiError)
 
 
-def stream_error(exc: InferenceError | ApiError) -> tuple[str, str]:
+def stream_error(exc: InferenceError | BudgetError | ApiError) -> tuple[str, str]:
     """The error type and message that a stream already begun sends, in its own shape, for
     one of ``STREAM_FAILURES``: its status line has gone, so the type must say what failed."""
     if isinstance(exc, ApiError):
         return exc.type, exc.message
+    if isinstance(exc, BudgetError):
+        return exc.error_type, str(exc)
     if isinstance(exc, BackendBusy):
         return "backend_busy", str(exc)
     kind = "backend_unavailable" if exc.status_code == 503 else "generation_failed"
@@ -248,6 +207,16 @@ def install_error_handlers(app: FastAPI, *, retry_after_s: int) -> None:
         message = "; ".join(f"{e['field']}: {e['message']}" for e in errors)
         return respond(422, error_body("invalid_request", message, errors=errors))
 
+    @app.exception_handler(BudgetError)
+    async def _budget(_: Request, exc: BudgetError) -> JSONResponse:
+        # No plan fits, or the deadline came first (504); the target's queue is full (503).
+        return respond(exc.status_code, error_body(exc.error_type, str(exc)))
+
+    @app.exception_handler(RateLimited)
+    async def _rate_limited(_: Request, exc: RateLimited) -> JSONResponse:
+        headers = {"Retry-After": str(exc.retry_after_s)}
+        return respond(exc.status_code, error_body(exc.error_type, str(exc)), headers)
+
     @app.exception_handler(QuestionRejected)
     async def _rejected(_: Request, exc: QuestionRejected) -> JSONResponse:
         return respond(400, error_body("moderation_rejected", str(exc), score=exc.score))
@@ -257,6 +226,9 @@ def install_error_handlers(app: FastAPI, *, retry_after_s: int) -> None:
         kind = {404: "not_found", 409: "embedding_mismatch"}.get(exc.status_code, "retrieval_error")
         if isinstance(exc, BrokenIndex):
             kind = "index_unavailable"
+        if isinstance(exc, InvalidFilter):  # a search filter that cannot apply: name it
+            body = error_body("invalid_request", str(exc), field=exc.field)
+            return respond(exc.status_code, body)
         if isinstance(exc, LimitExceeded):  # an upload's file: name the setting to raise
             setting = limit_setting(exc.limit)
             message = f"{exc}; the limit is {setting}. Nothing of this upload was ingested"

@@ -207,15 +207,6 @@ def parse_limits(settings: Settings) -> ParseLimits:
     )
 
 
-def ingest_workers(settings: Settings) -> IngestWorkers:
-    """The worker processes that prepare uploads, as configured."""
-    return IngestWorkers(
-        max_workers=settings.ingest_workers,
-        max_parse_s=settings.ingest_max_parse_s,
-        max_memory_mb=settings.ingest_max_memory_mb,
-    )
-
-
 async def ingest_documents(
     documents: list[Document],
     collection: str,

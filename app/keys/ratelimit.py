@@ -25,8 +25,6 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from app.http.errors import RateLimited
-
 if TYPE_CHECKING:
     from app.settings import Settings
 
@@ -56,6 +54,20 @@ redis.call('PEXPIRE', KEYS[1], math.ceil(burst / rate * 1000) + 1000)
 return {allowed, tostring(wait)}
 """
 REDIS_PREFIX = "ragtime:ratelimit:"
+
+
+class RateLimited(Exception):
+    """A key over its rate limit: the HTTP boundary answers 429 with ``Retry-After``."""
+
+    status_code = 429
+    error_type = "rate_limited"
+
+    def __init__(self, rate: float, burst: int, wait_s: float) -> None:
+        self.retry_after_s = max(1, math.ceil(wait_s))
+        super().__init__(
+            f"this API key made more than {rate:g} requests/s (burst {burst}); "
+            f"retry after {self.retry_after_s} s"
+        )
 
 
 class RateLimiter(Protocol):

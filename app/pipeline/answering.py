@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
 
-from app.http.errors import BudgetExhausted
 from app.pipeline.events import (
     AnswerDelta,
     AnswerDone,
@@ -28,7 +27,7 @@ from app.pipeline.services import Services
 from app.stages import Generated
 from app.stages.generation import record_first_token, record_generation_end, urgency
 from inference import RouteDecision
-from tracing.budget import StageName
+from tracing.budget import DeadlinePassed, StageName
 
 
 class Answering:
@@ -111,17 +110,17 @@ class Answering:
         yield AnswerDone(outcome)
 
     def check_useful(self, generated: Generated, text: str, planned: int) -> None:
-        """Raise ``BudgetExhausted`` for an answer the deadline cut before it was useful: no
+        """Raise ``DeadlinePassed`` for an answer the deadline cut before it was useful: no
         token at all, or fewer than the least a plan gives one (or than ``planned``, a caller's
         smaller cap). Its tokens are the backend's count, else those the generate stage
         counted with the served model's tokenizer (a stream cut short ends before its usage)."""
         if not text:
-            raise BudgetExhausted("no answer token came before the deadline")
+            raise DeadlinePassed("no answer token came before the deadline")
         usage = generated.usage
         tokens = usage.completion_tokens if usage is not None else generated.streamed_tokens
         least = min(self.least_tokens, planned)
         if tokens < least:
-            raise BudgetExhausted(
+            raise DeadlinePassed(
                 f"the deadline cut the answer after {tokens} tokens, fewer than the {least} a "
                 "useful answer is given"
             )

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from app.http.errors import BudgetExhausted
 from app.stages import Attributed, Generated, Quarantined
 from inference import AssembledPrompt, Usage
 from retrieval import Passage
-from tracing.budget import BudgetSession, Plan
+from tracing.budget import BudgetSession, DeadlinePassed, Plan
 
 
 @dataclass
@@ -69,7 +68,7 @@ AnswerEvent = AnswerDelta | AnswerDone
 
 def finish_reason(generated: Generated | None, error: BaseException | None) -> str:
     """How the answer ended, as the report and the span say it."""
-    if isinstance(error, BudgetExhausted):
+    if isinstance(error, DeadlinePassed):
         return "deadline"
     if error is not None:
         return "cancelled" if not isinstance(error, Exception) else "error"

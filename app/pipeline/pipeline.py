@@ -22,7 +22,6 @@ from collections.abc import AsyncGenerator
 from contextlib import aclosing
 
 from app.frontdoor.shutdown import Shutdown
-from app.http.errors import budget_refusals
 from app.pipeline.answering import Answering
 from app.pipeline.budget_engine import build_budget_engine
 from app.pipeline.events import AnswerDone, AnswerEvent, AnswerOutcome, Prepared
@@ -73,10 +72,9 @@ class Pipeline:
         """Embed, search (within ``search_filter``, in ``mode``: default the setting's) and
         rerank (sized to the budget): the ``k`` best passages."""
         session = BudgetSession(self.budget, ledger, route=route)
-        with budget_refusals():
-            passages, _ = await self.retrieval.find(
-                query, collection, k, session, search_filter, mode=mode, need_vector=False
-            )
+        passages, _ = await self.retrieval.find(
+            query, collection, k, session, search_filter, mode=mode, need_vector=False
+        )
         return passages
 
     # -- answering -------------------------------------------------------------------------
@@ -103,32 +101,31 @@ class Pipeline:
             serving=self.services.backend,
             output_cap=max_output_tokens,
         )
-        with budget_refusals():
-            session.check_feasible()
-            try:  # the plan holds its generation time at the target (``BudgetSession.plan``)
-                await session.run(
-                    StageName.MODERATE_QUESTION,
-                    lambda by: stages.screen_question.screen_question(question, deadline=by),
-                )
-                passages, vector = await self.retrieval.find(question, collection, top_k, session)
-                kept = await session.run(
-                    StageName.MODERATE_PASSAGES,
-                    lambda by: stages.screen_passages.screen_passages(passages, deadline=by),
-                )
-                plan = session.planned
-                assembled = await session.run(
-                    StageName.ASSEMBLE,
-                    lambda by: stages.assemble.assemble_prompt(
-                        question,
-                        kept.passages,
-                        context_tokens=plan.context_tokens,
-                        deadline=by,
-                        prune_for=vector if plan.prune else None,
-                    ),
-                )
-            except BaseException:
-                session.release_reservation()
-                raise
+        session.check_feasible()
+        try:  # the plan holds its generation time at the target (``BudgetSession.plan``)
+            await session.run(
+                StageName.MODERATE_QUESTION,
+                lambda by: stages.screen_question.screen_question(question, deadline=by),
+            )
+            passages, vector = await self.retrieval.find(question, collection, top_k, session)
+            kept = await session.run(
+                StageName.MODERATE_PASSAGES,
+                lambda by: stages.screen_passages.screen_passages(passages, deadline=by),
+            )
+            plan = session.planned
+            assembled = await session.run(
+                StageName.ASSEMBLE,
+                lambda by: stages.assemble.assemble_prompt(
+                    question,
+                    kept.passages,
+                    context_tokens=plan.context_tokens,
+                    deadline=by,
+                    prune_for=vector if plan.prune else None,
+                ),
+            )
+        except BaseException:
+            session.release_reservation()
+            raise
         return Prepared(question, kept.passages, assembled.prompt, session, kept.quarantined)
 
     async def generate(self, prepared: Prepared) -> AsyncGenerator[AnswerEvent, None]:

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from app.http.errors import InvalidField
 from app.pipeline.services import Services
 from app.settings import SearchMode
 from app.stages import Embedded, Found, KeywordFound, Stages, found_candidates
-from retrieval import InvalidFilter, Passage, SearchFilter
+from retrieval import Passage, SearchFilter
 from tracing.budget import BudgetSession, StageName
 
 
@@ -43,10 +42,7 @@ class Retrieval:
         a keyword search did not ``need_vector``)."""
         stages = self.stages
         mode = mode or self.settings.search_mode
-        try:
-            stages.search.check(collection, search_filter)
-        except InvalidFilter as exc:
-            raise InvalidField(exc.field, exc.reason) from exc
+        stages.search.check(collection, search_filter)
         depth = session.search_depth(k=k, rerank_available=stages.rerank.available)
         embedded: Embedded | None = None
         if mode != "keyword" or need_vector:

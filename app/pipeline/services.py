@@ -13,7 +13,6 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.http.uploads import ingest_workers
 from app.keys.auth import BaseKeyStore
 from app.keys.stores import open_key_store
 from app.pipeline.budget_engine import cost_model
@@ -105,6 +104,15 @@ def default_backend(settings: Settings, costs: CostModel | None = None) -> Gener
         prompt_threads=settings.generation_prompt_threads or usable_cores(),
         prefix_states=settings.generation_prefix_states,
         costs=costs,
+    )
+
+
+def ingest_workers(settings: Settings) -> IngestWorkers:
+    """The worker processes that prepare uploads, as configured."""
+    return IngestWorkers(
+        max_workers=settings.ingest_workers,
+        max_parse_s=settings.ingest_max_parse_s,
+        max_memory_mb=settings.ingest_max_memory_mb,
     )
 
 

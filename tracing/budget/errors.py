@@ -3,10 +3,13 @@
     BudgetError                 anything the budget could not grant
     ├── BudgetInfeasible        not even the smallest plan fits the time left (504)
     │   └── QueueInfeasible     it would alone, not behind the target's queue (503)
-    ├── DeadlinePassed          a stage's work was still running when the budget ran out (504)
+    ├── DeadlinePassed          a stage was still running, or the answer was cut too short,
+    │                           when the budget ran out (504)
     └── TargetSaturated         a serving target's queue is full: refused at arrival (503)
 
-The app maps each to its status where the pipeline meets them (``app/http/errors.py``).
+Each carries what the HTTP boundary answers with (``status_code`` and ``error_type``), which
+``app/http/errors.py`` maps in one place; nothing between the budget and the boundary
+translates them.
 """
 
 from __future__ import annotations
@@ -14,6 +17,9 @@ from __future__ import annotations
 
 class BudgetError(Exception):
     """Base class of the budget engine's errors."""
+
+    status_code = 504
+    error_type = "deadline_exceeded"
 
 
 class BudgetInfeasible(BudgetError):
@@ -41,8 +47,12 @@ class QueueInfeasible(BudgetInfeasible):
 
 
 class DeadlinePassed(BudgetError):
-    """A stage's work was still running when the request's budget ran out."""
+    """A stage's work was still running when the request's budget ran out, or the deadline cut
+    the answer before it was useful."""
 
 
 class TargetSaturated(BudgetError):
     """A target's queue is full: refuse the request at arrival, before any of its work."""
+
+    status_code = 503
+    error_type = "overloaded"

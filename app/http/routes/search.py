@@ -19,7 +19,6 @@ from app.http.deps import (
     SettingsDep,
     readable_collection,
 )
-from app.http.errors import InvalidField
 from app.http.limits import check_text, resolve_count
 from app.http.report import (
     budget_report,
@@ -32,7 +31,7 @@ from app.http.report import (
     timing_headers,
 )
 from app.http.schemas import SearchRequest, SearchResponse
-from retrieval import InvalidFilter, SearchFilter
+from retrieval import SearchFilter
 from tracing import current_trace_id
 
 router = APIRouter(tags=["retrieval"])
@@ -50,10 +49,7 @@ async def search(
     check_text(body.query, field="query", settings=settings)
     k = resolve_count(body.k, field="k", default=settings.top_k, maximum=settings.max_search_k)
     collection = readable_collection(key, body.collection or settings.default_collection)
-    try:
-        search_filter = SearchFilter.of(body.source_prefix, body.kind)
-    except InvalidFilter as exc:
-        raise InvalidField(exc.field, exc.reason) from exc
+    search_filter = SearchFilter.of(body.source_prefix, body.kind)
     root = trace.get_current_span()
     mode = body.mode or settings.search_mode
     root.set_attributes({"ragtime.collection": collection, "ragtime.k": k, "ragtime.mode": mode})
