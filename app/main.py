@@ -101,7 +101,7 @@ def create_app(
     loop_lag = LoopLag()
     # The process's one cost model: the door, the stages' threads, the local backend and the
     # budget engine all learn into it and read from it.
-    costs = cost_model(settings) if services is None or services.costs is None else services.costs
+    costs = services.costs if services is not None else cost_model(settings)
     finish = FinishAdmission(
         cores=usable_cores(),
         processes=serving_processes(),

@@ -27,8 +27,9 @@ def cost_model(settings: Settings) -> CostModel:
     )
 
 
-def build_budget_engine(settings: Settings, costs: CostModel | None = None) -> BudgetEngine:
-    """The budget engine for ``settings``, over ``costs`` (a cost model of its own if None)."""
+def build_budget_engine(settings: Settings, costs: CostModel) -> BudgetEngine:
+    """The budget engine for ``settings``, over ``costs``: the process's cost model, which the
+    caller (the composition root, ``app.main.create_app``) holds."""
     s = settings
     return BudgetEngine(
         PlanLimits(
@@ -51,7 +52,7 @@ def build_budget_engine(settings: Settings, costs: CostModel | None = None) -> B
             reserve_ms=2.0,
         ),
         quality=QualityTable.load(s.budget_quality_path or DEFAULT_QUALITY_PATH),
-        cost=costs if costs is not None else cost_model(s),
+        cost=costs,
         rules=Rules(
             degrade=s.degradation_policy,
             on_infeasible=s.on_infeasible,

@@ -23,7 +23,6 @@ from contextlib import aclosing
 
 from app.frontdoor.shutdown import Shutdown
 from app.pipeline.answering import Answering
-from app.pipeline.budget_engine import build_budget_engine
 from app.pipeline.events import AnswerDone, AnswerEvent, AnswerOutcome, Prepared
 from app.pipeline.retrieval import Retrieval
 from app.pipeline.services import Services
@@ -37,19 +36,13 @@ from tracing.budget import BudgetEngine, BudgetLedger, BudgetSession, StageName
 class Pipeline:
     """Runs a request's stages in order, in their spans, within its budget."""
 
-    def __init__(
-        self,
-        services: Services,
-        budget: BudgetEngine | None = None,
-        *,
-        shutdown: Shutdown | None = None,
-    ) -> None:
+    def __init__(self, services: Services, budget: BudgetEngine, *, shutdown: Shutdown) -> None:
         self.services = services
-        self.shutdown = shutdown or Shutdown(services.settings.shutdown_grace_s)
+        self.shutdown = shutdown
         """The server's stop, which ends live streams at its grace (``app.http.answers.Drain``)."""
         self.stages = services.stages
         self.settings = services.settings
-        self.budget = budget or build_budget_engine(self.settings, services.costs)
+        self.budget = budget
         self.retrieval = Retrieval(services)
         self.answering = Answering(services)
         overhead = self.stages.assemble.overhead_tokens

@@ -15,7 +15,6 @@ from typing import Any
 
 from app.keys.auth import BaseKeyStore
 from app.keys.stores import open_key_store
-from app.pipeline.budget_engine import cost_model
 from app.safety.moderation import Moderator
 from app.settings import Settings, usable_cores
 from app.stages import Stages
@@ -174,15 +173,14 @@ class Services:
     reranker: Reranker
     backend: GenerationBackend
     moderator: Moderator
+    costs: CostModel
+    """The process's one cost model: the budget engine plans with it, the stages' threads and
+    the local generation backend read the least their work needs from it."""
     problems: dict[str, str] = field(default_factory=dict)
     embedders: Embedders | None = None
     """``embedder`` and one per other backend an existing collection was built with."""
     uploads: IngestWorkers | None = None
     """The worker processes that parse and embed uploads (as configured when not given)."""
-    costs: CostModel | None = None
-    """The process's one cost model: the budget engine plans with it, the stages' threads and
-    the local generation backend read the least their work needs from it (built from the
-    settings when not given)."""
     stages: Stages = field(init=False)
 
     def __post_init__(self) -> None:
@@ -190,8 +188,6 @@ class Services:
             self.embedders = Embedders(self.embedder)
         if self.uploads is None:
             self.uploads = ingest_workers(self.settings)
-        if self.costs is None:
-            self.costs = cost_model(self.settings)
         self.stages = Stages.build(
             self.settings,
             store=self.store,
@@ -210,15 +206,14 @@ class Services:
         backend: GenerationBackend | None = None,
         embedder: Embedder | None = None,
         reranker: Reranker | None = None,
-        costs: CostModel | None = None,
+        costs: CostModel,
     ) -> Services:
         """Construct every component cheaply; nothing heavy is loaded yet. ``backend``,
         ``embedder`` and ``reranker`` replace the configured ones (tests, benches); ``costs`` is
-        the process's cost model when the caller already holds it (the app's door learns into
-        it too)."""
+        the process's one cost model, which the composition root holds (the app's door learns
+        into it too)."""
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         embedders = default_embedders(settings, embedder)
-        costs = costs if costs is not None else cost_model(settings)
         return cls(
             settings=settings,
             keys=open_key_store(settings),

@@ -48,9 +48,7 @@ class StageThreads:
     """``workers`` threads for one stage, earliest deadline first; ``call`` raises
     ``DeadlinePassed`` at the deadline, or at once when the call can no longer make it."""
 
-    def __init__(
-        self, stage: str, workers: int, *, nice: int = 0, costs: CostModel | None = None
-    ) -> None:
+    def __init__(self, stage: str, workers: int, *, costs: CostModel, nice: int = 0) -> None:
         if workers < 1:
             raise ValueError(f"a stage needs at least one worker thread, got {workers}")
         if nice < 0:
@@ -63,8 +61,8 @@ class StageThreads:
         self._arrivals = itertools.count()
         self._ready = threading.Condition()
         self._closed = False
-        self.costs = costs if costs is not None else CostModel()
-        """The process's cost model, taught each call's time (its own for threads built alone)."""
+        self.costs = costs
+        """The process's cost model, taught each call's time."""
         self.dropped = 0
         """Calls dropped at the front of the queue, their deadline out of reach."""
         self._threads: list[threading.Thread] = []  # started by the first call

@@ -18,7 +18,7 @@ from tests.helpers.app import app_state, running_app
 from tests.helpers.spans import attributes, number
 from tests.helpers.sse import parse_sse
 from tracing import metrics
-from tracing.budget import GenerationPrior
+from tracing.budget import CostModel, GenerationPrior
 
 # Costs that make plans predictable: 1 ms per prompt token, 10 ms per output token. The full
 # plan (768 context tokens, 48 output tokens, no reranker) is predicted at (768+120)+470+50 ms.
@@ -336,8 +336,8 @@ def test_by_default_no_ttft_target_shapes_a_plan(monkeypatch: Any) -> None:
     from app.settings import Settings
 
     monkeypatch.delenv("RAGTIME_TTFT_TARGET_MS", raising=False)
-    assert build_budget_engine(Settings()).answer_policy.limits.ttft_target_ms is None
-    set_by_operator = build_budget_engine(Settings(ttft_target_ms=600))
+    assert build_budget_engine(Settings(), CostModel()).answer_policy.limits.ttft_target_ms is None
+    set_by_operator = build_budget_engine(Settings(ttft_target_ms=600), CostModel())
     assert set_by_operator.answer_policy.limits.ttft_target_ms == 600
 
 

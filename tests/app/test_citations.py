@@ -14,8 +14,10 @@ import pytest
 from fastapi.testclient import TestClient
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from app.frontdoor.shutdown import Shutdown
 from app.http.report import answer_report
 from app.pipeline import Pipeline
+from app.pipeline.budget_engine import build_budget_engine
 from app.pipeline.events import AnswerOutcome
 from tests.fakes.backends import ScriptedBackend
 from tests.helpers.app import make_settings, running_app, services_of_doubles
@@ -180,7 +182,8 @@ async def test_no_time_left_skips_attribution_and_says_so(seeded_data_dir: Path)
     services = services_of_doubles(make_settings(seeded_data_dir))
     await services.start()
     try:
-        pipeline = Pipeline(services)
+        budget = build_budget_engine(services.settings, services.costs)
+        pipeline = Pipeline(services, budget, shutdown=Shutdown(1.0))
         prepared = await pipeline.prepare(
             QUESTION, "demo", 4, BudgetLedger(15_000), route="/v1/ask"
         )

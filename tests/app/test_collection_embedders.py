@@ -19,6 +19,7 @@ from retrieval import DocumentStore, Embedders, EmbeddingMismatch
 from tests.fakes.backends import ScriptedBackend
 from tests.fakes.hash_embedder import HashEmbedder
 from tests.helpers.app import DEMO_CORPUS, SUBSET, create_key, make_settings, seed_data_dir
+from tracing.budget import CostModel
 
 
 class BackendHashEmbedder(HashEmbedder):
@@ -72,7 +73,7 @@ def test_an_existing_collection_keeps_its_backend_and_a_new_one_gets_int8(
     )
     settings = make_settings(torch_demo)
     assert settings.embedding_backend == "onnx-int8"  # the default for new collections
-    services = Services.build(settings, backend=ScriptedBackend())
+    services = Services.build(settings, backend=ScriptedBackend(), costs=CostModel())
     auth = {"Authorization": f"Bearer {create_key(torch_demo)}"}
     question = {"query": "How do I catch an exception?", "collection": "demo"}
     with TestClient(create_app(services=services)) as client:
@@ -113,6 +114,7 @@ def test_without_its_embedder_a_collection_of_other_vectors_is_refused(
         make_settings(torch_demo),
         backend=ScriptedBackend(),
         embedder=BackendHashEmbedder("onnx-int8"),
+        costs=CostModel(),
     )
     auth = {"Authorization": f"Bearer {create_key(torch_demo)}"}
     body: dict[str, Any] = {"query": "exceptions", "collection": "demo"}

@@ -8,6 +8,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.main import create_app
+from app.pipeline import services as services_module
+from tests.fakes.backends import ScriptedBackend
 from tests.fakes.hash_embedder import HashEmbedder
 from tests.helpers.app import (
     app_state,
@@ -16,6 +18,7 @@ from tests.helpers.app import (
     seed_data_dir,
     services_of_doubles,
 )
+from tracing.budget import CostModel
 
 
 def test_an_app_of_doubles_answers_and_loads_no_model(tmp_path: Path, corpus_dir: Path) -> None:
@@ -53,3 +56,34 @@ def test_readiness_without_a_key_says_only_ready_or_not(tmp_path: Path, corpus_d
     assert with_key.json()["components"]["collections"] == {"demo": pytest.approx(1, abs=10**6)}
     assert unknown.status_code == 404
     assert "demo" not in unknown.text and "nope" in unknown.text
+
+
+def test_a_running_app_holds_one_cost_model(
+    tmp_path: Path, corpus_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One composition root (issue 57 §3): ``create_app`` builds the process's cost model once
+    and hands it down; no constructor on the way builds one of its own, so the door, the
+    stages' threads, the backend and the budget engine all learn into the same one."""
+    built: list[CostModel] = []
+    init = CostModel.__init__
+
+    def counted(self: CostModel, *args: object, **kwargs: object) -> None:
+        built.append(self)
+        init(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(CostModel, "__init__", counted)
+    monkeypatch.setattr(services_module, "default_embedder", lambda settings: HashEmbedder())
+    settings = make_settings(tmp_path)
+    seed_data_dir(settings.data_dir, corpus_dir, HashEmbedder())
+    secret = create_key(settings.data_dir)
+    with TestClient(create_app(settings, backend=ScriptedBackend())) as client:
+        response = client.post(
+            "/v1/ask",
+            json={"question": "How do I define a function with default values?"},
+            headers={"Authorization": f"Bearer {secret}"},
+        )
+        assert response.status_code == 200, response.text
+        state = app_state(client)
+        (costs,) = built
+        assert state.services.costs is costs and state.budget.cost is costs
+        assert state.services.stages.embed.threads.costs is costs

@@ -20,6 +20,7 @@ from bench.suites.attribution.labelled import (
     score,
 )
 from retrieval import Embedder
+from tracing.budget import CostModel
 
 #: The tests' set; the threshold was chosen on seed 0 (``ragtime bench attribution``).
 TEST_SEED = 1
@@ -85,7 +86,9 @@ async def test_minilm_attributes_the_supporting_passage_and_leaves_the_rest(
     minilm: Embedder,
 ) -> None:
     """Needs the real MiniLM: whether a paraphrase is near its source is the model's to say."""
-    stage = Attribute(minilm, StageThreads("attribute", 1), threshold=DEFAULT_THRESHOLD)
+    stage = Attribute(
+        minilm, StageThreads("attribute", 1, costs=CostModel()), threshold=DEFAULT_THRESHOLD
+    )
     answer = (
         "A default value is evaluated just once, when the function is defined. "
         "You make a virtual environment by running the venv module with a directory. "

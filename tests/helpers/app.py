@@ -27,6 +27,7 @@ from app.frontdoor.protocol import AdmittingProtocol
 from app.frontdoor.server import GracefulServer
 from app.keys.auth import SCOPES, KeyStore
 from app.main import create_app
+from app.pipeline.budget_engine import cost_model
 from app.pipeline.services import Services
 from app.safety.moderation import Moderator
 from app.settings import Settings
@@ -104,11 +105,13 @@ def build_app(
 ) -> FastAPI:
     """The app over ``data_dir`` (not started): the configured components, except ``backend``
     and ``reranker`` when given, and ``embedder`` (a ``HashEmbedder`` unless given)."""
+    settings = make_settings(data_dir, **overrides)
     services = Services.build(
-        make_settings(data_dir, **overrides),
+        settings,
         backend=backend,
         embedder=embedder if embedder is not None else HashEmbedder(),
         reranker=reranker,
+        costs=cost_model(settings),
     )
     return create_app(services=services)
 
@@ -148,6 +151,7 @@ def services_of_doubles(
         reranker=Reranker(None),
         backend=backend or ScriptedBackend(),
         moderator=Moderator(settings.moderation_threshold),
+        costs=cost_model(settings),
     )
 
 

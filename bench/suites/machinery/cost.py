@@ -21,7 +21,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span
 from pydantic import BaseModel, Field
 
-from app.pipeline.budget_engine import build_budget_engine
+from app.pipeline.budget_engine import build_budget_engine, cost_model
 from app.settings import DEFAULT_BUDGET_SHARES, Settings
 from bench.harness.stats import Summary, summarize
 from inference import Usage
@@ -132,7 +132,8 @@ async def _reduced(deadline: float) -> Done:
 def measure_machinery(iterations: int = 2000, *, warmup: int = 200) -> MachineryCost:
     """Time ``one_request`` ``iterations`` times (after ``warmup``); the per-request summary."""
     configure_tracing()
-    engine = build_budget_engine(Settings(rerank_candidates=20, max_output_tokens=64))
+    settings = Settings(rerank_candidates=20, max_output_tokens=64)
+    engine = build_budget_engine(settings, cost_model(settings))
 
     async def timed() -> list[float]:
         for _ in range(warmup):

@@ -132,14 +132,18 @@ def demo_cases(
     passage's content words. It rewards copying that passage, so a smaller context that holds
     little else can score above the full one: fit for the output curve, not for comparing
     contexts. With ``facts`` (by question), the key facts of a labelled set score instead."""
+    from app.frontdoor.shutdown import Shutdown
     from app.pipeline import Pipeline
+    from app.pipeline.budget_engine import build_budget_engine
     from tracing.budget import BudgetLedger
 
     collection = collection or settings.default_collection
 
     async def build(services: Any, question: str) -> Case | None:
         ledger = BudgetLedger(120_000)
-        passages = await Pipeline(services).retrieve(
+        budget = build_budget_engine(settings, services.costs)
+        pipeline = Pipeline(services, budget, shutdown=Shutdown(settings.shutdown_grace_s))
+        passages = await pipeline.retrieve(
             question, collection, settings.top_k, ledger, route="bench"
         )
         if not passages:
@@ -181,11 +185,12 @@ async def measure_quality(
 ) -> Measured:
     """The context, output and pruned-context curves, against the full plan, over the cases
     ``cases`` builds (``demo_cases`` unless given)."""
+    from app.pipeline.budget_engine import cost_model
     from app.pipeline.services import Services
     from inference import GenerationDone, TextDelta
 
     build = cases or demo_cases(settings)
-    services = Services.build(settings)
+    services = Services.build(settings, costs=cost_model(settings))
     await services.start()
     assembler = services.stages.assemble.assembler
     if services.problems or assembler is None:

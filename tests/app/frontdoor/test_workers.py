@@ -33,6 +33,14 @@ def received(worker_dir: Path) -> list[list[str]]:
     return sorted(path.read_text().split() for path in worker_dir.iterdir() if path.name.isdigit())
 
 
+def all_started(worker_dir: Path, count: int) -> bool:
+    """``count`` workers have recorded their start. A worker's file exists as soon as it opens
+    it, before its "started" is written: a signal sent on the file alone could be recorded
+    first (a loaded machine's make test once saw ``SIGTERM, started``)."""
+    workers = received(worker_dir)
+    return len(workers) == count and all(w[:1] == ["started"] for w in workers)
+
+
 def when(
     condition: Callable[[], bool], then: Callable[[], None], supervisor: Supervisor
 ) -> threading.Thread:
@@ -77,7 +85,7 @@ def test_a_stop_reaches_every_worker_with_its_meaning(
             os.kill(os.getpid(), sig)  # the supervisor runs in this process's main thread
             time.sleep(0.3)
 
-    sender = when(lambda: len(received(worker_dir)) == 2, send, supervisor)
+    sender = when(lambda: all_started(worker_dir, 2), send, supervisor)
     assert supervisor.supervise() == 0
     sender.join()
     expected = ["started", *(["SIGTERM"] if signals[0] != signal.SIGQUIT else []), "SIGQUIT"]
@@ -92,7 +100,7 @@ def test_a_repeated_sigterm_reaches_the_workers_once(worker_dir: Path) -> None:
             os.kill(os.getpid(), sig)
             time.sleep(0.3)
 
-    sender = when(lambda: len(received(worker_dir)) == 2, send, supervisor)
+    sender = when(lambda: all_started(worker_dir, 2), send, supervisor)
     assert supervisor.supervise() == 0
     sender.join()
     assert received(worker_dir) == [["started", "SIGTERM", "SIGQUIT"]] * 2
@@ -115,7 +123,7 @@ def test_a_worker_that_cannot_start_stops_the_server(worker_dir: Path) -> None:
 def test_a_worker_that_dies_while_serving_is_replaced(worker_dir: Path) -> None:
     supervisor = supervising(signal_workers.dying_once)
     stopper = when(
-        lambda: len(received(worker_dir)) == 3,  # the one that died, its sibling, its successor
+        lambda: all_started(worker_dir, 3),  # the one that died, its sibling, its successor
         lambda: os.kill(os.getpid(), signal.SIGQUIT),
         supervisor,
     )

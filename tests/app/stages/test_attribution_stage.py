@@ -13,6 +13,7 @@ import pytest
 from app.stages import Attribute, StageThreads
 from app.stages.citations import Attributor, attribute, labels_in, sentences
 from tests.fakes.hash_embedder import HashEmbedder
+from tracing.budget import CostModel
 
 LISTS = (
     "A list holds items in order. The append method adds an item to the end of a list. "
@@ -43,7 +44,7 @@ class CountingEmbedder(HashEmbedder):
 def stage(embedder: HashEmbedder | None = None) -> Attribute:
     embedder = embedder or HashEmbedder()
     embedder.load()
-    return Attribute(embedder, StageThreads("attribute", 1), threshold=THRESHOLD)
+    return Attribute(embedder, StageThreads("attribute", 1, costs=CostModel()), threshold=THRESHOLD)
 
 
 def test_sentences_split_prose_lists_and_drop_labels_and_scraps() -> None:

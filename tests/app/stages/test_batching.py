@@ -11,7 +11,7 @@ import pytest
 
 from app.stages import StageThreads
 from app.stages.batching import MicroBatcher
-from tracing.budget import DeadlinePassed
+from tracing.budget import CostModel, DeadlinePassed
 
 
 class Recorder:
@@ -34,7 +34,7 @@ def later(seconds: float = 5.0) -> float:
 
 async def test_a_lone_caller_runs_at_once_in_a_batch_of_one() -> None:
     fn = Recorder()
-    batcher = MicroBatcher(fn, StageThreads("embed", 1))
+    batcher = MicroBatcher(fn, StageThreads("embed", 1, costs=CostModel()))
     result = await batcher.submit(21, deadline=later())
     assert (result.value, result.batch_size) == (42, 1)
     assert result.wait_ms < 1000  # no window held open for company: any wait is scheduling
@@ -44,7 +44,7 @@ async def test_a_lone_caller_runs_at_once_in_a_batch_of_one() -> None:
 async def test_callers_behind_a_busy_thread_share_the_next_call() -> None:
     fn = Recorder()
     fn.gate.clear()
-    batcher = MicroBatcher(fn, StageThreads("embed", 1), max_batch=4)
+    batcher = MicroBatcher(fn, StageThreads("embed", 1, costs=CostModel()), max_batch=4)
     first = asyncio.ensure_future(batcher.submit(0, deadline=later()))
     await asyncio.sleep(0.02)  # the first holds the one thread
     rest = [asyncio.ensure_future(batcher.submit(i, deadline=later())) for i in range(1, 7)]
@@ -60,7 +60,7 @@ async def test_callers_behind_a_busy_thread_share_the_next_call() -> None:
 async def test_a_caller_past_its_deadline_leaves_and_the_others_are_served() -> None:
     fn = Recorder()
     fn.gate.clear()
-    batcher = MicroBatcher(fn, StageThreads("embed", 1))
+    batcher = MicroBatcher(fn, StageThreads("embed", 1, costs=CostModel()))
     first = asyncio.ensure_future(batcher.submit(1, deadline=later()))
     await asyncio.sleep(0.01)
     hurried = asyncio.ensure_future(batcher.submit(2, deadline=later(0.03)))
@@ -82,18 +82,18 @@ async def test_a_failing_call_fails_every_caller_of_its_batch_only() -> None:
             raise RuntimeError("model crashed")
         return items
 
-    batcher = MicroBatcher(flaky, StageThreads("embed", 1))
+    batcher = MicroBatcher(flaky, StageThreads("embed", 1, costs=CostModel()))
     with pytest.raises(RuntimeError, match="model crashed"):
         await batcher.submit(1, deadline=later())
     assert (await batcher.submit(2, deadline=later())).value == 2
 
 
 async def test_a_result_per_item_is_required() -> None:
-    batcher = MicroBatcher[int, int](lambda items: [], StageThreads("embed", 1))
+    batcher = MicroBatcher[int, int](lambda items: [], StageThreads("embed", 1, costs=CostModel()))
     with pytest.raises(RuntimeError, match="1 items gave 0 results"):
         await batcher.submit(1, deadline=later())
 
 
 def test_a_batch_holds_at_least_one() -> None:
     with pytest.raises(ValueError, match="max_batch"):
-        MicroBatcher(lambda items: items, StageThreads("embed", 1), max_batch=0)
+        MicroBatcher(lambda items: items, StageThreads("embed", 1, costs=CostModel()), max_batch=0)

@@ -18,6 +18,7 @@ from inference import (
 )
 from tests.fakes.backends import ScriptedBackend, SimulatedBackend
 from tests.fakes.passages import Doc
+from tracing.budget import CostModel
 
 
 def later(seconds: float = 5.0) -> float:
@@ -26,7 +27,10 @@ def later(seconds: float = 5.0) -> float:
 
 async def assembled(backend: ScriptedBackend) -> AssembledPrompt:
     stage = AssemblePrompt(
-        backend, StageThreads("assemble", 1), context_tokens=64, layout="shared_prefix_first"
+        backend,
+        StageThreads("assemble", 1, costs=CostModel()),
+        context_tokens=64,
+        layout="shared_prefix_first",
     )
     await stage.warm_up()
     result = await stage.assemble_prompt(
@@ -48,7 +52,7 @@ async def collect(events: AsyncGenerator[GenerateEvent, None]) -> tuple[list[str
 async def test_assemble_is_not_ready_before_warm_up_and_counts_the_shared_prefix() -> None:
     stage = AssemblePrompt(
         ScriptedBackend(),
-        StageThreads("assemble", 1),
+        StageThreads("assemble", 1, costs=CostModel()),
         context_tokens=64,
         layout="shared_prefix_first",
     )
@@ -63,7 +67,7 @@ async def test_assemble_is_not_ready_before_warm_up_and_counts_the_shared_prefix
 async def test_assemble_packs_the_passages_within_the_context_budget() -> None:
     stage = AssemblePrompt(
         ScriptedBackend(),
-        StageThreads("assemble", 1),
+        StageThreads("assemble", 1, costs=CostModel()),
         context_tokens=64,
         layout="shared_prefix_first",
     )

@@ -23,7 +23,7 @@ from retrieval import DocumentStore, Passage, Reranker, UnknownCollection, inges
 from retrieval.search.fusion import EXACT_TERM_WEIGHT, KEYWORD_WEIGHT
 from tests.fakes.hash_embedder import DIM, CountingEmbedder, HashEmbedder
 from tests.fakes.rerankers import OverlapReranker
-from tracing.budget import DeadlinePassed, StageName
+from tracing.budget import CostModel, DeadlinePassed, StageName
 from tracing.budget.cost_model import CPU_STAGE_PRIORS_MS
 
 DOCS = {
@@ -53,7 +53,7 @@ def store(tmp_path: Path) -> DocumentStore:
 
 async def test_embed_warms_up_then_gives_the_question_vector() -> None:
     embedder = HashEmbedder()
-    stage = EmbedQuestion(embedder, StageThreads("embed", 1))
+    stage = EmbedQuestion(embedder, StageThreads("embed", 1, costs=CostModel()))
     await stage.warm_up()
     embedded = await stage.embed_question("How do I append to a list?", deadline=later())
     assert embedder.loaded
@@ -64,7 +64,7 @@ async def test_embed_warms_up_then_gives_the_question_vector() -> None:
 
 async def test_a_question_asked_again_skips_the_model() -> None:
     embedder = CountingEmbedder()
-    stage = EmbedQuestion(embedder, StageThreads("embed", 1), cache_size=2)
+    stage = EmbedQuestion(embedder, StageThreads("embed", 1, costs=CostModel()), cache_size=2)
     first = await stage.embed_question("How do I append to a list?", deadline=later())
     again = await stage.embed_question("  How do I\nappend to a  list? ", deadline=later())
     assert embedder.texts == ["How do I append to a list?"]
@@ -83,8 +83,8 @@ async def test_a_question_asked_again_skips_the_model() -> None:
 
 
 async def test_a_cached_vector_searches_like_a_fresh_one(store: DocumentStore) -> None:
-    stage = EmbedQuestion(HashEmbedder(), StageThreads("embed", 1))
-    search = SearchIndex(store, StageThreads("search", 1))
+    stage = EmbedQuestion(HashEmbedder(), StageThreads("embed", 1, costs=CostModel()))
+    search = SearchIndex(store, StageThreads("search", 1, costs=CostModel()))
     await stage.embed_question("How do I append to a list?", deadline=later())
     cached = await stage.embed_question("How do I append to a list?", deadline=later())
     found = await search.search_vectors("docs", cached.vector, 2, deadline=later())
@@ -94,7 +94,7 @@ async def test_a_cached_vector_searches_like_a_fresh_one(store: DocumentStore) -
 async def test_search_finds_the_nearest_passages_in_their_collection(
     store: DocumentStore,
 ) -> None:
-    stage = SearchIndex(store, StageThreads("search", 1))
+    stage = SearchIndex(store, StageThreads("search", 1, costs=CostModel()))
     vector = HashEmbedder().embed(["How do I append an item to a list?"])[0]
     found = await stage.search_vectors("docs", vector, 2, deadline=later())
     assert found.passages[0].source == "lists.txt"
@@ -106,7 +106,7 @@ async def test_search_finds_the_nearest_passages_in_their_collection(
 async def test_search_refuses_an_unknown_collection_before_any_work(
     store: DocumentStore,
 ) -> None:
-    stage = SearchIndex(store, StageThreads("search", 1))
+    stage = SearchIndex(store, StageThreads("search", 1, costs=CostModel()))
     with pytest.raises(UnknownCollection, match="unknown collection 'nope'"):
         stage.check("nope")
     with pytest.raises(UnknownCollection):
@@ -122,7 +122,7 @@ def passages(*texts: str) -> list[Passage]:
 
 async def test_rerank_reorders_the_candidates_and_keeps_k() -> None:
     reranker = OverlapReranker()
-    stage = Rerank(reranker, StageThreads("rerank", 1))
+    stage = Rerank(reranker, StageThreads("rerank", 1, costs=CostModel()))
     await stage.warm_up()
     assert stage.status == "loaded: overlap-cross-encoder"
     pool = passages("nothing here", "a dictionary maps keys", "keys map to values in a dict")
@@ -140,7 +140,7 @@ async def test_rerank_reorders_the_candidates_and_keeps_k() -> None:
 
 async def test_rerank_with_no_candidates_planned_keeps_the_vector_order() -> None:
     reranker = OverlapReranker()
-    stage = Rerank(reranker, StageThreads("rerank", 1))
+    stage = Rerank(reranker, StageThreads("rerank", 1, costs=CostModel()))
     await stage.warm_up()
     result = await stage.rerank_passages(
         "q", passages("a", "b", "c"), k=2, candidates=0, deadline=later()
@@ -153,7 +153,9 @@ async def test_rerank_with_no_candidates_planned_keeps_the_vector_order() -> Non
 async def test_a_configured_cross_encoder_that_did_not_load_is_said_to_be_unavailable() -> None:
     from retrieval import RerankerUnavailable
 
-    stage = Rerank(OverlapReranker(load_error="not cached"), StageThreads("rerank", 1))
+    stage = Rerank(
+        OverlapReranker(load_error="not cached"), StageThreads("rerank", 1, costs=CostModel())
+    )
     with pytest.raises(RerankerUnavailable):
         await stage.warm_up()
     result = await stage.rerank_passages(
@@ -165,7 +167,7 @@ async def test_a_configured_cross_encoder_that_did_not_load_is_said_to_be_unavai
 
 async def test_without_a_configured_cross_encoder_the_found_order_stands_unsaid() -> None:
     """No reranker configured is configuration, not a saving: no degradation."""
-    stage = Rerank(Reranker(None), StageThreads("rerank", 1))
+    stage = Rerank(Reranker(None), StageThreads("rerank", 1, costs=CostModel()))
     result = await stage.rerank_passages(
         "q", passages("a", "b"), k=1, candidates=2, deadline=later()
     )
@@ -174,7 +176,7 @@ async def test_without_a_configured_cross_encoder_the_found_order_stands_unsaid(
 
 async def test_a_failing_reranker_keeps_the_vector_order_with_its_error() -> None:
     error = RuntimeError("CUDA out of memory")
-    stage = Rerank(OverlapReranker(fail_with=error), StageThreads("rerank", 1))
+    stage = Rerank(OverlapReranker(fail_with=error), StageThreads("rerank", 1, costs=CostModel()))
     await stage.warm_up()
     result = await stage.rerank_passages(
         "q", passages("a", "b", "c"), k=2, candidates=3, deadline=later()
@@ -187,7 +189,7 @@ async def test_a_failing_reranker_keeps_the_vector_order_with_its_error() -> Non
 
 
 async def test_a_reranker_past_its_time_keeps_the_vector_order() -> None:
-    stage = Rerank(OverlapReranker(delay_s=0.5), StageThreads("rerank", 1))
+    stage = Rerank(OverlapReranker(delay_s=0.5), StageThreads("rerank", 1, costs=CostModel()))
     await stage.warm_up()
     started = time.perf_counter()
     result = await stage.rerank_passages(
@@ -206,7 +208,7 @@ async def test_a_reranker_short_of_time_scores_the_best_first_and_keeps_the_rest
     has seen what a pair costs (the budget session teaches it from each rerank; two that agree
     outweigh its prior), the next request, given half a second, begins nothing."""
     reranker = OverlapReranker(delay_s=1.0)
-    stage = Rerank(reranker, StageThreads("rerank", 1), batch_size=2)
+    stage = Rerank(reranker, StageThreads("rerank", 1, costs=CostModel()), batch_size=2)
     await stage.warm_up()
     pool = passages("nothing here", "a dict maps keys", "keys", "maps", "dict keys maps")
     started = time.perf_counter()
@@ -236,7 +238,7 @@ async def test_a_reranker_short_of_time_scores_the_best_first_and_keeps_the_rest
 
 async def test_a_reranker_with_time_for_every_batch_scores_them_all() -> None:
     reranker = OverlapReranker()
-    stage = Rerank(reranker, StageThreads("rerank", 1), batch_size=2)
+    stage = Rerank(reranker, StageThreads("rerank", 1, costs=CostModel()), batch_size=2)
     await stage.warm_up()
     pool = passages("nothing here", "a dict maps keys", "keys", "maps", "dict keys maps")
     result = await stage.rerank_passages(
@@ -252,7 +254,7 @@ async def test_embedding_past_the_deadline_raises() -> None:
             time.sleep(0.3)
             return super().embed(texts)
 
-    stage = EmbedQuestion(SlowEmbedder(), StageThreads("embed", 1))
+    stage = EmbedQuestion(SlowEmbedder(), StageThreads("embed", 1, costs=CostModel()))
     with pytest.raises(DeadlinePassed, match="embed"):
         await stage.embed_question("q", deadline=later(0.02))
 
@@ -275,7 +277,7 @@ async def test_the_keyword_search_says_how_much_its_ranking_weighs_here(
     """A long question's exact term weighs as rare as it is in the collection searched: the
     search works that out on its own thread, beside the search, never on the event loop (a
     snapshot's index may still have to be loaded or built)."""
-    stage = KeywordSearch(store, StageThreads("keyword", 1))
+    stage = KeywordSearch(store, StageThreads("keyword", 1, costs=CostModel()))
     named = "Why is dict.get slower than a plain loop over the keys here?"
     found = await stage.search_words("docs", named, 3, deadline=later())
     assert found.weight == pytest.approx(

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from app.stages import StageThreads
-from tracing.budget import DeadlinePassed
+from tracing.budget import CostModel, DeadlinePassed
 
 
 async def test_runs_the_work_and_returns_its_result() -> None:
-    threads = StageThreads("embed", 1)
+    threads = StageThreads("embed", 1, costs=CostModel())
     try:
         name = await threads.call(
             lambda: threading.current_thread().name, deadline=time.perf_counter() + 5
@@ -28,7 +28,10 @@ async def test_runs_the_work_and_returns_its_result() -> None:
 
 async def test_work_past_the_deadline_raises_and_leaves_other_stages_free() -> None:
     release = threading.Event()
-    slow, other = StageThreads("rerank", 1), StageThreads("search", 1)
+    slow, other = (
+        StageThreads("rerank", 1, costs=CostModel()),
+        StageThreads("search", 1, costs=CostModel()),
+    )
     try:
         with pytest.raises(DeadlinePassed, match="rerank stage ran past the deadline"):
             await slow.call(release.wait, 10, deadline=time.perf_counter() + 0.05)
@@ -45,7 +48,7 @@ async def test_work_past_the_deadline_raises_and_leaves_other_stages_free() -> N
 
 
 async def test_a_deadline_already_past_runs_nothing_useful() -> None:
-    threads = StageThreads("assemble", 1)
+    threads = StageThreads("assemble", 1, costs=CostModel())
     try:
         with pytest.raises(DeadlinePassed):
             await threads.call(time.sleep, 0.2, deadline=time.perf_counter() - 1)
@@ -55,12 +58,12 @@ async def test_a_deadline_already_past_runs_nothing_useful() -> None:
 
 def test_a_stage_needs_a_thread() -> None:
     with pytest.raises(ValueError, match="at least one worker thread"):
-        StageThreads("embed", 0)
+        StageThreads("embed", 0, costs=CostModel())
 
 
 async def test_waiting_work_is_served_earliest_deadline_first() -> None:
     """A later deadline admitted first is served after an earlier one."""
-    threads = StageThreads("embed", 1)
+    threads = StageThreads("embed", 1, costs=CostModel())
     release = threading.Event()
     order: list[str] = []
     now = time.perf_counter()
@@ -81,7 +84,7 @@ async def test_waiting_work_is_served_earliest_deadline_first() -> None:
 async def test_work_that_can_no_longer_make_its_deadline_is_dropped_before_it_runs() -> None:
     """At the front of the queue, a call with less time left than the stage's quickest recent
     call is refused at once, before it costs any time."""
-    threads = StageThreads("embed", 1)
+    threads = StageThreads("embed", 1, costs=CostModel())
     release = threading.Event()
     ran: list[str] = []
     try:
@@ -104,7 +107,7 @@ async def test_work_that_can_no_longer_make_its_deadline_is_dropped_before_it_ru
 
 
 async def test_work_abandoned_while_queued_never_runs() -> None:
-    threads = StageThreads("search", 1)
+    threads = StageThreads("search", 1, costs=CostModel())
     release = threading.Event()
     ran: list[str] = []
     try:
@@ -133,8 +136,8 @@ async def test_a_stage_can_run_below_the_process_and_others_do_not() -> None:
     """Threads made with a niceness run that many steps below the process; a stage without
     one runs at the process's own; none may run above it."""
     base = _own_priority()
-    low = StageThreads("attribute", 1, nice=10)
-    plain = StageThreads("search", 1)
+    low = StageThreads("attribute", 1, nice=10, costs=CostModel())
+    plain = StageThreads("search", 1, costs=CostModel())
     try:
         deadline = time.perf_counter() + 5
         assert await low.call(_own_priority, deadline=deadline) == min(base + 10, 19)
@@ -144,7 +147,7 @@ async def test_a_stage_can_run_below_the_process_and_others_do_not() -> None:
         plain.close()
     assert _own_priority() == base  # the loop's thread is untouched
     with pytest.raises(ValueError, match="lower priority"):
-        StageThreads("embed", 1, nice=-1)
+        StageThreads("embed", 1, nice=-1, costs=CostModel())
 
 
 def test_only_the_attribute_stage_runs_below_the_process(tmp_path: Path) -> None:
@@ -158,7 +161,7 @@ def test_only_the_attribute_stage_runs_below_the_process(tmp_path: Path) -> None
         (make_settings(tmp_path), 10),
         (make_settings(tmp_path, attribution_nice=0), 0),
     ):
-        stages = Services.build(settings, embedder=HashEmbedder()).stages
+        stages = Services.build(settings, embedder=HashEmbedder(), costs=CostModel()).stages
         assert stages.attribute.threads.nice == expected
         others = [stages.embed.threads, stages.search.threads, stages.assemble.threads]
         assert [threads.nice for threads in others] == [0, 0, 0]

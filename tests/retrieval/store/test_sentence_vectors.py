@@ -16,6 +16,7 @@ from retrieval.store.layout import SENTENCE_OFFSETS, SENTENCE_VECTORS
 from retrieval.store.sentences import scored_pieces, sentences
 from retrieval.store.snapshot import Snapshot
 from tests.fakes.hash_embedder import CountingEmbedder, HashEmbedder
+from tracing.budget import CostModel
 
 LISTS = "# Lists\n\nA list holds items in order. The append method adds an item to its end.\n"
 DICTS = "# Dicts\n\nA dictionary maps keys to values. Look a value up by its key.\n"
@@ -91,7 +92,10 @@ async def test_attribution_with_kept_vectors_embeds_only_the_answer(
     passages = {p.source: p for p in store.get(list(range(1, 10)))}
     embedder = CountingEmbedder()
     stage = Attribute(
-        embedder, StageThreads("attribute", 1), threshold=0.6, stored_rows=store.sentence_rows
+        embedder,
+        StageThreads("attribute", 1, costs=CostModel()),
+        threshold=0.6,
+        stored_rows=store.sentence_rows,
     )
     by_label = {1: passages["lists.md"], 2: passages["dicts.md"]}
     answer = "The append method adds an item to the end of a list."
