@@ -19,24 +19,20 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 
-SPIN = "while True: pass"
+from bench.harness.burners import burners
+
 #: (decode threads, prompt threads, OpenMP wait policy or "" for the library's own).
 CHOICES = ((2, 2, ""), (1, 2, ""), (1, 1, ""), (2, 2, "PASSIVE"), (1, 2, "PASSIVE"))
 
 
 def measure(decode: int, prompt: int, repeats: int, prompt_tokens: int, tokens: int) -> dict:
-    """Runs in the child process, whose environment names the wait policy or none (then
-    ``llama_cpp`` is imported directly, with OpenMP's own): the medians, in seconds."""
-    from inference.local.llamacpp import default_generation_model_path
-    from inference.local.llamacpp_threads import import_llama_cpp
+    """Runs in the child process, whose environment names the wait policy or none (OpenMP's
+    own): the medians, in seconds."""
+    import llama_cpp  # directly: the policy is the environment's, or OpenMP's own without one
 
-    if "OMP_WAIT_POLICY" in os.environ:
-        llama_cpp = import_llama_cpp()
-    else:
-        import llama_cpp
+    from inference.local.llamacpp import default_generation_model_path
+
     llm = llama_cpp.Llama(
         model_path=str(default_generation_model_path()),
         n_ctx=2048,
@@ -59,19 +55,6 @@ def measure(decode: int, prompt: int, repeats: int, prompt_tokens: int, tokens: 
         prefill.append(evaluated - started)
         decoding.append(time.perf_counter() - evaluated)
     return {"prompt_s": statistics.median(prefill), "decode_s": statistics.median(decoding)}
-
-
-@contextmanager
-def neighbours(count: int) -> Iterator[None]:
-    """``count`` processes spinning on the CPU while the block runs."""
-    hogs = [subprocess.Popen([sys.executable, "-c", SPIN]) for _ in range(count)]
-    try:
-        time.sleep(0.5 if hogs else 0.0)
-        yield
-    finally:
-        for hog in hogs:
-            hog.kill()
-            hog.wait()
 
 
 def run_choice(choice: tuple[int, int, str], args: argparse.Namespace) -> dict:
@@ -106,7 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     print("| --- | --- | --- | --- | --- |")
     for choice in CHOICES:
         quiet = run_choice(choice, args)
-        with neighbours(args.hogs):
+        with burners(args.hogs):
+            time.sleep(0.5 if args.hogs else 0.0)  # the neighbours running before it starts
             loaded = run_choice(choice, args) if args.hogs else None
         cells = [f"{quiet['prompt_s']:.2f} s", f"{quiet['decode_s']:.2f} s"]
         if loaded:

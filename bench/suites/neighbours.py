@@ -18,13 +18,12 @@ import argparse
 import asyncio
 import json
 import statistics
-import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
+from bench.harness.burners import burners
 from bench.harness.client import RequestRecord, Target, ask_stream, make_client
 from bench.harness.commands import (
     DEMO_QUESTIONS,
@@ -36,7 +35,6 @@ from bench.harness.commands import (
 from bench.harness.outcomes import is_refused, is_useful
 from bench.harness.record import command_line
 
-SPIN = "while True: pass"
 #: Finish reasons of an answer the deadline cut (``tracing.budget.serving``'s).
 CUT = ("deadline", "yielded")
 
@@ -62,26 +60,16 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
-@contextmanager
-def burners(count: int) -> Iterator[None]:
-    """``count`` processes spinning on the CPU at normal priority while the block runs."""
-    spinning = [subprocess.Popen([sys.executable, "-c", SPIN]) for _ in range(count)]
-    try:
-        yield
-    finally:
-        for process in spinning:
-            process.kill()
-            process.wait()
-
-
 def without_key(argv: list[str]) -> list[str]:
     """The arguments with an API key given by ``--key`` hidden: a result never shows one."""
     shown: list[str] = []
     for arg in argv:
-        hidden = shown[-1:] == ["--key"] or arg.startswith("--key=")
-        shown.append(
-            arg.split("=")[0] + "=***" if hidden and "=" in arg else "***" if hidden else arg
-        )
+        if arg.startswith("--key="):
+            shown.append("--key=***")
+        elif shown[-1:] == ["--key"]:
+            shown.append("***")
+        else:
+            shown.append(arg)
     return shown
 
 

@@ -15,15 +15,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from bench.harness.burners import burners
 from bench.harness.commands import DEMO_QUESTIONS, read_questions
-
-SPIN = "while True: pass"
 
 
 def register(subparsers: Any) -> None:
@@ -96,16 +94,11 @@ def run(args: argparse.Namespace) -> int:
     quiet = [ask(questions[i % len(questions)]) for i in range(args.quiet)]
     decode_quiet = decode_p90()
     say(f"quiet: {args.quiet} asked; decode p90 {decode_quiet} ms a token")
-    burners = [subprocess.Popen([sys.executable, "-c", SPIN]) for _ in range(args.burners)]
     loaded: list[dict[str, Any]] = []
-    try:
+    with burners(args.burners):
         ends = time.monotonic() + args.load_s
         while time.monotonic() < ends:
             loaded.append(ask(questions[len(loaded) % len(questions)], args.load_budget_ms))
-    finally:
-        for burner in burners:
-            burner.kill()
-            burner.wait()
     decode_loaded = decode_p90()
     say(f"load: {len(loaded)} asked in {args.load_s:.0f} s; decode p90 {decode_loaded}")
     after, decode_after = [], []
