@@ -137,7 +137,7 @@ def create_app(
         admission.remote_slots = lambda: live.backend.remote_slots
         app.state.services = live
         app.state.budget = budget = build_budget_engine(settings, live.costs)
-        app.state.pipeline = Pipeline(live, budget, shutdown=shutdown)
+        app.state.pipeline = Pipeline(live, budget)
         finish.generation_floor_ms = generation_floor(budget, live.backend)
         app.state.rate_limiter = limiter = build_limiter(settings)
         gen = live.backend

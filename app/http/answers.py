@@ -36,7 +36,14 @@ from app.http.report import (
 )
 from app.http.schemas import Citation, Report
 from app.pipeline import Pipeline
-from app.pipeline.events import AnswerDone, AnswerEvent, AnswerOutcome, Prepared
+from app.pipeline.events import (
+    AnswerDelta,
+    AnswerDone,
+    AnswerEvent,
+    AnswerOutcome,
+    PipelineEvent,
+    Prepared,
+)
 from app.settings import Settings
 from tracing import BudgetLedger
 
@@ -93,10 +100,10 @@ def asked(
     return Asked(question, collection, top_k, max_output_tokens)
 
 
-async def _prepare(
+def _answer(
     pipeline: Pipeline, question: Asked, ledger: BudgetLedger, route: str
-) -> Prepared:
-    return await pipeline.prepare(
+) -> AsyncGenerator[PipelineEvent, None]:
+    return pipeline.answer(
         question.question,
         question.collection,
         question.top_k,
@@ -106,6 +113,13 @@ async def _prepare(
     )
 
 
+async def prepared_from(events: AsyncGenerator[PipelineEvent, None]) -> Prepared:
+    """The answer's first event: the question prepared (its passages and prompt)."""
+    first = await anext(events)
+    assert isinstance(first, Prepared), "an answer begins with its Prepared"
+    return first
+
+
 async def answer(
     pipeline: Pipeline, question: Asked, ledger: BudgetLedger, route: str, request: Request
 ) -> Finished:
@@ -113,29 +127,33 @@ async def answer(
     disconnects stops its generation (``ClientGone``, 499, closed as cancelled)."""
     root = trace.get_current_span()
     try:
-        prepared = await _prepare(pipeline, question, ledger, route)
-        try:
-            async with aclosing(pipeline.generate(prepared)) as events:
-                text, outcome = await while_connected(request, collect(events), what="its answer")
-        finally:  # a client gone before generation began: its generator never held the time
-            prepared.session.release_reservation()
+        async with aclosing(_answer(pipeline, question, ledger, route)) as events:
+            prepared = await prepared_from(events)
+            text, outcome = await while_connected(request, collect(events), what="its answer")
     except BaseException as exc:
         close_request(ledger, root, route, error_outcome(exc))
         raise
     close_request(ledger, root, route, success_outcome(ledger, outcome.finish_reason))
-    model = pipeline.services.backend.model
-    report = answer_report(prepared, outcome, ledger, model)
+    report = answer_report(prepared, outcome, ledger, outcome.model)
     return Finished(text, report, timing_headers(ledger, root))
 
 
-async def collect(events: AsyncGenerator[AnswerEvent, None]) -> tuple[str, AnswerOutcome]:
+async def collect(events: AsyncGenerator[PipelineEvent, None]) -> tuple[str, AnswerOutcome]:
     """The whole answer's text and how it ended."""
     parts: list[str] = []
     async for event in events:
         if isinstance(event, AnswerDone):
             return "".join(parts), event.outcome
-        parts.append(event.text)
+        if isinstance(event, AnswerDelta):
+            parts.append(event.text)
     raise RuntimeError("the answer ended without its AnswerDone")
+
+
+async def _next_answer_event(events: AsyncGenerator[PipelineEvent, None]) -> AnswerEvent:
+    """The next event after the ``Prepared``: an ``AnswerDelta`` or the ``AnswerDone``."""
+    event = await anext(events)
+    assert not isinstance(event, Prepared), "an answer has one Prepared, its first event"
+    return event
 
 
 class Drain:
@@ -151,13 +169,13 @@ class Drain:
         self.grace_s = shutdown.grace_s
         self.started = anyio.Event()
 
-    async def next(self, events: AsyncGenerator[AnswerEvent, None]) -> AnswerEvent | None:
+    async def next(self, events: AsyncGenerator[PipelineEvent, None]) -> AnswerEvent | None:
         """The next event, or None when the shutdown's grace runs out first (the answer, and
         its backend, are cancelled where they wait). It runs in the caller's task: a task and
         a waiter per event cost about 65 µs of CPU a token (measured with 64-token answers)."""
         try:
             async with self.shutdown.until_grace_ends(self.MARGIN_S) as grace:
-                return await anext(events)
+                return await _next_answer_event(events)
         except TimeoutError:
             if grace.expired():
                 return None
@@ -180,12 +198,11 @@ class AnswerStream:
     def __init__(
         self,
         first: AnswerEvent | Evidence,
-        events: AsyncGenerator[AnswerEvent, None],
+        events: AsyncGenerator[PipelineEvent, None],
         prepared: Prepared,
         ledger: BudgetLedger,
         root: Span,
         route: str,
-        model: str,
         drain: Drain,
     ) -> None:
         self.drain = drain
@@ -195,7 +212,6 @@ class AnswerStream:
         self._ledger = ledger
         self._root = root
         self._route = route
-        self._model = model
 
     @classmethod
     async def start(
@@ -204,26 +220,27 @@ class AnswerStream:
         question: Asked,
         ledger: BudgetLedger,
         route: str,
+        shutdown: Shutdown,
         *,
         evidence_first: bool = False,
     ) -> AnswerStream:
         """Prepare, and unless ``evidence_first``, wait for the first event; a failure until
-        then closes the request and raises, to be answered as a plain HTTP error."""
+        then closes the request and raises, to be answered as a plain HTTP error. ``shutdown``
+        is the server's stop, which ends the stream at its grace (``Drain``)."""
         root = trace.get_current_span()
+        events = _answer(pipeline, question, ledger, route)
         try:
-            prepared = await _prepare(pipeline, question, ledger, route)
-            events = pipeline.generate(prepared)
+            prepared = await prepared_from(events)
             first: AnswerEvent | Evidence
             if evidence_first:
                 first = Evidence(evidence(prepared))
             else:
-                first = await anext(events)
+                first = await _next_answer_event(events)
         except BaseException as exc:
+            await events.aclose()
             close_request(ledger, root, route, error_outcome(exc))
             raise
-        model = pipeline.services.backend.model
-        drain = Drain(pipeline.shutdown)
-        return cls(first, events, prepared, ledger, root, route, model, drain)
+        return cls(first, events, prepared, ledger, root, route, Drain(shutdown))
 
     async def items(self) -> AsyncGenerator[str | Evidence | Finished, None]:
         events, ledger, root, route = self._events, self._ledger, self._root, self._route
@@ -244,7 +261,7 @@ class AnswerStream:
             outcome = event.outcome
             close_request(ledger, root, route, success_outcome(ledger, outcome.finish_reason))
             closed = True
-            report = answer_report(self._prepared, outcome, ledger, self._model)
+            report = answer_report(self._prepared, outcome, ledger, outcome.model)
             yield Finished("", report, timing_headers(ledger, root))
         except STREAM_FAILURES as exc:
             # The status line said 200: the trace must say the stream failed.
@@ -256,9 +273,8 @@ class AnswerStream:
             raise
         finally:
             # A client that went away cancels us here: closing ``events`` stops the backend,
-            # and the generation time held at the target is given back even if the answer
-            # never began (gone right after the evidence).
+            # and the pipeline gives back the generation time held at the target even if the
+            # answer never began (gone right after the evidence).
             await events.aclose()
-            self._prepared.session.release_reservation()
             if not closed:
                 close_request(ledger, root, route, "cancelled")

@@ -20,6 +20,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span
 
 from app.frontdoor.gate import TICKET
+from app.frontdoor.shutdown import Shutdown
 from app.http.body import parse_body, read_body
 from app.http.errors import Forbidden, KeyStoreDown, Unauthorized
 from app.http.limits import TIMEOUT_HEADER, request_budget
@@ -48,6 +49,15 @@ async def get_services(request: Request) -> Services:
 
 
 ServicesDep = Annotated[Services, Depends(get_services)]
+
+
+async def get_shutdown(request: Request) -> Shutdown:
+    """The server's stop, which ends live answer streams at its grace."""
+    shutdown: Shutdown = request.app.state.shutdown
+    return shutdown
+
+
+ShutdownDep = Annotated[Shutdown, Depends(get_shutdown)]
 
 
 async def get_app_settings(services: ServicesDep) -> Settings:

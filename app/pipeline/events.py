@@ -1,34 +1,35 @@
 """What the pipeline hands back for one answer: the prepared question, its events, its outcome.
 
-``Pipeline.prepare`` returns a ``Prepared``; ``Pipeline.generate`` yields ``AnswerDelta`` events
-of moderated text, then one ``AnswerDone`` carrying the ``AnswerOutcome``.
+``Pipeline.answer`` yields a ``Prepared`` first (the passages and the prompt, the answer
+planned), then ``AnswerDelta`` events of moderated text, then one ``AnswerDone`` carrying the
+``AnswerOutcome``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from app.stages import Attributed, Generated, Quarantined
+from app.stages import Assembled, Attributed, Generated, Quarantined
 from inference import AssembledPrompt, Usage
 from retrieval import Passage
-from tracing.budget import BudgetSession, DeadlinePassed, Plan
+from tracing.budget import DeadlinePassed, Plan
 
 
 @dataclass
 class Prepared:
-    """A question ready for generation: its passages, its prompt, and its budget session (which
-    holds the plan and the generation time reserved at the target)."""
+    """A question ready for generation: its passages, its prompt and its plan (the answer's
+    generation time held at its target from then on, by the request's budget session)."""
 
     question: str
     passages: list[Passage]
-    prompt: AssembledPrompt
-    session: BudgetSession
+    assembled: Assembled
+    plan: Plan
     quarantined: list[Quarantined] = field(default_factory=list)
     """Retrieved passages kept out of the prompt: they carried instructions for the model."""
 
     @property
-    def plan(self) -> Plan:
-        return self.session.planned
+    def prompt(self) -> AssembledPrompt:
+        return self.assembled.prompt
 
     @property
     def with_answer(self) -> bool:
@@ -47,6 +48,8 @@ class AnswerOutcome:
     redactions: dict[str, int] = field(default_factory=dict)
     attribution: Attributed | None = None
     """The passages the answer cites and how that was found (the attribute stage)."""
+    model: str = ""
+    """The model that was asked (the generation backend's)."""
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,7 @@ class AnswerDone:
 
 
 AnswerEvent = AnswerDelta | AnswerDone
+PipelineEvent = Prepared | AnswerDelta | AnswerDone
 
 
 def finish_reason(generated: Generated | None, error: BaseException | None) -> str:

@@ -1,12 +1,14 @@
 """The stages of one request, each a small component with one job.
 
 ``warm_up()`` loads what the stage needs (models, the index), once, before traffic; an async
-``run()`` does the stage's work for one request and returns a dataclass (generation streams its
-events, then its result). Blocking work runs on the stage's own threads (``threads``), waited for
-no later than the deadline the caller passes. No stage knows about HTTP or plans: the pipeline
-(``app.pipeline``) runs them in order, each through the request's budget session.
+``run(inputs, allowance)`` does the stage's work for one request and returns a dataclass
+(``tracing.budget.stage``: the allowance says until when it may run, how deep a search looks and
+what the plan gives it; generation streams its text, then its result). Blocking work runs on the
+stage's own threads (``threads``), waited for no later than the allowance's deadline. No stage
+knows about HTTP or makes plans: the pipeline (``app.pipeline``) hands them, in order, to the
+request's budget session (``BudgetSession.run(stage, inputs)``).
 
-    screen question -> embed -> search (dense) and/or keyword (BM25) -> rerank
+    screen question -> embed -> search (dense) and/or keyword (BM25) -> rerank (fused first)
     -> screen passages -> assemble -> generate
     -> moderate answer -> attribute (the passages the answer cites)
 """
@@ -19,8 +21,15 @@ from typing import Protocol
 
 from app.safety.moderation import Moderator
 from app.settings import Settings, usable_cores
-from app.stages.attribution import Attribute, Attributed
-from app.stages.generation import Assembled, AssemblePrompt, Generate, Generated, GenerateEvent
+from app.stages.attribution import Answered, Attribute, Attributed
+from app.stages.generation import (
+    Assembled,
+    AssemblePrompt,
+    Generate,
+    Generated,
+    GenerateEvent,
+    Packing,
+)
 from app.stages.moderation import (
     ModerateAnswer,
     ModeratedTail,
@@ -30,19 +39,21 @@ from app.stages.moderation import (
     ScreenPassages,
     ScreenQuestion,
 )
-from app.stages.rerank import Rerank, Reranked
+from app.stages.rerank import Candidates, Rerank, Reranked
 from app.stages.retrieval import (
     Embedded,
     EmbedQuestion,
     Found,
     KeywordFound,
     KeywordSearch,
+    Query,
     SearchIndex,
+    Vectorised,
     found_candidates,
 )
 from app.stages.threads import StageThreads
 from inference import GenerationBackend
-from retrieval import DocumentStore, Embedders, Reranker, RerankerUnavailable
+from retrieval import DocumentStore, Embedder, Embedders, Reranker, RerankerUnavailable
 from tracing.budget import CostModel, StageName
 
 log = logging.getLogger(__name__)
@@ -67,10 +78,12 @@ STAGE_WORKERS = {
 
 __all__ = [
     "STAGE_WORKERS",
+    "Answered",
     "AssemblePrompt",
     "Assembled",
     "Attribute",
     "Attributed",
+    "Candidates",
     "EmbedQuestion",
     "Embedded",
     "Found",
@@ -81,7 +94,9 @@ __all__ = [
     "KeywordSearch",
     "ModerateAnswer",
     "ModeratedTail",
+    "Packing",
     "Quarantined",
+    "Query",
     "Rerank",
     "Reranked",
     "ScreenPassages",
@@ -91,6 +106,7 @@ __all__ = [
     "SearchIndex",
     "StageThreads",
     "Stages",
+    "Vectorised",
     "found_candidates",
 ]
 
@@ -137,9 +153,13 @@ class Stages:
             nice = settings.attribution_nice if stage == StageName.ATTRIBUTE else 0
             return StageThreads(stage, STAGE_WORKERS[stage], nice=nice, costs=costs)
 
+        def embedder_for(collection: str) -> Embedder:
+            """The embedder of ``collection``'s vectors (the configured one for a new one)."""
+            return embedders.for_collection(store, collection)
+
         return cls(
             screen_question=ScreenQuestion(moderator, threads(StageName.MODERATE_QUESTION)),
-            embed=EmbedQuestion(embedders, threads(StageName.EMBED)),
+            embed=EmbedQuestion(embedders, threads(StageName.EMBED), embedder_for=embedder_for),
             search=SearchIndex(store, threads(StageName.SEARCH)),
             keyword=KeywordSearch(store, threads(StageName.KEYWORD)),
             rerank=Rerank(
@@ -168,7 +188,7 @@ class Stages:
                 threads(StageName.ATTRIBUTE),
                 threshold=settings.attribution_threshold,
                 stored_rows=store.sentence_rows,
-                embedder_for=lambda collection: embedders.for_collection(store, collection),
+                embedder_for=embedder_for,
             ),
         )
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -28,7 +28,7 @@ from app.stages.result import StageResult
 from app.stages.threads import StageThreads
 from inference.prompt import PromptPassage
 from retrieval import Embedder, Embedders
-from tracing.budget import DeadlinePassed, StageName
+from tracing.budget import Allowance, DeadlinePassed, StageName
 
 #: A chunk's kept sentence vectors, by collection and chunk id (None: none kept).
 StoredRows = Callable[[str, int], np.ndarray | None]
@@ -70,6 +70,12 @@ class Attributed(StageResult):
     (``app.stages.grounding``); None when not judged."""
 
     @property
+    def units(self) -> float:
+        """What its cost is learned over: one attribution run (the model's own labels, or a
+        skip, teach nothing of its cost)."""
+        return 1.0 if self.method in ("attributed", "unattributed") else 0.0
+
+    @property
     def by(self) -> Literal["model", "attributed"] | None:
         if self.method in ("model", "attributed"):
             return self.method
@@ -105,6 +111,15 @@ class Attributed(StageResult):
             attrs["ragtime.grounding.new_terms"] = self.grounding.new_terms
             attrs["ragtime.grounding.supported"] = self.grounding.supported
         return attrs
+
+
+@dataclass(frozen=True)
+class Answered:
+    """A final (moderated) answer to attribute: its question, its text, the prompt's passages."""
+
+    question: str
+    text: str
+    passages: Sequence[PromptPassage]
 
 
 class Attribute:
@@ -152,6 +167,24 @@ class Attribute:
         if not cited:
             return None
         return Attributed("model", dict.fromkeys(sorted(cited)))
+
+    async def run(self, answered: Answered, allowance: Allowance) -> Attributed:
+        """The final answer's citations, the model's labels or else attribution when there is
+        time left for it (else skipped, as a degradation), and its grounding judged (a few set
+        operations, in the stage, so that its span records them)."""
+        text, shown = answered.text, answered.passages
+        passages = {p.label: p.text for p in shown}
+        found = self.by_model(text, set(passages))
+        if found is None:
+            room = allowance.room()
+            if room.fits:
+                found = await self.attribute_answer(
+                    text, passages, deadline=room.deadline, chunks=kept_chunks(shown)
+                )
+            else:
+                reason = f"{room.reason}: citations not attributed"
+                found = Attributed.skipped("attribution_skipped", reason)
+        return found.judged(answered.question, text, passages.values())
 
     async def attribute_answer(
         self,

@@ -6,7 +6,7 @@ import asyncio
 import time
 from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import aclosing
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from opentelemetry import trace
@@ -31,8 +31,13 @@ from inference import (
 )
 from inference.prompt import NO_PASSAGES_BLOCK, ContextPassage, PromptLayout
 from retrieval.store.sentences import scored_pieces
-from tracing import metrics
-from tracing.budget import ServingNeed, StageName, next_before_deadline
+from tracing.budget import (
+    Allowance,
+    GenerationAllowance,
+    ServingNeed,
+    StageName,
+    next_before_deadline,
+)
 
 #: A question of typical length, for measuring what a prompt holds besides its passages.
 TYPICAL_QUESTION = "How do I give a parameter of a function a default value?"
@@ -43,6 +48,8 @@ class Assembled(StageResult):
     """The prompt, with what was packed into it and what was left out."""
 
     prompt: AssembledPrompt
+    shared_prefix_tokens: int | None = None
+    """The leading tokens every prompt shares (``AssemblePrompt.shared_prefix_tokens``)."""
 
     def attributes(self) -> dict[str, int | bool]:
         prompt = self.prompt
@@ -55,6 +62,16 @@ class Assembled(StageResult):
             "ragtime.prompt.context_tokens_budget": prompt.context_tokens_budget,
             "ragtime.prompt.context_tokens_used": prompt.context_tokens_used,
         }
+
+
+@dataclass(frozen=True)
+class Packing:
+    """What a prompt is assembled from: the question, its screened passages, and its vector
+    (which pruning weighs sentences by; None for a query embedded by no one)."""
+
+    question: str
+    passages: Sequence[ContextPassage]
+    vector: np.ndarray | None = None
 
 
 class AssemblePrompt:
@@ -103,6 +120,19 @@ class AssemblePrompt:
     @property
     def ready(self) -> bool:
         return self.assembler is not None
+
+    async def run(self, packing: Packing, allowance: Allowance) -> Assembled:
+        """The prompt within the plan's context tokens; pruned to the sentences closest to the
+        question when the plan says so."""
+        plan = allowance.planned
+        assembled = await self.assemble_prompt(
+            packing.question,
+            packing.passages,
+            context_tokens=plan.context_tokens,
+            deadline=allowance.deadline,
+            prune_for=packing.vector if plan.prune else None,
+        )
+        return replace(assembled, shared_prefix_tokens=self.shared_prefix_tokens)
 
     async def assemble_prompt(
         self,
@@ -165,6 +195,8 @@ class Generated:
     may_have_queued: bool = True
     """False when the target had a free slot and nobody waiting as the request was sent: its
     first token's time is the target's own, with no queue in it."""
+    shared_prefix_tokens: int | None = None
+    """The prompt's leading tokens every prompt shares, which the target keeps cached."""
 
 
 GenerateEvent = TextDelta | RouteDecision | Generated
@@ -203,6 +235,31 @@ class Generate:
             "gen_ai.request.max_tokens": max_tokens,
             "gen_ai.request.temperature": self.temperature,
         }
+
+    async def run(
+        self, assembled: Assembled, allowance: GenerationAllowance
+    ) -> AsyncGenerator[str | Generated, None]:
+        """The answer's text as it comes, then its ``Generated``: the plan's tokens at its
+        target, within the allowance; where it went, and what was given up to send it there,
+        told to the allowance."""
+        events = self.generate_answer(
+            assembled.prompt,
+            max_tokens=allowance.max_tokens,
+            target=allowance.target,
+            deadline=allowance.deadline,
+            reserve_ms=allowance.reserve_ms,
+            stop_at=allowance.stop_at,
+            span=allowance.span,
+            urgency=urgency(allowance.need),
+        )
+        async with aclosing(events):
+            async for event in events:
+                if isinstance(event, RouteDecision):
+                    allowance.routed(event.target, event.degradation)
+                elif isinstance(event, Generated):
+                    yield replace(event, shared_prefix_tokens=assembled.shared_prefix_tokens)
+                else:
+                    yield event.text
 
     async def generate_answer(
         self,
@@ -281,13 +338,6 @@ class Generate:
             if first_at is None:
                 raise BackendUnavailable(f"generation failed: {exc}") from exc
             raise GenerationFailed(f"generation failed mid-stream: {exc}") from exc
-
-
-def record_first_token(span: Span, ttft_ms: float, target_ms: float) -> None:
-    """The answer's first token: on the TTFT histogram and the generate span."""
-    metrics.TTFT_SECONDS.observe(ttft_ms / 1000.0)
-    span.add_event("first_token", {"ragtime.ttft_ms": ttft_ms})
-    span.set_attribute("ragtime.ttft.over_target", 0 < target_ms < ttft_ms)
 
 
 def record_generation_end(

@@ -18,7 +18,7 @@ from app.stages.recent import Recent
 from app.stages.result import StageResult
 from app.stages.threads import StageThreads
 from retrieval import Passage
-from tracing.budget import StageName
+from tracing.budget import Allowance, StageName
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,9 @@ class ScreenQuestion:
 
     async def warm_up(self) -> None:
         await asyncio.to_thread(self.moderator.load)
+
+    async def run(self, question: str, allowance: Allowance) -> Screened:
+        return await self.screen_question(question, deadline=allowance.deadline)
 
     async def screen_question(self, question: str, *, deadline: float) -> Screened:
         score = self._scores.get(question)
@@ -149,6 +152,9 @@ class ScreenPassages:
     async def warm_up(self) -> None:
         """Nothing to load: the rules are compiled when ``app.safety.injection`` is imported."""
 
+    async def run(self, passages: Sequence[Passage], allowance: Allowance) -> ScreenedPassages:
+        return await self.screen_passages(passages, deadline=allowance.deadline)
+
     async def screen_passages(
         self, passages: Sequence[Passage], *, deadline: float
     ) -> ScreenedPassages:
@@ -194,6 +200,11 @@ class ModeratedTail(StageResult):
     total_ms: float = 0.0
     """All the filter's time, this tail included."""
 
+    @property
+    def earlier_ms(self) -> float:
+        """The filter's time while the answer streamed, charged to this stage too."""
+        return self.inline_ms
+
     def attributes(self) -> dict[str, float | int]:
         attributes: dict[str, float | int] = {
             "ragtime.moderation.inline_ms": round(self.inline_ms, 3)
@@ -217,6 +228,10 @@ class ModerateAnswer:
 
     def open(self) -> AnswerFilter:
         return self.moderator.answer_filter()
+
+    async def run(self, answer_filter: AnswerFilter, allowance: Allowance) -> ModeratedTail:
+        """What ``answer_filter`` still holds, released once the answer has ended."""
+        return await self.moderate_tail(answer_filter)
 
     async def moderate_tail(self, answer_filter: AnswerFilter) -> ModeratedTail:
         inline_ms = answer_filter.elapsed_ms

@@ -1,5 +1,6 @@
-"""The rerank stage: the best candidates reordered by a cross-encoder, as many as fit the time
-the plan gives it, the rest in the found order, and what was given up said."""
+"""The rerank stage: what the searches found, fused into one ranking (hybrid search), and its
+best candidates reordered by a cross-encoder, as many as fit the time the plan gives it, the
+rest in the found order, and what was given up said."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ import time
 from dataclasses import dataclass
 
 from app.stages.result import StageResult
+from app.stages.retrieval import Found, KeywordFound, Query, found_candidates
 from app.stages.threads import StageThreads
 from retrieval import Passage, Reranker, RerankRound
-from tracing.budget import DeadlinePassed, StageName
+from tracing.budget import Allowance, DeadlinePassed, StageName
 
 
 @dataclass(frozen=True)
@@ -27,6 +29,11 @@ class Reranked(StageResult):
     error: BaseException | None = None
     planned: int = 0
 
+    @property
+    def units(self) -> int:
+        """What its cost is learned over: the candidate pairs scored."""
+        return self.scored
+
     def attributes(self) -> dict[str, str | int | bool]:
         if not self.scored:
             return {"ragtime.rerank.skipped": True}
@@ -35,6 +42,15 @@ class Reranked(StageResult):
             "ragtime.rerank.candidates": self.scored,
             "ragtime.rerank.planned": self.planned,
         }
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """What the searches of a query found: the dense ranking, the keyword one, or both."""
+
+    query: Query
+    dense: Found | None = None
+    keyword: KeywordFound | None = None
 
 
 class Rerank:
@@ -78,6 +94,19 @@ class Rerank:
     @property
     def available(self) -> bool:
         return self.reranker.available
+
+    async def run(self, found: Candidates, allowance: Allowance) -> Reranked:
+        """The query's ``k`` best passages: the searches' rankings fused (as deep as they
+        looked), then as many of the plan's rerank candidates scored as fit its deadline."""
+        query = found.query
+        candidates = found_candidates(query.mode, found.dense, found.keyword, allowance.depth)
+        return await self.rerank_passages(
+            query.text,
+            candidates,
+            k=query.k,
+            candidates=allowance.planned.rerank_candidates,
+            deadline=allowance.deadline,
+        )
 
     async def rerank_passages(
         self, query: str, passages: list[Passage], *, k: int, candidates: int, deadline: float

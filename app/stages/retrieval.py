@@ -1,10 +1,12 @@
 """The retrieval stages: embed the question, search the collection's index (its vectors, its
-BM25 keyword index, or both, fused: ``found_candidates``). Rerank is ``app.stages.rerank``."""
+BM25 keyword index, or both: the ``Query``'s mode says which), and the two rankings fused
+(``found_candidates``, by the rerank stage, ``app.stages.rerank``)."""
 
 from __future__ import annotations
 
 import asyncio
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -27,7 +29,36 @@ from retrieval import (
     keyword_weight,
 )
 from retrieval.embedding.embedder import vector_family
-from tracing.budget import StageName
+from tracing.budget import Allowance, StageName
+
+
+@dataclass(frozen=True)
+class Query:
+    """What a request searches for: its text, in which collection (within ``search_filter``),
+    the ``k`` passages it wants, and how (``mode``: by vectors, by words, or both)."""
+
+    text: str
+    collection: str
+    k: int
+    mode: SearchMode
+    search_filter: SearchFilter | None = None
+
+    @property
+    def by_vectors(self) -> bool:
+        """Whether the collection's vectors are searched (dense or hybrid)."""
+        return self.mode != "keyword"
+
+    @property
+    def by_words(self) -> bool:
+        """Whether the keyword index is searched: in keyword mode; in hybrid mode when the
+        query's words may weigh in the fusion (``KeywordSearch.weight``: a query neither typed to
+        be found by its words nor naming an exact term is not), and the plan keeps the side."""
+        return bool(KeywordSearch.weight(self.text, self.mode))
+
+    @property
+    def words_required(self) -> bool:
+        """Whether the keyword side is the whole search (keyword mode): the plan cannot drop it."""
+        return self.mode == "keyword"
 
 
 @dataclass(frozen=True)
@@ -79,15 +110,23 @@ class EmbedQuestion:
         threads: StageThreads,
         *,
         cache_size: int = EMBED_CACHE_SIZE,
+        embedder_for: Callable[[str], Embedder] | None = None,
     ) -> None:
         self.embedders = embedders if isinstance(embedders, Embedders) else Embedders(embedders)
         self.threads = threads
+        self.embedder_for = embedder_for or (lambda collection: self.embedders.default)
+        """A collection's embedder: the backend that built its vectors."""
         self.cache_size = cache_size
         self._batchers: dict[str, MicroBatcher[str, np.ndarray]] = {}
         self._cache: Recent[tuple[str, str, str], np.ndarray] = Recent(cache_size)
 
     async def warm_up(self) -> None:
         await asyncio.to_thread(self.embedders.default.load)
+
+    async def run(self, query: Query, allowance: Allowance) -> Embedded:
+        """The query's vector, by its collection's embedder."""
+        embedder = self.embedder_for(query.collection)
+        return await self.embed_question(query.text, deadline=allowance.deadline, embedder=embedder)
 
     async def embed_question(
         self, question: str, *, deadline: float, embedder: Embedder | None = None
@@ -151,6 +190,14 @@ class Found(StageResult):
         return _found_attributes("search", self)
 
 
+@dataclass(frozen=True)
+class Vectorised:
+    """A query and its vector: what the dense search looks with."""
+
+    query: Query
+    embedded: Embedded
+
+
 class SearchIndex:
     """Finds the ``k`` passages nearest a vector in one collection's FAISS index."""
 
@@ -173,6 +220,15 @@ class SearchIndex:
             raise UnknownCollection(f"unknown collection {collection!r}")
         if search_filter is not None:
             self.store.check_filter(collection, search_filter)
+
+    async def run(self, asked: Vectorised, allowance: Allowance) -> Found:
+        """The query's nearest passages, as many as the budget's search depth."""
+        query, embedded = asked.query, asked.embedded
+        return await self.search_vectors(
+            query.collection, embedded.vector, allowance.depth,
+            deadline=allowance.deadline, search_filter=query.search_filter,
+            backend=embedded.backend,
+        )  # fmt: skip
 
     async def search_vectors(
         self,
@@ -242,6 +298,13 @@ class KeywordSearch:
         if mode == "hybrid":
             return keyword_weight(query, lambda terms: 1.0)
         return 1.0 if mode == "keyword" else 0.0
+
+    async def run(self, query: Query, allowance: Allowance) -> KeywordFound:
+        """The passages that best match the query's words, as many as the search depth."""
+        return await self.search_words(
+            query.collection, query.text, allowance.depth,
+            deadline=allowance.deadline, search_filter=query.search_filter,
+        )  # fmt: skip
 
     async def search_words(
         self,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
@@ -14,16 +15,17 @@ import pytest
 from fastapi.testclient import TestClient
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from app.frontdoor.shutdown import Shutdown
 from app.http.report import answer_report
 from app.pipeline import Pipeline
 from app.pipeline.budget_engine import build_budget_engine
-from app.pipeline.events import AnswerOutcome
+from app.pipeline.events import AnswerOutcome, Prepared
+from app.stages import Answered
 from tests.fakes.backends import ScriptedBackend
 from tests.helpers.app import make_settings, running_app, services_of_doubles
 from tests.helpers.spans import attributes
 from tests.helpers.sse import parse_sse
 from tracing import BudgetLedger
+from tracing.budget import BudgetSession
 
 QUESTION = "How do I append an item to a list?"
 UNSUPPORTED = "The capital of France is Paris, a city on the Seine river."
@@ -183,14 +185,17 @@ async def test_no_time_left_skips_attribution_and_says_so(seeded_data_dir: Path)
     await services.start()
     try:
         budget = build_budget_engine(services.settings, services.costs)
-        pipeline = Pipeline(services, budget, shutdown=Shutdown(1.0))
-        prepared = await pipeline.prepare(
-            QUESTION, "demo", 4, BudgetLedger(15_000), route="/v1/ask"
-        )
-        spent = prepared.session.ledger = BudgetLedger(1)
+        pipeline = Pipeline(services, budget)
+        events = pipeline.answer(QUESTION, "demo", 4, BudgetLedger(15_000), route="/v1/ask")
+        async with aclosing(events):
+            prepared = await anext(events)
+        assert isinstance(prepared, Prepared)
+        spent = BudgetLedger(1)
+        session = BudgetSession(budget, spent, route="/v1/ask", k=4, rerank_available=False)
         time.sleep(0.005)  # the whole budget is gone
         outcome = AnswerOutcome(text="Lists hold items in order and grow with append.")
-        outcome.attribution = await pipeline.attribute(prepared, outcome)
+        answered = Answered(QUESTION, outcome.text, prepared.prompt.passages)
+        outcome.attribution = await session.run(services.stages.attribute, answered)
     finally:
         await services.close()
     report = answer_report(prepared, outcome, spent, "m")

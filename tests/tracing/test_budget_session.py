@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import pytest
 from opentelemetry import trace
 
+from tests.helpers.budget_stages import Probe, Scripted, allowance_for
 from tests.helpers.plans import LIMITS, LINEAR, Load
 from tracing import metrics
 from tracing.budget import (
@@ -25,6 +26,7 @@ from tracing.budget import (
 from tracing.budget.door.book import FinishAdmission
 from tracing.budget.door.ticket import Ticket
 from tracing.budget.policy import Action
+from tracing.budget.serving import generation_ended
 
 SEARCH = PlanLimits(20, 0, 0, 0, 0, 0, 0.0)
 FAST = GenerationPrior(fixed_ms=20.0, prefill_ms_per_token=0.05, decode_ms_per_token=5.0)
@@ -63,10 +65,16 @@ def refused(route: str, reason: str) -> float:
 
 def test_the_full_plan_at_the_preferred_target() -> None:
     session = BudgetSession(
-        engine(), BudgetLedger(60_000), route="/v1/ask", question="q", serving=Serving()
+        engine(),
+        BudgetLedger(60_000),
+        route="/v1/ask",
+        k=4,
+        rerank_available=True,
+        question="q",
+        serving=Serving(),
     )
     session.check_feasible()
-    plan = session.plan(k=4, rerank_available=True)
+    plan = session.plan()
     assert plan.target == "large" and not plan.actions
     assert session.planned is plan and session.target == "large"
 
@@ -75,10 +83,16 @@ def test_a_smaller_model_when_the_first_cannot_fit_and_it_says_so() -> None:
     built = engine()
     built.cost.calibrate("large", SLOW)
     session = BudgetSession(
-        built, BudgetLedger(1500), route="/v1/ask", question="q", serving=Serving()
+        built,
+        BudgetLedger(1500),
+        route="/v1/ask",
+        k=4,
+        rerank_available=True,
+        question="q",
+        serving=Serving(),
     )
     session.check_feasible()  # the small model fits: not refused
-    plan = session.plan(k=4, rerank_available=True)
+    plan = session.plan()
     assert plan.target == "small"
     [smaller] = [a for a in plan.actions if a.action == "smaller_model"]
     assert smaller.stage == "generate" and smaller.reason.startswith("small: ")
@@ -91,7 +105,15 @@ def test_refusals_are_counted_under_the_real_route() -> None:
     built.cost.calibrate("small", SLOW)
     route = "/v1/chat/completions"
     before = refused(route, "budget_infeasible")
-    session = BudgetSession(built, BudgetLedger(100), route=route, question="q", serving=Serving())
+    session = BudgetSession(
+        built,
+        BudgetLedger(100),
+        route=route,
+        k=4,
+        rerank_available=False,
+        question="q",
+        serving=Serving(),
+    )
     with pytest.raises(BudgetInfeasible):
         session.check_feasible()
     assert refused(route, "budget_infeasible") == before + 1
@@ -103,7 +125,13 @@ def test_a_full_target_refuses_with_its_route() -> None:
     serving.loads["large"] = Load(waiting=3, max_running=1)  # another replica's queue
     before = refused("/v1/ask", "overloaded")
     session = BudgetSession(
-        built, BudgetLedger(60_000), route="/v1/ask", question="q", serving=serving
+        built,
+        BudgetLedger(60_000),
+        route="/v1/ask",
+        k=4,
+        rerank_available=False,
+        question="q",
+        serving=serving,
     )
     with pytest.raises(TargetSaturated):
         session.check_feasible()
@@ -115,11 +143,13 @@ def test_the_callers_cap_is_kept_and_is_no_degradation() -> None:
         engine(),
         BudgetLedger(60_000),
         route="/v1/ask",
+        k=4,
+        rerank_available=True,
         question="q",
         serving=Serving(),
         output_cap=12,
     )
-    plan = session.plan(k=4, rerank_available=True)
+    plan = session.plan()
     assert plan.max_output_tokens == 12
     assert "output_capped" not in [a.action for a in plan.actions]
 
@@ -127,9 +157,15 @@ def test_the_callers_cap_is_kept_and_is_no_degradation() -> None:
 def test_the_context_fits_the_servers_context_length() -> None:
     serving = Serving(context_length=600)
     session = BudgetSession(
-        engine(), BudgetLedger(60_000), route="/v1/ask", question="q", serving=serving
+        engine(),
+        BudgetLedger(60_000),
+        route="/v1/ask",
+        k=4,
+        rerank_available=True,
+        question="q",
+        serving=serving,
     )
-    plan = session.plan(k=4, rerank_available=True)
+    plan = session.plan()
     assert plan.context_tokens + LIMITS.prompt_overhead_tokens + plan.max_output_tokens <= 600
     [reduced] = [a for a in plan.actions if a.action == "context_reduced"]
     assert "context length is 600" in reduced.reason
@@ -139,10 +175,16 @@ def test_with_the_policy_off_every_request_runs_at_full_size() -> None:
     built = engine(degrade=False)
     built.cost.calibrate("large", SLOW)
     session = BudgetSession(
-        built, BudgetLedger(10), route="/v1/ask", question="q", serving=Serving()
+        built,
+        BudgetLedger(10),
+        route="/v1/ask",
+        k=4,
+        rerank_available=True,
+        question="q",
+        serving=Serving(),
     )
     session.check_feasible()  # never refused
-    plan = session.plan(k=4, rerank_available=True)
+    plan = session.plan()
     assert (plan.context_tokens, plan.max_output_tokens, plan.target) == (800, 100, "large")
 
 
@@ -151,23 +193,52 @@ def test_passages_alone_when_nothing_fits_and_that_is_the_rule() -> None:
     built.cost.calibrate("large", SLOW)
     built.cost.calibrate("small", SLOW)
     ledger = BudgetLedger(100)
-    session = BudgetSession(built, ledger, route="/v1/ask", question="q", serving=Serving())
+    session = BudgetSession(
+        built, ledger, route="/v1/ask", k=4, rerank_available=True, question="q", serving=Serving()
+    )
     session.check_feasible()
-    assert session.plan(k=4, rerank_available=True).max_output_tokens == 0
+    assert session.plan().max_output_tokens == 0
     assert [d.action for d in ledger.degradations] == ["generation_skipped"]
 
 
-def test_the_reservation_is_held_until_generation_ends() -> None:
+async def test_the_reservation_is_held_until_the_session_ends() -> None:
     built = engine()
     session = BudgetSession(
-        built, BudgetLedger(60_000), route="/v1/ask", question="q", serving=Serving()
+        built,
+        BudgetLedger(60_000),
+        route="/v1/ask",
+        k=4,
+        rerank_available=True,
+        question="q",
+        serving=Serving(),
     )
-    session.plan(k=4, rerank_available=True)
-    assert built.reservations.open("large") == 1
-    with session.holding():
-        assert session.reservation is not None and session.reservation.started is not None
+    started: list[float | None] = []
+
+    def during(allowance: object) -> None:
+        assert session.reservation is not None
+        started.append(session.reservation.started)
+
+    with session:
+        session.plan()
+        assert built.reservations.open("large") == 1
+        stage = Scripted(Ended("stop"), texts=["an answer"], during=during)
+        async with session.generate(stage, None) as generation:
+            assert [text async for text in generation] == ["an answer"]
+        assert started[0] is not None, "started at its target's queue as generation began"
+        assert built.reservations.open("large") == 1, "held until the session ends"
     assert built.reservations.open("large") == 0
-    session.release_reservation()  # idempotent
+
+
+def test_a_request_that_fails_before_generating_gives_its_reservation_back() -> None:
+    built = engine()
+    session = BudgetSession(
+        built, BudgetLedger(60_000), route="/v1/ask", k=4, rerank_available=True, question="q",
+        serving=Serving(),
+    )  # fmt: skip
+    with pytest.raises(RuntimeError), session:
+        session.plan()
+        assert built.reservations.open("large") == 1
+        raise RuntimeError("the reranker's process died")
     assert built.reservations.open("large") == 0
 
 
@@ -179,10 +250,18 @@ def test_a_plan_holds_its_generation_time_from_the_moment_it_is_made() -> None:
     built = engine()
     serving = Serving(edf=True)
     sessions = [
-        BudgetSession(built, BudgetLedger(60_000), route="/v1/ask", question="q", serving=serving)
+        BudgetSession(
+            built,
+            BudgetLedger(60_000),
+            route="/v1/ask",
+            k=4,
+            rerank_available=True,
+            question="q",
+            serving=serving,
+        )
         for _ in range(2)
     ]
-    first, second = (s.plan(k=4, rerank_available=True) for s in sessions)
+    first, second = (s.plan() for s in sessions)
     assert built.reservations.open("large") == 2
     assert first.stage_ms.get("queue", 0.0) == 0.0
     assert second.stage_ms["queue"] == pytest.approx(first.stage_ms[StageName.GENERATE])
@@ -191,38 +270,62 @@ def test_a_plan_holds_its_generation_time_from_the_moment_it_is_made() -> None:
 
 def test_a_search_plan_holds_nothing_at_any_target() -> None:
     built = engine()
-    BudgetSession(built, BudgetLedger(60_000), route="/v1/search").plan(k=4, rerank_available=True)
+    BudgetSession(
+        built, BudgetLedger(60_000), route="/v1/search", k=4, rerank_available=True
+    ).plan()
     assert built.reservations.open("large") == built.reservations.open("") == 0
 
 
 def test_a_search_session_plans_rerank_only_and_never_refuses_on_arrival() -> None:
-    session = BudgetSession(engine(), BudgetLedger(1), route="/v1/search")
+    session = BudgetSession(
+        engine(), BudgetLedger(1), route="/v1/search", k=4, rerank_available=True
+    )
     session.check_feasible()
-    plan = session.plan(k=4, rerank_available=True)
+    plan = session.plan()
     assert (plan.context_tokens, plan.max_output_tokens, plan.target) == (0, 0, "")
 
 
 def test_rerank_waits_only_as_long_as_the_rest_of_the_plan_leaves() -> None:
     ledger = BudgetLedger(60_000)
-    session = BudgetSession(engine(), ledger, route="/v1/ask", question="q", serving=Serving())
+    session = BudgetSession(
+        engine(),
+        ledger,
+        route="/v1/ask",
+        k=4,
+        rerank_available=True,
+        question="q",
+        serving=Serving(),
+    )
     assert session.deadline_for(StageName.RERANK) == ledger.deadline  # before the plan
-    session.plan(k=4, rerank_available=True)
+    session.plan()
     assert session.deadline_for(StageName.RERANK) < ledger.deadline
     assert session.deadline_for(StageName.ASSEMBLE) == ledger.deadline
 
 
-def test_attribution_is_skipped_when_its_cost_does_not_fit() -> None:
+async def test_attribution_is_skipped_when_its_cost_does_not_fit() -> None:
     built = engine()
     built.cost.seed({"attribute": 500.0})
     roomy = BudgetSession(
-        built, BudgetLedger(60_000), route="/v1/ask", question="q", serving=Serving()
+        built,
+        BudgetLedger(60_000),
+        route="/v1/ask",
+        k=4,
+        rerank_available=False,
+        question="q",
+        serving=Serving(),
     )
-    assert roomy.attribution().fits
+    assert (await allowance_for(roomy, StageName.ATTRIBUTE)).room().fits
     tight = BudgetSession(
-        built, BudgetLedger(300), route="/v1/ask", question="q", serving=Serving()
+        built,
+        BudgetLedger(300),
+        route="/v1/ask",
+        k=4,
+        rerank_available=False,
+        question="q",
+        serving=Serving(),
     )
-    room = tight.attribution()
-    assert not room.fits and "attribution takes about 500 ms" in room.reason
+    room = (await allowance_for(tight, StageName.ATTRIBUTE)).room()
+    assert not room.fits and "attribute takes about 500 ms" in room.reason
 
 
 @dataclass
@@ -244,20 +347,23 @@ class Ended:
     streamed_tokens: int = 0
     prompt_tokens: int = 0
     may_have_queued: bool = True
+    shared_prefix_tokens: int | None = None
 
 
 def test_only_an_answer_that_ended_on_its_own_teaches_the_model() -> None:
     built = engine()
     ledger = BudgetLedger(60_000)
-    session = BudgetSession(built, ledger, route="/v1/ask", question="q", serving=Serving())
+    session = BudgetSession(
+        built, ledger, route="/v1/ask", k=4, rerank_available=False, question="q", serving=Serving()
+    )
     span = trace.get_tracer(__name__).start_span("generate")
     now = time.perf_counter()
     cut = Ended("deadline", started=now - 1, first_at=now - 0.5, usage=Usage())
-    session.generation_ended(cut, span, shared_prefix_tokens=None)
+    generation_ended(built, session.ledger, cut, span, shared_prefix_tokens=None)
     assert built.cost.snapshot()["generation"]["large"]["observations"]["first_token"] == 0  # type: ignore[index]
     assert [d.action for d in ledger.degradations] == ["deadline_stop"]
     whole = Ended("stop", started=now - 1, first_at=now - 0.5, usage=Usage())
-    session.generation_ended(whole, span, shared_prefix_tokens=None)
+    generation_ended(built, session.ledger, whole, span, shared_prefix_tokens=None)
     assert built.cost.snapshot()["generation"]["large"]["observations"]["first_token"] == 1  # type: ignore[index]
     span.end()
 
@@ -270,7 +376,13 @@ def test_an_answer_cut_short_teaches_its_decode_pace_until_the_cut() -> None:
     gen = built.cost.generation("large")
     before = gen.decode_ms_per_token()
     session = BudgetSession(
-        built, BudgetLedger(60_000), route="/v1/ask", question="q", serving=Serving()
+        built,
+        BudgetLedger(60_000),
+        route="/v1/ask",
+        k=4,
+        rerank_available=False,
+        question="q",
+        serving=Serving(),
     )
     span = trace.get_tracer(__name__).start_span("generate")
     now = time.perf_counter()
@@ -278,7 +390,7 @@ def test_an_answer_cut_short_teaches_its_decode_pace_until_the_cut() -> None:
         cut = Ended(
             "deadline", started=now - 10, first_at=now - 9, last_at=now - 1, streamed_tokens=41
         )
-        session.generation_ended(cut, span, shared_prefix_tokens=None)
+        generation_ended(built, session.ledger, cut, span, shared_prefix_tokens=None)
     span.end()
     assert gen.snapshot()["observations"] == {"first_token": 0, "decode": 3}
     assert before < 50 and gen.decode_ms_per_token() == pytest.approx(200.0)
@@ -296,7 +408,13 @@ def test_an_answer_cut_short_at_a_free_target_teaches_its_first_token(
     gen = built.cost.generation("large")
     quiet = gen.ttft_ms(300)
     session = BudgetSession(
-        built, BudgetLedger(60_000), route="/v1/ask", question="q", serving=Serving()
+        built,
+        BudgetLedger(60_000),
+        route="/v1/ask",
+        k=4,
+        rerank_available=False,
+        question="q",
+        serving=Serving(),
     )
     span = trace.get_tracer(__name__).start_span("generate")
     now = time.perf_counter()
@@ -305,7 +423,7 @@ def test_an_answer_cut_short_at_a_free_target_teaches_its_first_token(
             "deadline", started=now - 4, first_at=now - 1, last_at=now, streamed_tokens=41,
             prompt_tokens=300, may_have_queued=may_have_queued,
         )  # fmt: skip
-        session.generation_ended(cut, span, shared_prefix_tokens=None)
+        generation_ended(built, session.ledger, cut, span, shared_prefix_tokens=None)
     span.end()
     assert gen.snapshot()["observations"] == {"first_token": learned, "decode": 3}
     if learned:
@@ -315,7 +433,7 @@ def test_an_answer_cut_short_at_a_free_target_teaches_its_first_token(
 
 
 @pytest.mark.parametrize("waits", [True, False])
-def test_generating_is_out_of_the_requests_own_work_only_when_it_waits_on_a_model(
+async def test_generating_is_out_of_the_requests_own_work_only_when_it_waits_on_a_model(
     waits: bool,
 ) -> None:
     """Admission counts a request ahead while it is in its own work. Generating at a model (a
@@ -327,10 +445,22 @@ def test_generating_is_out_of_the_requests_own_work_only_when_it_waits_on_a_mode
     serving = Serving()
     serving.generation_waits = waits  # type: ignore[attr-defined]
     ledger = BudgetLedger(10_000, ticket=ticket)  # the front door's ticket, on the request's ledger
-    session = BudgetSession(engine(), ledger, route="/v1/ask", question="q", serving=serving)
-    with session.holding():
-        in_own_work = ticket.in_own_work
-    assert in_own_work is not waits
+    session = BudgetSession(
+        engine(),
+        ledger,
+        route="/v1/ask",
+        k=4,
+        rerank_available=False,
+        question="q",
+        serving=serving,
+    )
+    in_own_work: list[bool] = []
+    stage = Scripted(Ended("stop"), during=lambda allowance: in_own_work.append(ticket.in_own_work))
+    with session:
+        session.plan()
+        async with session.generate(stage, None) as generation:
+            assert [text async for text in generation] == []
+    assert in_own_work == [not waits]
     assert ticket.in_own_work
 
 
@@ -347,14 +477,23 @@ def keyword_engine(keyword_ms: float) -> BudgetEngine:
 
 
 def keyword_side(built: BudgetEngine, budget_ms: float, *, serving: bool = True) -> Action | None:
+    """None when the session keeps the keyword side; else what its span says was given up."""
+    ledger = BudgetLedger(budget_ms)
     session = BudgetSession(
         built,
-        BudgetLedger(budget_ms),
+        ledger,
         route="/v1/ask" if serving else "/v1/search",
+        k=4,
+        rerank_available=True,
         question="q",
         serving=Serving() if serving else None,
     )
-    return session.keyword_side(k=4, rerank_available=True)
+    if session.keeps(Probe(StageName.KEYWORD)):
+        assert not ledger.degradations
+        return None
+    [dropped] = ledger.degradations
+    assert "keyword" in ledger.timings_ms, "a dropped side has its span"
+    return Action(dropped.stage, dropped.action, dropped.reason)
 
 
 def test_the_keyword_side_runs_when_the_plan_keeps_more_with_it() -> None:
@@ -385,14 +524,26 @@ def test_nothing_is_dropped_where_nothing_fits_or_nothing_degrades() -> None:
     assert keyword_side(built, 1500) is None
 
 
-def test_each_search_looks_as_deep_as_the_plan_may_rerank() -> None:
-    built = engine()
-    answer = BudgetSession(built, BudgetLedger(1000), route="/t", question="q", serving=Serving())
-    assert LIMITS.rerank_candidates == 20
-    assert answer.search_depth(k=5, rerank_available=True) == 20
-    assert answer.search_depth(k=30, rerank_available=True) == 30  # never fewer than asked for
-    assert answer.search_depth(k=5, rerank_available=False) == 5  # nothing to choose among
-    search = BudgetSession(
-        BudgetEngine(LIMITS, PlanLimits(8, 0, 0), quality=LINEAR), BudgetLedger(1000), route="/s"
+async def search_depth(
+    built: BudgetEngine, *, k: int, rerank_available: bool, answer: bool = True
+) -> int:
+    session = BudgetSession(
+        built,
+        BudgetLedger(1000),
+        route="/t",
+        k=k,
+        rerank_available=rerank_available,
+        question="q" if answer else None,
+        serving=Serving() if answer else None,
     )
-    assert search.search_depth(k=5, rerank_available=True) == 8  # the search policy's own
+    return (await allowance_for(session, StageName.SEARCH)).depth
+
+
+async def test_each_search_looks_as_deep_as_the_plan_may_rerank() -> None:
+    built = engine()
+    assert LIMITS.rerank_candidates == 20
+    assert await search_depth(built, k=5, rerank_available=True) == 20
+    assert await search_depth(built, k=30, rerank_available=True) == 30  # never fewer than asked
+    assert await search_depth(built, k=5, rerank_available=False) == 5  # nothing to choose among
+    search = BudgetEngine(LIMITS, PlanLimits(8, 0, 0), quality=LINEAR)
+    assert await search_depth(search, k=5, rerank_available=True, answer=False) == 8  # its own

@@ -9,8 +9,8 @@ import time
 from dataclasses import dataclass
 
 import pytest
-from opentelemetry import trace
 
+from tests.helpers.budget_stages import Scripted
 from tests.helpers.plans import LIMITS, LINEAR, Load
 from tracing import metrics
 from tracing.budget import (
@@ -24,7 +24,7 @@ from tracing.budget import (
     TargetSaturated,
 )
 from tracing.budget.errors import QueueInfeasible
-from tracing.budget.serving import target_queue
+from tracing.budget.serving import serving_need, target_queue
 
 GPU = GenerationPrior(fixed_ms=30.0, prefill_ms_per_token=0.05, decode_ms_per_token=10.0)
 
@@ -84,14 +84,14 @@ def test_a_tight_question_is_admitted_ahead_of_loose_ones_where_the_server_preem
     loose_requests_running(preempting, 6)
     load = Load(waiting=2, max_running=1, earliest_deadline_first=True, preempts=True)
     session = BudgetSession(preempting, BudgetLedger(700), route="/v1/ask", question="q",
-                            serving=Serving(load))  # fmt: skip
+                            k=4, rerank_available=False, serving=Serving(load))  # fmt: skip
     session.check_feasible()
     assert session.engine.reservations.wait("gpu", session.ledger.deadline, slots=1, edf=True,
                                             preemptive=True).ms == 0.0  # fmt: skip
     first_come = engine()
     loose_requests_running(first_come, 6)
     session = BudgetSession(first_come, BudgetLedger(700), route="/v1/ask", question="q",
-                            serving=Serving(Load(waiting=2, max_running=1)))  # fmt: skip
+                            k=4, rerank_available=False, serving=Serving(Load(waiting=2, max_running=1)))  # fmt: skip
     with pytest.raises(TargetSaturated):
         session.check_feasible()
 
@@ -100,9 +100,9 @@ def test_the_serving_layer_is_told_the_plans_need() -> None:
     built = engine()
     ledger = BudgetLedger(2000)
     session = BudgetSession(built, ledger, route="/v1/ask", question="q",
-                            serving=Serving(Load(earliest_deadline_first=True)))  # fmt: skip
-    plan = session.plan(k=4, rerank_available=False)
-    need = session.serving_need()
+                            k=4, rerank_available=False, serving=Serving(Load(earliest_deadline_first=True)))  # fmt: skip
+    plan = session.plan()
+    need = serving_need(built, ledger, plan)
     assert need.deadline < ledger.deadline, "what the stages after generation need is kept"
     assert need.deadline > ledger.deadline - 1.0
     assert need.per_token_ms == pytest.approx(10.0, rel=0.2)
@@ -144,23 +144,27 @@ class Generated:
     streamed_tokens: int = 40
     prompt_tokens: int = 0
     may_have_queued: bool = True
+    shared_prefix_tokens: int | None = None
 
 
 @pytest.mark.parametrize(("preempts", "learned"), [(True, 0), (False, 1)])
-def test_timings_a_preemption_may_have_stretched_are_not_learned(
+async def test_timings_a_preemption_may_have_stretched_are_not_learned(
     preempts: bool, learned: int
 ) -> None:
     built = engine()
     load = Load(max_running=1, earliest_deadline_first=True, preempts=preempts)
     session = BudgetSession(built, BudgetLedger(5000), route="/v1/ask", question="q",
-                            serving=Serving(load))  # fmt: skip
-    session.plan(k=4, rerank_available=False)
-    with session.holding():
-        built.reservations.reserve("gpu", time.perf_counter() + 0.5, 300.0).start()  # overtakes
-        now = time.perf_counter()
-        generated = Generated(started=now - 3.5, first_at=now - 3.0, usage=Usage())
-        span = trace.get_tracer(__name__).start_span("generate")
-        session.generation_ended(generated, span, shared_prefix_tokens=None)
+                            k=4, rerank_available=False, serving=Serving(load))  # fmt: skip
+    now = time.perf_counter()
+    generated = Generated(started=now - 3.5, first_at=now - 3.0, usage=Usage())
+
+    def overtaken(allowance: object) -> None:
+        built.reservations.reserve("gpu", time.perf_counter() + 0.5, 300.0).start()
+
+    with session:
+        session.plan()
+        async with session.generate(Scripted(generated, during=overtaken), None) as generation:
+            assert [text async for text in generation] == []
     observed = built.cost.generation("gpu").snapshot()["observations"]
     assert observed == {"first_token": learned, "decode": learned}
 
@@ -188,11 +192,19 @@ def test_a_plan_the_queue_leaves_no_room_for_is_refused_as_overloaded_not_as_a_5
     fifo = Serving(Load(waiting=2, max_running=1))
     before = refused_overloaded()
     session = BudgetSession(built, BudgetLedger(700), route="/v1/ask", question="q",
-                            serving=fifo)  # fmt: skip
+                            k=4, rerank_available=False, serving=fifo)  # fmt: skip
     with pytest.raises(TargetSaturated, match="the queue at gpu is"):
-        session.plan(k=4, rerank_available=False)
+        session.plan()
     assert refused_overloaded() == before + 1
-    tiny = BudgetSession(built, BudgetLedger(60), route="/v1/ask", question="q", serving=fifo)
+    tiny = BudgetSession(
+        built,
+        BudgetLedger(60),
+        route="/v1/ask",
+        k=4,
+        rerank_available=False,
+        question="q",
+        serving=fifo,
+    )
     with pytest.raises(BudgetInfeasible) as raised:
-        tiny.plan(k=4, rerank_available=False)
+        tiny.plan()
     assert not isinstance(raised.value, QueueInfeasible), "too small alone: still a 504"

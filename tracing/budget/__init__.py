@@ -22,8 +22,9 @@ The loop, once per request:
 
 ``BudgetEngine`` (``engine``) holds the pieces. Each request opens a ``BudgetSession``
 (``session``) that owns its admission, plan, reservation, stage deadlines and
-observations: the pipeline runs the stages and asks its session; nothing else plans. Stage
-names are ``StageName`` members (``stage_names``).
+observations: the pipeline hands each stage (``stage``: a component with ``run(inputs,
+allowance)``) to its session; nothing else plans. Stage names are ``StageName`` members
+(``stage_names``).
 """
 
 from tracing.budget.calibration import Calibrator, Probe, ProbeResult, calibrate
@@ -43,12 +44,14 @@ from tracing.budget.quality import DEFAULT_QUALITY_PATH, QualityTable
 from tracing.budget.queue import Reservation, Reservations, TargetQueue
 from tracing.budget.serving import ServingNeed
 from tracing.budget.session import BudgetSession
+from tracing.budget.stage import Allowance, GenerationAllowance, Stage, StreamingStage
 from tracing.budget.stage_names import StageName
 
 __all__ = [
     "CPU_GENERATION_PRIOR",
     "DEFAULT_QUALITY_PATH",
     "Action",
+    "Allowance",
     "BudgetEngine",
     "BudgetError",
     "BudgetInfeasible",
@@ -59,6 +62,7 @@ __all__ = [
     "DeadlinePassed",
     "Degradation",
     "DegradationPolicy",
+    "GenerationAllowance",
     "GenerationCost",
     "GenerationPrior",
     "Learning",
@@ -71,9 +75,11 @@ __all__ = [
     "Reservations",
     "Rules",
     "ServingNeed",
+    "Stage",
     "StageName",
     "StageRecord",
     "StageSpan",
+    "StreamingStage",
     "TargetQueue",
     "TargetSaturated",
     "calibrate",

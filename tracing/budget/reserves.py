@@ -1,6 +1,6 @@
 """What the end of an answer keeps before its deadline: the last event and the request's close
 (``finish_reserve_ms``), the answer filter's flush while decoding (``generation_reserve_ms``),
-and whether attribution fits what is left (``attribution_room``)."""
+and whether a stage that may be left out (attribution) fits what is left (``stage_room``)."""
 
 from __future__ import annotations
 
@@ -28,26 +28,26 @@ def generation_reserve_ms(engine: BudgetEngine) -> float:
 
 
 @dataclass(frozen=True)
-class Attribution:
-    """Whether attribution fits what is left, and until when it may run."""
+class Room:
+    """Whether a stage that may be left out fits what is left, and until when it may run."""
 
     fits: bool
     deadline: float
     reason: str = ""
 
 
-def attribution_room(engine: BudgetEngine, ledger: BudgetLedger) -> Attribution:
-    """Whether attribution fits what is left of ``ledger``'s budget (at its learned cost), and
-    until when it may run."""
+def stage_room(engine: BudgetEngine, ledger: BudgetLedger, stage: StageName) -> Room:
+    """Whether ``stage`` fits what is left of ``ledger``'s budget (at its learned cost), the
+    answer's finish kept (``finish_reserve_ms``), and until when it may run."""
     reserve_ms = finish_reserve_ms(engine)
     left_ms = ledger.remaining_ms - reserve_ms
-    needed_ms = engine.cost.rate(StageName.ATTRIBUTE)
+    needed_ms = engine.cost.rate(stage)
     deadline = ledger.deadline - reserve_ms / 1000.0
     if left_ms <= 0 or left_ms < needed_ms:
-        return Attribution(
+        return Room(
             False,
             deadline,
-            f"{max(left_ms, 0.0):.0f} ms of the budget left, attribution takes "
-            f"about {needed_ms:.0f} ms: citations not attributed",
+            f"{max(left_ms, 0.0):.0f} ms of the budget left, {stage.value} takes about "
+            f"{needed_ms:.0f} ms",
         )
-    return Attribution(True, deadline)
+    return Room(True, deadline)

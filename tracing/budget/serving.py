@@ -154,6 +154,10 @@ class GenerationResult(Protocol):
     @property
     def may_have_queued(self) -> bool: ...
 
+    @property
+    def shared_prefix_tokens(self) -> int | None:
+        """The prompt's leading tokens every prompt shares, which the target keeps cached."""
+
 
 def generation_ended(
     engine: BudgetEngine,

@@ -1,51 +1,54 @@
 """One request's budget session: the one seam between the pipeline and the budget.
 
-Each request opens a ``BudgetSession`` over the service's one ``BudgetEngine``. Every stage runs
-through it (``run``; generation through ``generating``, for its stream): its span, its deadline,
-its result, error and degradation, and its cost learned. Besides, the session decides:
+Each request opens a ``BudgetSession`` over the service's one ``BudgetEngine``, for the ``k``
+passages it asks. The pipeline uses five of its members, and nothing else of the budget:
 
-* **feasibility** (``check_feasible``): a budget no plan can meet is refused before any work
-  (504), a target whose queue has no room for it too (503), counted under the request's route;
-* **how deep each search looks** (``search_depth``), **the keyword side** (``keyword_side``)
-  and **the plan** (``plan``): rerank candidates, context and output tokens for what is left
-  after search, the caller's own output cap kept, the context fitted to the target's context
-  length, and the target: the first candidate whose smallest plan fits (a later one, a smaller
-  model, is a degradation, said so);
-* **the reservation** (``plan``, ``holding``): the generation time held at the target from
-  the plan on, so that later requests plan around it and one may ask this one to stop early;
-* **how long each stage may wait** (``deadline_for``, ``generation_reserve_ms``,
-  ``attribution``), what the serving layer is told (``serving_need``), **what is learned**
-  (``observe``, ``generation_ended``). It holds one request's state, for that request's task.
+* ``check_feasible``: a budget no plan can meet is refused before any work (504), a target
+  whose queue has no room for it too (503), counted under the request's route;
+* ``run(stage, inputs)``: every stage but generation (``tracing.budget.stage``): its span, its
+  ``Allowance`` (its deadline, how deep a search looks, the plan once made, whether an optional
+  stage fits), its result, error and degradation on the span, and its cost learned;
+* ``keeps(stage)``: whether the plan keeps a stage it may drop (hybrid search's keyword side,
+  priced by ``keyword_side``); a dropped one gets a span saying what was given up;
+* ``plan()``: rerank candidates, context and output tokens for what is left after search, the
+  caller's own output cap kept, the context fitted to the target's context length, and the
+  target: the first candidate whose smallest plan fits (a later one, a smaller model, is a
+  degradation, said so). An answer's generation time is held at its target from then on
+  (the reservation), so that later requests plan around it;
+* ``generate(stage, inputs)``: the answer's stream (``tracing.budget.generation``), at the
+  target's queue, with what it is told and what is learned from it.
+
+The session is a context manager: leaving it gives the reservation back, whatever ended the
+request. It holds one request's state, for that request's task.
 """
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import replace
+from types import TracebackType
+from typing import TypeVar
 
 from opentelemetry.trace import Span
-from opentelemetry.util.types import AttributeValue
 
 from tracing import metrics
 from tracing.budget.engine import BudgetEngine, Rules
 from tracing.budget.errors import BudgetInfeasible, QueueInfeasible, TargetSaturated
+from tracing.budget.generation import Generation, generation_allowance
 from tracing.budget.keyword_side import keyword_side
-from tracing.budget.ledger import BudgetLedger, Outcome
+from tracing.budget.ledger import BudgetLedger, StageOutcome
 from tracing.budget.policy import Action, Plan, PlanLimits, fit_context_length
 from tracing.budget.queue import Reservation, TargetQueue
-from tracing.budget.reserves import Attribution, attribution_room, generation_reserve_ms
-from tracing.budget.serving import (
-    GenerationResult,
-    ReportedLoad,
-    ServingNeed,
-    ServingTargets,
-    generation_ended,
-    serving_need,
-    target_queue,
-)
+from tracing.budget.reserves import stage_room
+from tracing.budget.serving import ReportedLoad, ServingTargets, target_queue
+from tracing.budget.stage import Allowance, Stage, StreamingStage
 from tracing.budget.stage_names import StageName
+
+Inputs = TypeVar("Inputs")
+Result = TypeVar("Result", bound=StageOutcome)
 
 
 class BudgetSession:
@@ -57,16 +60,21 @@ class BudgetSession:
         ledger: BudgetLedger,
         *,
         route: str,
+        k: int,
+        rerank_available: bool,
         question: str | None = None,
         serving: ServingTargets | None = None,
         output_cap: int | None = None,
     ) -> None:
-        """For an answer to ``question``: the targets ``serving`` may send it to (the preferred
-        first), their loads and context length; for a search when ``question`` is None.
-        ``output_cap`` is the caller's own cap on the answer."""
+        """For ``k`` passages (reranked when ``rerank_available``) and an answer to
+        ``question``: the targets ``serving`` may send it to (the preferred first), their loads
+        and context length; for a search when ``question`` is None. ``output_cap`` is the
+        caller's own cap on the answer."""
         self.engine = engine
         self.ledger = ledger
         self.route = route
+        self.k = k
+        self.rerank_available = rerank_available
         self.targets: list[str] = []
         """Where the answer may go, the preferred first (a smaller model next); a search: none."""
         self.loads: dict[str, ReportedLoad | None] = {}
@@ -84,6 +92,19 @@ class BudgetSession:
         """The caller's own cap on the answer's tokens: kept, and not a degradation."""
         self._plan: Plan | None = None
         self.reservation: Reservation | None = None
+
+    def __enter__(self) -> BudgetSession:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        """The request's generation time given back to its target: the one place it is."""
+        if self.reservation is not None:
+            self.reservation.release()
 
     @property
     def planned(self) -> Plan:
@@ -142,31 +163,101 @@ class BudgetSession:
         ours = self.engine.reservations.open(target)
         return target_queue(self.loads.get(target), edf=self.edf, ours=ours)
 
-    # -- the plan --------------------------------------------------------------------------
+    # -- the stages ------------------------------------------------------------------------
 
-    def keyword_side(self, *, k: int, rerank_available: bool) -> Action | None:
-        """Whether hybrid search's keyword side runs (``keyword_side.keyword_side``): None when
-        it does, else the action that drops it."""
-        if not self.rules.degrade:
-            return None
+    async def run(self, stage: Stage[Inputs, Result], inputs: Inputs) -> Result:
+        """One stage through the budget, the one way every stage but generation runs: its span
+        on the ledger, the plan's actions for it on the span, ``stage.run(inputs, allowance)``,
+        its result on the span, what it gave up as a degradation, its error on the span, the
+        plan's prediction compared and its cost taught to the cost model over its ``units``
+        (``tracing.budget.stage``). ``DeadlinePassed`` ends the request."""
+        name = stage.name
+        with self.ledger.stage(name) as span:
+            self._begin(name, span)
+            started = time.perf_counter()
+            result = await stage.run(inputs, self._allowance(name))
+            result.record(span)
+            if (error := getattr(result, "error", None)) is not None:
+                span.record_exception(error)
+            if (degradation := getattr(result, "degradation", None)) is not None:
+                action, reason = degradation
+                self.ledger.degrade(name, action, reason, span)
+            if earlier_ms := getattr(result, "earlier_ms", 0.0):
+                started -= earlier_ms / 1000.0
+                self.ledger.charge(name, earlier_ms, started=started)
+            units = float(getattr(result, "units", 1.0))
+            if units > 0:
+                self._expect(name)
+                self.engine.observe_stage(
+                    name.value, (time.perf_counter() - started) * 1000.0, units
+                )
+        return result
+
+    def keeps(self, stage: Stage[Inputs, Result]) -> bool:
+        """Whether the plan keeps ``stage``, which it may drop to keep more of the answer's
+        quality (hybrid search's keyword side: ``keyword_side``). A dropped stage gets its span,
+        saying what was given up."""
+        if stage.name is not StageName.KEYWORD or not self.rules.degrade:
+            return True
         target = self.targets[0] if self.targets else None
         queue = self.queue(target) if target is not None else None
-        return keyword_side(
-            self.engine, self.ledger, target, queue, k=k, rerank_available=rerank_available
+        dropped = keyword_side(
+            self.engine,
+            self.ledger,
+            target,
+            queue,
+            k=self.k,
+            rerank_available=self.rerank_available,
         )
+        if dropped is None:
+            return True
+        with self.ledger.stage(dropped.stage) as span:
+            self.ledger.degrade(dropped.stage, dropped.action, dropped.reason, span)
+        return False
 
-    def search_depth(self, *, k: int, rerank_available: bool) -> int:
-        """How many passages each search finds for ``k``: as many as a plan may rerank."""
-        return self._limits().rerank_pool(k) if rerank_available else k
+    @asynccontextmanager
+    async def generate(
+        self, stage: StreamingStage[Inputs], inputs: Inputs
+    ) -> AsyncIterator[Generation]:
+        """The answer's generation (``tracing.budget.generation``), started at its target's
+        queue: its span open until the block ends (the answer's moderation with it), the plan's
+        prediction and actions on it, ended with the error that ended the block, if any. The
+        request's admission ticket is out of the process's own work meanwhile, when generating
+        waits on the model."""
+        plan = self.planned
+        stage_span = self.ledger.begin(
+            StageName.GENERATE, **stage.span_attributes(plan.max_output_tokens)
+        )
+        self._begin(StageName.GENERATE, stage_span.span)
+        ticket = self.ledger.ticket if self.generation_waits else None
+        if ticket is not None:
+            ticket.generation_started()
+        if self.reservation is not None:
+            self.reservation.start()
+        error: Exception | None = None
+        try:
+            allowance = generation_allowance(self, stage_span.span)
+            generation = Generation(self, stage.run(inputs, allowance), stage_span.span)
+            try:
+                yield generation
+            finally:
+                await generation.aclose()
+        except Exception as exc:
+            error = exc
+            raise
+        finally:
+            stage_span.end(error)
+            if ticket is not None:
+                ticket.generation_ended()
 
-    def _limits(self) -> PlanLimits:
-        return (self.engine.answer_policy if self.targets else self.engine.search_policy).limits
+    # -- the plan --------------------------------------------------------------------------
 
-    def plan(self, *, k: int, rerank_available: bool) -> Plan:
+    def plan(self) -> Plan:
         """The plan for what is left of the budget (an answer's, or a search's when the engine
         was opened for one); kept (``planned``) for the stages that follow. An answer's time is
         held at its target at once: one planned next, while this one reranks, counts it."""
         engine, ledger, limits = self.engine, self.ledger, self._limits()
+        k, rerank_available = self.k, self.rerank_available
         answering = bool(self.targets)
         if not self.rules.degrade:
             plan = Plan(
@@ -189,6 +280,9 @@ class BudgetSession:
         if answering and plan.max_output_tokens > 0 and self.reservation is None:
             self.reservation = self.engine.reserve(plan, self.ledger)
         return plan
+
+    def _limits(self) -> PlanLimits:
+        return (self.engine.answer_policy if self.targets else self.engine.search_policy).limits
 
     def _plan_answer(self, k: int, rerank_available: bool, limits: PlanLimits) -> Plan:
         first: BudgetInfeasible | None = None
@@ -223,19 +317,15 @@ class BudgetSession:
             raise TargetSaturated(str(first)) from first
         raise first
 
-    def begin(self, stage: StageName, span: Span, *, runs: bool = True) -> None:
-        """As ``stage`` begins: its predicted ms on the ledger (when it ``runs``: a rerank of no
-        passages does not), the plan's actions for it on its span, and at rerank the plan."""
+    def _begin(self, stage: StageName, span: Span) -> None:
+        """As ``stage`` begins: the plan's actions for it on its span, and at rerank the plan;
+        for generation, its predicted ms on the ledger (for the others, ``_expect`` once they
+        have done work: a rerank of no candidates predicts nothing)."""
         plan = self._plan
         if plan is None:
             return
-        predicted = plan.stage_ms.get(stage.value)
-        if stage is StageName.GENERATE and plan.stage_ms:
-            predicted = plan.stage_ms.get("queue", 0.0) + plan.stage_ms[StageName.GENERATE]
-        if stage is StageName.RERANK and not plan.rerank_candidates:
-            runs = False
-        if predicted is not None and runs:
-            self.ledger.expect(stage.value, predicted)
+        if stage is StageName.GENERATE:
+            self._expect(stage)
         for action in plan.actions:
             if action.stage == stage.value:
                 self.ledger.degrade(stage.value, action.action, action.reason, span)
@@ -251,99 +341,34 @@ class BudgetSession:
                 }
             )
 
-    async def run(
-        self,
-        stage: StageName,
-        work: Callable[[float], Awaitable[Outcome]],
-        *,
-        runs: bool = True,
-        units: Callable[[Outcome], float] = lambda _: 1.0,
-        spent_before_ms: float = 0.0,
-    ) -> Outcome:
-        """One stage through the budget, the one way every stage but generation runs: its span
-        on the ledger, the plan's prediction and actions on it (``begin``; ``runs``: the stage
-        does work), ``work`` given the stage's deadline (``deadline_for``), its result on the
-        span, what it gave up as a degradation, its error on the span, and its cost over
-        ``units`` taught to the cost model, with ``spent_before_ms`` (the answer filter's time
-        while the answer streamed, charged here too). ``DeadlinePassed`` ends the request."""
-        if spent_before_ms:
-            self.ledger.charge(stage, spent_before_ms)
-        with self.ledger.stage(stage) as span:
-            self.begin(stage, span, runs=runs)
-            started = time.perf_counter() - spent_before_ms / 1000.0
-            result = await work(self.deadline_for(stage))
-            result.record(span)
-            if (error := getattr(result, "error", None)) is not None:
-                span.record_exception(error)
-            if (degradation := getattr(result, "degradation", None)) is not None:
-                action, reason = degradation
-                self.ledger.degrade(stage, action, reason, span)
-            self.observe(stage, started, units(result))
-        return result
-
-    @contextmanager
-    def generating(self, **attributes: AttributeValue) -> Iterator[Span]:
-        """Generation's own entry, for its stream: its span (with ``attributes``) open while
-        the answer streams, the plan's prediction and actions on it, ended with the error that
-        ended the stream, if any."""
-        stage = self.ledger.begin(StageName.GENERATE, **attributes)
-        self.begin(StageName.GENERATE, stage.span)
-        error: Exception | None = None
-        try:
-            yield stage.span
-        except Exception as exc:
-            error = exc
-            raise
-        finally:
-            stage.end(error)
-
-    @property
-    def spent_ms(self) -> float:
-        return self.ledger.spent_ms  # what the request has spent of its budget so far
-
-    def skip(self, action: Action) -> None:
-        """A stage the plan drops (``keyword_side``): its span, saying what was given up."""
-        with self.ledger.stage(action.stage) as span:
-            self.ledger.degrade(action.stage, action.action, action.reason, span)
-
-    # -- the reservation -------------------------------------------------------------------
-
-    def release_reservation(self) -> None:
-        """Give the held time back (``holding`` does, and a request that ends before it)."""
-        if self.reservation is not None:
-            self.reservation.release()
-
-    @contextmanager
-    def holding(self) -> Iterator[None]:
-        """The generation, started at its target's queue; the reservation released after. The
-        request's admission ticket is out of the process's own work meanwhile, when generating
-        waits on the model."""
-        ticket = self.ledger.ticket if self.generation_waits else None
-        if ticket is not None:
-            ticket.generation_started()
-        try:
-            if self.reservation is not None:
-                self.reservation.start()
-            yield
-        finally:
-            self.release_reservation()
-            if ticket is not None:
-                ticket.generation_ended()
-
-    def stop_at(self) -> float | None:
-        """When a request queued behind this one needs the time: stop decoding by then."""
-        return self.reservation.stop_at if self.reservation is not None else None
-
-    def first_token(self) -> None:
-        """The answer's first token came: its wait at the target is over."""
-        if self.reservation is not None:
-            self.reservation.first_token()
+    def _expect(self, stage: StageName) -> None:
+        """The plan's prediction for ``stage`` on the ledger, compared when its span ends."""
+        plan = self._plan
+        if plan is None:
+            return
+        predicted = plan.stage_ms.get(stage.value)
+        if stage is StageName.GENERATE and plan.stage_ms:
+            predicted = plan.stage_ms.get("queue", 0.0) + plan.stage_ms[StageName.GENERATE]
+        if stage is StageName.RERANK and not plan.rerank_candidates:
+            return
+        if predicted is not None:
+            self.ledger.expect(stage.value, predicted)
 
     # -- how long each stage may wait --------------------------------------------------------
 
+    def _allowance(self, stage: StageName) -> Allowance:
+        limits = self._limits()
+        depth = limits.rerank_pool(self.k) if self.rerank_available else self.k
+        return Allowance(
+            deadline=self.deadline_for(stage),
+            depth=depth,
+            plan=self._plan,
+            room=functools.partial(stage_room, self.engine, self.ledger, stage),
+        )
+
     def deadline_for(self, stage: StageName) -> float:
-        """Until when ``stage`` may run (a ``time.perf_counter()`` value): the request's deadline,
-        less what the plan's later stages need after rerank."""
+        """Until when ``stage`` may run (a ``time.perf_counter()`` value): the request's
+        deadline, less what the plan's later stages need after rerank."""
         deadline = self.ledger.deadline
         plan = self._plan
         if stage is StageName.RERANK and plan is not None:
@@ -352,44 +377,3 @@ class BudgetSession:
             )
             return deadline - max(rest_ms, 0.0) / 1000.0
         return deadline
-
-    def generation_reserve_ms(self) -> float:
-        """Kept before the deadline while decoding (``reserves.generation_reserve_ms``)."""
-        return generation_reserve_ms(self.engine)
-
-    def serving_need(self) -> ServingNeed:
-        """What the plan needs of the serving layer (``serving_need``)."""
-        return serving_need(self.engine, self.ledger, self.planned)
-
-    def attribution(self) -> Attribution:
-        """Whether attribution fits what is left, and until when it may run."""
-        return attribution_room(self.engine, self.ledger)
-
-    # -- what is learned -------------------------------------------------------------------
-
-    def observe(self, stage: StageName, started: float, units: float = 1.0) -> None:
-        """``stage`` ran from ``started`` (a ``time.perf_counter()`` value) until now, over
-        ``units`` (queries, candidate pairs, answers)."""
-        if units > 0:
-            self.observe_ms(stage, (time.perf_counter() - started) * 1000.0, units)
-
-    def observe_ms(self, stage: StageName, elapsed_ms: float, units: float = 1.0) -> None:
-        self.engine.observe_stage(stage.value, elapsed_ms, units)
-
-    def routed(self, target: str, degradation: tuple[str, str] | None, span: Span) -> None:
-        """Where the request went (``target``), and what the backend gave up to send it there
-        (its output capped to the server's context length, say)."""
-        if span.is_recording():
-            span.set_attribute("ragtime.budget.target", target)
-        if degradation is not None:
-            self.ledger.degrade(StageName.GENERATE, *degradation, span)
-
-    def generation_ended(
-        self, generated: GenerationResult, span: Span, *, shared_prefix_tokens: int | None
-    ) -> None:
-        """How generation ended (``serving.generation_ended``); its timings are not learned
-        where a request due earlier may have preempted it (``Reservation.overtaken``)."""
-        res = self.reservation
-        learn = res is None or not (self.queue(res.target).preemptive and res.overtaken())
-        generation_ended(self.engine, self.ledger, generated, span, learn=learn,
-                         shared_prefix_tokens=shared_prefix_tokens)  # fmt: skip

@@ -30,6 +30,7 @@ from app.http.deps import (
     LedgerDep,
     PipelineDep,
     SettingsDep,
+    ShutdownDep,
     readable_collection,
 )
 from app.http.errors import STREAM_FAILURES, error_body, stream_error
@@ -47,6 +48,7 @@ async def ask(
     ledger: LedgerDep,
     pipeline: PipelineDep,
     settings: SettingsDep,
+    shutdown: ShutdownDep,
 ) -> Any:
     question = asked(
         settings,
@@ -56,7 +58,9 @@ async def ask(
         stream=body.stream,
     )
     if body.stream:
-        stream = await AnswerStream.start(pipeline, question, ledger, ROUTE, evidence_first=True)
+        stream = await AnswerStream.start(
+            pipeline, question, ledger, ROUTE, shutdown, evidence_first=True
+        )
         return EventSourceResponse(
             _events(stream),
             shutdown_event=stream.drain.started,

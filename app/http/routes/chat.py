@@ -43,7 +43,9 @@ from app.http.deps import (
     CurrentKey,
     LedgerDep,
     PipelineDep,
+    ServicesDep,
     SettingsDep,
+    ShutdownDep,
     readable_collection,
 )
 from app.http.errors import STREAM_FAILURES, InvalidField, ModelNotFound, stream_error
@@ -59,7 +61,7 @@ from app.http.schemas import (
     RagtimeExtensions,
     Report,
 )
-from app.pipeline import Pipeline
+from app.pipeline.services import Services
 
 log = logging.getLogger("ragtime")
 
@@ -131,21 +133,21 @@ async def _error_response(request: Request, exc: Exception) -> Response:
 router = APIRouter(tags=["openai"], route_class=OpenAIRoute)
 
 
-def served_models(pipeline: Pipeline) -> list[str]:
+def served_models(services: Services) -> list[str]:
     """The names a request's ``model`` may give: the service's, then the backend's model."""
-    names = [SERVICE_MODEL, pipeline.services.backend.model]
+    names = [SERVICE_MODEL, services.backend.model]
     return [name for i, name in enumerate(names) if name and name not in names[:i]]
 
 
 @router.get(MODELS_ROUTE, response_model=ModelList)
-async def list_models(key: AskKey, pipeline: PipelineDep) -> ModelList:
+async def list_models(key: AskKey, services: ServicesDep) -> ModelList:
     """The models a chat completion may name; any of them answers with the same pipeline."""
-    backend = pipeline.services.backend
+    backend = services.backend
     owners = {SERVICE_MODEL: SERVICE_MODEL, backend.model: backend.name}
     return ModelList(
         data=[
             ModelOut(id=name, created=_STARTED, owned_by=owners[name])
-            for name in served_models(pipeline)
+            for name in served_models(services)
         ]
     )
 
@@ -204,9 +206,11 @@ async def chat_completions(
     key: CurrentKey,
     ledger: LedgerDep,
     pipeline: PipelineDep,
+    services: ServicesDep,
     settings: SettingsDep,
+    shutdown: ShutdownDep,
 ) -> Any:
-    if body.model not in served_models(pipeline):
+    if body.model not in served_models(services):
         raise ModelNotFound(body.model)
     caps = [c for c in (body.max_tokens, body.max_completion_tokens) if c is not None]
     stream = bool(body.stream)
@@ -223,7 +227,7 @@ async def chat_completions(
     created = int(time.time())
     if stream:
         include_usage = body.stream_options is not None and body.stream_options.include_usage
-        started = await AnswerStream.start(pipeline, question, ledger, ROUTE)
+        started = await AnswerStream.start(pipeline, question, ledger, ROUTE, shutdown)
         chunks = _chunks(started, completion_id, created, body.model, include_usage)
         return EventSourceResponse(
             chunks,

@@ -54,15 +54,8 @@ async def search(
     mode = body.mode or settings.search_mode
     root.set_attributes({"ragtime.collection": collection, "ragtime.k": k, "ragtime.mode": mode})
     try:
-        passages = await pipeline.retrieve(
-            body.query,
-            collection,
-            k,
-            ledger,
-            route=ROUTE,
-            search_filter=search_filter,
-            mode=mode,
-        )
+        query = pipeline.query(body.query, collection, k, search_filter=search_filter, mode=mode)
+        passages = await pipeline.retrieve(query, ledger, route=ROUTE)
     except BaseException as exc:
         close_request(ledger, root, ROUTE, error_outcome(exc))
         raise

@@ -3,7 +3,7 @@
 One request's worth of it: a ``BudgetLedger``, a root span, the request's budget session (the
 real ``BudgetSession``: admission, one plan with the queue of its target, its reservation, stage
 deadlines, the cost model's observations), the eleven stages each through the session as the
-pipeline runs them (``session.run``; generation through ``session.generating``), a degradation
+pipeline runs them (``session.run``; generation through ``session.generate``), a degradation
 recorded, the answer-moderation charge, and the root span's annotation and the budget summary.
 No HTTP and no stage work: the stages are empty, so what is timed is the machinery alone, with
 the real tracer provider (``tracing.configure_tracing()``; spans are recorded, and exported
@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from opentelemetry import trace
@@ -25,7 +26,14 @@ from app.pipeline.budget_engine import build_budget_engine, cost_model
 from app.settings import DEFAULT_BUDGET_SHARES, Settings
 from bench.harness.stats import Summary, summarize
 from inference import Usage
-from tracing.budget import BudgetEngine, BudgetLedger, BudgetSession, StageName
+from tracing.budget import (
+    Allowance,
+    BudgetEngine,
+    BudgetLedger,
+    BudgetSession,
+    GenerationAllowance,
+    StageName,
+)
 from tracing.setup import configure_tracing
 
 STAGES = tuple(StageName)  # the eleven stages of a hybrid search's answer
@@ -69,6 +77,7 @@ class Ended:
     streamed_tokens: int = 0
     prompt_tokens: int = 0
     may_have_queued: bool = True
+    shared_prefix_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -76,57 +85,79 @@ class Done:
     """An empty stage's result, recorded on its span as a stage's is (``StageResult``)."""
 
     degradation: tuple[str, str] | None = None
+    earlier_ms: float = 0.0
 
     def record(self, span: Span) -> None:
         if span.is_recording():
             span.set_attribute("ragtime.bench.empty", True)
 
 
+@dataclass(frozen=True)
+class EmptyStage:
+    """A stage that does nothing but ask what a stage asks of its allowance."""
+
+    name: StageName
+    result: Done = Done()
+
+    async def run(self, inputs: None, allowance: Allowance) -> Done:
+        if self.name is StageName.ATTRIBUTE:
+            allowance.room()  # what attribution asks before it runs
+        return self.result
+
+
+class EmptyGeneration:
+    """A generation of no text that ends at once, said where it went."""
+
+    name = StageName.GENERATE
+
+    def span_attributes(self, max_tokens: int) -> dict[str, str | int | float]:
+        return {"gen_ai.request.max_tokens": max_tokens}
+
+    async def run(self, inputs: None, allowance: GenerationAllowance) -> AsyncIterator[str | Ended]:
+        allowance.routed("bench", None)
+        started = time.perf_counter()
+        usage = Usage(prompt_tokens=150, cached_tokens=50, completion_tokens=10)
+        yield Ended("stop", "bench", started, started, usage, shared_prefix_tokens=50)
+
+
+#: The empty stages, as the pipeline runs them (a reduced rerank, the answer filter's time).
+EMPTY_STAGES = {
+    StageName.RERANK: EmptyStage(StageName.RERANK, Done(degradation=("rerank_reduced", "bench"))),
+    StageName.MODERATE_ANSWER: EmptyStage(StageName.MODERATE_ANSWER, Done(earlier_ms=0.01)),
+}
+
+
 async def one_request(engine: BudgetEngine) -> None:
     """The machinery of one answered request, with empty stages: the real budget session, asked
-    as the pipeline asks it (``session.run`` per stage, ``generating`` for generation)."""
+    as the pipeline asks it (``session.run`` per stage, ``session.generate`` for generation)."""
     tracer = trace.get_tracer("ragtime.bench.machinery")
     ledger = BudgetLedger(10_000.0, shares=DEFAULT_BUDGET_SHARES)
     with tracer.start_as_current_span("POST /v1/ask") as root:
         session = BudgetSession(
-            engine, ledger, route="/v1/ask", question="q", serving=BenchTarget()
+            engine,
+            ledger,
+            route="/v1/ask",
+            k=4,
+            rerank_available=True,
+            question="q",
+            serving=BenchTarget(),
         )
         session.check_feasible()
-        for name in STAGES:
-            if name is StageName.AUTH:
-                ledger.charge(name, 0.01)
-            elif name is StageName.GENERATE:
-                with (
-                    session.holding(),
-                    session.generating(**{"gen_ai.request.max_tokens": 64}) as span,
-                ):
-                    session.routed("bench", None, span)
-                    started = time.perf_counter()
-                    usage = Usage(prompt_tokens=150, cached_tokens=50, completion_tokens=10)
-                    ended = Ended("stop", "bench", started, started, usage)
-                    session.generation_ended(ended, span, shared_prefix_tokens=50)
-            elif name is StageName.MODERATE_ANSWER:
-                await session.run(name, _empty, spent_before_ms=0.01)
-            elif name is StageName.ATTRIBUTE:
-                session.attribution()
-                await session.run(name, _empty)
-            else:
-                if name is StageName.RERANK:
-                    session.plan(k=4, rerank_available=True)
-                    await session.run(name, _reduced)
+        with session:
+            for name in STAGES:
+                if name is StageName.AUTH:
+                    ledger.charge(name, 0.01)
+                elif name is StageName.GENERATE:
+                    async with session.generate(EmptyGeneration(), None) as generation:
+                        async for _ in generation:
+                            pass
                 else:
-                    await session.run(name, _empty)
+                    if name is StageName.RERANK:
+                        session.plan()
+                    await session.run(EMPTY_STAGES.get(name, EmptyStage(name)), None)
         ledger.annotate(root)
         ledger.summary()
         _ = ledger.timings_ms
-
-
-async def _empty(deadline: float) -> Done:
-    return Done()
-
-
-async def _reduced(deadline: float) -> Done:
-    return Done(degradation=("rerank_reduced", "bench"))
 
 
 def measure_machinery(iterations: int = 2000, *, warmup: int = 200) -> MachineryCost:

@@ -132,7 +132,6 @@ def demo_cases(
     passage's content words. It rewards copying that passage, so a smaller context that holds
     little else can score above the full one: fit for the output curve, not for comparing
     contexts. With ``facts`` (by question), the key facts of a labelled set score instead."""
-    from app.frontdoor.shutdown import Shutdown
     from app.pipeline import Pipeline
     from app.pipeline.budget_engine import build_budget_engine
     from tracing.budget import BudgetLedger
@@ -142,10 +141,9 @@ def demo_cases(
     async def build(services: Any, question: str) -> Case | None:
         ledger = BudgetLedger(120_000)
         budget = build_budget_engine(settings, services.costs)
-        pipeline = Pipeline(services, budget, shutdown=Shutdown(settings.shutdown_grace_s))
-        passages = await pipeline.retrieve(
-            question, collection, settings.top_k, ledger, route="bench"
-        )
+        pipeline = Pipeline(services, budget)
+        query = pipeline.query(question, collection, settings.top_k)
+        passages = await pipeline.retrieve(query, ledger, route="bench")
         if not passages:
             return None
         embedded = await services.stages.embed.embed_question(

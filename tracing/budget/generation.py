@@ -1,0 +1,113 @@
+"""The answer's generation as its budget session runs it (``BudgetSession.generate``).
+
+The generate stage is told what the plan allows (``generation_allowance``: its tokens at its
+target, until the deadline less the answer's finish, or earlier when a request queued behind
+needs the time; what a serving layer that schedules by deadline needs) and streams the answer.
+The session's ``Generation`` passes the text on and watches the stream: the first token (the
+request's wait at its target is over; time to first token on its histogram and span, against
+the request's or the service's target) and how it ended (``serving.generation_ended``: a cut
+said as a degradation, the target's costs learned, unless a request due earlier may have
+preempted it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
+
+from opentelemetry.trace import Span
+
+from tracing import metrics
+from tracing.budget.reserves import generation_reserve_ms
+from tracing.budget.serving import GenerationResult, generation_ended, serving_need
+from tracing.budget.stage import GenerationAllowance
+from tracing.budget.stage_names import StageName
+
+if TYPE_CHECKING:
+    from tracing.budget.session import BudgetSession
+
+
+def generation_allowance(session: BudgetSession, span: Span) -> GenerationAllowance:
+    """What ``session``'s plan allows its generation, whose span is ``span``."""
+    engine, ledger, plan = session.engine, session.ledger, session.planned
+    reservation = session.reservation
+
+    def stop_at() -> float | None:
+        return reservation.stop_at if reservation is not None else None
+
+    def routed(target: str, degradation: tuple[str, str] | None) -> None:
+        if span.is_recording():
+            span.set_attribute("ragtime.budget.target", target)
+        if degradation is not None:
+            ledger.degrade(StageName.GENERATE, *degradation, span)
+
+    return GenerationAllowance(
+        deadline=session.deadline_for(StageName.GENERATE),
+        max_tokens=plan.max_output_tokens,
+        target=plan.target,
+        reserve_ms=generation_reserve_ms(engine),
+        stop_at=stop_at,
+        need=serving_need(engine, ledger, plan),
+        span=span,
+        routed=routed,
+    )
+
+
+class Generation:
+    """An answer streaming from its target: iterate it for its text; then ``result`` says how
+    it ended, ``ttft_ms`` when its first token came (in the request's time), ``span`` is the
+    generate stage's."""
+
+    def __init__(
+        self,
+        session: BudgetSession,
+        events: AsyncIterator[str | GenerationResult],
+        span: Span,
+    ) -> None:
+        self.session = session
+        self.span = span
+        self.result: GenerationResult | None = None
+        self.ttft_ms: float | None = None
+        self._events = events
+
+    async def __aiter__(self) -> AsyncIterator[str]:
+        async for event in self._events:
+            if not isinstance(event, str):
+                self.result = event
+                self._ended(event)
+                return
+            if self.ttft_ms is None:
+                self._first_token()
+            yield event
+
+    async def aclose(self) -> None:
+        """Close the stage's stream (a client gone: the backend stops decoding)."""
+        close = getattr(self._events, "aclose", None)
+        if close is not None:
+            await close()
+
+    def _first_token(self) -> None:
+        session, span = self.session, self.span
+        if session.reservation is not None:
+            session.reservation.first_token()
+        ttft_ms = self.ttft_ms = session.ledger.spent_ms
+        limits = session.engine.answer_policy.limits
+        target_ms = session.ledger.ttft_target_ms or limits.ttft_target_ms or 0.0
+        metrics.TTFT_SECONDS.observe(ttft_ms / 1000.0)
+        span.add_event("first_token", {"ragtime.ttft_ms": ttft_ms})
+        span.set_attribute("ragtime.ttft.over_target", 0 < target_ms < ttft_ms)
+
+    def _ended(self, generated: GenerationResult) -> None:
+        session = self.session
+        reservation = session.reservation
+        overtaken = reservation is not None and (
+            session.queue(reservation.target).preemptive and reservation.overtaken()
+        )
+        generation_ended(
+            session.engine,
+            session.ledger,
+            generated,
+            self.span,
+            learn=not overtaken,
+            shared_prefix_tokens=generated.shared_prefix_tokens,
+        )
