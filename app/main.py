@@ -1,4 +1,5 @@
-"""Builds the FastAPI app: lifespan (models, index, tracing), routers, middleware, errors."""
+"""Builds the FastAPI app, the composition root: every long-lived object, built once and handed
+down; the lifespan that starts them (models, index, tracing); routers, middleware, errors."""
 
 from __future__ import annotations
 
@@ -90,9 +91,11 @@ def create_app(
     backend: GenerationBackend | None = None,
     services: Services | None = None,
 ) -> FastAPI:
-    """The service. ``backend`` replaces the configured generation backend (tests, benches);
-    ``services`` replaces every component (a test that needs no real model loads none), and
-    its settings are the app's."""
+    """The service, every long-lived object built here once and handed down: nothing is set
+    on one after it is built. Building connects, opens, starts and writes nothing: the
+    lifespan starts the services (models, the key store, the data dir), once. ``backend``
+    replaces the configured generation backend (tests, benches); ``services`` replaces every
+    component (a test that needs no real model loads none), and its settings are the app's."""
     if services is not None and backend is not None:
         raise ValueError("give backend or services, not both")
     settings = services.settings if services is not None else settings or get_settings()
@@ -102,10 +105,13 @@ def create_app(
     # The process's one cost model: the door, the stages' threads, the local backend and the
     # budget engine all learn into it and read from it.
     costs = services.costs if services is not None else cost_model(settings)
+    live = services or Services.build(settings, backend=backend, costs=costs)
+    engine = build_budget_engine(settings, costs, loop_lag_ms=loop_lag.ms)
     finish = FinishAdmission(
         cores=usable_cores(),
         processes=serving_processes(),
         peers=Peers.from_environment(),
+        generation_floor_ms=generation_floor(engine, live.backend),
         lag_ms=loop_lag.ms,
         margin_share=settings.admission_margin,
         pace=costs.door,
@@ -115,6 +121,7 @@ def create_app(
         settings.max_in_flight,
         retry_after_s=settings.retry_after_s,
         finish=finish,
+        remote_slots=lambda: live.backend.remote_slots,
     )
 
     shutdown = Shutdown(settings.shutdown_grace_s)
@@ -132,25 +139,20 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[dict[str, object]]:
         shutdown.bind(asyncio.get_running_loop())
-        live = services or Services.build(settings, backend=backend, costs=costs)
         await live.start()
-        admission.remote_slots = lambda: live.backend.remote_slots
-        app.state.services = live
-        app.state.budget = budget = build_budget_engine(settings, live.costs)
-        app.state.pipeline = Pipeline(live, budget)
-        finish.generation_floor_ms = generation_floor(budget, live.backend)
+        # Built once started: it reads the prompt's overhead, measured at warm-up.
+        app.state.pipeline = Pipeline(live, engine)
         app.state.rate_limiter = limiter = build_limiter(settings)
         gen = live.backend
         # Calibrate remote targets as they join; publish the cost model as metrics.
         upkeep = asyncio.create_task(
-            budget.maintain(
+            engine.maintain(
                 lambda: probes(gen) if settings.calibrate else {},
                 interval_s=settings.calibration_interval_s,
                 itl_ms=lambda target: reported_itl_ms(gen, target),
             ),
             name="ragtime-budget-upkeep",
         )
-        budget.loop_lag_ms = loop_lag.ms
         lag = asyncio.create_task(loop_lag.measure(), name="ragtime-loop-lag")
         app.state.alerts = alert_evaluator(settings)
         await app.state.alerts.start()  # runs without a webhook too, for GET /v1/alerts
@@ -178,6 +180,8 @@ def create_app(
         lifespan=lifespan,
         static_url="/docs/assets",
     )
+    app.state.services = live
+    app.state.budget = engine
     app.state.admission = admission
     app.state.shutdown = shutdown
     app.state.loop_lag = loop_lag

@@ -100,7 +100,7 @@ class Admission:
         self.finish = finish
         """Admission by predicted finish: its tickets are the places taken."""
         self.remote_slots = remote_slots
-        """The remote generation servers' slots now (set once the backend is built)."""
+        """The remote generation servers' slots now (over the backend, given by the app)."""
 
     @property
     def bound(self) -> int:

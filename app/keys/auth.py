@@ -139,10 +139,20 @@ class BaseKeyStore(ABC):
     a subclass keeps (SQLite here, PostgreSQL in ``app.keys.postgres``). Every method blocks:
     the app calls them on worker threads, except ``try_verify``, which never waits."""
 
-    def __init__(self, secret: bytes) -> None:
+    def __init__(self, secret: bytes | None) -> None:
         self._secret = secret
+        """The server secret; None until ``open`` reads it with the store's files."""
+
+    @abstractmethod
+    def open(self) -> None:
+        """Open what the keys are kept in; idempotent. A store is built cheaply and opened by
+        its owner (the app, as it starts, off the event loop: ``Services.start``); one used
+        without it opens at its first call."""
 
     def _digest(self, secret: str) -> str:
+        if self._secret is None:
+            self.open()
+        assert self._secret is not None, "open() reads the server secret"
         mac = hmac.new(self._secret, secret.encode("utf-8"), hashlib.sha256).hexdigest()
         return _HMAC_TAG + mac
 
@@ -252,22 +262,44 @@ class KeyStore(BaseKeyStore):
     when a writer holds the file (busy timeout 0)."""
 
     def __init__(self, path: Path, *, secret: bytes | None = None) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        super().__init__(secret or load_or_create_secret(path.parent / SECRET_FILE))
+        super().__init__(secret or None)
+        self.path = path
+        self._opening = threading.Lock()
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(path, check_same_thread=False)
-        with self._db:
-            self._db.execute(_SCHEMA)
-            have = {row[1] for row in self._db.execute("PRAGMA table_info(api_keys)")}
-            for column, kind in _ADDED_COLUMNS.items():
-                if column not in have:
-                    self._db.execute(f"ALTER TABLE api_keys ADD COLUMN {column} {kind}")
         self._now_lock = threading.Lock()
-        self._now_db = sqlite3.connect(path, timeout=0, check_same_thread=False)
+        self._files: tuple[sqlite3.Connection, sqlite3.Connection] | None = None
+        """The connection every call uses, and ``try_verify``'s own; None until opened."""
+
+    def open(self) -> None:
+        """Make the file's folder, read the server secret (made at the first run) unless one is
+        configured, connect, and bring the table up to date; idempotent. Nothing of it happens
+        at construction: an app built and never started has touched no file."""
+        with self._opening:
+            if self._files is not None:
+                return
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if self._secret is None:
+                self._secret = load_or_create_secret(self.path.parent / SECRET_FILE)
+            db = sqlite3.connect(self.path, check_same_thread=False)
+            with db:
+                db.execute(_SCHEMA)
+                have = {row[1] for row in db.execute("PRAGMA table_info(api_keys)")}
+                for column, kind in _ADDED_COLUMNS.items():
+                    if column not in have:
+                        db.execute(f"ALTER TABLE api_keys ADD COLUMN {column} {kind}")
+            self._files = db, sqlite3.connect(self.path, timeout=0, check_same_thread=False)
+
+    @property
+    def _db(self) -> sqlite3.Connection:
+        if self._files is None:
+            self.open()
+        assert self._files is not None
+        return self._files[0]
 
     @classmethod
     def for_settings(cls, settings: Settings) -> KeyStore:
-        """The key store of ``settings``' data dir, with its configured secret if any."""
+        """The key store of ``settings``' data dir (not opened), with its configured secret if
+        any."""
         configured = settings.key_secret
         return cls(
             settings.keys_path,
@@ -275,14 +307,17 @@ class KeyStore(BaseKeyStore):
         )
 
     def close(self) -> None:
-        self._db.close()
-        self._now_db.close()
+        with self._opening:
+            files, self._files = self._files, None
+        for db in files or ():
+            db.close()
 
     def _find_at_once(self, digests: tuple[str, str]) -> tuple[bool, Sequence[Any] | None]:
-        if not self._now_lock.acquire(blocking=False):
-            return False, None
+        files = self._files
+        if files is None or not self._now_lock.acquire(blocking=False):
+            return False, None  # not opened (opening waits on the disk), or its lock is taken
         try:
-            row: Sequence[Any] | None = self._now_db.execute(_FIND_ACTIVE, digests).fetchone()
+            row: Sequence[Any] | None = files[1].execute(_FIND_ACTIVE, digests).fetchone()
         except sqlite3.OperationalError:  # a writer holds the file ("database is locked")
             return False, None
         finally:

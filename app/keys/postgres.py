@@ -46,6 +46,10 @@ class PostgresKeyStore(BaseKeyStore):
         self._lock = threading.Lock()
         self._db: psycopg.Connection[Any] | None = None
 
+    def open(self) -> None:
+        """Nothing: the connection is made at its first use, on a worker thread, and made again
+        after a failure, so a database down at start-up only answers 503 until it is back."""
+
     def _connect(self) -> psycopg.Connection[Any]:
         db = psycopg.connect(self._url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S)
         with db.transaction():

@@ -4,6 +4,8 @@ backend share (``cost_model``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from app.settings import Settings
 from tracing.budget import (
     DEFAULT_QUALITY_PATH,
@@ -27,9 +29,12 @@ def cost_model(settings: Settings) -> CostModel:
     )
 
 
-def build_budget_engine(settings: Settings, costs: CostModel) -> BudgetEngine:
+def build_budget_engine(
+    settings: Settings, costs: CostModel, *, loop_lag_ms: Callable[[], float] = lambda: 0.0
+) -> BudgetEngine:
     """The budget engine for ``settings``, over ``costs``: the process's cost model, which the
-    caller (the composition root, ``app.main.create_app``) holds."""
+    caller (the composition root, ``app.main.create_app``) holds; ``loop_lag_ms``: the serving
+    event loop's recent lag, where one serves."""
     s = settings
     return BudgetEngine(
         PlanLimits(
@@ -58,4 +63,5 @@ def build_budget_engine(settings: Settings, costs: CostModel) -> BudgetEngine:
             on_infeasible=s.on_infeasible,
             max_queued_per_slot=s.max_queued_per_slot,
         ),
+        loop_lag_ms=loop_lag_ms,
     )

@@ -1,4 +1,5 @@
-"""The long-lived parts of the service, built once in the app's lifespan.
+"""The long-lived parts of the service, built once by the app (``app.main.create_app``) and
+started in its lifespan.
 
 ``Services`` holds the components (store, models, backend, keys) and the request stages built
 over them (``app.stages``). ``Services.start()`` warms each stage up on its own; one that fails
@@ -208,11 +209,11 @@ class Services:
         reranker: Reranker | None = None,
         costs: CostModel,
     ) -> Services:
-        """Construct every component cheaply; nothing heavy is loaded yet. ``backend``,
-        ``embedder`` and ``reranker`` replace the configured ones (tests, benches); ``costs`` is
-        the process's one cost model, which the composition root holds (the app's door learns
-        into it too)."""
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        """Construct every component cheaply: nothing is loaded, opened, connected, started or
+        written yet (``start`` does it), so an app built and never started leaves no trace.
+        ``backend``, ``embedder`` and ``reranker`` replace the configured ones (tests, benches);
+        ``costs`` is the process's one cost model, which the composition root holds (the app's
+        door learns into it too)."""
         embedders = default_embedders(settings, embedder)
         return cls(
             settings=settings,
@@ -242,12 +243,19 @@ class Services:
         return self.embedders.for_collection(self.store, collection)
 
     async def start(self) -> None:
-        """Warm every stage up (models, the index); record what failed instead of raising."""
+        """Make the data dir, open the key store, and warm every stage up (models, the index),
+        recording what failed instead of raising; the key store's failure (a bad secret file)
+        raises."""
+        await asyncio.to_thread(self._open_files)
         self.problems = await self.stages.warm_up()
         if "store" not in self.problems and "embedder" not in self.problems:
             await self._load_collection_embedders()
         if "store" not in self.problems:  # pick up snapshots other processes publish
             self.store.watch(self.settings.snapshot_poll_s)
+
+    def _open_files(self) -> None:
+        self.settings.data_dir.mkdir(parents=True, exist_ok=True)
+        self.keys.open()
 
     async def close(self) -> None:
         assert self.uploads is not None

@@ -87,3 +87,46 @@ def test_a_running_app_holds_one_cost_model(
         (costs,) = built
         assert state.services.costs is costs and state.budget.cost is costs
         assert state.services.stages.embed.threads.costs is costs
+
+
+def test_an_app_built_and_never_started_leaves_no_trace(tmp_path: Path) -> None:
+    """``create_app`` builds every long-lived object (the services included) and connects,
+    opens, starts and writes nothing: an app built for its OpenAPI document alone makes no
+    data dir, no key secret and no key store file. Its lifespan does that."""
+    data_dir = tmp_path / "data"
+    app = create_app(make_settings(data_dir), backend=ScriptedBackend())
+    assert "/v1/ask" in app.openapi()["paths"]
+    assert not data_dir.exists()
+    assert not [p for p in Path("/proc/self/fd").glob("*") if str(tmp_path) in str(p.resolve())]
+
+
+def test_the_door_and_the_engine_are_wired_when_built(
+    tmp_path: Path, corpus_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One composition root (issue 57 §3): the door's remote slots and generation floor and the
+    engine's loop lag are handed to them as they are built, and starting the app sets none of
+    them again: the app's pieces are the same objects before and after its lifespan."""
+    monkeypatch.setattr(services_module, "default_embedder", lambda settings: HashEmbedder())
+    settings = make_settings(tmp_path)
+    seed_data_dir(settings.data_dir, corpus_dir, HashEmbedder())
+    app = create_app(settings, backend=ScriptedBackend())
+    admission, budget = app.state.admission, app.state.budget
+
+    def wiring() -> list[object]:
+        finish = admission.finish
+        return [
+            app.state.services,
+            app.state.budget,
+            admission.remote_slots,
+            finish.generation_floor_ms,
+            finish.lag_ms,
+            budget.loop_lag_ms,
+        ]
+
+    built = wiring()
+    assert budget.loop_lag_ms == app.state.loop_lag.ms
+    assert admission.remote_slots() == app.state.services.backend.remote_slots
+    with TestClient(app) as client:
+        assert client.get("/healthz").status_code == 200
+        started = wiring()
+    assert all(now is then for now, then in zip(started, built, strict=True))

@@ -53,6 +53,7 @@ class BudgetEngine:
         learning: Learning | None = None,
         cost: CostModel | None = None,
         rules: Rules | None = None,
+        loop_lag_ms: Callable[[], float] = lambda: 0.0,
     ) -> None:
         self.cost = cost or CostModel(learning=learning)
         self.rules = rules or Rules()
@@ -61,9 +62,9 @@ class BudgetEngine:
         self.search_policy = DegradationPolicy(self.cost, search_limits, quality)
         self.reservations = Reservations()
         self.calibrator = Calibrator(self.cost)
-        self.loop_lag_ms: Callable[[], float] = lambda: 0.0
-        """The serving event loop's recent lag (``tracing.loop_lag``), set by the app: an
-        answer keeps that much more in reserve before its deadline."""
+        self.loop_lag_ms = loop_lag_ms
+        """The serving event loop's recent lag (``tracing.loop_lag``; none where no loop
+        serves): an answer keeps that much more in reserve before its deadline."""
 
     def set_prompt_overhead(self, tokens: int) -> None:
         """What an answer's prompt holds besides its passages (system prompt, template,

@@ -79,7 +79,7 @@ def test_the_configured_secret_is_used_and_no_file_is_made(tmp_path: Path) -> No
 def test_a_short_secret_file_is_refused(tmp_path: Path) -> None:
     (tmp_path / SECRET_FILE).write_text("short\n")
     with pytest.raises(ValueError, match="at least 32 characters"):
-        KeyStore(tmp_path / "keys.sqlite3")
+        KeyStore(tmp_path / "keys.sqlite3").open()
 
 
 def test_keys_carry_scopes_and_collections(tmp_path: Path) -> None:
