@@ -13,24 +13,30 @@ preempted it).
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
 
 from opentelemetry.trace import Span
 
 from tracing import metrics
+from tracing.budget.engine import BudgetEngine
+from tracing.budget.ledger import BudgetLedger
+from tracing.budget.policy import Plan
+from tracing.budget.queue import Reservation
 from tracing.budget.reserves import generation_reserve_ms
 from tracing.budget.serving import GenerationResult, generation_ended, serving_need
 from tracing.budget.stage import GenerationAllowance
 from tracing.budget.stage_names import StageName
 
-if TYPE_CHECKING:
-    from tracing.budget.session import BudgetSession
 
-
-def generation_allowance(session: BudgetSession, span: Span) -> GenerationAllowance:
-    """What ``session``'s plan allows its generation, whose span is ``span``."""
-    engine, ledger, plan = session.engine, session.ledger, session.planned
-    reservation = session.reservation
+def generation_allowance(
+    engine: BudgetEngine,
+    ledger: BudgetLedger,
+    plan: Plan,
+    reservation: Reservation | None,
+    *,
+    deadline: float,
+    span: Span,
+) -> GenerationAllowance:
+    """What ``plan`` allows its generation (whose span is ``span``), until ``deadline``."""
 
     def stop_at() -> float | None:
         return reservation.stop_at if reservation is not None else None
@@ -42,7 +48,7 @@ def generation_allowance(session: BudgetSession, span: Span) -> GenerationAllowa
             ledger.degrade(StageName.GENERATE, *degradation, span)
 
     return GenerationAllowance(
-        deadline=session.deadline_for(StageName.GENERATE),
+        deadline=deadline,
         max_tokens=plan.max_output_tokens,
         target=plan.target,
         reserve_ms=generation_reserve_ms(engine),
@@ -56,16 +62,24 @@ def generation_allowance(session: BudgetSession, span: Span) -> GenerationAllowa
 class Generation:
     """An answer streaming from its target: iterate it for its text; then ``result`` says how
     it ended, ``ttft_ms`` when its first token came (in the request's time), ``span`` is the
-    generate stage's."""
+    generate stage's. Where the target may preempt (``preemptive``), an answer that a request
+    due earlier overtook teaches nothing of the target's pace."""
 
     def __init__(
         self,
-        session: BudgetSession,
+        engine: BudgetEngine,
+        ledger: BudgetLedger,
+        reservation: Reservation | None,
         events: AsyncIterator[str | GenerationResult],
         span: Span,
+        *,
+        preemptive: bool,
     ) -> None:
-        self.session = session
+        self.engine = engine
+        self.ledger = ledger
+        self.reservation = reservation
         self.span = span
+        self.preemptive = preemptive
         self.result: GenerationResult | None = None
         self.ttft_ms: float | None = None
         self._events = events
@@ -87,25 +101,22 @@ class Generation:
             await close()
 
     def _first_token(self) -> None:
-        session, span = self.session, self.span
-        if session.reservation is not None:
-            session.reservation.first_token()
-        ttft_ms = self.ttft_ms = session.ledger.spent_ms
-        limits = session.engine.answer_policy.limits
-        target_ms = session.ledger.ttft_target_ms or limits.ttft_target_ms or 0.0
+        ledger, span = self.ledger, self.span
+        if self.reservation is not None:
+            self.reservation.first_token()
+        ttft_ms = self.ttft_ms = ledger.spent_ms
+        limits = self.engine.answer_policy.limits
+        target_ms = ledger.ttft_target_ms or limits.ttft_target_ms or 0.0
         metrics.TTFT_SECONDS.observe(ttft_ms / 1000.0)
         span.add_event("first_token", {"ragtime.ttft_ms": ttft_ms})
         span.set_attribute("ragtime.ttft.over_target", 0 < target_ms < ttft_ms)
 
     def _ended(self, generated: GenerationResult) -> None:
-        session = self.session
-        reservation = session.reservation
-        overtaken = reservation is not None and (
-            session.queue(reservation.target).preemptive and reservation.overtaken()
-        )
+        reservation = self.reservation
+        overtaken = self.preemptive and reservation is not None and reservation.overtaken()
         generation_ended(
-            session.engine,
-            session.ledger,
+            self.engine,
+            self.ledger,
             generated,
             self.span,
             learn=not overtaken,

@@ -235,9 +235,17 @@ class BudgetSession:
         if self.reservation is not None:
             self.reservation.start()
         error: Exception | None = None
+        reservation, span = self.reservation, stage_span.span
         try:
-            allowance = generation_allowance(self, stage_span.span)
-            generation = Generation(self, stage.run(inputs, allowance), stage_span.span)
+            deadline = self.deadline_for(StageName.GENERATE)
+            allowance = generation_allowance(
+                self.engine, self.ledger, plan, reservation, deadline=deadline, span=span
+            )
+            preemptive = reservation is not None and self.queue(reservation.target).preemptive
+            events = stage.run(inputs, allowance)
+            generation = Generation(
+                self.engine, self.ledger, reservation, events, span, preemptive=preemptive
+            )
             try:
                 yield generation
             finally:
