@@ -22,8 +22,9 @@ read before them (BENCHMARKS.md, "How long a burst's requests wait before they a
 
 Requests the gate does not take (other routes, other methods, no key, a body over
 ``PEEK_BYTES``, ``Expect: 100-continue``, a stop begun) go to the app as they would without it,
-and the middleware decides for them. The gate comes from the app's lifespan state
-(``GATE_KEY``), so the protocol needs nothing else.
+and the middleware decides for them. During a stop nothing is refused here: every request goes
+to the app, whose ``ShutdownMiddleware`` is the stop's one refuser. The gate comes from the
+app's lifespan state (``GATE_KEY``), so the protocol needs nothing else.
 
 The opt-in read-ahead plug-in (``app.frontdoor.read_ahead``) reads a connection's first request
 before this protocol does. It hands the connection over with what it read (a ``Prelude``): its
@@ -151,7 +152,11 @@ class AdmittingProtocol(HttpToolsProtocol):
 
     def _decide(self, gate: Gate, cycle: RequestResponseCycle, app: ASGI3Application) -> None:
         scope = cast(Scope, cycle.scope)
-        verdict = self._preadmitted() or gate.admit(scope, bytes(cycle.body))
+        preadmitted = self._preadmitted()
+        if preadmitted is None and not gate.takes(scope):  # a stop begun since its head came
+            super()._start_asgi_task(cycle, app)  # the app's stop answers it
+            return
+        verdict = preadmitted or gate.admit(scope, bytes(cycle.body))
         if isinstance(verdict, Refused):
             self._refuse(gate, cycle, verdict)
             return
