@@ -32,8 +32,12 @@ written from the same ``refusal``). ``Gate.admit`` decides by places and predict
 **The arrival clock** (``arrived``, on ``time.perf_counter``): a request's budget starts when it
 reached us: when the first of our code to see it read its headers (``stamp_arrival``), less how
 long its bytes had already waited in the kernel where that is known (``app.frontdoor.socket_wait``;
-the read-ahead thread has the kernel's own stamp). Every path stamps the same two figures in the
-request's state: ``arrived_at`` (the budget's start) and ``read_at``.
+the read-ahead thread has the kernel's own stamp). The serve path (the HTTP protocol, the
+read-ahead thread) stamps the same two figures in the request's state: ``arrived_at`` (the
+budget's start) and ``read_at``. A request no protocol of ours read (another server, a test
+client) is stamped once, by the app's outermost layer, ``ArrivalMiddleware``
+(``app.frontdoor.middleware``): ``arrived_at`` only, no read being timed. Those are the only
+stamps; every reader (admission, refusals, the request's ledger) reads ``arrived_at`` as it is.
 """
 
 from __future__ import annotations
@@ -157,9 +161,7 @@ class Gate:
         request admitted as the stop begins meets ``ShutdownMiddleware``, and its ticket is
         given back with its 503."""
         admission = self.admission
-        state = scope.setdefault("state", {})
-        if "arrived_at" not in state:  # no stamp (an app served without ours): from now
-            stamp_arrival(state, time.perf_counter(), 0.0)
+        state = scope["state"]
         book = admission.finish
         with book.lock:  # the place and the ticket at once: the loop and the read-ahead decide
             if admission.full:
@@ -304,11 +306,11 @@ def count_refusal(
     route: str, reason: str, state: Mapping[str, Any], sent_at: float | None = None
 ) -> None:
     """Count a refusal sent, just now or at ``sent_at`` (``ragtime_admission_refused_total``),
-    and time it from the request's arrival (``arrived_at``) and, where stamped, its read."""
+    and time it from the request's arrival (``arrived_at``) and, where a read was timed, its
+    read (``read_at``)."""
     metrics.ADMISSION_REFUSED.labels(route=route, reason=reason).inc()
     now = time.perf_counter() if sent_at is None else sent_at
-    if "arrived_at" in state:
-        metrics.ADMISSION_REFUSAL_SECONDS.observe(now - state["arrived_at"])
+    metrics.ADMISSION_REFUSAL_SECONDS.observe(now - state["arrived_at"])
     if "read_at" in state:
         metrics.ADMISSION_REFUSAL_AFTER_READ_SECONDS.observe(now - state["read_at"])
 

@@ -232,4 +232,4 @@ class ShutdownMiddleware:
         openai = scope["path"] in self.openai_routes
         refused = Refused(SHUTTING_DOWN, self.retry_after_s)
         await refusal(refused, openai=openai, close=True).send(send)
-        count_refusal(scope["path"], SHUTTING_DOWN, scope.get("state", {}))
+        count_refusal(scope["path"], SHUTTING_DOWN, scope["state"])
