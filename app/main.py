@@ -16,7 +16,7 @@ from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 
 from app.frontdoor import socket_wait
 from app.frontdoor.gate import GATE_KEY, Admission, Gate
-from app.frontdoor.middleware import AdmissionMiddleware
+from app.frontdoor.middleware import AdmissionMiddleware, ArrivalMiddleware
 from app.frontdoor.server import GracefulServer
 from app.frontdoor.shutdown import Shutdown, ShutdownMiddleware
 from app.http import access_log, openapi
@@ -201,7 +201,8 @@ def create_app(
         exclude_spans=["receive", "send"],
         server_request_hook=access_log.redact_span_url,
     )
-    # Outermost last: every request is counted and timed, refusals included.
+    # Outermost last: every request is stamped (where the protocol did not), then counted and
+    # timed, refusals included; the stop's refuser sees every request before admission does.
     app.add_middleware(AdmissionMiddleware, gate=gate)
     app.add_middleware(
         ShutdownMiddleware,
@@ -209,5 +210,6 @@ def create_app(
         retry_after_s=settings.retry_after_s,
         openai_routes=frozenset({chat.ROUTE}),
     )
-    app.add_middleware(RequestMetricsMiddleware, routes=API_ROUTES, lag_ms=loop_lag.ms)
+    app.add_middleware(RequestMetricsMiddleware, routes=API_ROUTES)
+    app.add_middleware(ArrivalMiddleware, lag_ms=loop_lag.ms)
     return app

@@ -239,6 +239,13 @@ def test_importing_app_stays_light() -> None:
     assert loaded_after("import app", heavy) == []
 
 
+def test_the_default_serve_path_loads_no_read_ahead() -> None:
+    """The read-ahead plug-in is opt-in: the app, its HTTP protocol and ``ragtime serve``'s
+    server import none of it (the server imports it only when it is on)."""
+    statement = "import app.main, app.frontdoor.protocol, app.frontdoor.run"
+    assert loaded_after(statement, ("app.frontdoor.read_ahead",)) == []
+
+
 def test_the_floor_holds_the_bare_stack_only() -> None:
     assert loaded_after("import bench.harness.floor", ("app", "faiss", "torch")) == []
 

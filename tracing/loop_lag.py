@@ -6,8 +6,8 @@ ignores them is kept on the server's clock and broken on the client's. ``LoopLag
 ``interval_s`` again and again and records how late it woke; ``ms()`` is the largest lag of the
 last ``window_s`` (a quarter of a second: the lag of now, not of a start-up long past), each
 halved for every ``half_life_s`` of its age, or the stall going on now if that is longer. The
-budget counts it: arrivals are stamped that much earlier
-(``tracing.metrics.RequestMetricsMiddleware``), answers keep that much more in reserve
+budget counts it: arrivals that no read of ours timed are stamped that much earlier
+(``app.frontdoor.middleware.ArrivalMiddleware``), answers keep that much more in reserve
 (``tracing.budget.session``), and admission predicts with it (``app.frontdoor.gate``). It is
 published as ``ragtime_event_loop_lag_seconds``, and every measurement goes into the histogram
 ``ragtime_event_loop_lag_measured_seconds`` (what ``ragtime bench burst`` reads of a burst).

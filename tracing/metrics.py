@@ -16,7 +16,7 @@ import contextlib
 import glob
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -293,21 +293,15 @@ def process_gone(pid: int | None) -> None:
 
 
 class RequestMetricsMiddleware:
-    """Count and time every HTTP request, and stamp its arrival time on ``request.state``.
+    """Count and time every HTTP request.
 
     Routes outside ``routes`` are labelled "other", so that unknown paths cannot blow up the
-    label set. The stamp (``arrived_at``, a ``time.perf_counter()`` value) is where a request's
-    latency budget starts counting, before auth or anything else runs: when the middleware saw
-    it, less the event loop's recent lag (``lag_ms``: ``tracing.loop_lag``), as long as it may
-    have waited.
+    label set.
     """
 
-    def __init__(
-        self, app: ASGIApp, routes: Iterable[str], lag_ms: Callable[[], float] = lambda: 0.0
-    ) -> None:
+    def __init__(self, app: ASGIApp, routes: Iterable[str]) -> None:
         self.app = app
         self.routes = frozenset(routes)
-        self.lag_ms = lag_ms
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -316,11 +310,6 @@ class RequestMetricsMiddleware:
         route = scope["path"] if scope["path"] in self.routes else "other"
         status = 500
         started = time.perf_counter()
-        # Budgets count from here: the request reached the socket up to the loop's lag earlier
-        # (or from where the server's HTTP protocol stamped it, as it parsed the request).
-        state = scope.setdefault("state", {})
-        if "arrived_at" not in state:
-            state["arrived_at"] = started - self.lag_ms() / 1000.0
 
         async def send_wrapper(message: Message) -> None:
             nonlocal status

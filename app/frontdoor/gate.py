@@ -17,19 +17,27 @@ request's place, held until its response ends (``Gate.finished``). (The stop's s
 to cut at the grace's end, ``Shutdown``, is not a count: it holds every request's task.)
 
 A request not admitted is refused at once, before any of its work is done: 503 ``overloaded``
-with ``Retry-After`` (the time for the work ahead to drain), or ``shutting_down`` once the stop
-has begun. Every path writes that refusal from ``refusal``: the ASGI middleware
-(``app.frontdoor.middleware``), uvicorn's HTTP protocol as the request is parsed
-(``app.frontdoor.protocol``), and the opt-in read-ahead thread (``app.frontdoor.read_ahead``).
-Each is counted in ``ragtime_admission_refused_total`` (by route and reason), logged and traced
-the same way (``Gate.refused``); the error-ratio alert takes refusals out of both sides of its
-ratio (``deploy/prometheus/alerts.yml``).
+with ``Retry-After`` (the time for the work ahead to drain). Every path writes that refusal from
+``refusal``: the ASGI middleware (``app.frontdoor.middleware``), uvicorn's HTTP protocol as the
+request is parsed (``app.frontdoor.protocol``), and the opt-in read-ahead thread
+(``app.frontdoor.read_ahead``). Each is counted in ``ragtime_admission_refused_total`` (by route
+and reason), logged and traced the same way (``Gate.refused``); the error-ratio alert takes
+refusals out of both sides of its ratio (``deploy/prometheus/alerts.yml``).
+
+The stop is not the gate's to answer: once it has begun, the gate takes nothing as it is parsed
+(``Gate.takes``), and every request but the probes, on every route and over every server, meets
+the stop's one refuser, ``app.frontdoor.shutdown.ShutdownMiddleware`` (503 ``shutting_down``,
+written from the same ``refusal``). ``Gate.admit`` decides by places and predicted finish only.
 
 **The arrival clock** (``arrived``, on ``time.perf_counter``): a request's budget starts when it
 reached us: when the first of our code to see it read its headers (``stamp_arrival``), less how
 long its bytes had already waited in the kernel where that is known (``app.frontdoor.socket_wait``;
-the read-ahead thread has the kernel's own stamp). Every path stamps the same two figures in the
-request's state: ``arrived_at`` (the budget's start) and ``read_at``.
+the read-ahead thread has the kernel's own stamp). The serve path (the HTTP protocol, the
+read-ahead thread) stamps the same two figures in the request's state: ``arrived_at`` (the
+budget's start) and ``read_at``. A request no protocol of ours read (another server, a test
+client) is stamped once, by the app's outermost layer, ``ArrivalMiddleware``
+(``app.frontdoor.middleware``): ``arrived_at`` only, no read being timed. Those are the only
+stamps; every reader (admission, refusals, the request's ledger) reads ``arrived_at`` as it is.
 """
 
 from __future__ import annotations
@@ -74,7 +82,8 @@ class Stop(Protocol):
 
 @dataclass(frozen=True)
 class Refused:
-    """A question request not admitted: why (``overloaded``, ``shutting_down``), when to retry."""
+    """A request not admitted: why (``overloaded``; ``shutting_down``: the stop's refusal,
+    ``app.frontdoor.shutdown``), when to retry."""
 
     reason: str
     retry_after_s: int
@@ -136,7 +145,8 @@ class Gate:
 
     def takes(self, scope: Scope) -> bool:
         """Whether the protocol decides this request as it is parsed: a question with a key and
-        a small body, while admission by predicted finish runs and no stop has begun."""
+        a small body, while admission by predicted finish runs and no stop has begun (during a
+        stop, the app's ``ShutdownMiddleware`` answers every request)."""
         return (
             self.decides
             and scope["method"] == "POST"
@@ -147,13 +157,11 @@ class Gate:
 
     def admit(self, scope: Scope, body: bytes) -> Ticket | Refused:
         """THE decision, for every path: a ticket for the request, which is its place until
-        ``finished``, or why not (a refusal holds no place)."""
+        ``finished``, or why not (a refusal holds no place). The stop is not asked here: a
+        request admitted as the stop begins meets ``ShutdownMiddleware``, and its ticket is
+        given back with its 503."""
         admission = self.admission
-        if self.shutdown.begun:
-            return Refused(SHUTTING_DOWN, admission.retry_after_s)
-        state = scope.setdefault("state", {})
-        if "arrived_at" not in state:  # no stamp (an app served without ours): from now
-            stamp_arrival(state, time.perf_counter(), 0.0)
+        state = scope["state"]
         book = admission.finish
         with book.lock:  # the place and the ticket at once: the loop and the read-ahead decide
             if admission.full:
@@ -298,11 +306,11 @@ def count_refusal(
     route: str, reason: str, state: Mapping[str, Any], sent_at: float | None = None
 ) -> None:
     """Count a refusal sent, just now or at ``sent_at`` (``ragtime_admission_refused_total``),
-    and time it from the request's arrival (``arrived_at``) and, where stamped, its read."""
+    and time it from the request's arrival (``arrived_at``) and, where a read was timed, its
+    read (``read_at``)."""
     metrics.ADMISSION_REFUSED.labels(route=route, reason=reason).inc()
     now = time.perf_counter() if sent_at is None else sent_at
-    if "arrived_at" in state:
-        metrics.ADMISSION_REFUSAL_SECONDS.observe(now - state["arrived_at"])
+    metrics.ADMISSION_REFUSAL_SECONDS.observe(now - state["arrived_at"])
     if "read_at" in state:
         metrics.ADMISSION_REFUSAL_AFTER_READ_SECONDS.observe(now - state["read_at"])
 

@@ -1,4 +1,11 @@
-"""The door's decision for requests that reach the ASGI app undecided (``AdmissionMiddleware``).
+"""The door in the ASGI app: the arrival stamp of requests no protocol of ours read
+(``ArrivalMiddleware``), and the admission decision for those that reach the app undecided
+(``AdmissionMiddleware``).
+
+``ArrivalMiddleware`` is the app's outermost layer and the arrival clock's one fallback
+(``app.frontdoor.gate``): under ``ragtime serve`` the HTTP protocol stamps every request as it
+parses it, and this stamps those it did not (another server, httpx's ASGI transport, a test
+client), once, before anything else of ours sees them.
 
 Under ``ragtime serve`` the HTTP protocol decides most question requests as they are parsed
 (``app.frontdoor.protocol``); it lets through, undecided, what it does not take (a body too
@@ -10,9 +17,29 @@ refusal. A small body is read here for its budget and replayed to the route.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.frontdoor.gate import PEEK_BYTES, TICKET, Gate, Refused, budget_readable
+
+
+class ArrivalMiddleware:
+    """Stamp a request's arrival (``arrived_at``) where no protocol of ours did: when this
+    layer saw it, less the event loop's recent lag (``lag_ms``: ``tracing.loop_lag``), as long
+    as it may have waited for the loop. No read was timed, so no ``read_at``."""
+
+    def __init__(self, app: ASGIApp, lag_ms: Callable[[], float]) -> None:
+        self.app = app
+        self.lag_ms = lag_ms
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            state = scope.setdefault("state", {})
+            if "arrived_at" not in state:
+                state["arrived_at"] = time.perf_counter() - self.lag_ms() / 1000.0
+        await self.app(scope, receive, send)
 
 
 class AdmissionMiddleware:

@@ -22,13 +22,16 @@ read before them (BENCHMARKS.md, "How long a burst's requests wait before they a
 
 Requests the gate does not take (other routes, other methods, no key, a body over
 ``PEEK_BYTES``, ``Expect: 100-continue``, a stop begun) go to the app as they would without it,
-and the middleware decides for them. The gate comes from the app's lifespan state
-(``GATE_KEY``), so the protocol needs nothing else.
+and the middleware decides for them. During a stop nothing is refused here: every request goes
+to the app, whose ``ShutdownMiddleware`` is the stop's one refuser. The gate comes from the
+app's lifespan state (``GATE_KEY``), so the protocol needs nothing else.
 
-The opt-in read-ahead plug-in (``app.frontdoor.read_ahead``) reads a connection's first request
-before this protocol does. It hands the connection over with what it read (a ``Prelude``): its
-bytes, when they were read and received, and the ticket where it admitted the request. The
-protocol then serves them as it would have served its own read.
+A connection another reader read first (the opt-in read-ahead plug-in,
+``app.frontdoor.read_ahead``, reads a connection's first request before this protocol does)
+comes with what that reader read: a ``HandOver``, which gives its bytes, stamps the first
+request's arrival as it was read there, and holds the ticket where it admitted that request.
+The protocol then serves them as it would have served its own read. It knows nothing more of
+that reader, and imports nothing of it.
 
 uvicorn's private names used here, each checked against the installed uvicorn by
 ``tests/app/frontdoor/test_uvicorn_private_api.py``: ``HttpToolsProtocol`` and its
@@ -43,8 +46,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from starlette.types import ASGIApp, Scope
 from uvicorn._types import ASGI3Application
@@ -56,23 +58,29 @@ from tracing import metrics
 from tracing.budget.door.ticket import Ticket
 
 
-@dataclass(eq=False)
-class Prelude:
-    """What was read of a connection before this protocol took it (``app.frontdoor.read_ahead``):
-    its bytes, and for the first request among them, when it was read and received, and its
-    ticket where it was admitted there."""
+class HandOver(Protocol):
+    """What another reader read of a connection before this protocol took it
+    (``AdmittingProtocol.take_over``)."""
 
-    data: bytes
-    read_at: float
-    received_at: float
-    ticket: Ticket | None = None
-    stamps_taken: bool = False
+    @property
+    def data(self) -> bytes:
+        """The bytes read, parsed here before any the connection sends later."""
+        ...
+
+    @property
+    def admitted(self) -> bool:
+        """Whether the first request among them was admitted there, its ticket not yet taken."""
+        ...
+
+    def stamp_first_arrival(self, state: dict[str, Any]) -> bool:
+        """Stamp the first request's arrival in its ``state``, as it was read there, and say
+        so; ``False`` for every later request, which this protocol stamps as it reads it."""
+        ...
 
     def take_ticket(self) -> Ticket | None:
         """The ticket the first request was admitted with, once: whoever takes it serves the
         request or gives its place back."""
-        ticket, self.ticket = self.ticket, None
-        return ticket
+        ...
 
 
 class AdmittingProtocol(HttpToolsProtocol):
@@ -82,21 +90,26 @@ class AdmittingProtocol(HttpToolsProtocol):
         super().__init__(*args, **kwargs)
         self._held: tuple[RequestResponseCycle, ASGI3Application] | None = None
         """A question request whose body is still being parsed: its cycle and app."""
-        self.prelude: Prelude | None = None
-        """Set before ``connection_made`` by the thread that read the connection first."""
+        self.handed_over: HandOver | None = None
+        """What another reader read of the connection first (``take_over``)."""
 
     def _gate(self) -> Gate | None:
         gate = self.app_state.get(GATE_KEY)
         return gate if isinstance(gate, Gate) else None
 
+    def take_over(self, handed_over: HandOver) -> None:
+        """Serve a connection another reader read first, from what it read; called before
+        ``connection_made``."""
+        self.handed_over = handed_over
+
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        if self.prelude is not None and self.prelude.data:
-            self.data_received(self.prelude.data)
+        if self.handed_over is not None and self.handed_over.data:
+            self.data_received(self.handed_over.data)
 
     def _preadmitted(self) -> Ticket | None:
         """The ticket the first request was admitted with before this protocol took it, once."""
-        return None if self.prelude is None else self.prelude.take_ticket()
+        return None if self.handed_over is None else self.handed_over.take_ticket()
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
@@ -106,23 +119,20 @@ class AdmittingProtocol(HttpToolsProtocol):
         self._unset_keepalive_if_required()
 
     def on_headers_complete(self) -> None:
-        gate, prelude = self._gate(), self.prelude
-        if prelude is not None and not prelude.stamps_taken:  # read and measured before
-            prelude.stamps_taken = True
-            stamp_arrival(
-                self.scope["state"], prelude.read_at, prelude.read_at - prelude.received_at
-            )
-        elif gate is not None:  # the budget counts from here (the module's docstring)
+        gate, handed_over, state = self._gate(), self.handed_over, self.scope["state"]
+        # Read and measured before this protocol took the connection, or read here now.
+        stamped_there = handed_over is not None and handed_over.stamp_first_arrival(state)
+        if not stamped_there and gate is not None:  # the budget counts from here (the docstring)
             read_at = time.perf_counter()
             sock = self.transport.get_extra_info("socket")
             waited_s = socket_wait.waited_ms(sock, gate.lag_ms()) / 1000.0
-            stamp_arrival(self.scope["state"], read_at, waited_s)
+            stamp_arrival(state, read_at, waited_s)
             metrics.REQUEST_SOCKET_WAIT_SECONDS.observe(waited_s)
         super().on_headers_complete()
 
     def _start_asgi_task(self, cycle: RequestResponseCycle, app: ASGI3Application) -> None:
         gate, scope = self._gate(), cast(Scope, cycle.scope)
-        preadmitted = self.prelude is not None and self.prelude.ticket is not None
+        preadmitted = self.handed_over is not None and self.handed_over.admitted
         if gate is None or not (
             preadmitted or (not cycle.waiting_for_100_continue and gate.takes(scope))
         ):
@@ -151,7 +161,11 @@ class AdmittingProtocol(HttpToolsProtocol):
 
     def _decide(self, gate: Gate, cycle: RequestResponseCycle, app: ASGI3Application) -> None:
         scope = cast(Scope, cycle.scope)
-        verdict = self._preadmitted() or gate.admit(scope, bytes(cycle.body))
+        preadmitted = self._preadmitted()
+        if preadmitted is None and not gate.takes(scope):  # a stop begun since its head came
+            super()._start_asgi_task(cycle, app)  # the app's stop answers it
+            return
+        verdict = preadmitted or gate.admit(scope, bytes(cycle.body))
         if isinstance(verdict, Refused):
             self._refuse(gate, cycle, verdict)
             return

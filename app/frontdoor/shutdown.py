@@ -6,7 +6,10 @@ On SIGTERM or SIGINT (``app.frontdoor.server.GracefulServer``) the ``Shutdown`` 
 - the socket stays open, and every new request is answered at once with 503 ``shutting_down``
   and ``Retry-After`` (``ShutdownMiddleware``; the probes and ``/metrics`` are answered as
   usual, and ``/readyz`` says not ready), so a load balancer that has not yet taken the pod out
-  gets an answer it can retry elsewhere, not a refused connection;
+  gets an answer it can retry elsewhere, not a refused connection. ``ShutdownMiddleware`` is the
+  one place that refuses for the stop, on every route and whatever server or protocol brought
+  the request: the door's gate (``app.frontdoor.gate``) takes nothing as it is parsed once the
+  stop has begun, and never refuses for it;
 - a live answer stream runs on for ``RAGTIME_SHUTDOWN_GRACE_S`` and then ends with an ``error``
   event ``shutting_down`` (``app.http.answers.Drain``), its generation cancelled;
 - a request still in flight at the end of the grace that has not begun its response (a
@@ -180,8 +183,10 @@ class Shutdown:
 
 
 class ShutdownMiddleware:
-    """Refuse new requests once the stop has begun (503 ``shutting_down``, in OpenAI's error
-    shape on ``openai_routes``), and answer a request cut at the grace's end the same way."""
+    """The stop's one refuser: new requests once the stop has begun (503 ``shutting_down``,
+    in OpenAI's error shape on ``openai_routes``), and a request cut at the grace's end, the
+    same way. Everything but the probes passes through it (``app.main`` installs it outside
+    admission), so nothing else writes this refusal."""
 
     def __init__(
         self,
@@ -227,4 +232,4 @@ class ShutdownMiddleware:
         openai = scope["path"] in self.openai_routes
         refused = Refused(SHUTTING_DOWN, self.retry_after_s)
         await refusal(refused, openai=openai, close=True).send(send)
-        count_refusal(scope["path"], SHUTTING_DOWN, scope.get("state", {}))
+        count_refusal(scope["path"], SHUTTING_DOWN, scope["state"])

@@ -77,10 +77,11 @@ PipelineDep = Annotated[Pipeline, Depends(get_pipeline)]
 
 
 async def get_ledger(request: Request, settings: SettingsDep) -> BudgetLedger:
-    """The request's ledger, counting from the moment the request arrived (before auth), on the
-    default budget until a question route reads the request's own (``question_body``)."""
+    """The request's ledger, counting from the moment the request arrived (before auth, as the
+    front door stamped it: ``app.frontdoor.gate``), on the default budget until a question route
+    reads the request's own (``question_body``)."""
     state = request.state
-    arrived = getattr(state, "arrived_at", None) or time.perf_counter()
+    arrived: float = state.arrived_at
     read_at = getattr(state, "read_at", None)
     if read_at is not None:
         # Before its first stage: how long the request waited in the kernel before its read

@@ -15,7 +15,7 @@ from typing import Any, BinaryIO
 import uvicorn
 from fastapi import FastAPI
 
-from app.frontdoor.gate import Admission, Gate
+from app.frontdoor.gate import Admission, Gate, stamp_arrival
 from app.frontdoor.shutdown import Shutdown
 from app.http.limits import door_budget
 from app.settings import Settings
@@ -115,3 +115,11 @@ def gate_of(admission: Admission) -> Gate:
         budget_ms=lambda body, header: door_budget(body, header, Settings()),
         lag_ms=lambda: 0.0,
     )
+
+
+def ask_scope() -> dict[str, Any]:
+    """A ``POST /v1/ask`` as the gate reads it, its arrival stamped now, as the serve path
+    stamps a request it reads."""
+    state: dict[str, Any] = {}
+    stamp_arrival(state, time.perf_counter(), 0.0)
+    return {"type": "http", "method": "POST", "path": "/v1/ask", "state": state}

@@ -1,5 +1,5 @@
-"""The event loop's lag (``tracing.loop_lag``): measured while the loop is blocked, counted in
-the arrival stamp of every request."""
+"""The event loop's lag (``tracing.loop_lag``): measured while the loop is blocked. (What the
+arrival stamp counts of it: ``tests/app/frontdoor/test_arrival.py``.)"""
 
 from __future__ import annotations
 
@@ -8,10 +8,8 @@ import contextlib
 import threading
 import time
 
-from starlette.types import Message, Receive, Scope, Send
-
 from tracing.loop_lag import LoopLag
-from tracing.metrics import REGISTRY, RequestMetricsMiddleware
+from tracing.metrics import REGISTRY
 
 MEASURED = "ragtime_event_loop_lag_measured_seconds"
 
@@ -81,23 +79,3 @@ async def test_a_blocked_loop_is_measured() -> None:
     # Every measurement goes into the histogram too: several, one of them over 50 ms.
     measured = _measured("+Inf") - total
     assert measured >= 3 and measured - (_measured("0.05") - under_50ms) >= 1
-
-
-async def test_a_request_counts_from_its_arrival_less_the_lag() -> None:
-    stamps: list[float] = []
-
-    async def app(scope: Scope, receive: Receive, send: Send) -> None:
-        stamps.append(scope["state"]["arrived_at"])
-
-    middleware = RequestMetricsMiddleware(app, routes=("/v1/ask",), lag_ms=lambda: 250.0)
-
-    async def receive() -> Message:
-        return {"type": "http.request", "body": b""}
-
-    async def send(message: Message) -> None:
-        pass
-
-    before = time.perf_counter()
-    await middleware({"type": "http", "path": "/v1/ask"}, receive, send)
-    after = time.perf_counter()
-    assert before - 0.25 <= stamps[0] <= after - 0.25

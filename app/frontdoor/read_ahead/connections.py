@@ -1,5 +1,7 @@
 """A connection the read-ahead thread holds: what it has read and parsed of its next request,
-when those bytes reached the kernel, and the request as an ASGI scope would hold it."""
+when those bytes reached the kernel, and the request as an ASGI scope would hold it; and what
+goes with it to the loop's HTTP protocol when the thread hands it over (``Prelude``, the
+protocol's ``HandOver``)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import httptools
 from app.frontdoor import socket_wait
 from app.frontdoor.gate import stamp_arrival
 from app.frontdoor.read_ahead.held_sockets import HeldSocket
+from tracing.budget.door.ticket import Ticket
 
 
 def waited_ms(sock: HeldSocket, arrived_ns: int | None) -> float:
@@ -24,6 +27,38 @@ def waited_ms(sock: HeldSocket, arrived_ns: int | None) -> float:
         if waited_ns >= 0:
             return waited_ns / 1e6
     return socket_wait.last_data_ms(sock) or 0.0
+
+
+@dataclass(eq=False)
+class Prelude:
+    """What the thread read of a connection before the loop's protocol took it (the protocol's
+    ``app.frontdoor.protocol.HandOver``): its bytes, and for the first request among them, when
+    it was read and received, and its ticket where it was admitted here."""
+
+    data: bytes
+    read_at: float
+    received_at: float
+    ticket: Ticket | None = None
+    stamped: bool = False
+    """Whether the first request's arrival was stamped in its state (once)."""
+
+    @property
+    def admitted(self) -> bool:
+        return self.ticket is not None
+
+    def stamp_first_arrival(self, state: dict[str, Any]) -> bool:
+        """Stamp the first request's arrival, as it was read here, once; ``False`` after."""
+        if self.stamped:
+            return False
+        self.stamped = True
+        stamp_arrival(state, self.read_at, self.read_at - self.received_at)
+        return True
+
+    def take_ticket(self) -> Ticket | None:
+        """The ticket the first request was admitted with, once: whoever takes it serves the
+        request or gives its place back."""
+        ticket, self.ticket = self.ticket, None
+        return ticket
 
 
 class Request:
@@ -80,6 +115,11 @@ class Connection:
         self.data = bytearray()
         self.read_at = self.received_at = 0.0
         self.idle_since = now
+
+    def prelude(self, ticket: Ticket | None) -> Prelude:
+        """What was read of the connection, for the protocol that takes it over, with the
+        ticket its first request was admitted with here, if it was."""
+        return Prelude(bytes(self.data), self.read_at, self.received_at, ticket)
 
     def scope(self) -> dict[str, Any] | None:
         """What the gate reads of the request, as an ASGI scope would hold it (``None``: one

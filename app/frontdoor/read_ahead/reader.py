@@ -14,11 +14,11 @@ a key and a small body: ``Gate.takes``), decides admission there:
   traced as the protocol's is. The connection stays here for its next request, and is closed
   after ``timeout_keep_alive`` idle, as uvicorn would;
 - admitted, or not the gate's to decide: the socket and the bytes read go to the event loop,
-  whose HTTP protocol (``AdmittingProtocol`` with a ``Prelude``) serves them as if it had read
-  them itself. An admitted request holds its ticket, and its budget counts from this read, less
-  its wait in the kernel: from the kernel's stamp of its arrival (``held_sockets.stamp_arrivals``)
-  to the nanosecond, or where there is none from ``TCP_INFO`` to a jiffy
-  (``app.frontdoor.socket_wait``).
+  whose HTTP protocol (``AdmittingProtocol``, taking over a ``Prelude``: its ``HandOver``)
+  serves them as if it had read them itself. An admitted request holds its ticket, and its
+  budget counts from this read, less its wait in the kernel: from the kernel's stamp of its
+  arrival (``held_sockets.stamp_arrivals``) to the nanosecond, or where there is none from
+  ``TCP_INFO`` to a jiffy (``app.frontdoor.socket_wait``).
 
 Handed over as read, undecided: a request not complete ``PARTIAL_S`` after its first bytes, or
 larger than ``MAX_READ_BYTES``, pipelined behind another, with ``Expect`` or an upgrade, or not
@@ -52,9 +52,9 @@ from typing import Any
 import httptools
 
 from app.frontdoor.gate import Gate, Refused
-from app.frontdoor.protocol import AdmittingProtocol, Prelude
+from app.frontdoor.protocol import AdmittingProtocol
 from app.frontdoor.read_ahead import held_sockets
-from app.frontdoor.read_ahead.connections import Connection, waited_ms
+from app.frontdoor.read_ahead.connections import Connection, Prelude, waited_ms
 from tracing import metrics
 from tracing.budget.door.ticket import Ticket
 
@@ -301,7 +301,7 @@ class ReadAhead:
             for waited_s in waits:
                 metrics.REQUEST_SOCKET_WAIT_SECONDS.observe(waited_s)
             for _, prelude in handing:
-                outcome = "passed" if prelude.ticket is None else "admitted"
+                outcome = "admitted" if prelude.admitted else "passed"
                 metrics.READ_AHEAD_REQUESTS.labels(outcome=outcome).inc()
         finally:  # a connection not given to the loop would hold its place for good
             if handing:
@@ -340,9 +340,7 @@ class ReadAhead:
         """Give the connection, with what was read of it, to the loop's HTTP protocol (at the
         turn's end)."""
         self._forget(connection)
-        prelude = Prelude(
-            bytes(connection.data), connection.read_at, connection.received_at, ticket
-        )
+        prelude = connection.prelude(ticket)
         self._handing.append((connection.sock.detach(), prelude))
 
     # -- on the loop ---------------------------------------------------------------------------
@@ -361,7 +359,7 @@ class ReadAhead:
         def protocol() -> asyncio.Protocol:
             made = self.protocol()
             if isinstance(made, AdmittingProtocol):
-                made.prelude = prelude
+                made.take_over(prelude)
             return made
 
         sock: socket.socket | None = None

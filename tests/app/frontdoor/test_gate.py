@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry, Counter
 from app.frontdoor.gate import Admission, Refused
 from tests.fakes.backends import ScriptedBackend
 from tests.helpers.app import app_state, asgi_client, build_app, running_app
-from tests.helpers.raw_http import gate_of
+from tests.helpers.raw_http import ask_scope, gate_of
 from tests.helpers.stopping import stopping
 from tracing import metrics
 from tracing._alert_conditions import REFUSED, REQUESTS, SampleKey, Snapshot, error_ratio
@@ -179,8 +179,7 @@ def test_remote_decoding_slots_widen_the_bound() -> None:
     gate = gate_of(admission)
 
     def enter() -> Ticket | Refused:
-        scope = {"type": "http", "method": "POST", "path": "/v1/ask", "state": {}}
-        return gate.admit(scope, b'{"budget_ms": 600000}')
+        return gate.admit(ask_scope(), b'{"budget_ms": 600000}')
 
     first = [enter() for _ in range(3)]
     assert [isinstance(v, Ticket) for v in first] == [True, True, False]

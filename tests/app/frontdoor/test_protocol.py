@@ -35,6 +35,7 @@ from tests.fakes.backends import ScriptedBackend
 from tests.helpers.app import build_app
 from tests.helpers.raw_http import (
     ask,
+    ask_scope,
     connect,
     crowded_server,
     gate_of,
@@ -256,7 +257,7 @@ async def test_an_admitted_request_gives_its_place_back_however_it_ends() -> Non
     finish = FinishAdmission(cores=1)
     admission = Admission(2, retry_after_s=1, finish=finish)
     gate = gate_of(admission)
-    scope: dict[str, Any] = {"type": "http", "method": "POST", "path": "/v1/ask", "state": {}}
+    scope = ask_scope()
 
     async def broken(scope: Any, receive: Any, send: Any) -> None:
         raise RuntimeError("an outer layer failed before the route")
@@ -272,7 +273,7 @@ async def test_an_admitted_request_gives_its_place_back_however_it_ends() -> Non
 async def test_a_full_process_refuses_without_reading_the_budget() -> None:
     admission = Admission(1, retry_after_s=7, finish=FinishAdmission(cores=1))
     gate = gate_of(admission)
-    scope: dict[str, Any] = {"type": "http", "method": "POST", "path": "/v1/ask", "state": {}}
+    scope = ask_scope()
     first = gate.admit(scope, b"{}")
     second = gate.admit(scope, b"not json")
     assert isinstance(first, Ticket)
