@@ -25,8 +25,8 @@ from tracing.budget import (
 )
 from tracing.budget.door.book import FinishAdmission
 from tracing.budget.door.ticket import Ticket
+from tracing.budget.generation import generation_ended
 from tracing.budget.policy import Action
-from tracing.budget.serving import generation_ended
 
 SEARCH = PlanLimits(20, 0, 0, 0, 0, 0, 0.0)
 FAST = GenerationPrior(fixed_ms=20.0, prefill_ms_per_token=0.05, decode_ms_per_token=5.0)

@@ -23,8 +23,9 @@ from tracing.budget import (
     Reservations,
     TargetSaturated,
 )
+from tracing.budget.allowances import serving_need
 from tracing.budget.errors import QueueInfeasible
-from tracing.budget.serving import serving_need, target_queue
+from tracing.budget.serving import target_queue
 
 GPU = GenerationPrior(fixed_ms=30.0, prefill_ms_per_token=0.05, decode_ms_per_token=10.0)
 
@@ -90,8 +91,9 @@ def test_a_tight_question_is_admitted_ahead_of_loose_ones_where_the_server_preem
                                             preemptive=True).ms == 0.0  # fmt: skip
     first_come = engine()
     loose_requests_running(first_come, 6)
+    fifo = Serving(Load(waiting=2, max_running=1))
     session = BudgetSession(first_come, BudgetLedger(700), route="/v1/ask", question="q",
-                            k=4, rerank_available=False, serving=Serving(Load(waiting=2, max_running=1)))  # fmt: skip
+                            k=4, rerank_available=False, serving=fifo)  # fmt: skip
     with pytest.raises(TargetSaturated):
         session.check_feasible()
 
@@ -99,8 +101,9 @@ def test_a_tight_question_is_admitted_ahead_of_loose_ones_where_the_server_preem
 def test_the_serving_layer_is_told_the_plans_need() -> None:
     built = engine()
     ledger = BudgetLedger(2000)
+    ordered = Serving(Load(earliest_deadline_first=True))
     session = BudgetSession(built, ledger, route="/v1/ask", question="q",
-                            k=4, rerank_available=False, serving=Serving(Load(earliest_deadline_first=True)))  # fmt: skip
+                            k=4, rerank_available=False, serving=ordered)  # fmt: skip
     plan = session.plan()
     need = serving_need(built, ledger, plan)
     assert need.deadline < ledger.deadline, "what the stages after generation need is kept"

@@ -27,6 +27,7 @@ allowance)``) to its session; nothing else plans. Stage names are ``StageName`` 
 (``stage_names``).
 """
 
+from tracing.budget.allowances import Allowance, GenerationAllowance, ServingNeed
 from tracing.budget.calibration import Calibrator, Probe, ProbeResult, calibrate
 from tracing.budget.cost_model import (
     CPU_GENERATION_PRIOR,
@@ -42,9 +43,8 @@ from tracing.budget.ledger import BudgetLedger, Degradation, StageRecord, StageS
 from tracing.budget.policy import Action, DegradationPolicy, Plan, PlanLimits
 from tracing.budget.quality import DEFAULT_QUALITY_PATH, QualityTable
 from tracing.budget.queue import Reservation, Reservations, TargetQueue
-from tracing.budget.serving import ServingNeed
 from tracing.budget.session import BudgetSession
-from tracing.budget.stage import Allowance, GenerationAllowance, Stage, StreamingStage
+from tracing.budget.stage import Stage, StreamingStage
 from tracing.budget.stage_names import StageName
 
 __all__ = [

@@ -1,17 +1,17 @@
 """The answer's generation as its budget session runs it (``BudgetSession.generate``).
 
-The generate stage is told what the plan allows (``generation_allowance``: its tokens at its
-target, until the deadline less the answer's finish, or earlier when a request queued behind
-needs the time; what a serving layer that schedules by deadline needs) and streams the answer.
+The generate stage is told what the plan allows (``allowances.generation_allowance``) and
+streams the answer.
 The session's ``Generation`` passes the text on and watches the stream: the first token (the
 request's wait at its target is over; time to first token on its histogram and span, against
-the request's or the service's target) and how it ended (``serving.generation_ended``: a cut
+the request's or the service's target) and how it ended (``generation_ended``: a cut
 said as a degradation, the target's costs learned, unless a request due earlier may have
 preempted it).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 
 from opentelemetry.trace import Span
@@ -19,44 +19,9 @@ from opentelemetry.trace import Span
 from tracing import metrics
 from tracing.budget.engine import BudgetEngine
 from tracing.budget.ledger import BudgetLedger
-from tracing.budget.policy import Plan
 from tracing.budget.queue import Reservation
-from tracing.budget.reserves import generation_reserve_ms
-from tracing.budget.serving import GenerationResult, generation_ended, serving_need
-from tracing.budget.stage import GenerationAllowance
+from tracing.budget.serving import GenerationResult
 from tracing.budget.stage_names import StageName
-
-
-def generation_allowance(
-    engine: BudgetEngine,
-    ledger: BudgetLedger,
-    plan: Plan,
-    reservation: Reservation | None,
-    *,
-    deadline: float,
-    span: Span,
-) -> GenerationAllowance:
-    """What ``plan`` allows its generation (whose span is ``span``), until ``deadline``."""
-
-    def stop_at() -> float | None:
-        return reservation.stop_at if reservation is not None else None
-
-    def routed(target: str, degradation: tuple[str, str] | None) -> None:
-        if span.is_recording():
-            span.set_attribute("ragtime.budget.target", target)
-        if degradation is not None:
-            ledger.degrade(StageName.GENERATE, *degradation, span)
-
-    return GenerationAllowance(
-        deadline=deadline,
-        max_tokens=plan.max_output_tokens,
-        target=plan.target,
-        reserve_ms=generation_reserve_ms(engine),
-        stop_at=stop_at,
-        need=serving_need(engine, ledger, plan),
-        span=span,
-        routed=routed,
-    )
 
 
 class Generation:
@@ -122,3 +87,63 @@ class Generation:
             learn=not overtaken,
             shared_prefix_tokens=generated.shared_prefix_tokens,
         )
+
+
+#: Finish reasons whose timings describe the whole generation at the target.
+LEARNED_FINISH_REASONS = frozenset({"stop", "length"})
+#: Finish reasons of an answer cut short: no usage comes, but its tokens until the cut were
+#: decoded at the target's pace (on a machine slow enough that every answer is cut, they are
+#: the only news of it).
+CUT_FINISH_REASONS = frozenset({"deadline", "yielded"})
+
+
+def generation_ended(
+    engine: BudgetEngine,
+    ledger: BudgetLedger,
+    generated: GenerationResult,
+    span: Span,
+    *,
+    shared_prefix_tokens: int | None,
+    learn: bool = True,
+) -> None:
+    """How generation ended, as a degradation when the budget cut it (the deadline, or a
+    request behind that needed the time), on ``span``; and, unless told not to ``learn``,
+    from an answer that ended on its own, what ``generated.target``'s prefill and decode cost
+    (our queue aside); from one cut short, what its decode cost until the cut, and its first
+    token's time where no queue can be in it (sent to a target with a free slot). Where every
+    answer is cut (a machine slowed by other processes), those are the only news of the
+    slowdown: a plan that counted on the quiet machine's first token was cut again and again
+    (issue 56)."""
+    if generated.finish_reason == "yielded":
+        reason = "stopped early: a request queued behind it needed the time"
+        ledger.degrade(StageName.GENERATE, "output_capped", reason, span)
+    elif generated.finish_reason == "deadline":
+        reason = "decoding stopped at the deadline"
+        ledger.degrade(StageName.GENERATE, "deadline_stop", reason, span)
+    usage, first_at = generated.usage, generated.first_at
+    if usage is not None and span.is_recording():
+        span.set_attribute("ragtime.generate.queue_ms", round(generated.queue_ms, 3))
+    if not learn:
+        return
+    last_at = generated.last_at
+    if generated.finish_reason in CUT_FINISH_REASONS and first_at is not None and last_at:
+        if generated.streamed_tokens > 1:
+            engine.cost.generation(generated.target).observe_decode(
+                generated.streamed_tokens - 1, (last_at - first_at) * 1000.0
+            )
+        if not generated.may_have_queued and generated.prompt_tokens > 0:
+            engine.observe_cut_first_token(
+                generated.target, generated.prompt_tokens, (first_at - generated.started) * 1000.0
+            )
+        return
+    if generated.finish_reason not in LEARNED_FINISH_REASONS or first_at is None or not usage:
+        return
+    engine.observe_generation(
+        generated.target,
+        prompt_tokens=usage.prompt_tokens,
+        cached_tokens=usage.cached_tokens,
+        ttft_ms=(first_at - generated.started) * 1000.0 - generated.queue_ms,
+        output_tokens=usage.completion_tokens,
+        decode_ms=(time.perf_counter() - first_at) * 1000.0,
+        shared_prefix_tokens=shared_prefix_tokens,
+    )

@@ -35,16 +35,16 @@ from typing import TypeVar
 from opentelemetry.trace import Span
 
 from tracing import metrics
+from tracing.budget.allowances import Allowance, generation_allowance, stage_deadline, stage_room
 from tracing.budget.engine import BudgetEngine, Rules
 from tracing.budget.errors import BudgetInfeasible, QueueInfeasible, TargetSaturated
-from tracing.budget.generation import Generation, generation_allowance
+from tracing.budget.generation import Generation
 from tracing.budget.keyword_side import keyword_side
 from tracing.budget.ledger import BudgetLedger, StageOutcome
 from tracing.budget.policy import Action, Plan, PlanLimits, fit_context_length
 from tracing.budget.queue import Reservation, TargetQueue
-from tracing.budget.reserves import stage_room
 from tracing.budget.serving import ReportedLoad, ServingTargets, target_queue
-from tracing.budget.stage import Allowance, Stage, StreamingStage
+from tracing.budget.stage import Stage, StreamingStage
 from tracing.budget.stage_names import StageName
 
 Inputs = TypeVar("Inputs")
@@ -375,13 +375,5 @@ class BudgetSession:
         )
 
     def deadline_for(self, stage: StageName) -> float:
-        """Until when ``stage`` may run (a ``time.perf_counter()`` value): the request's
-        deadline, less what the plan's later stages need after rerank."""
-        deadline = self.ledger.deadline
-        plan = self._plan
-        if stage is StageName.RERANK and plan is not None:
-            rest_ms = plan.predicted_ms - self.engine.cost.predict(
-                StageName.RERANK, plan.rerank_candidates
-            )
-            return deadline - max(rest_ms, 0.0) / 1000.0
-        return deadline
+        """Until when ``stage`` may run (``allowances.stage_deadline``)."""
+        return stage_deadline(self.engine, self.ledger, self._plan, stage)
