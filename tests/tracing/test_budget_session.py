@@ -56,6 +56,21 @@ def engine(**rules: object) -> BudgetEngine:
     return built
 
 
+def asking(
+    built: BudgetEngine,
+    ledger: BudgetLedger,
+    *,
+    serving: Serving,
+    rerank_available: bool = False,
+    output_cap: int | None = None,
+) -> BudgetSession:
+    """A session for an answer to a question of /v1/ask, for 4 passages."""
+    return BudgetSession(
+        built, ledger, route="/v1/ask", k=4, rerank_available=rerank_available, question="q",
+        serving=serving, output_cap=output_cap,
+    )  # fmt: skip
+
+
 def refused(route: str, reason: str) -> float:
     value = metrics.REGISTRY.get_sample_value(
         "ragtime_admission_refused_total", {"route": route, "reason": reason}
@@ -64,15 +79,7 @@ def refused(route: str, reason: str) -> float:
 
 
 def test_the_full_plan_at_the_preferred_target() -> None:
-    session = BudgetSession(
-        engine(),
-        BudgetLedger(60_000),
-        route="/v1/ask",
-        k=4,
-        rerank_available=True,
-        question="q",
-        serving=Serving(),
-    )
+    session = asking(engine(), BudgetLedger(60_000), serving=Serving(), rerank_available=True)
     session.check_feasible()
     plan = session.plan()
     assert plan.target == "large" and not plan.actions
@@ -82,15 +89,7 @@ def test_the_full_plan_at_the_preferred_target() -> None:
 def test_a_smaller_model_when_the_first_cannot_fit_and_it_says_so() -> None:
     built = engine()
     built.cost.calibrate("large", SLOW)
-    session = BudgetSession(
-        built,
-        BudgetLedger(1500),
-        route="/v1/ask",
-        k=4,
-        rerank_available=True,
-        question="q",
-        serving=Serving(),
-    )
+    session = asking(built, BudgetLedger(1500), serving=Serving(), rerank_available=True)
     session.check_feasible()  # the small model fits: not refused
     plan = session.plan()
     assert plan.target == "small"
@@ -124,30 +123,15 @@ def test_a_full_target_refuses_with_its_route() -> None:
     serving = Serving()
     serving.loads["large"] = Load(waiting=3, max_running=1)  # another replica's queue
     before = refused("/v1/ask", "overloaded")
-    session = BudgetSession(
-        built,
-        BudgetLedger(60_000),
-        route="/v1/ask",
-        k=4,
-        rerank_available=False,
-        question="q",
-        serving=serving,
-    )
+    session = asking(built, BudgetLedger(60_000), serving=serving)
     with pytest.raises(TargetSaturated):
         session.check_feasible()
     assert refused("/v1/ask", "overloaded") == before + 1
 
 
 def test_the_callers_cap_is_kept_and_is_no_degradation() -> None:
-    session = BudgetSession(
-        engine(),
-        BudgetLedger(60_000),
-        route="/v1/ask",
-        k=4,
-        rerank_available=True,
-        question="q",
-        serving=Serving(),
-        output_cap=12,
+    session = asking(
+        engine(), BudgetLedger(60_000), serving=Serving(), rerank_available=True, output_cap=12
     )
     plan = session.plan()
     assert plan.max_output_tokens == 12
@@ -156,15 +140,7 @@ def test_the_callers_cap_is_kept_and_is_no_degradation() -> None:
 
 def test_the_context_fits_the_servers_context_length() -> None:
     serving = Serving(context_length=600)
-    session = BudgetSession(
-        engine(),
-        BudgetLedger(60_000),
-        route="/v1/ask",
-        k=4,
-        rerank_available=True,
-        question="q",
-        serving=serving,
-    )
+    session = asking(engine(), BudgetLedger(60_000), serving=serving, rerank_available=True)
     plan = session.plan()
     assert plan.context_tokens + LIMITS.prompt_overhead_tokens + plan.max_output_tokens <= 600
     [reduced] = [a for a in plan.actions if a.action == "context_reduced"]
@@ -174,15 +150,7 @@ def test_the_context_fits_the_servers_context_length() -> None:
 def test_with_the_policy_off_every_request_runs_at_full_size() -> None:
     built = engine(degrade=False)
     built.cost.calibrate("large", SLOW)
-    session = BudgetSession(
-        built,
-        BudgetLedger(10),
-        route="/v1/ask",
-        k=4,
-        rerank_available=True,
-        question="q",
-        serving=Serving(),
-    )
+    session = asking(built, BudgetLedger(10), serving=Serving(), rerank_available=True)
     session.check_feasible()  # never refused
     plan = session.plan()
     assert (plan.context_tokens, plan.max_output_tokens, plan.target) == (800, 100, "large")
@@ -193,9 +161,7 @@ def test_passages_alone_when_nothing_fits_and_that_is_the_rule() -> None:
     built.cost.calibrate("large", SLOW)
     built.cost.calibrate("small", SLOW)
     ledger = BudgetLedger(100)
-    session = BudgetSession(
-        built, ledger, route="/v1/ask", k=4, rerank_available=True, question="q", serving=Serving()
-    )
+    session = asking(built, ledger, serving=Serving(), rerank_available=True)
     session.check_feasible()
     assert session.plan().max_output_tokens == 0
     assert [d.action for d in ledger.degradations] == ["generation_skipped"]
@@ -203,15 +169,7 @@ def test_passages_alone_when_nothing_fits_and_that_is_the_rule() -> None:
 
 async def test_the_reservation_is_held_until_the_session_ends() -> None:
     built = engine()
-    session = BudgetSession(
-        built,
-        BudgetLedger(60_000),
-        route="/v1/ask",
-        k=4,
-        rerank_available=True,
-        question="q",
-        serving=Serving(),
-    )
+    session = asking(built, BudgetLedger(60_000), serving=Serving(), rerank_available=True)
     started: list[float | None] = []
 
     def during(allowance: object) -> None:
@@ -231,10 +189,7 @@ async def test_the_reservation_is_held_until_the_session_ends() -> None:
 
 def test_a_request_that_fails_before_generating_gives_its_reservation_back() -> None:
     built = engine()
-    session = BudgetSession(
-        built, BudgetLedger(60_000), route="/v1/ask", k=4, rerank_available=True, question="q",
-        serving=Serving(),
-    )  # fmt: skip
+    session = asking(built, BudgetLedger(60_000), serving=Serving(), rerank_available=True)
     with pytest.raises(RuntimeError), session:
         session.plan()
         assert built.reservations.open("large") == 1
@@ -250,15 +205,7 @@ def test_a_plan_holds_its_generation_time_from_the_moment_it_is_made() -> None:
     built = engine()
     serving = Serving(edf=True)
     sessions = [
-        BudgetSession(
-            built,
-            BudgetLedger(60_000),
-            route="/v1/ask",
-            k=4,
-            rerank_available=True,
-            question="q",
-            serving=serving,
-        )
+        asking(built, BudgetLedger(60_000), serving=serving, rerank_available=True)
         for _ in range(2)
     ]
     first, second = (s.plan() for s in sessions)
@@ -287,15 +234,7 @@ def test_a_search_session_plans_rerank_only_and_never_refuses_on_arrival() -> No
 
 def test_rerank_waits_only_as_long_as_the_rest_of_the_plan_leaves() -> None:
     ledger = BudgetLedger(60_000)
-    session = BudgetSession(
-        engine(),
-        ledger,
-        route="/v1/ask",
-        k=4,
-        rerank_available=True,
-        question="q",
-        serving=Serving(),
-    )
+    session = asking(engine(), ledger, serving=Serving(), rerank_available=True)
     assert session.deadline_for(StageName.RERANK) == ledger.deadline  # before the plan
     session.plan()
     assert session.deadline_for(StageName.RERANK) < ledger.deadline
@@ -305,25 +244,9 @@ def test_rerank_waits_only_as_long_as_the_rest_of_the_plan_leaves() -> None:
 async def test_attribution_is_skipped_when_its_cost_does_not_fit() -> None:
     built = engine()
     built.cost.seed({"attribute": 500.0})
-    roomy = BudgetSession(
-        built,
-        BudgetLedger(60_000),
-        route="/v1/ask",
-        k=4,
-        rerank_available=False,
-        question="q",
-        serving=Serving(),
-    )
+    roomy = asking(built, BudgetLedger(60_000), serving=Serving())
     assert (await allowance_for(roomy, StageName.ATTRIBUTE)).room().fits
-    tight = BudgetSession(
-        built,
-        BudgetLedger(300),
-        route="/v1/ask",
-        k=4,
-        rerank_available=False,
-        question="q",
-        serving=Serving(),
-    )
+    tight = asking(built, BudgetLedger(300), serving=Serving())
     room = (await allowance_for(tight, StageName.ATTRIBUTE)).room()
     assert not room.fits and "attribute takes about 500 ms" in room.reason
 
@@ -353,9 +276,7 @@ class Ended:
 def test_only_an_answer_that_ended_on_its_own_teaches_the_model() -> None:
     built = engine()
     ledger = BudgetLedger(60_000)
-    session = BudgetSession(
-        built, ledger, route="/v1/ask", k=4, rerank_available=False, question="q", serving=Serving()
-    )
+    session = asking(built, ledger, serving=Serving())
     span = trace.get_tracer(__name__).start_span("generate")
     now = time.perf_counter()
     cut = Ended("deadline", started=now - 1, first_at=now - 0.5, usage=Usage())
@@ -375,15 +296,7 @@ def test_an_answer_cut_short_teaches_its_decode_pace_until_the_cut() -> None:
     built = engine()
     gen = built.cost.generation("large")
     before = gen.decode_ms_per_token()
-    session = BudgetSession(
-        built,
-        BudgetLedger(60_000),
-        route="/v1/ask",
-        k=4,
-        rerank_available=False,
-        question="q",
-        serving=Serving(),
-    )
+    session = asking(built, BudgetLedger(60_000), serving=Serving())
     span = trace.get_tracer(__name__).start_span("generate")
     now = time.perf_counter()
     for _ in range(3):  # 41 tokens, 40 of them decoded in 8 s: 200 ms a token
@@ -407,15 +320,7 @@ def test_an_answer_cut_short_at_a_free_target_teaches_its_first_token(
     built = engine()
     gen = built.cost.generation("large")
     quiet = gen.ttft_ms(300)
-    session = BudgetSession(
-        built,
-        BudgetLedger(60_000),
-        route="/v1/ask",
-        k=4,
-        rerank_available=False,
-        question="q",
-        serving=Serving(),
-    )
+    session = asking(built, BudgetLedger(60_000), serving=Serving())
     span = trace.get_tracer(__name__).start_span("generate")
     now = time.perf_counter()
     for _ in range(3):  # the first of 41 tokens came 3 s after a 300-token prompt was sent
@@ -445,15 +350,7 @@ async def test_generating_is_out_of_the_requests_own_work_only_when_it_waits_on_
     serving = Serving()
     serving.generation_waits = waits  # type: ignore[attr-defined]
     ledger = BudgetLedger(10_000, ticket=ticket)  # the front door's ticket, on the request's ledger
-    session = BudgetSession(
-        engine(),
-        ledger,
-        route="/v1/ask",
-        k=4,
-        rerank_available=False,
-        question="q",
-        serving=serving,
-    )
+    session = asking(engine(), ledger, serving=serving)
     in_own_work: list[bool] = []
     stage = Scripted(Ended("stop"), during=lambda allowance: in_own_work.append(ticket.in_own_work))
     with session:
