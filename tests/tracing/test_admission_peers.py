@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tracing.budget.cost_model import CostModel
 from tracing.budget.door import book as admission
 from tracing.budget.door import peers as admission_peers
 from tracing.budget.door.book import PRIOR_WEIGHT, FinishAdmission
@@ -95,7 +96,11 @@ def test_a_fresh_process_admits_from_what_its_sibling_learned(tmp_path: Path) ->
     its figures reach the other at once. The other, having served nothing, predicts from them
     (10 ms alone and 10 ms each ahead, on its one core of two) instead of its 200 ms prior."""
     warmed = FinishAdmission(
-        cores=2, processes=2, peers=Peers(tmp_path, pid=1), prior_alone_ms=200.0
+        cores=2,
+        processes=2,
+        peers=Peers(tmp_path, pid=1),
+        prior_alone_ms=200.0,
+        pace=CostModel().door,
     )
     serve_alone(warmed, 3, seconds=0.01)  # the first is not learned from
     learned = warmed.learned()
@@ -103,7 +108,11 @@ def test_a_fresh_process_admits_from_what_its_sibling_learned(tmp_path: Path) ->
     assert Learned.from_json((tmp_path / "1.json").read_text()) == learned
 
     fresh = FinishAdmission(
-        cores=2, processes=2, peers=Peers(tmp_path, pid=2), prior_alone_ms=200.0
+        cores=2,
+        processes=2,
+        peers=Peers(tmp_path, pid=2),
+        prior_alone_ms=200.0,
+        pace=CostModel().door,
     )
     assert fresh.alone_ms(ASK) == learned.alone_ms[ASK]
     # Its share of the cores is one: a request ahead costs it a request's time alone.
@@ -112,7 +121,9 @@ def test_a_fresh_process_admits_from_what_its_sibling_learned(tmp_path: Path) ->
     assert snapshot["siblings"] == learned.as_dict() and snapshot["learned"] == Learned().as_dict()
     assert snapshot["processes"] == 2
 
-    alone = FinishAdmission(cores=2, processes=2, prior_alone_ms=200.0)  # no siblings to ask
+    alone = FinishAdmission(
+        cores=2, processes=2, prior_alone_ms=200.0, pace=CostModel().door
+    )  # no siblings to ask
     assert alone.alone_ms(ASK) == 200.0 and alone.per_request_ms() == pytest.approx(200.0)
 
 
@@ -122,7 +133,7 @@ def test_a_routes_first_times_alone_are_shared_at_once_then_at_most_every_publis
     """A client's first questions, one after another, reach the siblings as they are learned;
     once the route has ``YOUNG_ALONE`` times alone, at most every ``PUBLISH_S``."""
     monkeypatch.setattr(admission_peers, "PUBLISH_S", 60.0)
-    book = FinishAdmission(cores=1, peers=Peers(tmp_path, pid=1))
+    book = FinishAdmission(cores=1, peers=Peers(tmp_path, pid=1), pace=CostModel().door)
     sibling = Peers(tmp_path, pid=2)
     serve_alone(book, 2)  # the first is not learned from
     for i in range(admission.YOUNG_ALONE - 1):
@@ -137,7 +148,9 @@ def test_a_routes_first_times_alone_are_shared_at_once_then_at_most_every_publis
 
 def test_a_process_with_figures_of_its_own_keeps_them(tmp_path: Path) -> None:
     Peers(tmp_path, pid=1).publish(Learned({ASK: 500.0}, 500.0))
-    book = FinishAdmission(cores=1, peers=Peers(tmp_path, pid=2), prior_alone_ms=1.0)
+    book = FinishAdmission(
+        cores=1, peers=Peers(tmp_path, pid=2), prior_alone_ms=1.0, pace=CostModel().door
+    )
     assert book.alone_ms(ASK) == 500.0
     serve_alone(book, 3)  # its first, then two alone: as many as replace a prior
     assert book.alone_ms(ASK) < 500.0
@@ -149,7 +162,7 @@ def test_overlapped_work_is_shared_once_learned(
     """The work per request when requests overlap goes to the siblings once ``PRIOR_WEIGHT``
     overlapped finishes are behind it (fewer count a burst's fill more than its pace)."""
     monkeypatch.setattr(admission_peers, "PUBLISH_S", 0.0)  # each finish may write
-    book = FinishAdmission(cores=1, peers=Peers(tmp_path, pid=1))
+    book = FinishAdmission(cores=1, peers=Peers(tmp_path, pid=1), pace=CostModel().door)
     sibling = Peers(tmp_path, pid=2)
     while overlapped_finishes(book) < PRIOR_WEIGHT - 1:
         first = admitted(book.issue(ASK, arrived=time.perf_counter(), budget_ms=60_000.0))

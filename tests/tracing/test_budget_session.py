@@ -23,6 +23,7 @@ from tracing.budget import (
     StageName,
     TargetSaturated,
 )
+from tracing.budget.cost_model import CostModel
 from tracing.budget.door.book import FinishAdmission
 from tracing.budget.door.ticket import Ticket
 from tracing.budget.generation import generation_ended
@@ -49,7 +50,7 @@ class Serving:
 
 
 def engine(**rules: object) -> BudgetEngine:
-    built = BudgetEngine(LIMITS, SEARCH, quality=LINEAR, rules=Rules(**rules))  # type: ignore[arg-type]
+    built = BudgetEngine(LIMITS, SEARCH, quality=LINEAR, rules=Rules(**rules), cost=CostModel())  # type: ignore[arg-type]
     built.cost.seed({"rerank": 1.0, "embed": 1.0, "search": 1.0, "moderate.answer": 1.0})
     built.cost.calibrate("large", FAST)
     built.cost.calibrate("small", FAST)
@@ -344,7 +345,7 @@ async def test_generating_is_out_of_the_requests_own_work_only_when_it_waits_on_
     """Admission counts a request ahead while it is in its own work. Generating at a model (a
     worker, a server) is waiting, modelled per target; a backend that costs nothing but our own
     streaming (the null backend) keeps the request in its own work while it streams."""
-    book = FinishAdmission(cores=1)
+    book = FinishAdmission(cores=1, pace=CostModel().door)
     ticket = book.issue("/v1/ask", arrived=time.perf_counter(), budget_ms=10_000.0)
     assert isinstance(ticket, Ticket)
     serving = Serving()
@@ -364,7 +365,7 @@ async def test_generating_is_out_of_the_requests_own_work_only_when_it_waits_on_
 def keyword_engine(keyword_ms: float) -> BudgetEngine:
     """``engine()`` whose quality table prices the keyword side: half the quality without."""
     table = QualityTable({**LINEAR.curves, "keyword": [(0.0, 0.5), (1.0, 1.0)]})
-    built = BudgetEngine(LIMITS, SEARCH, quality=table)
+    built = BudgetEngine(LIMITS, SEARCH, quality=table, cost=CostModel())
     built.cost.seed(
         {"rerank": 1.0, "embed": 1.0, "search": 1.0, "moderate.answer": 1.0, "keyword": keyword_ms}
     )
@@ -442,5 +443,5 @@ async def test_each_search_looks_as_deep_as_the_plan_may_rerank() -> None:
     assert await search_depth(built, k=5, rerank_available=True) == 20
     assert await search_depth(built, k=30, rerank_available=True) == 30  # never fewer than asked
     assert await search_depth(built, k=5, rerank_available=False) == 5  # nothing to choose among
-    search = BudgetEngine(LIMITS, PlanLimits(8, 0, 0), quality=LINEAR)
+    search = BudgetEngine(LIMITS, PlanLimits(8, 0, 0), quality=LINEAR, cost=CostModel())
     assert await search_depth(search, k=5, rerank_available=True, answer=False) == 8  # its own

@@ -150,6 +150,7 @@ def test_refusals_bring_a_pessimistic_model_back_within_a_bounded_number_of_requ
         PlanLimits(0, 256, 32, min_context_tokens=64, min_output_tokens=8),
         PlanLimits(0, 0, 0, 0, 0, 0),
         quality=QualityTable({}),
+        cost=CostModel(),
     )
     gen = engine.cost.generation("t")  # prior: 60 ms + 2.5 ms per token, 12 ms per token
     for _ in range(40):  # a slow period: ten times that
@@ -174,6 +175,7 @@ def test_a_refusal_for_the_queue_teaches_nothing() -> None:
         PlanLimits(0, 256, 32, min_context_tokens=64, min_output_tokens=8),
         PlanLimits(0, 0, 0, 0, 0, 0),
         quality=QualityTable({}),
+        cost=CostModel(),
     )
     now = time.perf_counter()
     engine.reservations.reserve("t", now + 60, 50_000.0).start()  # two long requests ahead
@@ -193,6 +195,7 @@ def test_a_newcomer_behind_one_long_request_gets_a_share_instead_of_a_504() -> N
         PlanLimits(0, 256, 64, min_context_tokens=64, min_output_tokens=8),
         PlanLimits(0, 0, 0, 0, 0, 0),
         quality=QualityTable({}),
+        cost=CostModel(),
     )
     now = time.perf_counter()
     ahead = engine.reservations.reserve("t", now + 3.0, 2900.0)
@@ -214,7 +217,10 @@ def test_repeats_do_not_teach_that_a_new_prompt_will_be_cached() -> None:
     from tracing.budget import BudgetEngine, PlanLimits, QualityTable
 
     engine = BudgetEngine(
-        PlanLimits(0, 256, 64), PlanLimits(0, 0, 0, 0, 0, 0), quality=QualityTable({})
+        PlanLimits(0, 256, 64),
+        PlanLimits(0, 0, 0, 0, 0, 0),
+        quality=QualityTable({}),
+        cost=CostModel(),
     )
     for _ in range(50):
         engine.observe_generation(

@@ -24,6 +24,7 @@ from tracing.budget import (
     TargetSaturated,
 )
 from tracing.budget.allowances import serving_need
+from tracing.budget.cost_model import CostModel
 from tracing.budget.errors import QueueInfeasible
 from tracing.budget.serving import target_queue
 
@@ -68,7 +69,9 @@ def test_only_requests_due_earlier_are_ahead_where_the_server_preempts(
 
 
 def engine() -> BudgetEngine:
-    built = BudgetEngine(LIMITS, PlanLimits(20, 0, 0, 0, 0, 0, 0.0), quality=LINEAR)
+    built = BudgetEngine(
+        LIMITS, PlanLimits(20, 0, 0, 0, 0, 0, 0.0), quality=LINEAR, cost=CostModel()
+    )
     built.cost.seed({"rerank": 1.0, "embed": 1.0, "search": 1.0, "moderate.answer": 1.0})
     built.cost.calibrate("gpu", GPU)
     return built

@@ -47,7 +47,7 @@ def past_the_first_burst(book: FinishAdmission) -> FinishAdmission:
 def test_a_processs_first_request_of_a_route_is_not_learned_from() -> None:
     """It pays one-time costs (the models' first runs): taken as a request's cost, it made a
     fresh process refuse what it could answer."""
-    book = FinishAdmission(cores=1, prior_alone_ms=10.0)
+    book = FinishAdmission(cores=1, prior_alone_ms=10.0, pace=CostModel().door)
     first = admitted(book.issue(ASK, arrived=time.perf_counter(), budget_ms=60_000.0))
     time.sleep(0.2)
     first.finish()
@@ -71,7 +71,7 @@ def test_a_processs_first_request_of_a_route_is_not_learned_from() -> None:
 def test_the_time_alone_counts_from_the_admission_not_the_arrival() -> None:
     """The wait before a request was read (its arrival backdated by the loop's lag) is not its
     own work: the prediction is compared with the time left from its admission."""
-    book = past_the_first(FinishAdmission(cores=1, prior_alone_ms=1.0))
+    book = past_the_first(FinishAdmission(cores=1, prior_alone_ms=1.0, pace=CostModel().door))
     for _ in range(4):
         ticket = admitted(book.issue(ASK, arrived=time.perf_counter() - 5.0, budget_ms=60_000.0))
         ticket.finish()
@@ -80,7 +80,7 @@ def test_the_time_alone_counts_from_the_admission_not_the_arrival() -> None:
 
 def test_a_request_with_nobody_ahead_is_always_admitted() -> None:
     """Whether its budget can fit at all is the budget session's to say (504), not a 503."""
-    book = FinishAdmission(cores=1, prior_alone_ms=500.0)
+    book = FinishAdmission(cores=1, prior_alone_ms=500.0, pace=CostModel().door)
     now = time.perf_counter()
     ticket = admitted(book.issue(ASK, arrived=now, budget_ms=1.0, now=now))
     assert ticket.ahead == 0
@@ -88,7 +88,9 @@ def test_a_request_with_nobody_ahead_is_always_admitted() -> None:
 
 
 def test_it_refuses_when_the_work_ahead_does_not_fit_and_says_when_to_retry() -> None:
-    book = FinishAdmission(cores=1, prior_alone_ms=100.0)  # 100 ms alone, 100 ms each ahead
+    book = FinishAdmission(
+        cores=1, prior_alone_ms=100.0, pace=CostModel().door
+    )  # 100 ms alone, 100 ms each ahead
     now = time.perf_counter()
     for ahead in range(5):  # the 5th is due when 100 ms alone and 4 x 100 ms ahead end
         assert admitted(book.issue(ASK, arrived=now, budget_ms=500.0, now=now)).ahead == ahead
@@ -107,7 +109,7 @@ def test_it_refuses_when_the_work_ahead_does_not_fit_and_says_when_to_retry() ->
 def test_later_deadlines_are_not_ahead() -> None:
     """The stage queues serve earliest deadline first: a request due later does not delay an
     earlier one, so a tight budget behind loose ones is still admitted."""
-    book = FinishAdmission(cores=1, prior_alone_ms=100.0)
+    book = FinishAdmission(cores=1, prior_alone_ms=100.0, pace=CostModel().door)
     now = time.perf_counter()
     for _ in range(20):
         admitted(book.issue(ASK, arrived=now, budget_ms=60_000.0, now=now))
@@ -117,7 +119,7 @@ def test_later_deadlines_are_not_ahead() -> None:
 
 def test_a_request_being_generated_is_not_ahead() -> None:
     """The generation queue is the budget session's, per target."""
-    book = FinishAdmission(cores=1, prior_alone_ms=100.0)
+    book = FinishAdmission(cores=1, prior_alone_ms=100.0, pace=CostModel().door)
     now = time.perf_counter()
     first = admitted(book.issue(ASK, arrived=now, budget_ms=10_000.0, now=now))
     second = admitted(book.issue(ASK, arrived=now, budget_ms=10_000.0, now=now))
@@ -131,7 +133,9 @@ def test_a_request_being_generated_is_not_ahead() -> None:
 
 def test_the_generation_floor_counts_for_answers_only() -> None:
     floors = {ASK: 300.0, "/v1/search": 0.0}
-    book = FinishAdmission(cores=1, prior_alone_ms=100.0, generation_floor_ms=floors.__getitem__)
+    book = FinishAdmission(
+        cores=1, prior_alone_ms=100.0, generation_floor_ms=floors.__getitem__, pace=CostModel().door
+    )
     assert book.predicted_ms(ASK, 2) == pytest.approx(600.0)
     assert book.predicted_ms("/v1/search", 2) == pytest.approx(300.0)
 
@@ -139,7 +143,7 @@ def test_the_generation_floor_counts_for_answers_only() -> None:
 def test_overlapped_requests_teach_the_work_per_request() -> None:
     """Two requests in their own work at once for at least 40 ms, then finished: the work per
     request is learned from that overlap, no longer the prior (1 ms alone, on 8 cores)."""
-    book = past_the_first_burst(FinishAdmission(cores=8, prior_alone_ms=1.0))
+    book = past_the_first_burst(FinishAdmission(cores=8, prior_alone_ms=1.0, pace=CostModel().door))
     prior = book.per_request_ms()
     now = time.perf_counter()
     a = admitted(book.issue(ASK, arrived=now, budget_ms=60_000.0))
@@ -156,7 +160,7 @@ def test_overlapped_requests_teach_the_work_per_request() -> None:
 
 
 def test_a_request_alone_teaches_the_time_alone_and_a_refused_one_teaches_nothing() -> None:
-    book = past_the_first(FinishAdmission(cores=1, prior_alone_ms=1.0))
+    book = past_the_first(FinishAdmission(cores=1, prior_alone_ms=1.0, pace=CostModel().door))
     for _ in range(4):
         ticket = admitted(book.issue(ASK, arrived=time.perf_counter(), budget_ms=60_000.0))
         time.sleep(0.02)
@@ -170,7 +174,7 @@ def test_a_request_alone_teaches_the_time_alone_and_a_refused_one_teaches_nothin
 
 
 def test_the_time_spent_generating_is_not_its_own_work() -> None:
-    book = past_the_first(FinishAdmission(cores=1, prior_alone_ms=1.0))
+    book = past_the_first(FinishAdmission(cores=1, prior_alone_ms=1.0, pace=CostModel().door))
     arrived = time.perf_counter()
     ticket = admitted(book.issue(ASK, arrived=arrived, budget_ms=60_000.0))
     ticket.generation_started()
@@ -197,7 +201,7 @@ def burst(book: FinishAdmission, size: int, *, start: float, took_s: float) -> N
 def test_a_bursts_finishes_together_teach_its_whole_time_over_its_requests() -> None:
     """Fading the overlapped time at each finish counted a fifth of a 100-request burst's time,
     and the learned figure fell burst after burst; it fades with time instead."""
-    book = past_the_first_burst(FinishAdmission(cores=1))
+    book = past_the_first_burst(FinishAdmission(cores=1, pace=CostModel().door))
     start = time.perf_counter() - 1_000.0
     burst(book, 100, start=start, took_s=2.0)
     # 2 s over the 99 finishes that had another request beside them (the last was alone).
@@ -230,7 +234,9 @@ def test_the_loops_lag_per_admitted_request_is_learned_in_bursts_and_predicted()
     """A burst's answers end together and the loop runs all their ends: once the work per
     request is learned, the lag the admitted requests will make counts in a newcomer's
     prediction, not only the lag of now."""
-    book = past_the_first_burst(FinishAdmission(cores=1, prior_alone_ms=10.0, lag_ms=lambda: 5.0))
+    book = past_the_first_burst(
+        FinishAdmission(cores=1, prior_alone_ms=10.0, lag_ms=lambda: 5.0, pace=CostModel().door)
+    )
     burst(book, PRIOR_WEIGHT + 1, start=time.perf_counter() - 1_000.0, took_s=0.16)
     # 160 ms over 16 overlapped finishes, beside the prior's 10 ms at the least weight
     assert book.per_request_ms() == pytest.approx(10.0, rel=1e-3)
@@ -257,7 +263,7 @@ def test_the_lag_per_request_waits_for_a_learned_pace() -> None:
     cores, itself cautious), the lag counted is the lag of now: the lags of a first burst's
     arrivals, over the few admitted then, made a fresh server refuse a tenth of a burst it
     answers whole."""
-    book = FinishAdmission(cores=1, prior_alone_ms=10.0, lag_ms=lambda: 5.0)
+    book = FinishAdmission(cores=1, prior_alone_ms=10.0, lag_ms=lambda: 5.0, pace=CostModel().door)
     now = time.perf_counter()
     for _ in range(LAG_LEARN_MIN):
         admitted(book.issue(ASK, arrived=now, budget_ms=1e9, now=now))
@@ -288,7 +294,7 @@ def test_a_processs_first_burst_is_not_learned_from() -> None:
 
 def test_the_first_stretch_lasts_until_fewer_than_two_are_in_their_own_work() -> None:
     """Not cut short: finishes counted after a cut would bring none of a burst's time."""
-    book = FinishAdmission(cores=1, prior_alone_ms=10.0)
+    book = FinishAdmission(cores=1, prior_alone_ms=10.0, pace=CostModel().door)
     start = time.perf_counter() - 1_000.0
     held = [admitted(book.issue(ASK, arrived=start, budget_ms=1e9, now=start)) for _ in range(2)]
     at = start

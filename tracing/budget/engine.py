@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 
 from tracing import metrics
 from tracing.budget.calibration import Calibrator, Probe
-from tracing.budget.cost_model import CostModel, Learning
+from tracing.budget.cost_model import CostModel
 from tracing.budget.errors import BudgetInfeasible, QueueInfeasible, TargetSaturated
 from tracing.budget.ledger import BudgetLedger
 from tracing.budget.policy import DegradationPolicy, FirstTokenTarget, Plan, PlanLimits
@@ -50,12 +50,13 @@ class BudgetEngine:
         search_limits: PlanLimits,
         *,
         quality: QualityTable,
-        learning: Learning | None = None,
-        cost: CostModel | None = None,
+        cost: CostModel,
         rules: Rules | None = None,
         loop_lag_ms: Callable[[], float] = lambda: 0.0,
     ) -> None:
-        self.cost = cost or CostModel(learning=learning)
+        """``cost`` is the process's one cost model (``app.pipeline.budget_engine.cost_model``),
+        which the engine reads and teaches, never a second of its own."""
+        self.cost = cost
         self.rules = rules or Rules()
         self.quality = quality
         self.answer_policy = DegradationPolicy(self.cost, answer_limits, quality)

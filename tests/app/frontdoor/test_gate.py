@@ -18,6 +18,7 @@ from tests.helpers.raw_http import ask_scope, gate_of
 from tests.helpers.stopping import stopping
 from tracing import metrics
 from tracing._alert_conditions import REFUSED, REQUESTS, SampleKey, Snapshot, error_ratio
+from tracing.budget.cost_model import CostModel
 from tracing.budget.door.book import FinishAdmission
 from tracing.budget.door.ticket import Ticket
 from tracing.loop_lag import LoopLag
@@ -174,7 +175,7 @@ def test_remote_decoding_slots_widen_the_bound() -> None:
     slots count only while its servers serve (none told yet, or all down: the bound alone).
     The places taken are the book's tickets: one count of requests in flight."""
     slots = [0]
-    book = FinishAdmission(cores=1)
+    book = FinishAdmission(cores=1, pace=CostModel().door)
     admission = Admission(2, retry_after_s=1, finish=book, remote_slots=lambda: slots[0])
     gate = gate_of(admission)
 

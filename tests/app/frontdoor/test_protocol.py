@@ -43,6 +43,7 @@ from tests.helpers.raw_http import (
     settled,
 )
 from tracing import metrics
+from tracing.budget.cost_model import CostModel
 from tracing.budget.door.book import FinishAdmission
 from tracing.budget.door.ticket import Ticket
 from tracing.loop_lag import LoopLag
@@ -254,7 +255,7 @@ def test_a_refusal_keeps_or_closes_the_connection_as_http_asks(
 
 
 async def test_an_admitted_request_gives_its_place_back_however_it_ends() -> None:
-    finish = FinishAdmission(cores=1)
+    finish = FinishAdmission(cores=1, pace=CostModel().door)
     admission = Admission(2, retry_after_s=1, finish=finish)
     gate = gate_of(admission)
     scope = ask_scope()
@@ -271,7 +272,9 @@ async def test_an_admitted_request_gives_its_place_back_however_it_ends() -> Non
 
 
 async def test_a_full_process_refuses_without_reading_the_budget() -> None:
-    admission = Admission(1, retry_after_s=7, finish=FinishAdmission(cores=1))
+    admission = Admission(
+        1, retry_after_s=7, finish=FinishAdmission(cores=1, pace=CostModel().door)
+    )
     gate = gate_of(admission)
     scope = ask_scope()
     first = gate.admit(scope, b"{}")
@@ -290,7 +293,9 @@ async def _discard(message: Any) -> None:
 
 
 def test_the_chat_route_is_refused_in_openais_shape() -> None:
-    admission = Admission(1, retry_after_s=3, finish=FinishAdmission(cores=1))
+    admission = Admission(
+        1, retry_after_s=3, finish=FinishAdmission(cores=1, pace=CostModel().door)
+    )
     gate = replace(gate_of(admission), openai_routes=frozenset({"/v1/chat/completions"}))
     refused = Refused("overloaded", 3, "2 requests ahead")
     date = [(b"date", b"Sat, 05 Dec 2026 13:35:34 GMT")]

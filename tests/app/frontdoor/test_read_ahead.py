@@ -39,6 +39,7 @@ from tests.helpers.raw_http import (
     settled,
 )
 from tracing import metrics
+from tracing.budget.cost_model import CostModel
 from tracing.budget.door.book import FinishAdmission
 from tracing.loop_lag import LoopLag
 
@@ -141,7 +142,9 @@ def test_a_refused_connection_left_idle_is_closed_after_its_keep_alive(
 def standalone_reader() -> Iterator[tuple[ReadAhead, Admission, asyncio.AbstractEventLoop]]:
     """A reader on a listener of its own, deciding for a fresh admission, handing over to a
     loop that runs only when the test runs it."""
-    admission = Admission(4, retry_after_s=1, finish=FinishAdmission(cores=1))
+    admission = Admission(
+        4, retry_after_s=1, finish=FinishAdmission(cores=1, pace=CostModel().door)
+    )
     loop = asyncio.new_event_loop()
     reader = ReadAhead(
         socket.create_server(("127.0.0.1", 0)),

@@ -24,6 +24,7 @@ from tests.fakes.backends import ScriptedBackend
 from tests.helpers.app import asgi_client, base_url, build_app, uvicorn_serving
 from tests.helpers.raw_http import ask, connect, gate_of, read_response
 from tracing import metrics
+from tracing.budget.cost_model import CostModel
 from tracing.budget.door.book import FinishAdmission
 from tracing.budget.door.ticket import Ticket
 
@@ -163,7 +164,9 @@ def test_a_question_whose_stop_began_before_its_body_came_meets_the_same_refuser
 def test_the_gate_never_refuses_for_the_stop() -> None:
     """Asked during the stop (a request admitted as it began), the gate admits by places and
     predicted finish alone; it takes nothing as it is parsed, so the app's refuser answers."""
-    admission = Admission(1, retry_after_s=RETRY_AFTER_S, finish=FinishAdmission(cores=1))
+    admission = Admission(
+        1, retry_after_s=RETRY_AFTER_S, finish=FinishAdmission(cores=1, pace=CostModel().door)
+    )
     stopped = Shutdown(1.0)
     stopped.begin()
     try:

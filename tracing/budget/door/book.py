@@ -68,7 +68,6 @@ from collections.abc import Callable
 from tracing.budget.door.pace import PRIOR_WEIGHT, DoorPace
 from tracing.budget.door.peers import Learned, Peers, median
 from tracing.budget.door.ticket import Refusal, Ticket
-from tracing.budget.observations import Learning
 
 #: Times alone a route's figure is shared with the siblings at once (then at most every
 #: ``Peers``' publishing interval): a client's first questions, one after another.
@@ -91,7 +90,7 @@ class FinishAdmission:
         generation_floor_ms: Callable[[str], float] = lambda route: 0.0,
         lag_ms: Callable[[], float] = lambda: 0.0,
         margin_share: float = 0.0,
-        pace: DoorPace | None = None,
+        pace: DoorPace,
     ) -> None:
         self.cores = max(cores, 1)
         self.processes = max(processes, 1)
@@ -107,7 +106,7 @@ class FinishAdmission:
         """The share of each budget kept free of predicted work: the answer's last bytes still
         have to reach the client, and a client that shares the server's cores (or is busy with
         many streams) reads them late, which no server-side figure shows."""
-        self.pace = pace if pace is not None else DoorPace(Learning(), time.monotonic)
+        self.pace = pace
         """What the door learns, kept in the process's cost model (``CostModel.door``)."""
         self._tickets: list[Ticket] = []
         self._first_seen: set[str] = set()
