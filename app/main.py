@@ -140,8 +140,9 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[dict[str, object]]:
         shutdown.bind(asyncio.get_running_loop())
         await live.start()
-        # Built once started: it reads the prompt's overhead, measured at warm-up.
-        app.state.pipeline = Pipeline(live, engine)
+        overhead = live.stages.assemble.overhead_tokens
+        if overhead is not None:  # measured at warm-up with the served model's tokenizer
+            engine.set_prompt_overhead(overhead)
         app.state.rate_limiter = limiter = build_limiter(settings)
         gen = live.backend
         # Calibrate remote targets as they join; publish the cost model as metrics.
@@ -182,6 +183,7 @@ def create_app(
     )
     app.state.services = live
     app.state.budget = engine
+    app.state.pipeline = Pipeline(live, engine)
     app.state.admission = admission
     app.state.shutdown = shutdown
     app.state.loop_lag = loop_lag

@@ -41,9 +41,6 @@ class Pipeline:
         self.budget = budget
         self.retrieval = Retrieval(self.stages)
         self.answering = Answering(self.stages, least_tokens=self.settings.min_output_tokens)
-        overhead = self.stages.assemble.overhead_tokens
-        if overhead is not None:  # measured at warm-up with the served model's tokenizer
-            self.budget.set_prompt_overhead(overhead)
 
     def query(
         self,

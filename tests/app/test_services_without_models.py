@@ -105,7 +105,8 @@ def test_the_door_and_the_engine_are_wired_when_built(
 ) -> None:
     """One composition root (issue 57 §3): the door's remote slots and generation floor and the
     engine's loop lag are handed to them as they are built, and starting the app sets none of
-    them again: the app's pieces are the same objects before and after its lifespan."""
+    them again: the app's pieces, the pipeline too, are the same objects before and after its
+    lifespan."""
     monkeypatch.setattr(services_module, "default_embedder", lambda settings: HashEmbedder())
     settings = make_settings(tmp_path)
     seed_data_dir(settings.data_dir, corpus_dir, HashEmbedder())
@@ -117,6 +118,7 @@ def test_the_door_and_the_engine_are_wired_when_built(
         return [
             app.state.services,
             app.state.budget,
+            app.state.pipeline,
             admission.remote_slots,
             finish.generation_floor_ms,
             finish.lag_ms,
