@@ -46,6 +46,7 @@ from app.pipeline.events import (
 )
 from app.settings import Settings
 from tracing import BudgetLedger
+from tracing.budget import BudgetSession
 
 
 @dataclass(frozen=True)
@@ -101,14 +102,13 @@ def asked(
 
 
 def _answer(
-    pipeline: Pipeline, question: Asked, ledger: BudgetLedger, route: str
+    pipeline: Pipeline, question: Asked, session: BudgetSession
 ) -> AsyncGenerator[PipelineEvent, None]:
     return pipeline.answer(
         question.question,
         question.collection,
         question.top_k,
-        ledger,
-        route=route,
+        session,
         max_output_tokens=question.max_output_tokens,
     )
 
@@ -121,13 +121,19 @@ async def prepared_from(events: AsyncGenerator[PipelineEvent, None]) -> Prepared
 
 
 async def answer(
-    pipeline: Pipeline, question: Asked, ledger: BudgetLedger, route: str, request: Request
+    pipeline: Pipeline,
+    question: Asked,
+    session: BudgetSession,
+    ledger: BudgetLedger,
+    route: str,
+    request: Request,
 ) -> Finished:
-    """The whole answer; the request is closed whether it comes or fails. A client that
-    disconnects stops its generation (``ClientGone``, 499, closed as cancelled)."""
+    """The whole answer, within the request's budget (its ``session``, over its ``ledger``);
+    the request is closed whether it comes or fails. A client that disconnects stops its
+    generation (``ClientGone``, 499, closed as cancelled)."""
     root = trace.get_current_span()
     try:
-        async with aclosing(_answer(pipeline, question, ledger, route)) as events:
+        async with aclosing(_answer(pipeline, question, session)) as events:
             prepared = await prepared_from(events)
             text, outcome = await while_connected(request, collect(events), what="its answer")
     except BaseException as exc:
@@ -218,6 +224,7 @@ class AnswerStream:
         cls,
         pipeline: Pipeline,
         question: Asked,
+        session: BudgetSession,
         ledger: BudgetLedger,
         route: str,
         shutdown: Shutdown,
@@ -228,7 +235,7 @@ class AnswerStream:
         then closes the request and raises, to be answered as a plain HTTP error. ``shutdown``
         is the server's stop, which ends the stream at its grace (``Drain``)."""
         root = trace.get_current_span()
-        events = _answer(pipeline, question, ledger, route)
+        events = _answer(pipeline, question, session)
         try:
             prepared = await prepared_from(events)
             first: AnswerEvent | Evidence

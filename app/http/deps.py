@@ -4,25 +4,24 @@ The front door, in order: a request's ledger counts from its arrival, on the def
 key is checked (the ``auth`` stage) before a byte of the body is read; a question route then reads
 its body, bounded, parses and validates it once (``app.http.body``), and only then sets the
 request's budget (``app.http.limits.request_budget``). The auth stage is charged once that budget is
-known, so its span carries the budget the request runs on, as every later stage's does.
+known (``BudgetLedger.set_budget``), so its span carries the budget the request runs on, as
+every later stage's does. The request's budget session (``SessionDep``) is opened as it arrives:
+its auth stage runs through it (``app.http.auth_stage``), then its pipeline.
 """
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Annotated, TypeVar
 
 from fastapi import Depends, Header, Request
 from opentelemetry import trace
-from opentelemetry.trace import Span
 
 from app.frontdoor.gate import TICKET
 from app.frontdoor.shutdown import Shutdown
+from app.http.auth_stage import Authenticate, verify_key
 from app.http.body import parse_body, read_body
-from app.http.errors import Forbidden, KeyStoreDown, Unauthorized
+from app.http.errors import Forbidden
 from app.http.limits import TIMEOUT_HEADER, request_budget
 from app.http.schemas import (
     AnswerRequest,
@@ -31,16 +30,14 @@ from app.http.schemas import (
     ChatCompletionRequest,
     SearchRequest,
 )
-from app.keys.auth import ApiKey, BaseKeyStore, KeyStoreUnavailable
+from app.keys.auth import ApiKey, KeyStoreUnavailable
 from app.keys.ratelimit import RateLimiter
 from app.pipeline import Pipeline
 from app.pipeline.services import Services
 from app.settings import Settings
 from retrieval import UnknownCollection
 from tracing import BudgetLedger
-from tracing.budget import StageName
-
-tracer = trace.get_tracer(__name__)
+from tracing.budget import BudgetEngine, BudgetSession
 
 
 async def get_services(request: Request) -> Services:
@@ -76,10 +73,11 @@ async def get_pipeline(request: Request) -> Pipeline:
 PipelineDep = Annotated[Pipeline, Depends(get_pipeline)]
 
 
-async def get_ledger(request: Request, settings: SettingsDep) -> BudgetLedger:
+async def get_ledger(request: Request, settings: SettingsDep) -> AsyncIterator[BudgetLedger]:
     """The request's ledger, counting from the moment the request arrived (before auth, as the
-    front door stamped it: ``app.frontdoor.gate``), on the default budget until a question route
-    reads the request's own (``question_body``)."""
+    front door stamped it: ``app.frontdoor.gate``), its budget pending until a question route
+    reads the request's own (``question_body``); a route without a body, or a request refused
+    before its budget was read, keeps the default, set as the route returns."""
     state = request.state
     arrived: float = state.arrived_at
     read_at = getattr(state, "read_at", None)
@@ -89,62 +87,20 @@ async def get_ledger(request: Request, settings: SettingsDep) -> BudgetLedger:
         trace.get_current_span().set_attribute(
             "ragtime.request.socket_wait_ms", round((read_at - arrived) * 1000.0, 3)
         )
-    return BudgetLedger(
+    ledger = BudgetLedger(
         settings.budget_ms_default,
         started_at=arrived,
         shares=settings.budget_shares,
         ticket=getattr(state, TICKET, None),
+        budget_pending=True,
     )
-
-
-LedgerDep = Annotated[BudgetLedger, Depends(get_ledger)]
-
-
-class AuthStage:
-    """The ``auth`` stage, which runs before the request's budget is known.
-
-    ``run()`` times the key check in the stage's span; ``settle()`` charges that time to the
-    ledger, with the budget the ledger has by then, and ends the span at the time the check ended.
-    """
-
-    def __init__(self, ledger: BudgetLedger) -> None:
-        self.ledger = ledger
-        self._span: Span | None = None
-        self._elapsed_ms = 0.0
-        self._started: float | None = None
-        self._ended_ns: int | None = None
-
-    @contextmanager
-    def checking(self) -> Iterator[Span]:
-        """The check, in the stage's span made current; an exception marks the span failed."""
-        span = self._span = tracer.start_span(StageName.AUTH)
-        started = self._started = time.perf_counter()
-        try:
-            with trace.use_span(span, end_on_exit=False):
-                yield span
-        finally:
-            self._elapsed_ms = (time.perf_counter() - started) * 1000.0
-            self._ended_ns = time.time_ns()
-
-    def settle(self) -> None:
-        """Charge the stage to the ledger and end its span; idempotent."""
-        span, self._span = self._span, None
-        if span is not None:
-            self.ledger.charge(StageName.AUTH, self._elapsed_ms, span, started=self._started)
-            span.end(end_time=self._ended_ns)
-
-
-async def get_auth_stage(ledger: LedgerDep) -> AsyncIterator[AuthStage]:
-    """The request's auth stage, settled when its budget is set or else when the route is done
-    (a route without a body, a request refused before its budget was read)."""
-    stage = AuthStage(ledger)
     try:
-        yield stage
+        yield ledger
     finally:
-        stage.settle()
+        ledger.set_budget()  # the default, where no body gave one (a no-op where one did)
 
 
-AuthStageDep = Annotated[AuthStage, Depends(get_auth_stage, scope="function")]
+LedgerDep = Annotated[BudgetLedger, Depends(get_ledger, scope="function")]
 
 
 async def get_rate_limiter(request: Request) -> RateLimiter:
@@ -155,36 +111,23 @@ async def get_rate_limiter(request: Request) -> RateLimiter:
 RateLimiterDep = Annotated[RateLimiter, Depends(get_rate_limiter)]
 
 
-async def verify_key(keys: BaseKeyStore, secret: str) -> ApiKey | None:
-    """The key whose secret this is: at once when the store can answer without waiting (a
-    local SQLite lookup), else from a worker thread (a database call, under the store's lock)."""
-    answered, key = keys.try_verify(secret)
-    if answered:
-        return key
-    return await asyncio.to_thread(keys.verify, secret)
+async def get_session(request: Request, ledger: LedgerDep) -> BudgetSession:
+    """The request's budget session, from its arrival: its auth stage runs through it, then
+    its pipeline (``app.pipeline``), once the route has read what it asks."""
+    engine: BudgetEngine = request.app.state.budget
+    return BudgetSession(engine, ledger, route=request.scope["route"].path)
+
+
+SessionDep = Annotated[BudgetSession, Depends(get_session)]
 
 
 async def authenticate(
-    request: Request, services: ServicesDep, stage: AuthStageDep, limiter: RateLimiterDep
+    session: SessionDep, request: Request, services: ServicesDep, limiter: RateLimiterDep
 ) -> ApiKey:
-    """The ``auth`` stage: a valid ``Authorization: Bearer <key>`` or 401; then the key's rate
-    limit (429). Neither the key nor its name goes on the span or into an error: its id only."""
-    with stage.checking() as span:
-        header = request.headers.get("authorization")
-        if not header:
-            raise Unauthorized("missing API key: send 'Authorization: Bearer <key>'")
-        scheme, _, secret = header.partition(" ")
-        if scheme.lower() != "bearer" or not secret.strip():
-            raise Unauthorized("malformed Authorization header: expected 'Bearer <key>'")
-        try:
-            key = await verify_key(services.keys, secret.strip())
-        except KeyStoreUnavailable as exc:
-            raise KeyStoreDown(str(exc)) from exc
-        if key is None:
-            raise Unauthorized("invalid or revoked API key")
-        span.set_attribute("ragtime.auth.key_id", key.id)
-        await limiter.acquire(key.id)
-        return key
+    """The ``auth`` stage (``app.http.auth_stage``), through the request's budget session:
+    its key, or 401, 503 or 429."""
+    checked = await session.run(Authenticate(services.keys, limiter), request)
+    return checked.key
 
 
 CurrentKey = Annotated[ApiKey, Depends(authenticate)]
@@ -242,7 +185,6 @@ def question_body(model: type[Body], scope: str = "ask") -> Callable[..., Awaita
         key: CurrentKey,  # checked before the body is read
         settings: SettingsDep,
         ledger: LedgerDep,
-        auth: AuthStageDep,
         timeout_ms: Annotated[
             str | None,
             Header(
@@ -252,10 +194,9 @@ def question_body(model: type[Body], scope: str = "ask") -> Callable[..., Awaita
     ) -> Body:
         require_scope(key, scope)
         body = await parse_body(model, await read_body(request, settings.max_body_bytes))
-        ledger.budget_ms = float(request_budget(body.budget_ms, timeout_ms, settings))
         if isinstance(body, AnswerRequest) and body.ttft_target_ms is not None:
             ledger.ttft_target_ms = float(body.ttft_target_ms)
-        auth.settle()
+        ledger.set_budget(float(request_budget(body.budget_ms, timeout_ms, settings)))
         return body
 
     return read

@@ -28,7 +28,7 @@ from app.pipeline.services import Services
 from app.settings import SearchMode
 from app.stages import Answered, Packing, Query
 from retrieval import Passage, SearchFilter
-from tracing.budget import BudgetEngine, BudgetLedger, BudgetSession
+from tracing.budget import BudgetEngine, BudgetSession
 
 
 class Pipeline:
@@ -54,16 +54,13 @@ class Pipeline:
         """What a request searches for; in ``mode``, default the setting's."""
         return Query(text, collection, k, mode or self.settings.search_mode, search_filter)
 
-    def session(self, ledger: BudgetLedger, query: Query, *, route: str) -> BudgetSession:
-        """A search's budget session, for ``query``'s passages."""
-        rerank = self.stages.rerank.available
-        return BudgetSession(self.budget, ledger, route=route, k=query.k, rerank_available=rerank)
-
     # -- retrieval -------------------------------------------------------------------------
 
-    async def retrieve(self, query: Query, ledger: BudgetLedger, *, route: str) -> list[Passage]:
-        """Embed, search and rerank (sized to the budget): ``query``'s ``k`` best passages."""
-        with self.session(ledger, query, route=route) as session:
+    async def retrieve(self, query: Query, session: BudgetSession) -> list[Passage]:
+        """Embed, search and rerank (sized to the budget of the request's ``session``):
+        ``query``'s ``k`` best passages."""
+        session.ask(k=query.k, rerank_available=self.stages.rerank.available)
+        with session:
             found = await self.retrieval.find(query, session, need_vector=False)
         return found.passages
 
@@ -74,9 +71,8 @@ class Pipeline:
         question: str,
         collection: str,
         top_k: int,
-        ledger: BudgetLedger,
+        session: BudgetSession,
         *,
-        route: str,
         max_output_tokens: int | None = None,
     ) -> AsyncGenerator[PipelineEvent, None]:
         """A ``Prepared`` first (the question screened, its passages, the plan and the prompt),
@@ -87,17 +83,13 @@ class Pipeline:
         stages = self.stages
         self.services.require_generator()
         query = self.query(question, collection, top_k)
-        session = BudgetSession(
-            self.budget,
-            ledger,
-            route=route,
+        session.ask(
             k=top_k,
             rerank_available=stages.rerank.available,
             question=question,
             serving=self.services.backend,
             output_cap=max_output_tokens,
         )
-        session.check_feasible()
         outcome = AnswerOutcome(finish_reason="skipped", model=stages.generate.backend.model)
         with session:  # the generation time held at the target is given back as the answer ends
             await session.run(stages.screen_question, question)

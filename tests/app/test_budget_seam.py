@@ -1,7 +1,7 @@
 """The seam between the app and the budget: what the app asks of a request's budget session.
 
-The pipeline hands stages to ``BudgetSession.run(stage, inputs)`` (no lambda standing in for a
-stage, no stage name repeated at the call) and uses five members of the session besides
+The app hands stages, auth's too, to ``BudgetSession.run(stage, inputs)`` (no lambda standing in
+for a stage, no stage name repeated at the call) and uses five members of the session besides
 ``with session:``; a sixth, or a stage passed as a callable, fails here. Read from the source
 with ``ast``: every module of ``app/``."""
 
@@ -14,7 +14,7 @@ import app
 
 #: The session's members the app may use (and ``with session:``, which gives back the
 #: reservation however the request ends).
-SEAM = {"check_feasible", "run", "keeps", "plan", "generate"}
+SEAM = {"ask", "run", "keeps", "plan", "generate"}
 APP = Path(app.__file__).parent
 
 
@@ -58,7 +58,7 @@ def test_stages_are_handed_to_the_session_not_wrapped_in_lambdas() -> None:
             assert not isinstance(stage, ast.Lambda | ast.Constant), where
             assert not any(isinstance(a, ast.Lambda) for a in node.args), where
             assert not node.keywords, f"{where}: the stage's own result says what it taught"
-    assert calls >= 10  # every stage: question, embed, search, keyword, rerank, passages, ...
+    assert calls >= 11  # every stage: auth, question, embed, search, keyword, rerank, ...
 
 
 def test_the_check_reads_what_it_says() -> None:

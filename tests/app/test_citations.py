@@ -186,7 +186,8 @@ async def test_no_time_left_skips_attribution_and_says_so(seeded_data_dir: Path)
     try:
         budget = build_budget_engine(services.settings, services.costs)
         pipeline = Pipeline(services, budget)
-        events = pipeline.answer(QUESTION, "demo", 4, BudgetLedger(15_000), route="/v1/ask")
+        asking = BudgetSession(budget, BudgetLedger(15_000), route="/v1/ask")
+        events = pipeline.answer(QUESTION, "demo", 4, asking)
         async with aclosing(events):
             prepared = await anext(events)
         assert isinstance(prepared, Prepared)

@@ -99,3 +99,31 @@ def test_each_request_counts_a_stage_allocation_once() -> None:
         ledger.charge("waterfall-test", 1.0)
         ledger.charge("waterfall-test", 1.0)
     assert allocated() - before == pytest.approx(0.5)
+
+
+def test_a_stage_before_the_budget_is_read_waits_for_it(spans: InMemorySpanExporter) -> None:
+    """Auth runs before the body gives the request's budget: its span stays open, uncharged,
+    until the budget is set, then carries that budget and ends where the stage ended."""
+    ledger = BudgetLedger(30_000, shares={"auth": 0.01}, budget_pending=True)
+    tracer = trace.get_tracer(__name__)
+    with tracer.start_as_current_span("request"), ledger.stage("auth"):
+        time.sleep(0.002)
+    ended_ns = time.time_ns()
+    assert "auth" not in ledger.timings_ms
+    assert [s.name for s in spans.get_finished_spans()] == ["request"]
+    time.sleep(0.01)
+    ledger.set_budget(5000)
+    ledger.set_budget(9000)  # once set, the budget stands
+    (auth,) = [s for s in spans.get_finished_spans() if s.name == "auth"]
+    assert attributes(auth)["ragtime.budget.budget_ms"] == 5000.0
+    assert attributes(auth)["ragtime.budget.allocated_ms"] == 50.0
+    assert auth.end_time is not None and auth.end_time <= ended_ns
+    assert ledger.budget_ms == 5000 and ledger.timings_ms["auth"] >= 2.0
+
+
+def test_a_failure_before_the_budget_is_read_is_charged_on_the_default() -> None:
+    ledger = BudgetLedger(30_000, budget_pending=True)
+    with pytest.raises(RuntimeError), ledger.stage("auth"):
+        raise RuntimeError("the key store is down")
+    ledger.set_budget()  # the route ends without a body
+    assert ledger.budget_ms == 30_000 and "auth" in ledger.timings_ms

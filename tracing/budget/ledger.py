@@ -107,8 +107,14 @@ class BudgetLedger:
         started_at: float | None = None,
         shares: Mapping[str, float] | None = None,
         ticket: Ticket | None = None,
+        budget_pending: bool = False,
     ) -> None:
         self.budget_ms = float(budget_ms)
+        self.budget_pending = budget_pending
+        """True until the request's own budget is read (``set_budget``): a stage that ends
+        before then (auth, which runs before the body is read) is charged then, against that
+        budget, and its span ended where the stage ended (``stage``)."""
+        self._held: list[tuple[str, float, Span, float, int]] = []
         self.ticket = ticket
         """The request's admission ticket (``tracing.budget.door.book``), where the front door
         admitted it by predicted finish: its session says when its work waits on a model."""
@@ -212,13 +218,34 @@ class BudgetLedger:
 
     @contextmanager
     def stage(self, name: str, **attributes: Any) -> Iterator[Span]:
-        """Run a block as stage ``name`` in a current child span; exceptions mark it as failed."""
+        """Run a block as stage ``name`` in a current child span; exceptions mark it as failed.
+        While the budget is pending, the stage's charge and its span's end wait for it."""
         started = time.perf_counter()
-        with tracer.start_as_current_span(name, attributes=attributes or None) as span:
-            try:
+        span = tracer.start_span(name, attributes=attributes or None)
+        try:
+            with trace.use_span(span, end_on_exit=False):
                 yield span
-            finally:
-                self.charge(name, (time.perf_counter() - started) * 1000.0, span, started=started)
+        finally:
+            elapsed_ms = (time.perf_counter() - started) * 1000.0
+            if self.budget_pending:
+                self._held.append((name, elapsed_ms, span, started, time.time_ns()))
+            else:
+                self.charge(name, elapsed_ms, span, started=started)
+                span.end()
+
+    def set_budget(self, budget_ms: float | None = None) -> None:
+        """The request's own budget, once read (None: it keeps the one it has): the stages held
+        until now are charged against it, and their spans ended where they ended. Once set, a
+        later call changes nothing."""
+        if not self.budget_pending:
+            return
+        if budget_ms is not None:
+            self.budget_ms = float(budget_ms)
+        self.budget_pending = False
+        held, self._held = self._held, []
+        for name, elapsed_ms, span, started, ended_ns in held:
+            self.charge(name, elapsed_ms, span, started=started)
+            span.end(end_time=ended_ns)
 
     def begin(self, name: str, **attributes: Any) -> StageSpan:
         """Start stage ``name`` as a child of the current span without making it current."""

@@ -100,6 +100,17 @@ class Plan:
     meets_ttft: bool = True
     """Whether ``first_token_ms`` is within what the TTFT target leaves (True without one)."""
 
+    def attributes(self) -> dict[str, int | float | bool]:
+        """The plan, as the rerank span (where it is made) carries it."""
+        return {
+            "ragtime.plan.rerank_candidates": self.rerank_candidates,
+            "ragtime.plan.context_tokens": self.context_tokens,
+            "ragtime.plan.context_pruned": self.prune,
+            "ragtime.plan.first_token_ms": round(self.first_token_ms, 3),
+            "ragtime.plan.max_output_tokens": self.max_output_tokens,
+            "ragtime.plan.predicted_ms": round(self.predicted_ms, 3),
+        }
+
 
 class DegradationPolicy:
     def __init__(self, cost: CostModel, limits: PlanLimits, quality: QualityTable) -> None:

@@ -1,13 +1,16 @@
 """One request's budget session: the one seam between the pipeline and the budget.
 
-Each request opens a ``BudgetSession`` over the service's one ``BudgetEngine``, for the ``k``
-passages it asks. The pipeline uses five of its members, and nothing else of the budget:
+Each request opens a ``BudgetSession`` over the service's one ``BudgetEngine`` as it arrives.
+The app uses five of its members, and nothing else of the budget:
 
-* ``check_feasible``: a budget no plan can meet is refused before any work (504), a target
-  whose queue has no room for it too (503), counted under the request's route;
-* ``run(stage, inputs)``: every stage but generation (``tracing.budget.stage``): its span, its
-  ``Allowance`` (its deadline, how deep a search looks, the plan once made, whether an optional
-  stage fits), its result, error and degradation on the span, and its cost learned;
+* ``run(stage, inputs)``: every stage but generation, auth first (``tracing.budget.stage``):
+  its span, its ``Allowance`` (its deadline, how deep a search looks, the plan once made,
+  whether an optional stage fits), its result, error and degradation on the span, and its cost
+  learned (auth's span waits for the request's budget: ``BudgetLedger.set_budget``);
+* ``ask``: what the request asks, once its body is read (``k`` passages; for an answer, its
+  question and the targets that may answer it), then its admission (``check_feasible``): a
+  budget no plan can meet is refused before any work (504), a target whose queue has no room
+  for it too (503), counted under the request's route;
 * ``keeps(stage)``: whether the plan keeps a stage it may drop (hybrid search's keyword side,
   priced by ``keyword_side``); a dropped one gets a span saying what was given up;
 * ``plan()``: rerank candidates, context and output tokens for what is left after search, the
@@ -60,19 +63,46 @@ class BudgetSession:
         ledger: BudgetLedger,
         *,
         route: str,
+        k: int = 0,
+        rerank_available: bool = False,
+        question: str | None = None,
+        serving: ServingTargets | None = None,
+        output_cap: int | None = None,
+    ) -> None:
+        """A request's session from its arrival (its auth stage runs through it before its
+        question is read); what it asks, as ``ask`` takes it, may be given here at once."""
+        self.engine = engine
+        self.ledger = ledger
+        self.route = route
+        self._plan: Plan | None = None
+        self.reservation: Reservation | None = None
+        self._asks(k, rerank_available, question, serving, output_cap)
+
+    def ask(
+        self,
+        *,
         k: int,
         rerank_available: bool,
         question: str | None = None,
         serving: ServingTargets | None = None,
         output_cap: int | None = None,
     ) -> None:
-        """For ``k`` passages (reranked when ``rerank_available``) and an answer to
-        ``question``: the targets ``serving`` may send it to (the preferred first), their loads
-        and context length; for a search when ``question`` is None. ``output_cap`` is the
-        caller's own cap on the answer."""
-        self.engine = engine
-        self.ledger = ledger
-        self.route = route
+        """What the request asks, once it is read, then its admission (``check_feasible``):
+        ``k`` passages (reranked when ``rerank_available``) and, for an answer to ``question``,
+        the targets ``serving`` may send it to (the preferred first), their loads and context
+        length; a search when ``question`` is None. ``output_cap`` is the caller's own cap on
+        the answer."""
+        self._asks(k, rerank_available, question, serving, output_cap)
+        self.check_feasible()
+
+    def _asks(
+        self,
+        k: int,
+        rerank_available: bool,
+        question: str | None,
+        serving: ServingTargets | None,
+        output_cap: int | None,
+    ) -> None:
         self.k = k
         self.rerank_available = rerank_available
         self.targets: list[str] = []
@@ -90,8 +120,6 @@ class BudgetSession:
             self.context_length = serving.context_length
         self.output_cap = output_cap
         """The caller's own cap on the answer's tokens: kept, and not a degradation."""
-        self._plan: Plan | None = None
-        self.reservation: Reservation | None = None
 
     def __enter__(self) -> BudgetSession:
         return self
@@ -338,16 +366,7 @@ class BudgetSession:
             if action.stage == stage.value:
                 self.ledger.degrade(stage.value, action.action, action.reason, span)
         if stage is StageName.RERANK and span.is_recording():
-            span.set_attributes(
-                {
-                    "ragtime.plan.rerank_candidates": plan.rerank_candidates,
-                    "ragtime.plan.context_tokens": plan.context_tokens,
-                    "ragtime.plan.context_pruned": plan.prune,
-                    "ragtime.plan.first_token_ms": round(plan.first_token_ms, 3),
-                    "ragtime.plan.max_output_tokens": plan.max_output_tokens,
-                    "ragtime.plan.predicted_ms": round(plan.predicted_ms, 3),
-                }
-            )
+            span.set_attributes(plan.attributes())
 
     def _expect(self, stage: StageName) -> None:
         """The plan's prediction for ``stage`` on the ledger, compared when its span ends."""

@@ -29,6 +29,7 @@ from app.http.deps import (
     CurrentKey,
     LedgerDep,
     PipelineDep,
+    SessionDep,
     SettingsDep,
     ShutdownDep,
     readable_collection,
@@ -46,6 +47,7 @@ async def ask(
     body: AskBody,
     key: CurrentKey,
     ledger: LedgerDep,
+    session: SessionDep,
     pipeline: PipelineDep,
     settings: SettingsDep,
     shutdown: ShutdownDep,
@@ -59,14 +61,14 @@ async def ask(
     )
     if body.stream:
         stream = await AnswerStream.start(
-            pipeline, question, ledger, ROUTE, shutdown, evidence_first=True
+            pipeline, question, session, ledger, ROUTE, shutdown, evidence_first=True
         )
         return EventSourceResponse(
             _events(stream),
             shutdown_event=stream.drain.started,
             shutdown_grace_period=stream.drain.grace_s,
         )
-    finished = await answer(pipeline, question, ledger, ROUTE, request)
+    finished = await answer(pipeline, question, session, ledger, ROUTE, request)
     return JSONResponse(
         AskResponse(answer=finished.text, **finished.report.model_dump()).model_dump(mode="json"),
         headers=finished.headers,

@@ -44,6 +44,7 @@ from app.http.deps import (
     LedgerDep,
     PipelineDep,
     ServicesDep,
+    SessionDep,
     SettingsDep,
     ShutdownDep,
     readable_collection,
@@ -205,6 +206,7 @@ async def chat_completions(
     body: ChatBody,
     key: CurrentKey,
     ledger: LedgerDep,
+    session: SessionDep,
     pipeline: PipelineDep,
     services: ServicesDep,
     settings: SettingsDep,
@@ -227,14 +229,14 @@ async def chat_completions(
     created = int(time.time())
     if stream:
         include_usage = body.stream_options is not None and body.stream_options.include_usage
-        started = await AnswerStream.start(pipeline, question, ledger, ROUTE, shutdown)
+        started = await AnswerStream.start(pipeline, question, session, ledger, ROUTE, shutdown)
         chunks = _chunks(started, completion_id, created, body.model, include_usage)
         return EventSourceResponse(
             chunks,
             shutdown_event=started.drain.started,
             shutdown_grace_period=started.drain.grace_s,
         )
-    finished = await answer(pipeline, question, ledger, ROUTE, request)
+    finished = await answer(pipeline, question, session, ledger, ROUTE, request)
     report = finished.report
     completion = ChatCompletionOut(
         id=completion_id,

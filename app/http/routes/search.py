@@ -16,6 +16,7 @@ from app.http.deps import (
     LedgerDep,
     PipelineDep,
     SearchBody,
+    SessionDep,
     SettingsDep,
     readable_collection,
 )
@@ -43,6 +44,7 @@ async def search(
     body: SearchBody,
     key: CurrentKey,
     ledger: LedgerDep,
+    session: SessionDep,
     pipeline: PipelineDep,
     settings: SettingsDep,
 ) -> JSONResponse:
@@ -55,7 +57,7 @@ async def search(
     root.set_attributes({"ragtime.collection": collection, "ragtime.k": k, "ragtime.mode": mode})
     try:
         query = pipeline.query(body.query, collection, k, search_filter=search_filter, mode=mode)
-        passages = await pipeline.retrieve(query, ledger, route=ROUTE)
+        passages = await pipeline.retrieve(query, session)
     except BaseException as exc:
         close_request(ledger, root, ROUTE, error_outcome(exc))
         raise

@@ -134,7 +134,7 @@ def demo_cases(
     contexts. With ``facts`` (by question), the key facts of a labelled set score instead."""
     from app.pipeline import Pipeline
     from app.pipeline.budget_engine import build_budget_engine
-    from tracing.budget import BudgetLedger
+    from tracing.budget import BudgetLedger, BudgetSession
 
     collection = collection or settings.default_collection
 
@@ -143,7 +143,7 @@ def demo_cases(
         budget = build_budget_engine(settings, services.costs)
         pipeline = Pipeline(services, budget)
         query = pipeline.query(question, collection, settings.top_k)
-        passages = await pipeline.retrieve(query, ledger, route="bench")
+        passages = await pipeline.retrieve(query, BudgetSession(budget, ledger, route="bench"))
         if not passages:
             return None
         embedded = await services.stages.embed.embed_question(
