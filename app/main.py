@@ -183,7 +183,7 @@ def create_app(
     )
     app.state.services = live
     app.state.budget = engine
-    app.state.pipeline = Pipeline(live, engine)
+    app.state.pipeline = Pipeline(live)
     app.state.admission = admission
     app.state.shutdown = shutdown
     app.state.loop_lag = loop_lag

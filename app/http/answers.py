@@ -140,7 +140,7 @@ async def answer(
         close_request(ledger, root, route, error_outcome(exc))
         raise
     close_request(ledger, root, route, success_outcome(ledger, outcome.finish_reason))
-    report = answer_report(prepared, outcome, ledger, outcome.model)
+    report = answer_report(prepared, outcome, ledger)
     return Finished(text, report, timing_headers(ledger, root))
 
 
@@ -268,7 +268,7 @@ class AnswerStream:
             outcome = event.outcome
             close_request(ledger, root, route, success_outcome(ledger, outcome.finish_reason))
             closed = True
-            report = answer_report(self._prepared, outcome, ledger, outcome.model)
+            report = answer_report(self._prepared, outcome, ledger)
             yield Finished("", report, timing_headers(ledger, root))
         except STREAM_FAILURES as exc:
             # The status line said 200: the trace must say the stream failed.

@@ -138,9 +138,7 @@ def timing_headers(ledger: BudgetLedger, root: Span) -> dict[str, str]:
     return headers
 
 
-def answer_report(
-    prepared: Prepared, outcome: AnswerOutcome, ledger: BudgetLedger, model: str
-) -> Report:
+def answer_report(prepared: Prepared, outcome: AnswerOutcome, ledger: BudgetLedger) -> Report:
     usage = outcome.usage
     found = outcome.attribution
     return Report(
@@ -154,6 +152,6 @@ def answer_report(
         degradations=degradations(ledger),
         usage=UsageOut(**asdict(usage)) if usage is not None else None,
         finish_reason=outcome.finish_reason,
-        model=model,
+        model=outcome.model,
         quarantined=quarantined(prepared),
     )

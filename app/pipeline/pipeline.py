@@ -28,17 +28,16 @@ from app.pipeline.services import Services
 from app.settings import SearchMode
 from app.stages import Answered, Packing, Query
 from retrieval import Passage, SearchFilter
-from tracing.budget import BudgetEngine, BudgetSession
+from tracing.budget import BudgetSession
 
 
 class Pipeline:
     """Runs a request's stages in order, in their spans, within its budget."""
 
-    def __init__(self, services: Services, budget: BudgetEngine) -> None:
+    def __init__(self, services: Services) -> None:
         self.services = services
         self.stages = services.stages
         self.settings = services.settings
-        self.budget = budget
         self.retrieval = Retrieval(self.stages)
         self.answering = Answering(self.stages, least_tokens=self.settings.min_output_tokens)
 

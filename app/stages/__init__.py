@@ -111,7 +111,10 @@ __all__ = [
 ]
 
 
-class Stage(Protocol):
+class WarmsUp(Protocol):
+    """A stage as start-up sees it (``warm_up``); what it is to the budget is
+    ``tracing.budget.Stage``."""
+
     name: StageName
     component: str
     """The part of the service it loads, as ``/readyz`` names it."""
@@ -197,7 +200,7 @@ class Stages:
         needs the started backend's tokenizer). Returns what failed, by component; a missing
         cross-encoder is not a failure: reranking is off (``rerank.status`` says why)."""
         problems: dict[str, str] = {}
-        order: list[Stage] = [
+        order: list[WarmsUp] = [
             self.search,
             self.keyword,
             self.embed,

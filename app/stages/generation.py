@@ -125,14 +125,13 @@ class AssemblePrompt:
         """The prompt within the plan's context tokens; pruned to the sentences closest to the
         question when the plan says so."""
         plan = allowance.planned
-        assembled = await self.assemble_prompt(
+        return await self.assemble_prompt(
             packing.question,
             packing.passages,
             context_tokens=plan.context_tokens,
             deadline=allowance.deadline,
             prune_for=packing.vector if plan.prune else None,
         )
-        return replace(assembled, shared_prefix_tokens=self.shared_prefix_tokens)
 
     async def assemble_prompt(
         self,
@@ -150,7 +149,7 @@ class AssemblePrompt:
         prompt = await self.threads.call(
             self.assemble, question, passages, context_tokens, prune_for, deadline=deadline
         )
-        return Assembled(prompt)
+        return Assembled(prompt, self.shared_prefix_tokens)
 
     def assemble(
         self,

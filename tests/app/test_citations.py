@@ -185,7 +185,7 @@ async def test_no_time_left_skips_attribution_and_says_so(seeded_data_dir: Path)
     await services.start()
     try:
         budget = build_budget_engine(services.settings, services.costs)
-        pipeline = Pipeline(services, budget)
+        pipeline = Pipeline(services)
         asking = BudgetSession(budget, BudgetLedger(15_000), route="/v1/ask")
         events = pipeline.answer(QUESTION, "demo", 4, asking)
         async with aclosing(events):
@@ -194,12 +194,12 @@ async def test_no_time_left_skips_attribution_and_says_so(seeded_data_dir: Path)
         spent = BudgetLedger(1)
         session = BudgetSession(budget, spent, route="/v1/ask", k=4, rerank_available=False)
         time.sleep(0.005)  # the whole budget is gone
-        outcome = AnswerOutcome(text="Lists hold items in order and grow with append.")
+        outcome = AnswerOutcome(text="Lists hold items in order and grow with append.", model="m")
         answered = Answered(QUESTION, outcome.text, prepared.prompt.passages)
         outcome.attribution = await session.run(services.stages.attribute, answered)
     finally:
         await services.close()
-    report = answer_report(prepared, outcome, spent, "m")
+    report = answer_report(prepared, outcome, spent)
     # Grounding is judged however the citations were found: a few set operations.
     assert report.attribution == "skipped" and report.grounded is not None
     assert not any(c.cited or c.by for c in report.citations)

@@ -3,12 +3,12 @@ yields what a test scripts (``tracing.budget.stage``'s two shapes)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 
 from opentelemetry.trace import Span
 
-from tracing.budget import Allowance, GenerationAllowance, StageName
+from tracing.budget import Allowance, BudgetSession, GenerationAllowance, StageName
 from tracing.budget.serving import GenerationResult
 
 
@@ -33,10 +33,9 @@ class Probe:
         return Seen(allowance)
 
 
-async def allowance_for(session: object, stage: StageName) -> Allowance:
+async def allowance_for(session: BudgetSession, stage: StageName) -> Allowance:
     """What ``session`` allows ``stage`` now."""
-    seen = await session.run(Probe(stage), None)  # type: ignore[attr-defined]
-    assert isinstance(seen, Seen)
+    seen = await session.run(Probe(stage), None)
     return seen.allowance
 
 
@@ -55,7 +54,7 @@ class Scripted:
 
     async def run(
         self, inputs: object, allowance: GenerationAllowance
-    ) -> AsyncIterator[str | GenerationResult]:
+    ) -> AsyncGenerator[str | GenerationResult, None]:
         for text in self.texts:
             yield text
         self.during(allowance)

@@ -12,7 +12,7 @@ preempted it).
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 
 from opentelemetry.trace import Span
 
@@ -35,7 +35,7 @@ class Generation:
         engine: BudgetEngine,
         ledger: BudgetLedger,
         reservation: Reservation | None,
-        events: AsyncIterator[str | GenerationResult],
+        events: AsyncGenerator[str | GenerationResult, None],
         span: Span,
         *,
         preemptive: bool,
@@ -61,9 +61,7 @@ class Generation:
 
     async def aclose(self) -> None:
         """Close the stage's stream (a client gone: the backend stops decoding)."""
-        close = getattr(self._events, "aclose", None)
-        if close is not None:
-            await close()
+        await self._events.aclose()
 
     def _first_token(self) -> None:
         ledger, span = self.ledger, self.span

@@ -20,7 +20,7 @@ What the session reads of a result (``StageOutcome``; each optional but ``record
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Protocol, TypeVar
 
 from tracing.budget.allowances import Allowance, GenerationAllowance
@@ -52,4 +52,4 @@ class StreamingStage(Protocol[Inputs]):
 
     def run(
         self, inputs: Inputs, allowance: GenerationAllowance
-    ) -> AsyncIterator[str | GenerationResult]: ...
+    ) -> AsyncGenerator[str | GenerationResult, None]: ...

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 
 from opentelemetry import trace
@@ -113,7 +113,9 @@ class EmptyGeneration:
     def span_attributes(self, max_tokens: int) -> dict[str, str | int | float]:
         return {"gen_ai.request.max_tokens": max_tokens}
 
-    async def run(self, inputs: None, allowance: GenerationAllowance) -> AsyncIterator[str | Ended]:
+    async def run(
+        self, inputs: None, allowance: GenerationAllowance
+    ) -> AsyncGenerator[str | Ended, None]:
         allowance.routed("bench", None)
         started = time.perf_counter()
         usage = Usage(prompt_tokens=150, cached_tokens=50, completion_tokens=10)

@@ -141,7 +141,7 @@ def demo_cases(
     async def build(services: Any, question: str) -> Case | None:
         ledger = BudgetLedger(120_000)
         budget = build_budget_engine(settings, services.costs)
-        pipeline = Pipeline(services, budget)
+        pipeline = Pipeline(services)
         query = pipeline.query(question, collection, settings.top_k)
         passages = await pipeline.retrieve(query, BudgetSession(budget, ledger, route="bench"))
         if not passages:
