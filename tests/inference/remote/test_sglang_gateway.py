@@ -22,6 +22,7 @@ from inference import (
     RoutedBackend,
     RouteDecision,
     SGLangBackend,
+    TargetLoad,
     TextDelta,
     Urgency,
 )
@@ -119,6 +120,22 @@ async def eventually(check: Callable[[], bool], timeout_s: float = 15.0) -> None
         await asyncio.sleep(0.05)
 
 
+async def load_once_counted(
+    backend: SGLangBackend, url: str, *, expected: int, timeout_s: float = 15.0
+) -> TargetLoad:
+    """The endpoint's load, polled until the gateway counts ``expected`` requests running or
+    waiting: its gauges may lag the workers' own count by a moment on a busy machine (three
+    ``make test`` runs at once on 2 cores read 0 at the first poll)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        await backend.poll_once()
+        load = backend.target_load(url)
+        if load is not None and load.running + load.waiting == expected:
+            return load
+        assert time.monotonic() < deadline, load
+        await asyncio.sleep(0.05)
+
+
 @pytest.mark.process
 async def test_ragtime_joins_the_gateway_and_answers_with_cached_tokens(
     fresh: Pool, make_backend: Callable[..., SGLangBackend], tokenizer: HFTokenizer
@@ -208,9 +225,8 @@ async def test_facts_and_load_come_from_the_gateways_own_routes(
         worker.config.itl_s = 0.05
     running = [asyncio.create_task(answer(backend, tokenizer, q, 40)) for q in ("a?", "b?")]
     await eventually(lambda: sum(len(w._active) for w in fresh.workers) == 2)
-    await backend.poll_once()
-    load = backend.target_load(fresh.url)
-    assert state.up and load is not None and load.running + load.waiting == 2, load
+    load = await load_once_counted(backend, fresh.url, expected=2)
+    assert state.up and load.running + load.waiting == 2, load
     await asyncio.gather(*running)
     await backend.poll_once()
     load = backend.target_load(fresh.url)
