@@ -34,7 +34,8 @@ def register_eval_answers(eval_sub: Any) -> None:
     answers.add_argument(
         "--dataset",
         required=True,
-        help="a shipped set (python-docs) or a JSON-lines file of labelled questions",
+        help="a shipped set (python-docs; debian-faq, over the Debian FAQ that `make eval-data` "
+        "fetches into <data_dir>/eval) or a JSON-lines file of labelled questions",
     )
     answers.add_argument(
         "--url", help="the server's base URL (default: http://RAGTIME_HOST:PORT, from the settings)"

@@ -1,21 +1,29 @@
 """A labelled answer set: questions with the passages that answer them and their key facts,
 questions the documents cannot answer, and questions whose passages carry a planted instruction.
 
-A set is a JSON-lines file, one ``Case`` a line (``demo/answers/python-docs.jsonl`` is the one
-that ships; its README says how it was made and under which licence). The documents a set is
-asked over are its ``corpus`` folders (the demo corpus, and the planted documents beside the
-set), uploaded into one collection by ``ragtime eval answers``. A file that cannot be read, or a
-line that is not a case, is an error naming the file and line: nothing is asked.
+A set is a JSON-lines file, one ``Case`` a line (``demo/answers/python-docs.jsonl`` and
+``debian-faq.jsonl`` ship; their README says how they were made and under which licence). The
+documents a set is asked over are its ``corpus`` folders, uploaded into one collection by
+``ragtime eval answers``: for ``python-docs`` the demo corpus and the planted documents beside
+the set; for ``debian-faq`` the Debian FAQ's chapters, which the repository does not hold and
+``load_dataset`` writes from the package ``make eval-data`` fetched (``debian_faq``). A file that
+cannot be read, a line that is not a case, or a set whose data is not there, is an error naming
+the file and line or the make target: nothing is asked.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from app.evaluation import debian_faq
+from app.settings import get_settings
+from retrieval.eval.faq_corpus import EvalDataMissing
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "demo"
@@ -83,28 +91,50 @@ class Dataset:
     corpus: tuple[Path, ...]
 
 
-#: The sets that ship, by the name ``--dataset`` takes: (cases, document folders).
+@dataclass(frozen=True)
+class Shipped:
+    """A set that ships: its cases, and its documents: folders in the repository, or the one
+    folder ``build`` writes under the data dir (``data_dir`` -> the folder) from data that
+    ``make eval-data`` fetched (``EvalDataMissing`` when it is not there)."""
+
+    cases: Path
+    corpus: tuple[Path, ...] = ()
+    build: Callable[[Path], Path] | None = None
+
+
+#: The sets that ship, by the name ``--dataset`` takes.
 SHIPPED = {
-    "python-docs": (
+    "python-docs": Shipped(
         DEMO / "answers" / "python-docs.jsonl",
         (DEMO / "corpus", DEMO / "answers" / "planted"),
     ),
+    "debian-faq": Shipped(DEMO / "answers" / "debian-faq.jsonl", build=debian_faq.corpus_under),
 }
 
 
-def load_dataset(name_or_path: str) -> Dataset:
+def load_dataset(name_or_path: str, data_dir: Path | None = None) -> Dataset:
     """A shipped set by name, or a JSON-lines file by path (its documents: the folder
-    ``documents`` beside it, if there is one)."""
-    corpus: tuple[Path, ...]
-    if name_or_path in SHIPPED:
-        path, corpus = SHIPPED[name_or_path]
-        name = name_or_path
-    else:
+    ``documents`` beside it, if there is one). A shipped set with a builder has its documents
+    written under ``data_dir`` (default: the settings' ``data_dir``) once its cases are read."""
+    shipped = SHIPPED.get(name_or_path)
+    if shipped is None:
         path = Path(name_or_path)
         beside = path.parent / "documents"
-        corpus = (beside,) if beside.is_dir() else ()
-        name = path.stem
-    return Dataset(name, path, read_cases(path), corpus)
+        return Dataset(path.stem, path, read_cases(path), (beside,) if beside.is_dir() else ())
+    cases = read_cases(shipped.cases)
+    corpus = shipped.corpus
+    if shipped.build is not None:
+        corpus = (_built(name_or_path, shipped.build, data_dir),)
+    return Dataset(name_or_path, shipped.cases, cases, corpus)
+
+
+def _built(name: str, build: Callable[[Path], Path], data_dir: Path | None) -> Path:
+    """The folder ``build`` wrote under ``data_dir``; ``DatasetError`` when its data is
+    missing."""
+    try:
+        return build(get_settings().data_dir if data_dir is None else data_dir)
+    except EvalDataMissing as exc:
+        raise DatasetError(f"{name}: {exc}") from exc
 
 
 def read_cases(path: Path) -> list[Case]:
