@@ -109,7 +109,8 @@ test: lint typecheck alert-tools k8s-tools test-servers ocr-tools
 # on the simulated SGLang server with GPU-like timings; then fresh processes of both (3 starts
 # each, about 2 minutes), their first 10 requests at 2.5 s; bursts; and overload against the
 # simulated engine's queue, slowed without notice, and with its priority scheduling off and on
-# (about 7 minutes); and the CPU default beside two CPU-bound processes (about 6 minutes). Servers run as subprocesses on free ports of 127.0.0.1; raw results and
+# (about 7 minutes); and the CPU default beside two CPU-bound processes (about 6 minutes); then
+# the answers to each labelled set by answer mode and budget. Servers run as subprocesses on free ports of 127.0.0.1; raw results and
 # server logs go to bench-results/, plots to benchmarks/.
 BENCH := bench-results
 # A GPU server as the budget issue describes it: TTFT ~30 ms + 0.05 ms per uncached token,
@@ -118,6 +119,10 @@ FAKE_SGLANG := fixed_ms=30,prefill_ms_per_token=0.05,decode_ms_per_token=10,max_
 # The GPU of issue 22's burst targets: TTFT 40 ms, 8 ms a token, 64 slots, answers to the cap.
 FAKE_GPU := fixed_ms=40,decode_ms_per_token=8,max_running=64,natural_tokens=400
 RAGTIME := $(VENV)/bin/ragtime
+# The labelled sets of demo/answers that `make bench` asks (section 12), and how.
+ANSWER_SETS ?= python-docs
+ANSWER_MODES ?= generate,extract,auto
+ANSWER_BUDGETS ?= 1500,4000,15000
 bench: install eval-data
 	RAGTIME_DATA_DIR=$(BENCH)/data $(RAGTIME) setup-demo
 	$(RAGTIME) bench load --serve benchmarks/cpu-default.env --concurrency 1,2 --requests 16 \
@@ -165,6 +170,14 @@ bench: install eval-data
 	# The CPU default one question at a time beside two CPU-bound processes, then quiet, at
 	# 30 s and 6 s budgets (issue 56; about 6 minutes).
 	$(RAGTIME) bench neighbours --serve benchmarks/cpu-default.env --json $(BENCH)/neighbours.json
+	# The answers themselves: each labelled set of $(ANSWER_SETS) asked of the CPU default in
+	# each answer mode at three budgets (`ragtime eval answers` against a server it starts; 9
+	# runs of every question of the set, one question at a time).
+	for set in $(ANSWER_SETS); do \
+		$(RAGTIME) bench answers --serve benchmarks/cpu-default.env --dataset $$set \
+			--modes $(ANSWER_MODES) --budgets $(ANSWER_BUDGETS) --log-dir $(BENCH)/logs \
+			--json $(BENCH)/answers-$$set.json || exit 1; \
+	done
 	$(MAKE) bench-report
 
 # BENCHMARKS.md from the results `make bench` left in $(BENCH) (after one of its runs is redone).
@@ -186,6 +199,8 @@ bench-report: install
 		--out BENCHMARKS.md
 	$(RAGTIME) bench section --overload $(BENCH)/overload.json --out BENCHMARKS.md
 	$(RAGTIME) bench section --neighbours $(BENCH)/neighbours.json --out BENCHMARKS.md
+	$(RAGTIME) bench section $(foreach set,$(ANSWER_SETS),--answers $(BENCH)/answers-$(set).json) \
+		--out BENCHMARKS.md
 
 clean:
 	rm -rf $(VENV) .ragtime .pytest_cache .mypy_cache .ruff_cache

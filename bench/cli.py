@@ -12,6 +12,7 @@ if importlib.util.find_spec("matplotlib") is None:
     raise ImportError("the [bench] extra is not installed (no matplotlib)")
 
 from bench.suites import (
+    answers,
     attribution,
     budget,
     burst,
@@ -50,6 +51,7 @@ SUITES = (
     overload,
     recovery,
     neighbours,
+    answers,
     report,
     section,
 )

@@ -5,7 +5,8 @@ the first token and the whole answer as the client sees them.
 
 The server may run any generation backend (llama.cpp, SGLang, an OpenAI-compatible server): the
 client sees only ragtime's API. A server that cannot be reached is ``Unreachable``; a refused
-upload is ``UploadFailed``; a question the server refuses or cuts is scored with its status.
+upload is ``UploadFailed``; a question the server refuses or cuts is scored with its status
+(an older server refuses an ``answer_mode`` it does not know with 422).
 """
 
 from __future__ import annotations
@@ -37,12 +38,21 @@ class UploadFailed(Exception):
 class AnswersClient:
     """Asks one server, with one key, into one collection."""
 
-    def __init__(self, url: str, key: str, collection: str, *, timeout_s: float = 300.0):
+    def __init__(
+        self,
+        url: str,
+        key: str,
+        collection: str,
+        *,
+        timeout_s: float = 300.0,
+        transport: httpx.BaseTransport | None = None,
+    ):
         self.url = url.rstrip("/")
         self.collection = collection
         self._http = httpx.Client(
             timeout=httpx.Timeout(10.0, read=timeout_s),
             headers={"Authorization": f"Bearer {key}"},
+            transport=transport,
         )
 
     def close(self) -> None:
@@ -70,13 +80,24 @@ class AnswersClient:
             chunks += int(response.json().get("chunks", 0))
         return chunks
 
-    def ask(self, case: Case, *, budget_ms: int | None, ttft_target_ms: int | None) -> Scored:
-        """Ask one question as a stream; its answer, report and timings, scored later."""
+    def ask(
+        self,
+        case: Case,
+        *,
+        budget_ms: int | None,
+        ttft_target_ms: int | None,
+        answer_mode: str | None = None,
+    ) -> Scored:
+        """Ask one question as a stream; its answer, report and timings, scored later. Each
+        of the budget, the TTFT target and the answer mode is sent only when given, so an
+        older server that knows no ``answer_mode`` still answers a run at its own mode."""
         payload: dict[str, Any] = {
             "question": case.question,
             "collection": self.collection,
             "stream": True,
         }
+        if answer_mode is not None:
+            payload["answer_mode"] = answer_mode
         if budget_ms is not None:
             payload["budget_ms"] = budget_ms
         if ttft_target_ms is not None:

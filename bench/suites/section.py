@@ -1,7 +1,8 @@
 """``ragtime bench section``: write one block of BENCHMARKS.md in place, between its markers:
 the budget engine's (goodput, quality per saving), a fresh process's first requests, bursts,
 the ceiling as a share of the floor's by a compiled load generator, overload and the
-engine's priority scheduling, answers beside CPU-bound neighbours."""
+engine's priority scheduling, answers beside CPU-bound neighbours, the answers themselves by
+answer mode and budget."""
 
 from __future__ import annotations
 
@@ -63,6 +64,14 @@ def register(subparsers: Any) -> None:
         help="JSON of `ragtime bench neighbours` (writes its own block; alone, only that block)",
     )
     section.add_argument(
+        "--answers",
+        type=Path,
+        action="append",
+        default=[],
+        help="JSON of `ragtime bench answers` (or `eval answers`), one a set (writes the answers "
+        "block; alone, only that block)",
+    )
+    section.add_argument(
         "--out", type=Path, default=Path("BENCHMARKS.md"), help="the Markdown file it updates"
     )
     section.set_defaults(func=run)
@@ -76,7 +85,14 @@ def run(args: argparse.Namespace) -> int:
     if (
         args.goodput
         or args.quality
-        or not (args.fresh or args.burst or args.ceiling or args.overload or args.neighbours)
+        or not (
+            args.fresh
+            or args.burst
+            or args.ceiling
+            or args.overload
+            or args.neighbours
+            or args.answers
+        )
     ):
         goodputs = [read_goodput_json(path) for path in args.goodput]
         quality = (
@@ -117,4 +133,10 @@ def run(args: argparse.Namespace) -> int:
 
         write_neighbours_section(args.out, read_neighbours_json(args.neighbours))
         print(f"wrote the neighbours section of {args.out}", file=sys.stderr)
+    if args.answers:
+        from bench.report.answers_md import read_answers_json
+        from bench.report.answers_md import write_section as write_answers_section
+
+        write_answers_section(args.out, [read_answers_json(p) for p in args.answers])
+        print(f"wrote the answers section of {args.out}", file=sys.stderr)
     return 0

@@ -2,19 +2,25 @@
 set's documents into their own collection, asks every question as a stream, and scores what came
 back; an answer that fails counts as wrong; a planted instruction the screen quarantines cannot
 be obeyed, one it misses can; a server that is not there, a set that is not one, and a budget
-list that is not one are one line each with their exit status."""
+or mode list that is not one are one line each with their exit status. With ``--modes``, each
+mode and budget is a run of its own, against a stand-in that knows answer modes
+(``tests/fakes/answer_modes.py``): the server's own mode sends no ``answer_mode``."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import AsyncGenerator, Iterator
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 
 from app.cli import commands as cli
+from app.evaluation.client import AnswersClient
 from inference import BackendUnavailable, GenerationDone, TextDelta, Usage
 from inference.prompt import AssembledPrompt
+from tests.fakes.answer_modes import AnswerModesServer
 from tests.fakes.backends import ScriptedBackend
 from tests.helpers.app import build_app, create_key, served
 from tests.helpers.ports import free_port
@@ -135,7 +141,7 @@ def test_the_set_is_uploaded_asked_and_scored(
     assert cli.main([*argv, "--budgets", "20000", "--json", str(out)]) == 0
     printed = capsys.readouterr()
     assert "uploading 4 documents into 'eval-answers'" in printed.err
-    assert "| 20000 | none | 5/6 (0) |" in printed.out
+    assert "| default | 20000 | none | 5/6 (0) | – |" in printed.out  # no modes: an older server
     run = json.loads(out.read_text())["runs"][0]
     row, answers = run["row"], {a["id"]: a for a in run["answers"]}
     assert answers["broken"]["status"] == 503 and not answers["broken"]["right"]
@@ -147,9 +153,11 @@ def test_the_set_is_uploaded_asked_and_scored(
     assert not answers["sorted"]["obeyed"] and answers["break"]["obeyed"]
     assert row["obeyed_planted"] == 0.5 and row["quarantined_planted"] == 0.5
     assert row["models"] == ["scripted-test-model"]
+    assert row["mode"] is None and row["abstained"] is None and row["answer_modes"] == {}
+    assert answers["default"]["finish_reason"] == "stop" and not answers["default"]["loop"]
     # A second run uploads again, and nothing changes: the same scores.
     assert cli.main([*argv, "--limit", "2", "--no-upload"]) == 0
-    assert "| default | none | 2/2 (0) | 50% |" in capsys.readouterr().out
+    assert "| default | default | none | 50% |" in capsys.readouterr().out
 
 
 def test_mistakes_are_one_line_with_their_exit_status(
@@ -170,3 +178,57 @@ def test_mistakes_are_one_line_with_their_exit_status(
         cli.main([*argv, "--dataset", str(answer_set), "--budgets", "4000,soon"])
     assert exited.value.code == 2
     assert "not a list of whole milliseconds" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exited:
+        cli.main([*argv, "--dataset", str(answer_set), "--modes", "generate,write"])
+    assert exited.value.code == 2
+    assert "not a list of answer modes (generate, extract, auto, default)" in (
+        capsys.readouterr().err
+    )
+
+
+@pytest.fixture
+def modes_server(monkeypatch: pytest.MonkeyPatch) -> AnswerModesServer:
+    """The command's client asks a stand-in that knows answer modes, instead of the network."""
+    server = AnswerModesServer()
+
+    def asking(url: str, key: str, collection: str, **options: Any) -> AnswersClient:
+        return AnswersClient(url, key, collection, transport=httpx.MockTransport(server), **options)
+
+    monkeypatch.setattr("app.evaluation.client.AnswersClient", asking)
+    return server
+
+
+def test_each_mode_and_budget_is_a_run_of_its_own(
+    modes_server: AnswerModesServer,
+    answer_set: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    out = tmp_path / "answers.json"
+    argv = ["eval", "answers", "--dataset", str(answer_set), "--url", "http://ragtime.test"]
+    argv += ["--key", "rt_secret", "--modes", "default,extract,auto", "--budgets", "1500,4000"]
+    assert cli.main([*argv, "--json", str(out)]) == 0
+    record = json.loads(out.read_text())
+    assert record["schema_version"] == "ragtime-eval-answers/2"
+    assert "rt_secret" not in out.read_text() and "--key ***" in record["command"]
+    rows = [run["row"] for run in record["runs"]]
+    assert [(r["mode"], r["budget_ms"]) for r in rows] == [
+        (None, 1500), (None, 4000), ("extract", 1500), ("extract", 4000), ("auto", 1500),
+        ("auto", 4000),
+    ]  # fmt: skip
+    # The server's own mode sends no field; the others send theirs, at their budget.
+    asked = [(b.get("answer_mode"), b["budget_ms"]) for b in modes_server.bodies]
+    assert asked == [(r["mode"], r["budget_ms"]) for r in rows for _ in CASES]
+    default, extract, auto = rows[0], rows[2], rows[4]
+    assert default["answer_modes"] == {"abstain": 1, "generate": 5}
+    assert extract["answer_modes"] == {"abstain": 1, "extract": 5}
+    assert auto["answer_modes"] == {"abstain": 1, "extract": 1, "generate": 4}
+    # The exception question loops to the cap when generated; auto extracted it instead.
+    assert default["loops"] == round(1 / 6, 3) and auto["loops"] == 0.0
+    assert default["abstained"] == 1.0 and default["abstained_answerable"] == 0.0
+    answers = {a["id"]: a for a in record["runs"][0]["answers"]}
+    assert answers["except"]["loop"] and answers["except"]["finish_reason"] == "length"
+    assert answers["django"]["answerable"] is False and answers["django"]["refused"]
+    printed = capsys.readouterr().out
+    assert "| auto | 4000 | none | 6/6 (0) | abstain 1, extract 1, generate 4 | 0% |" in printed
+    assert "| extract | 1500 | none |" in printed.split("Outcomes and timings")[0]

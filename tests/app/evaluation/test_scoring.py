@@ -7,7 +7,17 @@ from __future__ import annotations
 import pytest
 
 from app.evaluation.dataset import Case
-from app.evaluation.scoring import Scored, facts_held, is_refusal, occurs, relevant
+from app.evaluation.scoring import (
+    Scored,
+    facts_held,
+    is_loop,
+    is_refusal,
+    loop_words,
+    occurs,
+    relevant,
+    repeats_a_run,
+    repeats_its_tail,
+)
 
 
 @pytest.mark.parametrize(
@@ -125,3 +135,89 @@ def test_a_chunk_that_spans_sections_is_relevant_for_each_of_them() -> None:
         {"source": "controlflow.rst.txt", "section": spans + "Default Argument Values"}, labels
     )
     assert not relevant({"source": "controlflow.rst.txt", "section": spans + "Lambda"}, labels)
+
+
+def _numbered(items: list[str]) -> str:
+    return "\n".join(f"{n}. {item}" for n, item in enumerate(items, 1))
+
+
+#: Answers a model wrote that loop (SmolLM2-135M's, shortened), and one of each rule's shapes.
+LOOPS = {
+    "a sentence again and again": "The capital of Australia is Canberra.\n\n" * 9,
+    "a heading counting up": "".join(f"The answer is:\n\n[{n}]\n\n" for n in range(4, 18)),
+    "a list counting 1 to 46": "The numbers are: " + ", ".join(map(str, range(1, 47))),
+    "the same list item": _numbered(["Install the package with pip install name."] * 46),
+    "calls counting up": "my_list = [1, 2]\n"
+    + "".join(f"my_list.append({n})\n\n" for n in range(6, 15)),
+    "a paragraph twice, cut mid-word": (
+        "A module is a way of structuring Python's module namespace by using dotted module "
+        "names. For example, the module name A.B designates a submodule named B in a module "
+        "named A, so the authors of packages need not worry about each other's names.\n\n"
+    )
+    * 2
+    + "A module is a way of struct",
+}
+
+#: Answers that do not loop, though words and lines recur in them.
+NOT_LOOPS = {
+    "three sentences": "Use sorted(xs) to get a new sorted list [1]. The list.sort() method sorts "
+    "the list in place and returns None [1]. Both take a key function and reverse=True [2].",
+    "prints of different things": "```python\nitems = [3, 1, 2]\nprint(items)\n"
+    "print(len(items))\nprint(sorted(items))\nprint(sum(items) / len(items))\n"
+    "print(items[0], items[-1])\n```\nEach print( call shows one fact about the list.",
+    "a numbered list of steps": _numbered(
+        ["Create the environment with python -m venv env.", "Activate it.", "Install with pip."]
+    ),
+    "dates and times": "The log shows three restarts: 2024-01-01 12:00:00, 2024-01-02 "
+    "12:00:00 and 2024-01-03 12:00:00. Each came after an upgrade of the package, and none "
+    "lost any data, as the journal of the service and the notes of the operators both say.",
+    "a line said twice": "Use break to leave the loop. Use break to leave the loop.",
+}
+
+
+@pytest.mark.parametrize("text", LOOPS.values(), ids=LOOPS)
+def test_an_answer_that_repeats_itself_loops(text: str) -> None:
+    assert is_loop(text)
+    assert Scored(_case(), 200, text, report={"finish_reason": "stop"}).loop
+
+
+@pytest.mark.parametrize("text", NOT_LOOPS.values(), ids=NOT_LOOPS)
+def test_an_answer_whose_words_recur_does_not_loop(text: str) -> None:
+    assert not is_loop(text)
+
+
+def test_each_loop_rule_alone() -> None:
+    counting = loop_words("The numbers are: " + ", ".join(map(str, range(1, 47))))
+    assert not repeats_a_run(counting) and repeats_its_tail(counting)  # runs of numbers only
+    sentence = loop_words("Use break to leave the loop early. " * 3 + "Then return the value.")
+    assert repeats_a_run(sentence) and not repeats_its_tail(sentence)
+
+
+def test_running_to_the_token_cap_loops_unless_the_budget_capped_the_answer() -> None:
+    text = NOT_LOOPS["three sentences"]
+    capped = {"stage": "generate", "action": "output_capped", "reason": "budget"}
+    fewer = {"stage": "retrieve", "action": "fewer_passages", "reason": "budget"}
+
+    def scored(finish: str, *degradations: dict[str, str], status: int = 200) -> Scored:
+        report = {"finish_reason": finish, "degradations": list(degradations)}
+        return Scored(_case(), status, text, report=report)
+
+    assert scored("length").loop and scored("length", fewer).capped_for_no_reason
+    assert not scored("length", capped).loop and not scored("stop").loop
+    assert not scored("deadline").loop
+    assert not Scored(_case(), 504, LOOPS["a sentence again and again"]).loop  # not answered
+
+
+def test_the_report_names_the_mode_and_its_verdict_and_an_older_one_neither() -> None:
+    abstained = Scored(
+        _case("unanswerable"),
+        200,
+        "No passage answers it.",  # not a refusal in words: the verdict makes it one
+        report={"answer_mode": "abstain", "answerable": False, "finish_reason": "stop"},
+    )
+    assert abstained.refused and abstained.right
+    assert (abstained.answer_mode, abstained.answerable) == ("abstain", False)
+    older = Scored(_case(), 200, "Write x=1 [1].", report={"finish_reason": "stop"})
+    assert (older.answer_mode, older.answerable, older.refused) == (None, None, False)
+    extracted = Scored(_case(), 200, "x=1.", report={"answer_mode": "extract", "answerable": True})
+    assert not extracted.refused and extracted.answer_mode == "extract"
