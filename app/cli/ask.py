@@ -45,6 +45,13 @@ def register_ask(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
         type=int,
         help="the request's latency budget (default: RAGTIME_BUDGET_MS_DEFAULT)",
     )
+    ask.add_argument(
+        "--mode",
+        dest="answer_mode",
+        choices=("generate", "extract", "auto"),
+        help="who writes the answer: the model, the passages' own sentences, or the model with "
+        "the passages to fall back on (default: the server's RAGTIME_ANSWER_MODE)",
+    )
     ask.set_defaults(func=cmd_ask)
 
 
@@ -81,7 +88,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
         print(f"error: --url {url!r} is not an http(s) URL", file=sys.stderr)
         return 2
     payload: dict[str, object] = {"question": args.question, "stream": True}
-    for name in ("collection", "top_k", "budget_ms"):
+    for name in ("collection", "top_k", "budget_ms", "answer_mode"):
         if getattr(args, name) is not None:
             payload[name] = getattr(args, name)
     headers = {"Authorization": f"Bearer {key}"}
@@ -109,6 +116,39 @@ def connection_reason(exc: BaseException) -> str:
     return text.splitlines()[-1] if text else type(exc).__name__
 
 
+#: What the CLI prints where ``auto`` replaced the model's answer with the passages' own.
+REPLACED = "[the passages' own answer instead:]"
+#: How each attribution method reads (``Report.attribution``).
+CITED = {
+    "model": "cited by the model (*)",
+    "attributed": "cited by attribution (~)",
+    "extracted": "quoted from the passages (>)",
+    "unattributed": "no passage supports any sentence",
+    "skipped": "citations not attributed: no time left",
+    "empty": "empty answer",
+    "abstained": "nothing cited",
+}
+
+
+def trust_line(report: dict[str, Any]) -> str:
+    """Who wrote the answer, whether the passages bear it out, and how its citations were found:
+    one line, in the words the README defines them by."""
+    mode = report.get("answer_mode", "generate")
+    if mode == "abstain":
+        support = "the documents do not answer this"
+    else:
+        grounded = report.get("grounded")
+        support = (
+            "support not judged"
+            if grounded is None
+            else "supported by the passages"
+            if grounded
+            else "UNSUPPORTED: the passages do not bear it out"
+        )
+    cited = CITED.get(str(report.get("attribution")), str(report.get("attribution")))
+    return f"written by: {mode}  {support}  {cited}"
+
+
 def _print_stream(response: Any) -> int:
     """Print a ``/v1/ask`` SSE stream: tokens as they come, then the report."""
     if response.status_code != 200:
@@ -123,6 +163,8 @@ def _print_stream(response: Any) -> int:
             data = json.loads(line.split(":", 1)[1])
             if event == "token":
                 print(data["text"], end="", flush=True)
+            elif event == "replace":
+                print(f"\n\n{REPLACED}\n{data['text']}", end="", flush=True)
             elif event == "done":
                 _print_report(data)
             elif event == "error":
@@ -134,9 +176,9 @@ def _print_stream(response: Any) -> int:
 def _print_report(report: dict[str, Any]) -> None:
     print("\n")
     for c in report["citations"]:
-        mark = {"model": "*", "attributed": "~"}.get(c.get("by") or "", " ")
+        mark = {"model": "*", "attributed": "~", "extracted": ">"}.get(c.get("by") or "", " ")
         print(f"{mark}[{c['label']}] {c['source']} — {c['section'] or c['title']}")
-    print(f"citations: {report.get('attribution')}  grounded: {report.get('grounded')}")
+    print(trust_line(report))
     budget = report["budget"]
     print(
         f"trace {report['trace_id']}  spent {budget['spent_ms']:.0f} of "

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from app.cli.eval_answerable import register_eval_answerable
 from app.cli.eval_answers import register_eval_answers
 from app.settings import Settings, get_settings
 
@@ -88,6 +89,7 @@ def register_eval(sub: Any) -> None:
     retrieval.add_argument("--json", type=Path, help="write the figures here")
     retrieval.set_defaults(func=cmd_eval_retrieval)
     register_eval_answers(eval_sub)
+    register_eval_answerable(eval_sub)
 
 
 def _milliseconds(text: str) -> tuple[float, ...]:

@@ -236,6 +236,7 @@ def answers_json(scored: Sequence[Scored]) -> list[dict[str, Any]]:
             "grounded": s.report.get("grounded"),
             "answer_mode": s.answer_mode,
             "answerable": s.answerable,
+            "evidence_similarity": s.report.get("evidence_similarity"),
             "finish_reason": s.finish_reason,
             "loop": s.loop,
             "degradations": [d.get("action") for d in s.report.get("degradations", [])],

@@ -41,10 +41,11 @@ from app.pipeline.events import (
     AnswerDone,
     AnswerEvent,
     AnswerOutcome,
+    AnswerReplaced,
     PipelineEvent,
     Prepared,
 )
-from app.settings import Settings
+from app.settings import AnswerMode, Settings
 from tracing import BudgetLedger
 from tracing.budget import BudgetSession
 
@@ -58,6 +59,21 @@ class Asked:
     top_k: int
     max_output_tokens: int | None = None
     """The caller's cap on answer tokens (the plan's own cap still applies)."""
+    answer_mode: AnswerMode | None = None
+    """Who the caller asks to write the answer (None: the service's default)."""
+
+
+#: Where a stream that cannot take back what it sent (a chat completion's) gives the answer that
+#: replaces it.
+REPLACED_NOTE = "\n\n(Not borne out by the documents. From them instead:)\n"
+
+
+@dataclass(frozen=True)
+class Replaced:
+    """A stream's answer is this text instead of what was sent: ``auto`` answered from the
+    passages after the model's answer fell short."""
+
+    text: str
 
 
 @dataclass(frozen=True)
@@ -86,6 +102,7 @@ def asked(
     stream: bool,
     max_output_tokens: int | None = None,
     question_field: str = "question",
+    answer_mode: AnswerMode | None = None,
 ) -> Asked:
     """The question checked against the configured limits (422, naming ``question_field``), and
     the request's root span labelled with what it asks."""
@@ -98,7 +115,7 @@ def asked(
     )
     if settings.record_content:
         root.set_attribute("ragtime.question", question)
-    return Asked(question, collection, top_k, max_output_tokens)
+    return Asked(question, collection, top_k, max_output_tokens, answer_mode)
 
 
 def _answer(
@@ -110,6 +127,7 @@ def _answer(
         question.top_k,
         session,
         max_output_tokens=question.max_output_tokens,
+        mode=question.answer_mode,
     )
 
 
@@ -152,6 +170,8 @@ async def collect(events: AsyncGenerator[PipelineEvent, None]) -> tuple[str, Ans
             return "".join(parts), event.outcome
         if isinstance(event, AnswerDelta):
             parts.append(event.text)
+        elif isinstance(event, AnswerReplaced):
+            parts = [event.text]
     raise RuntimeError("the answer ended without its AnswerDone")
 
 
@@ -249,7 +269,7 @@ class AnswerStream:
             raise
         return cls(first, events, prepared, ledger, root, route, Drain(shutdown))
 
-    async def items(self) -> AsyncGenerator[str | Evidence | Finished, None]:
+    async def items(self) -> AsyncGenerator[str | Evidence | Replaced | Finished, None]:
         events, ledger, root, route = self._events, self._ledger, self._root, self._route
         closed = False
         try:
@@ -257,6 +277,8 @@ class AnswerStream:
             while not isinstance(event, AnswerDone):
                 if isinstance(event, Evidence):
                     yield event
+                elif isinstance(event, AnswerReplaced):
+                    yield Replaced(event.text)
                 elif event is not None:
                     yield event.text
                 event = await self.drain.next(events)

@@ -143,6 +143,9 @@ def answer_report(prepared: Prepared, outcome: AnswerOutcome, ledger: BudgetLedg
     found = outcome.attribution
     return Report(
         citations=citations(prepared, outcome),
+        answer_mode=outcome.written_by,
+        answerable=outcome.answerable,
+        evidence_similarity=(None if outcome.similarity is None else round(outcome.similarity, 4)),
         grounded=found.grounded if found is not None else None,
         attribution=found.method if found is not None else "skipped",
         trace_id=current_trace_id(),

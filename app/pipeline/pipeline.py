@@ -22,13 +22,20 @@ from collections.abc import AsyncGenerator
 from contextlib import aclosing
 
 from app.pipeline.answering import Answering
-from app.pipeline.events import AnswerDone, AnswerOutcome, PipelineEvent, Prepared
+from app.pipeline.events import (
+    AnswerDelta,
+    AnswerDone,
+    AnswerOutcome,
+    AnswerReplaced,
+    PipelineEvent,
+    Prepared,
+)
 from app.pipeline.retrieval import Retrieval
 from app.pipeline.services import Services
-from app.settings import SearchMode
-from app.stages import Answered, Packing, Query
+from app.settings import AnswerMode, SearchMode, default_answer_mode
+from app.stages import Answered, Evidence, Fallback, Packing, Query
 from retrieval import Passage, SearchFilter
-from tracing.budget import BudgetSession
+from tracing.budget import BudgetSession, DeadlinePassed
 
 
 class Pipeline:
@@ -65,6 +72,12 @@ class Pipeline:
 
     # -- answering -------------------------------------------------------------------------
 
+    def mode_for(self, asked: AnswerMode | None) -> AnswerMode:
+        """Who writes an answer: the request's choice, else the setting's, else the backend's
+        measured default (``app.settings.answers``)."""
+        settings = self.settings
+        return asked or settings.answer_mode or default_answer_mode(settings.generation_backend)
+
     async def answer(
         self,
         question: str,
@@ -73,38 +86,84 @@ class Pipeline:
         session: BudgetSession,
         *,
         max_output_tokens: int | None = None,
+        mode: AnswerMode | None = None,
     ) -> AsyncGenerator[PipelineEvent, None]:
-        """A ``Prepared`` first (the question screened, its passages, the plan and the prompt),
-        then ``AnswerDelta`` events of moderated text, then one ``AnswerDone``; decoding stops at
-        the deadline. The plan keeps the caller's ``max_output_tokens`` when smaller than what
-        the budget allows. Closing this early (a client gone) closes the backend's stream, which
-        stops decoding, and no ``AnswerDone`` follows. Failures raise."""
+        """A ``Prepared`` first (the question screened, its passages, the plan, the prompt and
+        the evidence weighed), then ``AnswerDelta`` events of moderated text, then one
+        ``AnswerDone``; decoding stops at the deadline. The plan keeps the caller's
+        ``max_output_tokens`` when smaller than what the budget allows. Passages too far from
+        the question abstain, with no model call; ``mode`` says who writes the answer
+        (``mode_for``), and in ``auto`` the passages' own answer replaces one the deadline cut
+        short or the passages do not bear out (an ``AnswerReplaced`` when text was sent).
+        Closing this early (a client gone) closes the backend's stream, which stops decoding,
+        and no ``AnswerDone`` follows. Failures raise."""
         stages = self.stages
         self.services.require_generator()
+        mode = self.mode_for(mode)
         query = self.query(question, collection, top_k)
         session.ask(
             k=top_k,
             rerank_available=stages.rerank.available,
             question=question,
-            serving=self.services.backend,
+            serving=self.services.backend if mode != "extract" else None,
             output_cap=max_output_tokens,
+            extract_instead=mode != "generate",
         )
-        outcome = AnswerOutcome(finish_reason="skipped", model=stages.generate.backend.model)
+        model = stages.generate.backend.model
+        outcome = AnswerOutcome(finish_reason="skipped", model=model)
+        sent = False
         with session:  # the generation time held at the target is given back as the answer ends
             await session.run(stages.screen_question, question)
             found = await self.retrieval.find(query, session)
             kept = await session.run(stages.screen_passages, found.passages)
             packing = Packing(question, kept.passages, found.vector)
             assembled = await session.run(stages.assemble, packing)
-            prepared = Prepared(question, kept.passages, assembled, found.plan, kept.quarantined)
+            evidence = Evidence(question, found.vector, assembled.prompt.passages)
+            extracted = await session.run(stages.extract, evidence)
+            prepared = Prepared(
+                question, kept.passages, assembled, found.plan, kept.quarantined, extracted, mode
+            )
             yield prepared
-            if prepared.with_answer:
-                async with aclosing(self.answering.stream_events(prepared, session)) as events:
-                    async for event in events:
-                        if isinstance(event, AnswerDone):
-                            outcome = event.outcome
-                            break
-                        yield event
-        answered = Answered(question, outcome.text, prepared.prompt.passages)
+            if prepared.from_evidence:
+                outcome = await self._moderated(AnswerOutcome.from_evidence(extracted), session)
+                yield AnswerDelta(outcome.text)
+            elif prepared.generates:
+                try:
+                    async with aclosing(self.answering.stream_events(prepared, session)) as events:
+                        async for event in events:
+                            if isinstance(event, AnswerDone):
+                                outcome = event.outcome
+                                break
+                            sent = True
+                            yield event
+                except DeadlinePassed as exc:
+                    if mode != "auto":
+                        raise
+                    outcome = await self._instead(prepared, session, f"{exc}")
+                    yield AnswerReplaced(outcome.text) if sent else AnswerDelta(outcome.text)
+        outcome.answerable, outcome.similarity = prepared.answerable, extracted.similarity
+        answered = Answered(question, outcome.text, prepared.prompt.passages, outcome.written_by)
         outcome.attribution = await session.run(stages.attribute, answered)
+        if mode == "auto" and outcome.written_by == "generate" and not outcome.attribution.grounded:
+            reason = "the model's answer is not borne out by the passages"
+            outcome = await self._instead(prepared, session, reason)
+            yield AnswerReplaced(outcome.text)
+            answered = Answered(question, outcome.text, prepared.prompt.passages, "extract")
+            outcome.attribution = await session.run(stages.attribute, answered)
         yield AnswerDone(outcome)
+
+    async def _instead(self, prepared: Prepared, session: BudgetSession, why: str) -> AnswerOutcome:
+        """``auto``'s turn to the passages' own answer, said as the extract stage's
+        degradation."""
+        assert prepared.extracted is not None, "an answer weighs its evidence before generation"
+        extracted = await session.run(self.stages.extract, Fallback(prepared.extracted, why))
+        return await self._moderated(AnswerOutcome.from_evidence(extracted), session)
+
+    async def _moderated(self, outcome: AnswerOutcome, session: BudgetSession) -> AnswerOutcome:
+        """An answer taken from the passages, through the answer filter as the model's is
+        (personal data redacted, profanity masked)."""
+        answer_filter = self.stages.moderate_answer.open()
+        released = answer_filter.feed(outcome.text)
+        tail = await session.run(self.stages.moderate_answer, answer_filter)
+        outcome.text, outcome.redactions = released + tail.text, dict(answer_filter.redactions)
+        return outcome

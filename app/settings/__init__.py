@@ -1,5 +1,6 @@
 """The service's settings: one ``Settings`` from ``RAGTIME_*`` variables, a part per concern."""
 
+from app.settings.answers import AnswerMode, default_answer_mode
 from app.settings.budget import DEFAULT_BUDGET_SHARES
 from app.settings.checks import DEFAULT_ATTRIBUTION_THRESHOLD
 from app.settings.faults import setting_faults
@@ -12,9 +13,11 @@ __all__ = [
     "AUTO_WORKERS_MAX",
     "DEFAULT_ATTRIBUTION_THRESHOLD",
     "DEFAULT_BUDGET_SHARES",
+    "AnswerMode",
     "ModelPool",
     "SearchMode",
     "Settings",
+    "default_answer_mode",
     "get_settings",
     "setting_faults",
     "usable_cores",

@@ -20,7 +20,8 @@ DEFAULT_BUDGET_SHARES: dict[str, float] = {
     StageName.RERANK: 0.11,
     StageName.MODERATE_PASSAGES: 0.01,
     StageName.ASSEMBLE: 0.02,
-    StageName.GENERATE: 0.72,
+    StageName.EXTRACT: 0.01,
+    StageName.GENERATE: 0.71,
     StageName.MODERATE_ANSWER: 0.03,
     StageName.ATTRIBUTE: 0.02,
 }

@@ -19,6 +19,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.settings.admission import AdmissionSettings
 from app.settings.alerts import AlertSettings
+from app.settings.answers import AnswerSettings
 from app.settings.budget import DEFAULT_BUDGET_SHARES, BudgetSettings
 from app.settings.checks import CheckSettings
 from app.settings.generation import GenerationSettings
@@ -39,6 +40,7 @@ class Settings(
     BudgetSettings,
     AdmissionSettings,
     CheckSettings,
+    AnswerSettings,
     GenerationSettings,
     RetrievalSettings,
     ServeSettings,

@@ -9,7 +9,8 @@ knows about HTTP or makes plans: the pipeline (``app.pipeline``) hands them, in 
 request's budget session (``BudgetSession.run(stage, inputs)``).
 
     screen question -> embed -> search (dense) and/or keyword (BM25) -> rerank (fused first)
-    -> screen passages -> assemble -> generate
+    -> screen passages -> assemble -> extract (can the passages answer? their own answer)
+    -> generate
     -> moderate answer -> attribute (the passages the answer cites)
 """
 
@@ -22,6 +23,7 @@ from typing import Protocol
 from app.safety.moderation import Moderator
 from app.settings import Settings, usable_cores
 from app.stages.attribution import Answered, Attribute, Attributed
+from app.stages.extraction import ABSTENTION, Evidence, ExtractAnswer, Extracted, Fallback
 from app.stages.generation import (
     Assembled,
     AssemblePrompt,
@@ -77,6 +79,7 @@ STAGE_WORKERS = {
 }
 
 __all__ = [
+    "ABSTENTION",
     "STAGE_WORKERS",
     "Answered",
     "AssemblePrompt",
@@ -86,6 +89,10 @@ __all__ = [
     "Candidates",
     "EmbedQuestion",
     "Embedded",
+    "Evidence",
+    "ExtractAnswer",
+    "Extracted",
+    "Fallback",
     "Found",
     "Generate",
     "GenerateEvent",
@@ -133,6 +140,7 @@ class Stages:
     rerank: Rerank
     screen_passages: ScreenPassages
     assemble: AssemblePrompt
+    extract: ExtractAnswer
     generate: Generate
     moderate_answer: ModerateAnswer
     attribute: Attribute
@@ -177,6 +185,10 @@ class Stages:
                 threads(StageName.ASSEMBLE),
                 context_tokens=settings.context_tokens,
                 layout=settings.prompt_layout,
+                stored_rows=store.sentence_rows,
+            ),
+            extract=ExtractAnswer(
+                min_similarity=settings.answerable_threshold,
                 stored_rows=store.sentence_rows,
             ),
             generate=Generate(

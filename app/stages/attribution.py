@@ -46,10 +46,14 @@ ATTRIBUTE_BATCH = 8
 #: stored chunk each label is.
 Asked = tuple[str, Mapping[int, str], Mapping[int, KeptChunk]]
 
-#: How an answer's citations were found: its own labels, attribution (``unattributed`` when it
-#: ran and no passage supports any sentence), neither for want of time, or none to find (an
-#: empty answer).
-Method = Literal["model", "attributed", "unattributed", "skipped", "empty"]
+#: How an answer's citations were found: the model's own labels, attribution (``unattributed``
+#: when it ran and no passage supports any sentence), the labels of an extractive answer's
+#: sentences, neither for want of time, or none to find (an empty answer, an abstention).
+Method = Literal[
+    "model", "attributed", "extracted", "unattributed", "skipped", "empty", "abstained"
+]
+#: Who wrote an answer: the model, the passages' own sentences, or the abstention.
+Writer = Literal["generate", "extract", "abstain"]
 
 
 @dataclass(frozen=True)
@@ -76,16 +80,18 @@ class Attributed(StageResult):
         return 1.0 if self.method in ("attributed", "unattributed") else 0.0
 
     @property
-    def by(self) -> Literal["model", "attributed"] | None:
-        if self.method in ("model", "attributed"):
+    def by(self) -> Literal["model", "attributed", "extracted"] | None:
+        if self.method in ("model", "attributed", "extracted"):
             return self.method
         return None
 
     @property
     def grounded(self) -> bool | None:
-        """Whether the passages support what the answer says beyond its question
-        (``app.stages.grounding``); None when that was not judged."""
-        if self.method == "empty":
+        """Whether the passages bear out what the answer says beyond its question
+        (``app.stages.grounding``); None when that was not judged. Never true for an answer
+        with nothing to bear out (empty, an abstention) or one attribution found no passage
+        supporting any sentence of: the signals agree."""
+        if self.method in ("empty", "abstained", "unattributed"):
             return False
         return None if self.grounding is None else self.grounding.grounded
 
@@ -120,6 +126,7 @@ class Answered:
     question: str
     text: str
     passages: Sequence[PromptPassage]
+    written_by: Writer = "generate"
 
 
 class Attribute:
@@ -168,13 +175,23 @@ class Attribute:
             return None
         return Attributed("model", dict.fromkeys(sorted(cited)))
 
+    @classmethod
+    def by_writer(cls, writer: Writer, answer: str, labels: set[int]) -> Attributed | None:
+        """The citations an answer carries by who wrote it: an extractive answer's labels, none
+        for an abstention, the model's own labels when it wrote some; else None."""
+        if writer == "abstain":
+            return Attributed("abstained")
+        if writer == "extract" and answer.strip():
+            return Attributed("extracted", dict.fromkeys(sorted(labels_in(answer) & labels)))
+        return cls.by_model(answer, labels)
+
     async def run(self, answered: Answered, allowance: Allowance) -> Attributed:
         """The final answer's citations, the model's labels or else attribution when there is
         time left for it (else skipped, as a degradation), and its grounding judged (a few set
         operations, in the stage, so that its span records them)."""
         text, shown = answered.text, answered.passages
         passages = {p.label: p.text for p in shown}
-        found = self.by_model(text, set(passages))
+        found = self.by_writer(answered.written_by, text, set(passages))
         if found is None:
             room = allowance.room()
             if room.fits:

@@ -232,13 +232,13 @@ def test_stage_spans_carry_allocations_and_the_root_lists_overruns(
     with budget_app(
         seeded_data_dir, backend, degradation_policy=False, fault_generate_token_delay_ms=40
     ) as client:
-        body = ask(client, auth, budget_ms=2500).json()  # 48 x 40 ms > 72% of 2.5 s
+        body = ask(client, auth, budget_ms=2500).json()  # 48 x 40 ms > 71% of 2.5 s
         metrics = client.get("/metrics").text
     trace_id = int(body["trace_id"], 16)
     finished = [s for s in spans.get_finished_spans() if s.context.trace_id == trace_id]
     by_name = {s.name: s for s in finished}
     generate, search = by_name["generate"], by_name["search"]
-    assert attributes(generate)["ragtime.budget.allocated_ms"] == 0.72 * 2500
+    assert attributes(generate)["ragtime.budget.allocated_ms"] == 0.71 * 2500
     allocated = number(generate, "ragtime.budget.allocated_ms")
     assert number(generate, "ragtime.budget.spent_ms") > allocated
     assert attributes(generate)["ragtime.budget.exceeded"] is True

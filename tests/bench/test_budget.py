@@ -203,7 +203,7 @@ def test_report_adds_the_budget_section(tmp_path: Path) -> None:
 
 def test_machinery_measurement() -> None:
     cost = measure_machinery(50, warmup=5)
-    assert cost.iterations == 50 and cost.stages == 11  # attribute is the eleventh
+    assert cost.iterations == 50 and cost.stages == 12  # attribute is the twelfth
     assert cost.per_request_ms.n == 50
     assert cost.per_request_ms.p50 is not None and cost.per_request_ms.p50 > 0
     assert cost.met == (cost.per_request_ms.p50 < 0.5)

@@ -49,8 +49,17 @@ SUBSET = (
 
 def make_settings(data_dir: Path, **overrides: Any) -> Settings:
     """Settings for ``data_dir`` that read no ``.env`` file, with ``overrides`` applied. No TTFT
-    target unless a test sets one: whether a plan meets it depends on the machine's speed."""
-    values: dict[str, Any] = {"data_dir": data_dir, "max_output_tokens": 48, "ttft_target_ms": 0}
+    target unless a test sets one: whether a plan meets it depends on the machine's speed. The
+    model writes every answer and none abstains unless a test says (``answer_mode``,
+    ``answerable_min_similarity``): the abstention threshold is calibrated for MiniLM, and most
+    tests embed with the hash embedder."""
+    values: dict[str, Any] = {
+        "data_dir": data_dir,
+        "max_output_tokens": 48,
+        "ttft_target_ms": 0,
+        "answer_mode": "generate",
+        "answerable_min_similarity": -1.0,
+    }
     values.update(overrides)
     return Settings(_env_file=None, **values)
 

@@ -24,6 +24,9 @@ def cli_env(data_dir: Path, **settings: str) -> dict[str, str]:
     env |= {"PYTHONPATH": str(ROOT), "RAGTIME_DATA_DIR": str(data_dir)}
     # One process: the hash embedder is patched into this one only (a second would load MiniLM).
     env |= {"RAGTIME_GENERATION_BACKEND": "null", "RAGTIME_WORKERS": "1"}
+    # The model writes every answer, and none abstains: the threshold is calibrated for MiniLM,
+    # not the hash embedder (``tests.helpers.app.make_settings`` says the same).
+    env |= {"RAGTIME_ANSWER_MODE": "generate", "RAGTIME_ANSWERABLE_MIN_SIMILARITY": "-1"}
     env |= {f"RAGTIME_{name.upper()}": value for name, value in settings.items()}
     env.pop("CRASH_AT", None)
     return env

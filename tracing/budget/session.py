@@ -7,22 +7,19 @@ The app uses five of its members, and nothing else of the budget:
   its span, its ``Allowance`` (its deadline, how deep a search looks, the plan once made,
   whether an optional stage fits), its result, error and degradation on the span, and its cost
   learned (auth's span waits for the request's budget: ``BudgetLedger.set_budget``);
-* ``ask``: what the request asks, once its body is read (``k`` passages; for an answer, its
-  question and the targets that may answer it), then its admission (``check_feasible``): a
-  budget no plan can meet is refused before any work (504), a target whose queue has no room
-  for it too (503), counted under the request's route;
+* ``ask``: what the request asks (``k`` passages; for an answer, its question and targets),
+  then its admission (``check_feasible``): a budget no plan can meet is refused before any work
+  (504) unless the answer may come from the passages, a target with no queue room too (503);
 * ``keeps(stage)``: whether the plan keeps a stage it may drop (hybrid search's keyword side,
   priced by ``keyword_side``); a dropped one gets a span saying what was given up;
-* ``plan()``: rerank candidates, context and output tokens for what is left after search, the
-  caller's own output cap kept, the context fitted to the target's context length, and the
-  target: the first candidate whose smallest plan fits (a later one, a smaller model, is a
-  degradation, said so). An answer's generation time is held at its target from then on
-  (the reservation), so that later requests plan around it;
+* ``plan()``: rerank candidates, context and output tokens for what is left after search (the
+  caller's cap kept, the context fitted to the target's), and the target: the first whose
+  smallest plan fits (a smaller model is a degradation). The answer's generation time is held
+  at its target from then on (the reservation), so that later requests plan around it;
 * ``generate(stage, inputs)``: the answer's stream (``tracing.budget.generation``), at the
   target's queue, with what it is told and what is learned from it.
 
-The session is a context manager: leaving it gives the reservation back, whatever ended the
-request. It holds one request's state, for that request's task.
+Leaving the session (a context manager) gives the reservation back, whatever ended the request.
 """
 
 from __future__ import annotations
@@ -32,7 +29,6 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
-from types import TracebackType
 from typing import TypeVar
 
 from opentelemetry.trace import Span
@@ -70,13 +66,13 @@ class BudgetSession:
         output_cap: int | None = None,
     ) -> None:
         """A request's session from its arrival (its auth stage runs through it before its
-        question is read); what it asks, as ``ask`` takes it, may be given here at once."""
+        question is read); what it asks (as ``ask`` takes it) may be given at once."""
         self.engine = engine
         self.ledger = ledger
         self.route = route
         self._plan: Plan | None = None
         self.reservation: Reservation | None = None
-        self._asks(k, rerank_available, question, serving, output_cap)
+        self._asks(k, rerank_available, question, serving, output_cap, False)
 
     def ask(
         self,
@@ -86,13 +82,15 @@ class BudgetSession:
         question: str | None = None,
         serving: ServingTargets | None = None,
         output_cap: int | None = None,
+        extract_instead: bool = False,
     ) -> None:
         """What the request asks, once it is read, then its admission (``check_feasible``):
         ``k`` passages (reranked when ``rerank_available``) and, for an answer to ``question``,
         the targets ``serving`` may send it to (the preferred first), their loads and context
-        length; a search when ``question`` is None. ``output_cap`` is the caller's own cap on
-        the answer."""
-        self._asks(k, rerank_available, question, serving, output_cap)
+        length; a search when ``question`` is None; ``output_cap``, the caller's cap. With
+        ``extract_instead``, a budget too small for generation is answered from the passages (a
+        plan of no tokens, said so), not refused; with no ``serving`` too, always."""
+        self._asks(k, rerank_available, question, serving, output_cap, extract_instead)
         self.check_feasible()
 
     def _asks(
@@ -102,6 +100,7 @@ class BudgetSession:
         question: str | None,
         serving: ServingTargets | None,
         output_cap: int | None,
+        extract_instead: bool,
     ) -> None:
         self.k = k
         self.rerank_available = rerank_available
@@ -109,8 +108,7 @@ class BudgetSession:
         """Where the answer may go, the preferred first (a smaller model next); a search: none."""
         self.loads: dict[str, ReportedLoad | None] = {}
         self.edf = False
-        self.generation_waits = True
-        """Whether generating waits on the model (else it is the request's own streaming)."""
+        self.generation_waits = True  # on the model (else on the request's own streaming)
         self.context_length: int | None = None
         if question is not None and serving is not None:
             self.targets = serving.cost_targets(question)
@@ -118,18 +116,13 @@ class BudgetSession:
             self.edf = serving.earliest_deadline_first  # its own queue (llama.cpp's worker)
             self.generation_waits = bool(getattr(serving, "generation_waits", True))
             self.context_length = serving.context_length
-        self.output_cap = output_cap
-        """The caller's own cap on the answer's tokens: kept, and not a degradation."""
+        self.output_cap = output_cap  # the caller's own: kept, and not a degradation
+        self.extract_instead = extract_instead
 
     def __enter__(self) -> BudgetSession:
         return self
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         """The request's generation time given back to its target: the one place it is."""
         if self.reservation is not None:
             self.reservation.release()
@@ -152,17 +145,18 @@ class BudgetSession:
     def rules(self) -> Rules:
         return self.engine.rules
 
-    # -- admission -------------------------------------------------------------------------
-
     def check_feasible(self) -> None:
         """Refuse at once (``BudgetInfeasible``, ``TargetSaturated``) a budget that not even the
-        smallest plan can meet at any candidate target, and a request the target's queue has no
-        room for; before any of the request's work. A refusal for its own small budget is
-        deliberate, anyone may send one, so it is counted apart from the errors."""
+        smallest plan can meet at any candidate target (unless it may go without generation),
+        and a request the target's queue has no room for; before any of the request's work. A
+        refusal for its own small budget is deliberate, anyone may send one, so it is counted
+        apart from the errors."""
         rules = self.rules
         if not self.targets or not rules.degrade or rules.on_infeasible == "passages":
             return
-        target = self._first_feasible_or_raise()
+        target = self._first_feasible(raising=not self.extract_instead)
+        if target is None:
+            return  # answered from the passages: no target's queue is asked
         try:
             self.engine.check_queue_room(
                 self.ledger,
@@ -174,14 +168,17 @@ class BudgetSession:
             metrics.ADMISSION_REFUSED.labels(route=self.route, reason="overloaded").inc()
             raise
 
-    def _first_feasible_or_raise(self) -> str:
-        last: BudgetInfeasible | None = None
+    def _first_feasible(self, *, raising: bool) -> str | None:
+        """The first target whose smallest plan fits; none (or, ``raising``, the refusal)."""
+        last = None
         for target in self.targets:
             try:
                 self.engine.check_feasible(self.ledger, target)
                 return target
             except BudgetInfeasible as exc:
                 last = exc
+        if not raising:
+            return None
         metrics.ADMISSION_REFUSED.labels(route=self.route, reason="budget_infeasible").inc()
         assert last is not None
         raise last
@@ -191,10 +188,8 @@ class BudgetSession:
         ours = self.engine.reservations.open(target)
         return target_queue(self.loads.get(target), edf=self.edf, ours=ours)
 
-    # -- the stages ------------------------------------------------------------------------
-
     async def run(self, stage: Stage[Inputs, Result], inputs: Inputs) -> Result:
-        """One stage through the budget, the one way every stage but generation runs: its span
+        """One stage through the budget, the way every stage but generation runs: its span
         on the ledger, the plan's actions for it on the span, ``stage.run(inputs, allowance)``,
         its result on the span, what it gave up as a degradation, its error on the span, the
         plan's prediction compared and its cost taught to the cost model over its ``units``
@@ -305,6 +300,8 @@ class BudgetSession:
             )
         elif not answering:
             plan = engine.plan_search(ledger, k=k, rerank_available=rerank_available)
+            if self.extract_instead:  # answered from the passages a prompt would hold
+                plan = replace(plan, context_tokens=engine.answer_policy.limits.context_tokens)
         else:
             plan = self._plan_answer(k, rerank_available, limits)
         output_cap = self.output_cap
@@ -345,8 +342,11 @@ class BudgetSession:
                 )
             return fit_context_length(plan, limits, self.context_length)
         assert first is not None
-        if self.rules.on_infeasible == "passages" and limits.max_output_tokens:
-            self.ledger.degrade(StageName.GENERATE, "generation_skipped", str(first))
+        if (self.extract_instead or self.rules.on_infeasible == "passages") and (
+            limits.max_output_tokens
+        ):
+            action = "extracted" if self.extract_instead else "generation_skipped"
+            self.ledger.degrade(StageName.GENERATE, action, str(first))
             return Plan(0, limits.context_tokens, 0, 0.0, target=self.targets[0])
         if isinstance(first, QueueInfeasible):  # alone it fits: refused before the engine
             metrics.ADMISSION_REFUSED.labels(route=self.route, reason="overloaded").inc()

@@ -21,6 +21,7 @@ class StageName(StrEnum):
     RERANK = "rerank"
     MODERATE_PASSAGES = "moderate.passages"
     ASSEMBLE = "assemble"
+    EXTRACT = "extract"
     GENERATE = "generate"
     MODERATE_ANSWER = "moderate.answer"
     ATTRIBUTE = "attribute"

@@ -3,7 +3,9 @@
 Streaming: once the passages are ready, a ``citations`` event lists them (labels, sources,
 scores: the evidence, before the first token); then ``token`` events carry text deltas, then one
 ``done`` event carries the report (the JSON answer minus its text, saying which passages the
-answer cites). Everything before the passages are ready (auth, the body, moderation,
+answer cites). In ``auto`` mode a ``replace`` event may come before ``done``: its ``text`` is the
+answer instead of the tokens sent (the passages' own, when the model's fell short; the report's
+degradations say why). Everything before the passages are ready (auth, the body, moderation,
 retrieval, the budget's refusals) fails as a plain HTTP error; a failure after, before or after
 the first token, is an ``error`` event with the body the HTTP error would have had.
 
@@ -22,7 +24,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from sse_starlette import EventSourceResponse
 
-from app.http.answers import AnswerStream, Evidence, Finished, answer, asked
+from app.http.answers import AnswerStream, Evidence, Finished, Replaced, answer, asked
 from app.http.body import openapi_body
 from app.http.deps import (
     AskBody,
@@ -58,6 +60,7 @@ async def ask(
         collection=readable_collection(key, body.collection or settings.default_collection),
         top_k=body.top_k,
         stream=body.stream,
+        answer_mode=body.answer_mode,
     )
     if body.stream:
         stream = await AnswerStream.start(
@@ -89,6 +92,8 @@ async def _events(stream: AnswerStream) -> AsyncIterator[dict[str, str] | bytes]
                 if isinstance(item, Evidence):
                     cited = [c.model_dump(mode="json") for c in item.citations]
                     yield {"event": "citations", "data": json.dumps({"citations": cited})}
+                elif isinstance(item, Replaced):
+                    yield {"event": "replace", "data": json.dumps({"text": item.text})}
                 elif isinstance(item, Finished):
                     done = item.report.model_dump(mode="json")
                     done["server_timing"] = item.headers["Server-Timing"]

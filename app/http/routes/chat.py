@@ -35,7 +35,7 @@ from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from sse_starlette import EventSourceResponse
 
-from app.http.answers import AnswerStream, Finished, answer, asked
+from app.http.answers import REPLACED_NOTE, AnswerStream, Finished, Replaced, answer, asked
 from app.http.body import openapi_body
 from app.http.deps import (
     AskKey,
@@ -224,6 +224,7 @@ async def chat_completions(
         stream=stream,
         max_output_tokens=min(caps) if caps else None,
         question_field="messages",
+        answer_mode=body.answer_mode,
     )
     completion_id = f"chatcmpl-{uuid.uuid4().hex}"
     created = int(time.time())
@@ -281,6 +282,9 @@ async def _chunks(
             async for item in items:
                 if isinstance(item, str):
                     yield chunk([choice({"content": item})])
+                    continue
+                if isinstance(item, Replaced):  # what was sent cannot be taken back: say so
+                    yield chunk([choice({"content": f"{REPLACED_NOTE}{item.text}"})])
                     continue
                 if not isinstance(item, Finished):
                     continue  # evidence: a chat stream is not started with it

@@ -31,11 +31,12 @@ class Citation(PassageOut):
         description="Whether the answer cites it: by its label, or, when the answer carries "
         "no label, because it supports one of the answer's sentences (attribution)."
     )
-    by: Literal["model", "attributed"] | None = Field(
+    by: Literal["model", "attributed", "extracted"] | None = Field(
         None,
-        description="How the citation was found: `model` (the answer carries its label) or "
-        "`attributed` (an answer sentence is similar enough to one of its sentences); null "
-        "when it is not cited.",
+        description="How the citation was found: `model` (the model wrote its label), "
+        "`attributed` (an answer sentence is similar enough to one of its sentences) or "
+        "`extracted` (the answer quotes its sentences, with its label); null when it is not "
+        "cited.",
     )
     support: float | None = Field(
         None,
@@ -45,20 +46,29 @@ class Citation(PassageOut):
 
 
 #: How an answer's citations were found (``Report.attribution``).
-AttributionMethod = Literal["model", "attributed", "unattributed", "skipped", "empty"]
+AttributionMethod = Literal[
+    "model", "attributed", "extracted", "unattributed", "skipped", "empty", "abstained"
+]
 GROUNDED_DESCRIPTION = (
-    "Whether the passages support what the answer says beyond the question's own words: true "
+    "Whether the passages bear out what the answer says beyond the question's own words: true "
     "when it adds something and most of what it adds (its content words and numbers) is in the "
-    "passages the prompt held; false for an echo of the question, a refusal, an empty answer, "
-    "or one the passages do not bear out (app/stages/grounding.py). Independent of how the "
-    "citations were found; null only when the answer was not judged."
+    "passages the prompt held; false for an echo of the question, a refusal, an abstention, an "
+    "empty answer, an answer attribution found no support for (`unattributed`), or one the "
+    "passages do not bear out: an unsupported answer (app/stages/grounding.py). Null only when "
+    "the answer was not judged."
 )
 ATTRIBUTION_DESCRIPTION = (
-    "How the citations were found: `model` (the answer's own [n] labels), `attributed` (no "
-    "label: answer sentences attributed to passages by embedding similarity), `unattributed` "
-    "(attribution ran and no passage supports any sentence: not grounded), `skipped` (no "
-    "label, and no time left in the budget to attribute: citations not attributed; a "
-    "degradation says why), `empty` (no answer text)."
+    "How the citations were found: `model` (the model's own [n] labels), `attributed` (no "
+    "label: answer sentences attributed to passages by embedding similarity), `extracted` (an "
+    "extractive answer: the labels of the passages it quotes), `unattributed` (attribution ran "
+    "and no passage supports any sentence: not grounded), `skipped` (no label, and no time "
+    "left in the budget to attribute: citations not attributed; a degradation says why), "
+    "`empty` (no answer text), `abstained` (the documents do not answer: nothing cited)."
+)
+ANSWER_MODE_DESCRIPTION = (
+    "Who wrote the answer: `generate` (the model), `extract` (the passages' own sentences, "
+    'each with its [n]), `abstain` (no passage is close enough to the question: "The '
+    'documents do not answer this.", the closest passages listed, nothing generated).'
 )
 
 
@@ -80,6 +90,19 @@ class Report(BaseModel):
     """What every answer carries besides its text (the streamed ``done`` event holds this)."""
 
     citations: list[Citation]
+    answer_mode: Literal["generate", "extract", "abstain"] = Field(
+        description=ANSWER_MODE_DESCRIPTION
+    )
+    answerable: bool = Field(
+        description="Whether a passage is close enough to the question to answer it "
+        "(`evidence_similarity` reaches RAGTIME_ANSWERABLE_MIN_SIMILARITY); false: the answer "
+        "abstains."
+    )
+    evidence_similarity: float | None = Field(
+        None,
+        description="The cosine similarity to the question of the closest sentence of the "
+        "passages the prompt held; null when none could be weighed.",
+    )
     grounded: bool | None = Field(description=GROUNDED_DESCRIPTION)
     attribution: AttributionMethod = Field(description=ATTRIBUTION_DESCRIPTION)
     trace_id: str

@@ -6,7 +6,7 @@ as answers and searches show it (``PassageOut``)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StringConstraints
 
@@ -27,7 +27,18 @@ class BudgetedRequest(BaseModel):
 
 
 class AnswerRequest(BudgetedRequest):
-    """A route's body that asks for an answer: its budget, and its own TTFT target."""
+    """A route's body that asks for an answer: its budget, its own TTFT target, and who writes
+    it."""
+
+    answer_mode: Literal["generate", "extract", "auto"] | None = Field(
+        None,
+        description="Who writes the answer: `generate` (the model), `extract` (the passages' "
+        "best sentences, each with its [n], no model call: milliseconds), `auto` (the model, "
+        "and the passages' own answer instead when generation does not fit the budget or its "
+        "answer is not borne out by them; a degradation says so). Default: the service's "
+        "(RAGTIME_ANSWER_MODE, else chosen per backend). Whatever the mode, a question no "
+        'passage is close enough to is answered "The documents do not answer this."',
+    )
 
     ttft_target_ms: StrictInt | None = Field(
         None,

@@ -96,6 +96,8 @@ async function ask(event) {
       } else if (name === "token") {
         if (firstToken === null) firstToken = performance.now() - sent;
         answer.textContent += data.text;
+      } else if (name === "replace") {
+        answer.textContent = data.text;
       } else if (name === "done") {
         markCited(citations, data.citations);
         showReport(report, data, { jaegerUrl: config.jaeger_url, answered: true });

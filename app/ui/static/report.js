@@ -168,8 +168,11 @@ export function showReport(container, report, { jaegerUrl = null, answered = fal
   const parts = [];
   if (answered) {
     parts.push(el("p", { class: "ending" }, finishWords(report.finish_reason)));
-    const attribution = attributionWords(report.attribution, report.grounded);
-    if (attribution) parts.push(el("p", { class: "attribution" }, attribution));
+    const attribution = attributionWords(report.attribution, report.grounded, report.answer_mode);
+    const unsupported = report.grounded === false && report.answer_mode !== "abstain";
+    if (attribution) {
+      parts.push(el("p", { class: unsupported ? "attribution unsupported" : "attribution" }, attribution));
+    }
   }
   const degradations = report.degradations || [];
   parts.push(

@@ -75,16 +75,26 @@ export function finishWords(reason) {
 }
 
 const ATTRIBUTION = {
-  model: "The answer cites its sources by their [n] labels.",
+  model: "The model cites its sources by their [n] labels.",
   attributed: "The answer carries no labels: its sentences were matched to the passages.",
+  extracted: "The answer quotes the passages' own sentences, each with its [n].",
   unattributed: "No passage supports the answer's sentences.",
   skipped: "No time was left to attribute the answer to its sources.",
   empty: "There is no answer text to attribute.",
+  abstained: "No passage is close enough to the question to answer it: nothing was generated.",
 };
 
-export function attributionWords(method, grounded) {
+const WRITER = {
+  generate: "Written by the model.",
+  extract: "Taken from the passages, with no model call.",
+  abstain: "The documents do not answer this question.",
+};
+
+export function attributionWords(method, grounded, mode = "generate") {
+  const who = WRITER[mode] || "";
   const how = ATTRIBUTION[method] || "";
-  if (grounded === true) return `${how} The passages bear out what it adds.`;
-  if (grounded === false) return `${how} The passages do not bear it out.`;
-  return how;
+  if (mode === "abstain") return `${who} ${how}`;
+  if (grounded === true) return `${who} ${how} The passages bear out what it adds.`;
+  if (grounded === false) return `${who} ${how} Unsupported: the passages do not bear it out.`;
+  return `${who} ${how}`;
 }

@@ -141,7 +141,7 @@ def test_the_set_is_uploaded_asked_and_scored(
     assert cli.main([*argv, "--budgets", "20000", "--json", str(out)]) == 0
     printed = capsys.readouterr()
     assert "uploading 4 documents into 'eval-answers'" in printed.err
-    assert "| default | 20000 | none | 5/6 (0) | – |" in printed.out  # no modes: an older server
+    assert "| default | 20000 | none | 5/6 (0) | generate 5 |" in printed.out
     run = json.loads(out.read_text())["runs"][0]
     row, answers = run["row"], {a["id"]: a for a in run["answers"]}
     assert answers["broken"]["status"] == 503 and not answers["broken"]["right"]
