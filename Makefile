@@ -120,7 +120,7 @@ FAKE_SGLANG := fixed_ms=30,prefill_ms_per_token=0.05,decode_ms_per_token=10,max_
 FAKE_GPU := fixed_ms=40,decode_ms_per_token=8,max_running=64,natural_tokens=400
 RAGTIME := $(VENV)/bin/ragtime
 # The labelled sets of demo/answers that `make bench` asks (section 12), and how.
-ANSWER_SETS ?= python-docs
+ANSWER_SETS ?= python-docs debian-faq
 ANSWER_MODES ?= generate,extract,auto
 ANSWER_BUDGETS ?= 1500,4000,15000
 bench: install eval-data

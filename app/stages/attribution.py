@@ -201,6 +201,8 @@ class Attribute:
             else:
                 reason = f"{room.reason}: citations not attributed"
                 found = Attributed.skipped("attribution_skipped", reason)
+        if answered.written_by == "extract":  # it quotes whole passages, not only the prompt's
+            return found.judged(answered.question, text, [p.passage.text for p in shown])
         return found.judged(answered.question, text, passages.values())
 
     async def attribute_answer(

@@ -1,7 +1,8 @@
 """The extract stage: whether the prompt's passages can answer the question at all, and the
 answer they give in their own words, with no model call.
 
-Each prompt passage is cut into pieces where a sentence ends and each piece scored by its
+Each prompt passage (the whole of it, not only what a prompt cut short to fit the model's
+context holds) is cut into pieces where a sentence ends and each piece scored by its
 sentence's similarity to the question (``retrieval.store.sentences.scored_pieces``: the sentence
 vectors ingest kept, as context pruning scores them; a piece that is itself a question, such as
 an FAQ's heading, is not scored). Then:
@@ -142,11 +143,14 @@ class ExtractAnswer:
         return Extracted(True, best, _labelled(chosen), tuple(sorted({c.label for c in chosen})))
 
     def _pieces(self, passage: PromptPassage, vector: np.ndarray | None) -> list[ScoredPiece]:
+        """The passage's whole text in scored pieces: a prompt cuts a passage short for the
+        model's context, which weighing its sentences does not need."""
+        text = passage.passage.text
         found = stored_chunk(passage.passage)
         rows = None
         if found is not None and vector is not None:
-            rows = kept_rows(passage.text, passage.passage.text, self.stored_rows(*found))
-        return scored_pieces(passage.text, rows, vector)
+            rows = kept_rows(text, text, self.stored_rows(*found))
+        return scored_pieces(text, rows, vector)
 
     def _choose(self, scored: list[_Piece], pieces: dict[int, list[ScoredPiece]]) -> list[_Piece]:
         chosen: dict[tuple[int, int], _Piece] = {}

@@ -153,7 +153,9 @@ def test_the_set_is_uploaded_asked_and_scored(
     assert not answers["sorted"]["obeyed"] and answers["break"]["obeyed"]
     assert row["obeyed_planted"] == 0.5 and row["quarantined_planted"] == 0.5
     assert row["models"] == ["scripted-test-model"]
-    assert row["mode"] is None and row["abstained"] is None and row["answer_modes"] == {}
+    # No mode asked: the server's (the tests' settings: the model writes, nothing abstains).
+    assert row["mode"] is None and row["abstained"] == 0.0
+    assert row["answer_modes"] == {"generate": 5}
     assert answers["default"]["finish_reason"] == "stop" and not answers["default"]["loop"]
     # A second run uploads again, and nothing changes: the same scores.
     assert cli.main([*argv, "--limit", "2", "--no-upload"]) == 0
