@@ -13,10 +13,10 @@ an FAQ's heading, is not scored). Then:
   threshold was calibrated on the labelled sets' unanswerable and answerable questions
   (``ragtime eval answerable``; BENCHMARKS.md, "Answers a user can trust").
 * **the extractive answer**: the best pieces (at most ``MAX_PIECES``, each within
-  ``NEAR_BEST`` of the best, ``MAX_CHARS`` in all), a piece that ends with a colon brought with
-  the one after it (the code it introduces), put back in their passages' order, each
-  passage's run of pieces followed by its ``[n]``. Every word is a passage's: nothing is made
-  up, and every sentence says where it came from.
+  ``NEAR_BEST`` of the best, ``MAX_CHARS`` in all), each with the pieces it needs to be read
+  (the example a colon introduces, the start of a sentence an abbreviation cut), put back in
+  their passages' order, each passage's run of pieces followed by its ``[n]``. Every word is a
+  passage's: nothing is made up, and every sentence says where it came from.
 
 A passage whose sentence vectors were not kept (a snapshot built before ingest kept them) is not
 scored; when no passage is, the question counts as answerable and the extractive answer is
@@ -46,7 +46,7 @@ MAX_CHARS = 700
 NEAR_BEST = 0.12
 #: How much the question's own words in a piece weigh beside its similarity (``_ranked``).
 WORDS_WEIGHT = 0.15
-#: The longest piece a colon brings along (the code it introduces), in characters.
+#: The longest piece a chosen one brings along to be read (``_neighbours``), in characters.
 FOLLOWER_CHARS = 400
 
 
@@ -160,7 +160,7 @@ class ExtractAnswer:
         for piece in sorted(scored, key=lambda p: -p.score):
             if len(chosen) >= MAX_PIECES or piece.score < best - NEAR_BEST:
                 break
-            group = [piece, *_follower(piece, pieces[piece.label])]
+            group = [piece, *_neighbours(piece, pieces[piece.label])]
             if any(" ".join(p.text.split()) in said for p in group):
                 continue  # overlapping chunks hold the same sentence twice
             size = sum(len(p.text) for p in group)
@@ -186,14 +186,25 @@ class ExtractAnswer:
         return Extracted(True, None, _labelled(chosen), tuple(c.label for c in chosen))
 
 
-def _follower(piece: _Piece, pieces: list[ScoredPiece]) -> list[_Piece]:
-    """The piece after one that ends with a colon (the example it introduces), when short."""
-    if not piece.text.rstrip().endswith(":") or piece.position + 1 >= len(pieces):
-        return []
-    after = pieces[piece.position + 1]
-    if not after.text.strip() or len(after.text) > FOLLOWER_CHARS:
-        return []
-    return [_Piece(piece.label, piece.position + 1, after.text, 0.0, 0.0)]
+def _neighbours(piece: _Piece, pieces: list[ScoredPiece]) -> list[_Piece]:
+    """The pieces a chosen one needs to be read: the one before when it starts mid-sentence (a
+    lower-case start, after an abbreviation's full stop), and the one after when it does not end
+    a sentence (a colon introducing an example, "run the command" before the command); each
+    when short."""
+    found = []
+    text = piece.text.strip()
+    if text[:1].islower() and piece.position > 0:
+        found.append(_neighbour(piece, pieces, piece.position - 1))
+    if not text.endswith((".", "!", "?", ".)", '."')) and piece.position + 1 < len(pieces):
+        found.append(_neighbour(piece, pieces, piece.position + 1))
+    return [p for p in found if p is not None]
+
+
+def _neighbour(piece: _Piece, pieces: list[ScoredPiece], position: int) -> _Piece | None:
+    text = pieces[position].text
+    if not text.strip() or len(text) > FOLLOWER_CHARS:
+        return None
+    return _Piece(piece.label, position, text, 0.0, 0.0)
 
 
 def _ranked(piece: ScoredPiece, asked: set[str]) -> float:
