@@ -70,7 +70,8 @@ class RepetitionStop:
         self._word_start = 0
         self._words = 0  # complete words
         self._last_end = 0  # where the last complete word ended
-        self._line_start = True  # no word yet since the last newline
+        self._line_start = True  # no word yet since the last newline, but decoration (**, ###)
+        self._line_cut = 0  # where the answer before this line ends (0: no answer before it)
         self._tail: deque[str] = deque(maxlen=ngram)  # the last complete words
         self._starts: deque[int] = deque(maxlen=ngram)  # where each of them starts
         self._counts: dict[tuple[str, ...], int] = {}
@@ -97,7 +98,7 @@ class RepetitionStop:
                 if cut is not None:
                     return Verdict(self._release(cut, stop=True), self.stopped)
             if "\n" in chunk:
-                self._line_start = True
+                self._line_start, self._line_cut = True, self._last_end
         return Verdict(self._release(self._hold_from()))
 
     def flush(self) -> str:
@@ -110,10 +111,11 @@ class RepetitionStop:
         """Count the word just ended; where to cut the answer if it completes a stop."""
         word, start = self._word, self._word_start
         self._word = ""
-        at_line_start, self._line_start = self._line_start, False
-        if at_line_start and self._words and word.strip(_DECORATION).lower() in TURN_MARKERS:
+        bare = word.strip(_DECORATION).lower()
+        at_line_start, self._line_start = self._line_start, self._line_start and not bare
+        if at_line_start and self._line_cut and bare in TURN_MARKERS:
             self.stopped = "turn"
-            return self._last_end
+            return self._line_cut
         self._words += 1
         self._tail.append(word)
         self._starts.append(start)
@@ -141,8 +143,8 @@ class RepetitionStop:
         line whose first word may be a turn marker, and, once a run is suspect, the word being
         written and the words at the end that begin a suspect run."""
         hold = self._seen
-        if self._line_start and self._words and _may_open_turn(self._word):
-            hold = self._last_end  # the line break too: cut with the line, if it is a turn
+        if self._line_start and self._line_cut and _may_open_turn(self._word):
+            hold = self._line_cut  # the line break too: cut with the line, if it is a turn
         if self._suspect:
             if self._word:
                 hold = min(hold, self._word_start)

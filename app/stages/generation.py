@@ -270,6 +270,7 @@ class Generate:
         first_at = last_at = None
         texts: list[str] = []  # as the backend wrote them
         watch = RepetitionStop() if self.stop_on_repetition else NoStop()
+        stopped: StopReason = "repetition"  # what the watch said, once it says to stop
         load = self.backend.target_load(target)
         free = load is not None and not load.waiting and load.running < (load.max_running or 1)
 
@@ -320,10 +321,8 @@ class Generate:
                             yield TextDelta(verdict.text)
                         if verdict.stop is None:
                             continue
-                        if span is not None and span.is_recording():
-                            span.set_attribute("ragtime.generate.stopped_on", verdict.stop)
-                        yield cut_short("stop", verdict.stop)
-                        return  # which closes the backend's stream: decoding stops
+                        stopped = verdict.stop
+                        break  # out of the backend's stream, which closes it: decoding stops
                     if held := watch.flush():  # the end, or the deadline: what was held goes
                         yield TextDelta(held)
                     if isinstance(event, GenerationDone):
@@ -339,6 +338,9 @@ class Generate:
                     yielded = stop is not None and stop < deadline
                     yield cut_short("yielded" if yielded else "deadline")
                     return
+            if span is not None and span.is_recording():  # only a stop comes here
+                span.set_attribute("ragtime.generate.stopped_on", stopped)
+            yield cut_short("stop", stopped)
         except InferenceError:
             raise
         except Exception as exc:
