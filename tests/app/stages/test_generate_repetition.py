@@ -158,8 +158,9 @@ def test_the_settings_reach_the_backend_through_the_app(
     seeded_data_dir: Path, auth: dict[str, str]
 ) -> None:
     backend = ScriptedBackend(LOOPING)
-    settings = {"repeat_penalty": 1.2, "presence_penalty": 0.5}
-    with running_app(seeded_data_dir, backend=backend, **settings) as client:
+    with running_app(
+        seeded_data_dir, backend=backend, repeat_penalty=1.2, presence_penalty=0.5
+    ) as client:
         response = client.post("/v1/ask", json={"question": "What is a list?"}, headers=auth)
     assert response.status_code == 200, response.text
     body = response.json()
