@@ -216,13 +216,21 @@ class Generate:
         await self.backend.start()
 
     def span_attributes(self, max_tokens: int) -> dict[str, str | int | float]:
-        """The generate span's request attributes (OpenTelemetry's GenAI conventions)."""
+        """The generate span's request attributes (OpenTelemetry's GenAI conventions), with
+        each penalty set (``ragtime.request.repeat_penalty``: the conventions have none)."""
+        penalties = self.penalties
+        set_ones = {
+            "ragtime.request.repeat_penalty": penalties.repeat,
+            "gen_ai.request.frequency_penalty": penalties.frequency,
+            "gen_ai.request.presence_penalty": penalties.presence,
+        }
         return {
             "gen_ai.operation.name": "text_completion",
             "gen_ai.system": self.backend.name,
             "gen_ai.request.model": self.backend.model,
             "gen_ai.request.max_tokens": max_tokens,
             "gen_ai.request.temperature": self.temperature,
+            **{key: value for key, value in set_ones.items() if value is not None},
         }
 
     async def run(

@@ -152,6 +152,10 @@ async def test_the_penalties_go_with_every_request() -> None:
     await answer(Generate(backend, temperature=0.0, penalties=asked))
     await answer(Generate(backend, temperature=0.0))
     assert backend.penalties == [asked, Penalties()]
+    attributes = Generate(backend, temperature=0.0, penalties=asked).span_attributes(8)
+    assert attributes["ragtime.request.repeat_penalty"] == 1.3
+    assert attributes["gen_ai.request.frequency_penalty"] == 0.2
+    assert "gen_ai.request.presence_penalty" not in attributes
 
 
 def test_the_settings_reach_the_backend_through_the_app(
