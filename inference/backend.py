@@ -39,6 +39,24 @@ class GenerationDone:
 
 
 @dataclass(frozen=True)
+class Penalties:
+    """What sampling does against repeating itself; each None is the backend's own (a remote
+    server's default; llama.cpp's, ``LlamaCppBackend.repeat_penalty``), so that a remote
+    server is sent only what was set. ``repeat`` divides the logit of every token among the
+    last ones (llama.cpp's ``repeat_penalty``, SGLang's ``repetition_penalty``; 1 is none);
+    ``frequency`` and ``presence`` subtract, per earlier occurrence and once, as OpenAI's
+    ``frequency_penalty`` and ``presence_penalty`` do (0 is none)."""
+
+    repeat: float | None = None
+    frequency: float | None = None
+    presence: float | None = None
+
+
+SERVER_PENALTIES = Penalties()
+"""Every penalty the backend's own."""
+
+
+@dataclass(frozen=True)
 class RouteDecision:
     """Which server and model take this request, and why.
 
@@ -149,6 +167,9 @@ class GenerationBackend(ABC):
     """Whether a request generating waits on the model (a worker or a server, whose queue the
     budget engine models per target); False for a backend that costs nothing but the service's
     own streaming, which admission then counts as the request's own work."""
+    filler: bool = False
+    """Whether its text is filler, not a model's (the null backend's), which nobody need
+    watch for a model's faults such as repeating itself."""
 
     @property
     @abstractmethod
@@ -222,13 +243,15 @@ class GenerationBackend(ABC):
         deadline: float | None = None,
         target: str | None = None,
         urgency: Urgency | None = None,
+        penalties: Penalties = SERVER_PENALTIES,
     ) -> AsyncGenerator[GenerationEvent, None]:
         """Generate at most ``max_tokens`` tokens after ``prompt.token_ids``: the events, as an
         async generator to iterate and close. ``deadline`` (a ``time.perf_counter()`` value)
         orders a backend's queue where it serves earliest deadline first; ``target``, one of
         ``cost_targets``, is where the budget planned the answer to go (None: the backend's own
         choice); ``urgency``, what the plan expects of a serving layer that schedules by it (a
-        remote one: it is not sent once its deadline has passed). ``ValueError`` at once for
+        remote one: it is not sent once its deadline has passed); ``penalties``, against
+        repeating itself (each unset one the backend's own). ``ValueError`` at once for
         ``max_tokens < 1``."""
         if max_tokens < 1:
             raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
@@ -239,6 +262,7 @@ class GenerationBackend(ABC):
             deadline=deadline,
             target=target,
             urgency=urgency,
+            penalties=penalties,
         )
 
     @abstractmethod
@@ -251,6 +275,7 @@ class GenerationBackend(ABC):
         deadline: float | None,
         target: str | None,
         urgency: Urgency | None = None,
+        penalties: Penalties = SERVER_PENALTIES,
     ) -> AsyncGenerator[GenerationEvent, None]:
         """``stream``'s events, ``max_tokens`` checked: an async generator function, or a plain
         one that does its work in the caller's context and returns the events' generator."""

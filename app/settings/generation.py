@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
-from inference import GatewayClasses
+from inference import GatewayClasses, Penalties
 
 
 def _check_url(url: str) -> str:
@@ -161,6 +161,37 @@ class GenerationSettings(BaseModel):
     )
     max_output_tokens: int = Field(192, ge=1)
     temperature: float = Field(0.0, ge=0.0, le=2.0)
+    repeat_penalty: float | None = Field(
+        None,
+        gt=0.0,
+        description="Makes the tokens of the recent text less likely (1: none): llama.cpp's "
+        "repeat_penalty (the last 64 tokens), SGLang's repetition_penalty; not sent to an "
+        "OpenAI-compatible server. Unset: the backend's own, llama.cpp 1.15 (measured: "
+        "BENCHMARKS.md, 'Repetition'), a remote server its default.",
+    )
+    frequency_penalty: float | None = Field(
+        None,
+        ge=-2.0,
+        le=2.0,
+        description="Subtracted from a token's logit per earlier occurrence (OpenAI's, SGLang's "
+        "and llama.cpp's frequency_penalty). Unset: the backend's own (llama.cpp: 0).",
+    )
+    presence_penalty: float | None = Field(
+        None,
+        ge=-2.0,
+        le=2.0,
+        description="Subtracted once from the logit of a token that occurred (OpenAI's, "
+        "SGLang's and llama.cpp's presence_penalty). Unset: the backend's own (llama.cpp: 0).",
+    )
+    stop_on_repetition: bool = Field(
+        True,
+        description="End an answer whose last 8 words come a third time, or whose line starts "
+        "a new turn (Question:, Q:, User:), without that repeat or that line.",
+    )
+
+    def penalties(self) -> Penalties:
+        """What each request asks the backend to penalize (unset: the backend's own)."""
+        return Penalties(self.repeat_penalty, self.frequency_penalty, self.presence_penalty)
 
     def _check_remote_backend(self) -> None:
         """Run by ``Settings``' validator: a remote backend has what it needs to reach."""

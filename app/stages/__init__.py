@@ -194,6 +194,8 @@ class Stages:
             generate=Generate(
                 backend,
                 temperature=settings.temperature,
+                penalties=settings.penalties(),
+                stop_on_repetition=settings.stop_on_repetition,
                 token_delay_ms=settings.fault_generate_token_delay_ms,
             ),
             moderate_answer=ModerateAnswer(moderator),

@@ -13,6 +13,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span
 
 from app.stages.attribution import StoredRows, stored_chunk
+from app.stages.generated import Generated
 from app.stages.result import StageResult
 from app.stages.threads import StageThreads
 from inference import (
@@ -22,6 +23,7 @@ from inference import (
     GenerationDone,
     GenerationFailed,
     InferenceError,
+    Penalties,
     PromptAssembler,
     RouteDecision,
     TextDelta,
@@ -29,7 +31,9 @@ from inference import (
     Usage,
     common_prefix,
 )
+from inference.backend import SERVER_PENALTIES
 from inference.prompt import NO_PASSAGES_BLOCK, ContextPassage, PromptLayout
+from inference.repetition import NoStop, RepetitionStop, StopReason
 from retrieval.store.sentences import scored_pieces
 from tracing.budget import (
     Allowance,
@@ -172,32 +176,6 @@ class AssemblePrompt:
         return None if found is None else self.stored_rows(*found)
 
 
-@dataclass(frozen=True)
-class Generated:
-    """How a generation ended: ``finish_reason`` is the backend's (``stop``, ``length``,
-    ``cancelled``), or ``deadline`` when the deadline came first, or ``yielded`` when it
-    stopped early so that a request queued behind it could have the time."""
-
-    finish_reason: str
-    target: str
-    started: float
-    first_at: float | None = None
-    """``time.perf_counter()`` at the first text, None if none came."""
-    usage: Usage | None = None
-    queue_ms: float = 0.0
-    last_at: float | None = None
-    """``time.perf_counter()`` at the last text, for an answer cut short (else None)."""
-    streamed_tokens: int = 0
-    """For an answer cut short (no usage comes): its text's tokens, by the model's tokenizer."""
-    prompt_tokens: int = 0
-    """For an answer cut short: its prompt's tokens (what usage would have said)."""
-    may_have_queued: bool = True
-    """False when the target had a free slot and nobody waiting as the request was sent: its
-    first token's time is the target's own, with no queue in it."""
-    shared_prefix_tokens: int | None = None
-    """The prompt's leading tokens every prompt shares, which the target keeps cached."""
-
-
 GenerateEvent = TextDelta | RouteDecision | Generated
 
 
@@ -208,17 +186,29 @@ class Generate:
     ``run()`` yields the backend's ``TextDelta`` and ``RouteDecision`` events, then one
     ``Generated``. A failure raises an ``InferenceError``: ``BackendUnavailable`` before the
     first text, ``GenerationFailed`` after it. Closing the stream early closes the backend's,
-    which stops decoding.
+    which stops decoding. ``penalties`` go to the backend with every request. With
+    ``stop_on_repetition`` (unless the backend writes filler), the text passes through an
+    ``inference.repetition.RepetitionStop``, which holds back what may turn out to be a loop's
+    last turn or a new question, and the answer ends (the backend's stream closed) when it
+    says so.
     """
 
     name = StageName.GENERATE
     component = "generator"
 
     def __init__(
-        self, backend: GenerationBackend, *, temperature: float, token_delay_ms: float = 0.0
+        self,
+        backend: GenerationBackend,
+        *,
+        temperature: float,
+        penalties: Penalties = SERVER_PENALTIES,
+        stop_on_repetition: bool = True,
+        token_delay_ms: float = 0.0,
     ) -> None:
         self.backend = backend
         self.temperature = temperature
+        self.penalties = penalties
+        self.stop_on_repetition = stop_on_repetition and not backend.filler
         self.token_delay_ms = token_delay_ms
         """A fault for benches and tests: a slower model, per streamed piece."""
 
@@ -226,13 +216,21 @@ class Generate:
         await self.backend.start()
 
     def span_attributes(self, max_tokens: int) -> dict[str, str | int | float]:
-        """The generate span's request attributes (OpenTelemetry's GenAI conventions)."""
+        """The generate span's request attributes (OpenTelemetry's GenAI conventions), with
+        each penalty set (``ragtime.request.repeat_penalty``: the conventions have none)."""
+        penalties = self.penalties
+        set_ones = {
+            "ragtime.request.repeat_penalty": penalties.repeat,
+            "gen_ai.request.frequency_penalty": penalties.frequency,
+            "gen_ai.request.presence_penalty": penalties.presence,
+        }
         return {
             "gen_ai.operation.name": "text_completion",
             "gen_ai.system": self.backend.name,
             "gen_ai.request.model": self.backend.model,
             "gen_ai.request.max_tokens": max_tokens,
             "gen_ai.request.temperature": self.temperature,
+            **{key: value for key, value in set_ones.items() if value is not None},
         }
 
     async def run(
@@ -278,9 +276,27 @@ class Generate:
         propagates it); ``urgency`` is what a serving layer that schedules by it is told."""
         started = time.perf_counter()
         first_at = last_at = None
-        texts: list[str] = []
+        texts: list[str] = []  # as the backend wrote them
+        watch = RepetitionStop() if self.stop_on_repetition else NoStop()
+        stopped: StopReason = "repetition"  # what the watch said, once it says to stop
         load = self.backend.target_load(target)
         free = load is not None and not load.waiting and load.running < (load.max_running or 1)
+
+        def cut_short(reason: str, stopped_on: StopReason | None = None) -> Generated:
+            """An answer that ends before its backend said so (no usage comes)."""
+            tokens = self.backend.tokenizer.count("".join(texts)) if texts else 0
+            return Generated(
+                reason,
+                target,
+                started,
+                first_at,
+                last_at=last_at,
+                streamed_tokens=tokens,
+                prompt_tokens=prompt.prompt_tokens,
+                may_have_queued=not free,
+                stopped_on=stopped_on,
+            )
+
         with trace.use_span(span or trace.get_current_span(), end_on_exit=False):
             events = self.backend.stream(
                 prompt,
@@ -289,6 +305,7 @@ class Generate:
                 deadline=deadline,
                 target=target,
                 urgency=urgency,
+                penalties=self.penalties,
             )
         try:
             async with aclosing(events):
@@ -297,21 +314,25 @@ class Generate:
                     event = await next_before_deadline(
                         events, deadline, reserve_ms=reserve_ms, stop_at=stop
                     )
-                    if event is None:
-                        yielded = stop is not None and stop < deadline
-                        reason = "yielded" if yielded else "deadline"
-                        tokens = self.backend.tokenizer.count("".join(texts)) if texts else 0
-                        yield Generated(
-                            reason,
-                            target,
-                            started,
-                            first_at,
-                            last_at=last_at,
-                            streamed_tokens=tokens,
-                            prompt_tokens=prompt.prompt_tokens,
-                            may_have_queued=not free,
-                        )
-                        return
+                    if isinstance(event, RouteDecision):
+                        target = event.target or target
+                        yield event
+                        continue
+                    if isinstance(event, TextDelta):
+                        last_at = time.perf_counter()
+                        first_at = first_at or last_at
+                        texts.append(event.text)
+                        if self.token_delay_ms:
+                            await asyncio.sleep(self.token_delay_ms / 1000.0)
+                        verdict = watch.feed(event.text)
+                        if verdict.text:
+                            yield TextDelta(verdict.text)
+                        if verdict.stop is None:
+                            continue
+                        stopped = verdict.stop
+                        break  # out of the backend's stream, which closes it: decoding stops
+                    if held := watch.flush():  # the end, or the deadline: what was held goes
+                        yield TextDelta(held)
                     if isinstance(event, GenerationDone):
                         yield Generated(
                             event.finish_reason,
@@ -322,15 +343,12 @@ class Generate:
                             event.queue_ms,
                         )
                         return
-                    if isinstance(event, RouteDecision):
-                        target = event.target or target
-                    else:
-                        last_at = time.perf_counter()
-                        first_at = first_at or last_at
-                        texts.append(event.text)
-                    if self.token_delay_ms and isinstance(event, TextDelta):
-                        await asyncio.sleep(self.token_delay_ms / 1000.0)
-                    yield event
+                    yielded = stop is not None and stop < deadline
+                    yield cut_short("yielded" if yielded else "deadline")
+                    return
+            if span is not None and span.is_recording():  # only a stop comes here
+                span.set_attribute("ragtime.generate.stopped_on", stopped)
+            yield cut_short("stop", stopped)
         except InferenceError:
             raise
         except Exception as exc:

@@ -28,9 +28,11 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from inference.backend import (
+    SERVER_PENALTIES,
     GenerationBackend,
     GenerationDone,
     GenerationEvent,
+    Penalties,
     TargetLoad,
     TextDelta,
     Urgency,
@@ -76,6 +78,11 @@ class FirstTokenCosts(Protocol):
         ...
 
 
+#: llama.cpp's repeat penalty where a request sets none: on the python-docs answers, 1.0 (none)
+#: left most answers looping to the token cap; this one answered the most key facts
+#: (BENCHMARKS.md, "Repetition").
+DEFAULT_REPEAT_PENALTY = 1.15
+
 #: What a freshly loaded model evaluates once, to warm it up.
 WARM_UP_TEXT = b"Answer the question from the passages."
 
@@ -85,7 +92,8 @@ class LlamaCppBackend(GenerationBackend):
 
     ``n_threads`` decode (one token at a time; one by default), ``prompt_threads`` evaluate a
     prompt (None: llama-cpp-python's default, every core); ``llamacpp_threads`` says why.
-    ``seed`` is set before every request, so sampling is repeatable.
+    ``seed`` is set before every request, so sampling is repeatable. ``repeat_penalty`` is
+    what a request's ``Penalties`` leave unset (the others' own default is none).
     Cancellation is checked before decoding and after each token; the prompt's evaluation
     (prefill) itself runs to its end once begun. ``last_done`` holds the outcome of the last
     request the worker finished, including cancelled ones whose ``GenerationDone`` was never
@@ -105,6 +113,7 @@ class LlamaCppBackend(GenerationBackend):
         seed: int = 0,
         prefix_states: int = 4,
         costs: FirstTokenCosts | None = None,
+        repeat_penalty: float = DEFAULT_REPEAT_PENALTY,
     ) -> None:
         self.model_path = Path(model_path) if model_path else default_generation_model_path()
         self.model = self.model_path.name.removesuffix(".gguf")
@@ -112,6 +121,7 @@ class LlamaCppBackend(GenerationBackend):
         self.n_threads = n_threads
         self.prompt_threads = prompt_threads
         self.seed = seed
+        self.repeat_penalty = repeat_penalty
         self.prefix_states = PrefixStates(prefix_states)
         """The KV states of recent prompts, restored when a prompt shares more with one of them
         than with the live cache (used by the worker thread only)."""
@@ -212,11 +222,20 @@ class LlamaCppBackend(GenerationBackend):
         deadline: float | None,
         target: str | None,
         urgency: Urgency | None = None,
+        penalties: Penalties = SERVER_PENALTIES,
     ) -> AsyncGenerator[GenerationEvent, None]:
         llm, executor = self._llm, self._executor
         if llm is None or executor is None:
             raise BackendUnavailable("the llama.cpp backend is not loaded")
-        job = Job(list(prompt.token_ids), max_tokens, temperature, asyncio.get_running_loop())
+        job = Job(
+            list(prompt.token_ids),
+            max_tokens,
+            temperature,
+            asyncio.get_running_loop(),
+            repeat_penalty=_or(penalties.repeat, self.repeat_penalty),
+            frequency_penalty=_or(penalties.frequency, 0.0),
+            presence_penalty=_or(penalties.presence, 0.0),
+        )
         with self._waiting_lock:
             due = math.inf if deadline is None else deadline
             job.deadline = due
@@ -314,6 +333,10 @@ def _translate(item: object, streamed: bool, closed: bool) -> InferenceError:
     else:
         message = "the llama.cpp worker stopped without finishing the request"
     return GenerationFailed(message) if streamed else BackendUnavailable(message)
+
+
+def _or(value: float | None, default: float) -> float:
+    return default if value is None else value
 
 
 def _cause(item: object) -> BaseException | None:

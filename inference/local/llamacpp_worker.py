@@ -27,6 +27,11 @@ class Job:
     max_tokens: int
     temperature: float
     loop: asyncio.AbstractEventLoop
+    repeat_penalty: float = 1.0
+    """llama.cpp's ``repeat_penalty`` (1: none); with the two below, as ``Llama.generate``
+    takes them."""
+    frequency_penalty: float = 0.0
+    presence_penalty: float = 0.0
     events: asyncio.Queue[object] = field(default_factory=asyncio.Queue)
     cancel: threading.Event = field(default_factory=threading.Event)
     submitted: float = field(default_factory=time.perf_counter)
@@ -78,7 +83,14 @@ def decode(
     text = codecs.getincrementaldecoder("utf-8")(errors="replace")
     completion, finish = 0, "length"
     tokens = llm.generate(
-        ids, temp=job.temperature, top_k=40, top_p=0.95, min_p=0.05, repeat_penalty=1.0
+        ids,
+        temp=job.temperature,
+        top_k=40,
+        top_p=0.95,
+        min_p=0.05,
+        repeat_penalty=job.repeat_penalty,
+        frequency_penalty=job.frequency_penalty,
+        presence_penalty=job.presence_penalty,
     )
     try:
         for token in tokens:

@@ -13,9 +13,11 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Mapping, Sequence
 
 from inference.backend import (
+    SERVER_PENALTIES,
     GenerationBackend,
     GenerationDone,
     GenerationEvent,
+    Penalties,
     TargetLoad,
     TextDelta,
     Urgency,
@@ -53,6 +55,7 @@ class NullBackend(GenerationBackend):
     name = "null"
     model = "null"
     generation_waits = False  # its tokens cost only our own streaming of them
+    filler = True  # the same word over and over: no model repeating itself
 
     def __init__(self, *, tokens: int | None = None) -> None:
         if tokens is not None and tokens < 1:
@@ -82,6 +85,7 @@ class NullBackend(GenerationBackend):
         deadline: float | None,
         target: str | None,
         urgency: Urgency | None = None,
+        penalties: Penalties = SERVER_PENALTIES,
     ) -> AsyncGenerator[GenerationEvent, None]:
         count = max_tokens if self.tokens is None else min(self.tokens, max_tokens)
         for _ in range(count):

@@ -6,7 +6,14 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Mapping
 from typing import Protocol
 
-from inference.backend import GenerationBackend, GenerationEvent, TargetLoad, Urgency
+from inference.backend import (
+    SERVER_PENALTIES,
+    GenerationBackend,
+    GenerationEvent,
+    Penalties,
+    TargetLoad,
+    Urgency,
+)
 from inference.prompt import AssembledPrompt
 from inference.remote.endpoints import EndpointState
 from inference.tokenizer import PromptTokenizer
@@ -34,6 +41,7 @@ class EndpointPool(Protocol):
         temperature: float,
         only: str | None,
         urgency: Urgency | None = None,
+        penalties: Penalties = SERVER_PENALTIES,
     ) -> AsyncGenerator[GenerationEvent, None]: ...
 
 
@@ -86,5 +94,8 @@ class EndpointBackend(GenerationBackend):
         deadline: float | None,
         target: str | None,
         urgency: Urgency | None = None,
+        penalties: Penalties = SERVER_PENALTIES,
     ) -> AsyncGenerator[GenerationEvent, None]:
-        return self._parent.open_stream(prompt, max_tokens, temperature, self.url, urgency)
+        return self._parent.open_stream(
+            prompt, max_tokens, temperature, self.url, urgency, penalties
+        )

@@ -50,8 +50,10 @@ import httpx
 from opentelemetry import propagate
 
 from inference.backend import (
+    SERVER_PENALTIES,
     GenerationDone,
     GenerationEvent,
+    Penalties,
     RouteDecision,
     TextDelta,
     Urgency,
@@ -69,6 +71,7 @@ from inference.remote.faults import (
     rejection_detail,
 )
 from inference.remote.polled import PolledBackend
+from inference.remote.sampling import Sampling
 from inference.remote.scheduling import slo_headers
 from inference.remote.sse import ChunkDecoder, iter_sse_json, new_rid
 
@@ -91,8 +94,9 @@ class HTTPStreamBackend(PolledBackend):
         deadline: float | None,
         target: str | None,
         urgency: Urgency | None = None,
+        penalties: Penalties = SERVER_PENALTIES,
     ) -> AsyncGenerator[GenerationEvent, None]:
-        return self.open_stream(prompt, max_tokens, temperature, None, urgency)
+        return self.open_stream(prompt, max_tokens, temperature, None, urgency, penalties)
 
     def open_stream(
         self,
@@ -101,17 +105,19 @@ class HTTPStreamBackend(PolledBackend):
         temperature: float,
         only: str | None,
         urgency: Urgency | None = None,
+        penalties: Penalties = SERVER_PENALTIES,
     ) -> AsyncGenerator[GenerationEvent, None]:
         headers: dict[str, str] = {}
         propagate.inject(headers)  # now, in the caller's context, not at the first anext()
-        return self._stream(prompt, max_tokens, temperature, headers, only, urgency)
+        sampling = Sampling(temperature, penalties)
+        return self._stream(prompt, max_tokens, sampling, headers, only, urgency)
 
     @abstractmethod
     def _request(
         self,
         prompt: AssembledPrompt,
         max_tokens: int,
-        temperature: float,
+        sampling: Sampling,
         rid: str,
         state: EndpointState,
         urgency: Urgency | None,
@@ -149,7 +155,7 @@ class HTTPStreamBackend(PolledBackend):
         self,
         prompt: AssembledPrompt,
         max_tokens: int,
-        temperature: float,
+        sampling: Sampling,
         trace_headers: dict[str, str],
         only: str | None,
         urgency: Urgency | None = None,
@@ -183,7 +189,7 @@ class HTTPStreamBackend(PolledBackend):
             streamed = False
             try:
                 attempt = self._attempt(
-                    client, state, prompt, fitted, temperature, trace_headers, urgency
+                    client, state, prompt, fitted, sampling, trace_headers, urgency
                 )
                 async with aclosing(attempt):
                     async for event in attempt:
@@ -230,7 +236,7 @@ class HTTPStreamBackend(PolledBackend):
         state: EndpointState,
         prompt: AssembledPrompt,
         max_tokens: int,
-        temperature: float,
+        sampling: Sampling,
         trace_headers: dict[str, str],
         urgency: Urgency | None = None,
     ) -> AsyncGenerator[TextDelta | GenerationDone, None]:
@@ -239,7 +245,7 @@ class HTTPStreamBackend(PolledBackend):
         deadline), the request is aborted on the server before its stream is closed."""
         endpoint = state.url
         rid = new_rid()
-        path, body, extra = self._request(prompt, max_tokens, temperature, rid, state, urgency)
+        path, body, extra = self._request(prompt, max_tokens, sampling, rid, state, urgency)
         decoder = self._decoder(prompt)
         response: httpx.Response | None = None
         # Held here, and closed only after the abort: dropped, it would be finalized by the

@@ -28,6 +28,7 @@ from inference.remote.endpoints import EndpointState
 from inference.remote.faults import StreamError, error_event
 from inference.remote.http_stream import HTTPStreamBackend
 from inference.remote.options import RemoteOptions
+from inference.remote.sampling import Sampling
 from inference.tokenizer import PromptTokenizer
 
 __all__ = ["OpenAICompatBackend"]
@@ -61,7 +62,7 @@ class OpenAICompatBackend(HTTPStreamBackend):
         self,
         prompt: AssembledPrompt,
         max_tokens: int,
-        temperature: float,
+        sampling: Sampling,
         rid: str,
         state: EndpointState,
         urgency: Urgency | None,
@@ -70,7 +71,7 @@ class OpenAICompatBackend(HTTPStreamBackend):
             "model": self.model,
             "prompt": list(prompt.token_ids) if self.send_token_ids else prompt.text,
             "max_tokens": max_tokens,
-            "temperature": temperature,
+            **sampling.openai_params(),
             "stream": True,
             "stream_options": {"include_usage": True},
         }

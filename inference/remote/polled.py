@@ -16,7 +16,14 @@ from collections.abc import AsyncGenerator, Mapping, Sequence
 
 import httpx
 
-from inference.backend import GenerationBackend, GenerationEvent, TargetLoad, Urgency
+from inference.backend import (
+    SERVER_PENALTIES,
+    GenerationBackend,
+    GenerationEvent,
+    Penalties,
+    TargetLoad,
+    Urgency,
+)
 from inference.prompt import AssembledPrompt
 from inference.remote.endpoint_view import EndpointBackend
 from inference.remote.endpoints import EndpointState
@@ -218,6 +225,7 @@ class PolledBackend(GenerationBackend):
         temperature: float,
         only: str | None,
         urgency: Urgency | None = None,
+        penalties: Penalties = SERVER_PENALTIES,
     ) -> AsyncGenerator[GenerationEvent, None]:
         """A request's events from the endpoints, tried in order (``only``: that one alone);
         not sent once ``urgency``'s deadline has passed."""

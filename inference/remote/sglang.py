@@ -68,6 +68,7 @@ from inference.remote.endpoints import EndpointState
 from inference.remote.faults import StreamError, error_event
 from inference.remote.http_stream import HTTPStreamBackend
 from inference.remote.reports import parse_metrics
+from inference.remote.sampling import Sampling
 from inference.remote.scheduling import deadline_priority
 
 log = logging.getLogger(__name__)
@@ -93,14 +94,14 @@ class SGLangBackend(HTTPStreamBackend):
         self,
         prompt: AssembledPrompt,
         max_tokens: int,
-        temperature: float,
+        sampling: Sampling,
         rid: str,
         state: EndpointState,
         urgency: Urgency | None,
     ) -> tuple[str, dict[str, Any], dict[str, str]]:
         body: dict[str, Any] = {
             "input_ids": list(prompt.token_ids),
-            "sampling_params": {"max_new_tokens": max_tokens, "temperature": temperature},
+            "sampling_params": {"max_new_tokens": max_tokens, **sampling.sglang_params()},
             "stream": True,
             "rid": rid,
         }

@@ -39,7 +39,6 @@ import asyncio
 import logging
 from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing
-from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -47,8 +46,10 @@ from opentelemetry import trace
 from opentelemetry.trace import Span
 
 from inference.backend import (
+    SERVER_PENALTIES,
     GenerationBackend,
     GenerationEvent,
+    Penalties,
     RouteDecision,
     TargetLoad,
     TextDelta,
@@ -60,32 +61,14 @@ from inference.remote.endpoints import EndpointState, Health
 from inference.remote.faults import StreamError
 from inference.remote.http_stream import HTTPStreamBackend
 from inference.remote.options import RemoteOptions
+from inference.remote.sampling import Sampling
 from inference.routing.classifier import Classification, QuestionClassifier
+from inference.routing.route import Route
 from inference.tokenizer import PromptTokenizer, load_tokenizer
 
 log = logging.getLogger(__name__)
 
 __all__ = ["QuestionClassifier", "Route", "RoutedBackend"]
-
-
-@dataclass(frozen=True)
-class Route:
-    pool: str
-    endpoint: str
-    model: str
-    reason: str
-    """``classifier``, ``budget`` or ``failover``."""
-    detail: str
-
-    def decision(self, degradation: tuple[str, str] | None = None) -> RouteDecision:
-        return RouteDecision(
-            target=self.endpoint,
-            model=self.model,
-            pool=self.pool,
-            reason=self.reason,
-            detail=self.detail,
-            degradation=degradation,
-        )
 
 
 class RoutedBackend(GenerationBackend):
@@ -313,6 +296,7 @@ class RoutedBackend(GenerationBackend):
         deadline: float | None,
         target: str | None,
         urgency: Urgency | None = None,
+        penalties: Penalties = SERVER_PENALTIES,
     ) -> AsyncGenerator[GenerationEvent, None]:
         """Route now, in the caller's context (its span gets the choice); stream lazily."""
         pool = self._pool_of.get(target.rstrip("/")) if target else None
@@ -323,14 +307,15 @@ class RoutedBackend(GenerationBackend):
         except BackendUnavailable as exc:
             route = exc  # raised at the first anext(), as the contract says
         else:
-            _record(span, route)
-        return self._stream(prompt, max_tokens, temperature, route, span, pool, urgency)
+            route.record(span)
+        sampling = Sampling(temperature, penalties)
+        return self._stream(prompt, max_tokens, sampling, route, span, pool, urgency)
 
     async def _stream(
         self,
         prompt: AssembledPrompt,
         max_tokens: int,
-        temperature: float,
+        sampling: Sampling,
         first: Route | BackendUnavailable,
         span: Span,
         pool: str | None,
@@ -348,7 +333,11 @@ class RoutedBackend(GenerationBackend):
             token = otel_context.attach(context)  # the backend propagates this span's context
             try:
                 events = backend.stream(
-                    prompt, max_tokens=max_tokens, temperature=temperature, urgency=urgency
+                    prompt,
+                    max_tokens=max_tokens,
+                    temperature=sampling.temperature,
+                    urgency=urgency,
+                    penalties=sampling.penalties,
                 )
             finally:
                 otel_context.detach(token)
@@ -382,17 +371,4 @@ class RoutedBackend(GenerationBackend):
             route = Route(route.pool, route.endpoint, route.model, "failover", failures[-1])
             if span.is_recording():
                 span.add_event("ragtime.route.failover", {"ragtime.route.failed": failures[-1]})
-            _record(span, route)
-
-
-def _record(span: Span, route: Route) -> None:
-    if span.is_recording():
-        span.set_attributes(
-            {
-                "ragtime.route.pool": route.pool,
-                "ragtime.route.endpoint": route.endpoint,
-                "ragtime.route.reason": route.reason,
-                "ragtime.route.detail": route.detail,
-                "gen_ai.request.model": route.model,
-            }
-        )
+            route.record(span)

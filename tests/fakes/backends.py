@@ -13,12 +13,14 @@ from inference import (
     GenerationDone,
     GenerationEvent,
     GenerationFailed,
+    Penalties,
     RouteDecision,
     TargetLoad,
     TextDelta,
     Urgency,
     Usage,
 )
+from inference.backend import SERVER_PENALTIES
 from inference.local.null_backend import NullTokenizer
 
 
@@ -44,6 +46,8 @@ class ScriptedBackend(GenerationBackend):
         self.fail_with = fail_with or RuntimeError("scripted failure")
         self.delay_s = delay_s
         self.started_streams = 0
+        self.penalties: list[Penalties] = []
+        """What each stream was asked to penalize."""
         self.closed_streams = 0
         self.yielded = 0
         self._tokenizer = NullTokenizer()
@@ -65,8 +69,10 @@ class ScriptedBackend(GenerationBackend):
         deadline: float | None,
         target: str | None,
         urgency: Urgency | None = None,
+        penalties: Penalties = SERVER_PENALTIES,
     ) -> AsyncGenerator[GenerationEvent, None]:
         self.started_streams += 1
+        self.penalties.append(penalties)
         try:
             if self.route is not None:
                 yield self.route
@@ -106,6 +112,7 @@ class PromptEchoBackend(ScriptedBackend):
         deadline: float | None,
         target: str | None,
         urgency: Urgency | None = None,
+        penalties: Penalties = SERVER_PENALTIES,
     ) -> AsyncGenerator[GenerationEvent, None]:
         self.prompts.append(prompt)
         user = prompt.text.split("<|user|>", 1)[-1]
@@ -180,6 +187,7 @@ class SimulatedBackend(GenerationBackend):
         deadline: float | None,
         target: str | None,
         urgency: Urgency | None = None,
+        penalties: Penalties = SERVER_PENALTIES,
     ) -> AsyncGenerator[GenerationEvent, None]:
         if self._semaphore is None:
             self._semaphore = asyncio.Semaphore(self.slots)

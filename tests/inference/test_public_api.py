@@ -15,11 +15,13 @@ from inference import (
     GenerationEvent,
     GenerationFailed,
     InferenceError,
+    Penalties,
     PromptTokenizer,
     TextDelta,
     Urgency,
     Usage,
 )
+from inference.backend import SERVER_PENALTIES
 from tests.fakes.word_tokenizer import WordTokenizer
 
 
@@ -43,6 +45,7 @@ def test_exported_names() -> None:
             "LlamaCppTokenizer",
             "NullBackend",
             "OpenAICompatBackend",
+            "Penalties",
             "PromptAssembler",
             "common_prefix",
             "PromptPassage",
@@ -97,6 +100,7 @@ class EchoBackend(GenerationBackend):
         deadline: float | None,
         target: str | None,
         urgency: Urgency | None = None,
+        penalties: Penalties = SERVER_PENALTIES,
     ) -> AsyncGenerator[GenerationEvent, None]:
         yield TextDelta(str(prompt.prompt_tokens))
         yield GenerationDone(Usage(prompt.prompt_tokens, 0, 1), "stop", 0.0)
