@@ -117,6 +117,8 @@ class AnswersClient:
                             if scored.ttft_ms is None:
                                 scored.ttft_ms = (time.perf_counter() - started) * 1000
                             parts.append(data["text"])
+                        elif event == "replace":  # auto's answer instead of what was sent
+                            parts = [data["text"]]
                         elif event == "done":
                             scored.status, scored.report = 200, data
                         elif event == "error":

@@ -12,8 +12,9 @@ not answer this."). ``knows_modes=False`` is a server from before them: it refus
 with 422, as ``BudgetedRequest`` refuses any field it does not know, and reports neither.
 
 Its answers, by the question: one about Django has no close passage; one about exceptions is
-written as a loop that runs to the token cap (``auto`` falls back to extract for it); any other
-is answered right by both modes.
+written as a loop that runs to the token cap (``auto`` streams it, then falls back to extract
+for it with a ``replace`` event before ``done``, as the route does); any other is answered right
+by both modes.
 """
 
 from __future__ import annotations
@@ -47,11 +48,18 @@ class AnswerModesServer:
         if "answer_mode" in body and not self.knows_modes:
             message = "body.answer_mode: Extra inputs are not permitted"
             return httpx.Response(422, json={"error": {"type": "invalid", "message": message}})
-        text, report = self.answer(body["question"], body.get("answer_mode") or "generate")
+        mode = body.get("answer_mode") or "generate"
+        text, report = self.answer(body["question"], mode)
+        replaced = None
+        if report.get("answer_mode") == "extract" and mode == "auto":
+            text, replaced = LOOPING, text  # the model's answer streamed first
         events = [
             b"event: token\r\ndata: " + json.dumps({"text": word + " "}).encode() + b"\r\n\r\n"
             for word in text.split(" ")
         ]
+        if replaced is not None:
+            data = json.dumps({"text": replaced}).encode()
+            events.append(b"event: replace\r\ndata: " + data + b"\r\n\r\n")
         events.append(b"event: done\r\ndata: " + json.dumps(report).encode() + b"\r\n\r\n")
         return httpx.Response(
             200, headers={"content-type": "text/event-stream"}, content=b"".join(events)

@@ -57,3 +57,11 @@ def test_an_older_server_sends_neither_and_refuses_a_mode_it_does_not_know() -> 
     assert answered.status == 200 and answered.right
     assert (answered.answer_mode, answered.answerable) == (None, None)
     assert refused.status == 422 and "answer_mode" in refused.error and not refused.answered
+
+
+def test_an_answer_auto_replaced_is_scored_as_replaced() -> None:
+    loops = DEFAULTS.model_copy(update={"id": "except", "question": "How do I catch an exception?"})
+    with client(AnswerModesServer()) as asking:
+        replaced = asking.ask(loops, budget_ms=None, ttft_target_ms=None, answer_mode="auto")
+    assert replaced.answer == "Write it as name=value. Use try and except ValueError."
+    assert replaced.answer_mode == "extract" and replaced.right and not replaced.loop
