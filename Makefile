@@ -174,7 +174,7 @@ bench: install eval-data
 	# each answer mode at three budgets (`ragtime eval answers` against a server it starts; 9
 	# runs of every question of the set, one question at a time).
 	for set in $(ANSWER_SETS); do \
-		$(RAGTIME) bench answers --serve benchmarks/cpu-default.env --dataset $$set \
+		$(RAGTIME) bench answers --serve benchmarks/answers.env --dataset $$set \
 			--modes $(ANSWER_MODES) --budgets $(ANSWER_BUDGETS) --log-dir $(BENCH)/logs \
 			--json $(BENCH)/answers-$$set.json || exit 1; \
 	done
