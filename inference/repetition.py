@@ -6,18 +6,21 @@ until its token cap, and sometimes goes on to ask itself the next ``Question:``.
 ``RepetitionStop`` reads the answer's text as it streams, whatever the backend, and says when
 to stop:
 
-- **repetition**: the last ``ngram`` words (whitespace-separated) have already occurred
+- **repetition**: the last ``ngram`` words (whitespace-separated, each number in them read as
+  ``#``, so that a heading or a list counting up repeats as much as one saying the same thing;
+  a run of numbers alone, primes or ports, never counts) have already occurred
   ``occurrences - 1`` times in the answer;
 - **turn**: a line of the answer, after some answer, starts with a turn marker (``Question:``,
-  ``Q:``, ``User:``, as the prompt's own ``Question: ...`` line, ``inference.prompt``).
+  ``Q:``, ``User:``, markdown around it or not: the prompt's own ``Question: ...`` line,
+  ``inference.prompt``, which SmolLM2 echoes with the passages before it).
 
-What completed a stop is not released: the repeated words' last occurrence and the line that
-opens a new turn are cut, with the whitespace before them. So that they can be, text is held
-back while it could still turn out to be one: always the last word and the whitespace before
-it (an answer filter downstream holds a partial word anyway), and, once some run of ``ngram``
-words has occurred ``occurrences - 1`` times, the words at the end that begin such a run. Text
-already released stays. Each piece costs O(its length + ``ngram``²) work: nothing rescans the
-answer.
+What completed a stop is not released: the repeated words' last occurrence, and the line that
+opens a new turn with the line break before it. So that they can be, some text is held back
+while it could still turn out to be one: a new line while its first word may be a marker, and,
+once some run of ``ngram`` words has occurred ``occurrences - 1`` times, the word being written
+and the words at the end that begin such a run (never more than ``MAX_HELD`` characters).
+Ordinary text goes as it comes. Text already released stays. Each piece costs O(its length +
+``ngram``²) work: nothing rescans the answer.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ TURN_MARKERS = frozenset({"question:", "q:", "user:"})
 #: Markdown around a marker (``**Question:**``, ``### Question:``), ignored when matching.
 _DECORATION = "*_#>"
 _WORDS_AND_SPACES = re.compile(r"\s+|\S+")
+_NUMBER = re.compile(r"\b\d+\b")  # a number, not the digits in a name (word0, utf8)
+_LETTER = re.compile(r"[^\W\d_]")
 #: The most text held back at once: a word longer than this streams on.
 MAX_HELD = 256
 
@@ -74,6 +79,7 @@ class RepetitionStop:
         self._line_cut = 0  # where the answer before this line ends (0: no answer before it)
         self._tail: deque[str] = deque(maxlen=ngram)  # the last complete words
         self._starts: deque[int] = deque(maxlen=ngram)  # where each of them starts
+        self._numbers = 0  # words without a letter at the end (a run of them is never counted)
         self._counts: dict[tuple[str, ...], int] = {}
         self._suspect: set[tuple[str, ...]] = set()
         """The beginnings of runs seen ``occurrences - 1`` times: words ending the answer that
@@ -117,11 +123,12 @@ class RepetitionStop:
             self.stopped = "turn"
             return self._line_cut
         self._words += 1
-        self._tail.append(word)
+        self._tail.append(_NUMBER.sub("#", word))
         self._starts.append(start)
         self._last_end = start + len(word)
-        if len(self._tail) < self.ngram:
-            return None
+        self._numbers = 0 if _LETTER.search(word) else self._numbers + 1
+        if len(self._tail) < self.ngram or self._numbers >= self.ngram:
+            return None  # too few words yet, or numbers only (a list of them is no loop)
         run = tuple(self._tail)
         count = self._counts[run] = self._counts.get(run, 0) + 1
         if count >= self.occurrences:

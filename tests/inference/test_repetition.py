@@ -52,10 +52,29 @@ def test_what_repeats_only_twice_is_released_whole() -> None:
     assert stop is None and text.split() == answer.split()
 
 
-def test_counting_on_is_not_a_loop_of_words() -> None:
-    answer = " ".join(str(i) for i in range(1, 60))
-    text, stop, _ = run(words(answer))
-    assert stop is None and text.split() == answer.split()
+def test_a_heading_counting_up_is_a_loop() -> None:
+    """Numbers are read as ``#``: the same words around a counter are the same words."""
+    turn = (
+        "The answer to your question is:\n\n[{}] Creating Virtual Environments (venv.rst.txt)\n\n"
+    )
+    text, stop, _ = run(words("".join(turn.format(i) for i in range(1, 9))))
+    assert stop == "repetition"
+    assert text.split() == "".join(turn.format(i) for i in (1, 2)).split()
+
+
+def test_names_with_digits_stay_apart() -> None:
+    answer = " ".join(f"word{i}" for i in range(40))
+    text, stop, _ = run(words(answer + " end"))
+    assert stop is None and text.split() == (answer + " end").split()
+
+
+def test_numbers_alone_are_no_loop() -> None:
+    """Read as ``#`` they would all be the same word: a run of numbers only never counts."""
+    answer = "The primes below 100: " + ", ".join(
+        str(n) for n in range(2, 100) if all(n % d for d in range(2, n))
+    )
+    text, stop, _ = run(words(answer + ". Done."))
+    assert stop is None and text.split() == (answer + ". Done.").split()
 
 
 def test_ordinary_text_is_released_as_it_comes() -> None:
