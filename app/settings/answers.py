@@ -25,7 +25,7 @@ class AnswerSettings(BaseModel):
         "`extract` (the passages' best sentences with their [n], no model call), `auto` "
         "(generate; answer from the passages instead, and say so, when generation does not "
         "fit the budget or its answer is not borne out by the passages). Empty: chosen by "
-        "backend, as measured (BENCHMARKS.md, \"Answers a user can trust\"): `extract` for "
+        'backend, as measured (BENCHMARKS.md, "Answers a user can trust"): `extract` for '
         "llama.cpp (SmolLM2-135M: more key facts than its own answers, no loops, milliseconds), "
         "`generate` for the others.",
     )
