@@ -142,6 +142,18 @@ def test_the_file_holds_the_default_and_each_model_and_reads_back(tmp_path: Path
     assert QualityTable.load(path) == LINEAR
 
 
+def test_the_shipped_table_has_the_cpu_defaults_own_curves() -> None:
+    """Keyed by the name the llama.cpp default's backend gives its model (built, not loaded)."""
+    from inference.local.llamacpp import LlamaCppBackend
+
+    backend = LlamaCppBackend()
+    target = backend.cost_target("")
+    assert backend.target_model(target) == MODEL
+    shipped = QualityTable.load()
+    assert shipped.for_target(target) is shipped.for_model(MODEL) is not shipped
+    assert shipped.for_target("llama.cpp:some-other-model") is shipped
+
+
 def engine() -> BudgetEngine:
     return BudgetEngine(LIMITS, PlanLimits(20, 0, 0, 0, 0, 0), quality=PROFILES, cost=costs())
 
