@@ -143,6 +143,8 @@ def create_app(
         overhead = live.stages.assemble.overhead_tokens
         if overhead is not None:  # measured at warm-up with the served model's tokenizer
             engine.set_prompt_overhead(overhead)
+        # Each target's plans are weighed with the quality curves of the model it serves.
+        engine.set_target_models(live.backend.target_model)
         app.state.rate_limiter = limiter = build_limiter(settings)
         gen = live.backend
         # Calibrate remote targets as they join; publish the cost model as metrics.

@@ -216,6 +216,12 @@ class GenerationBackend(ABC):
         model's."""
         return [self.cost_target(question)]
 
+    def target_model(self, target: str) -> str | None:
+        """The model ``target`` (one of ``cost_targets``) serves: the budget weighs its plans
+        with that model's quality curves. This backend's one model here; a routed backend
+        names each pool's."""
+        return self.model
+
     def probe_backends(self) -> Mapping[str, GenerationBackend]:
         """Single-target backends to calibrate, by target (only those up now).
 

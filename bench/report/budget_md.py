@@ -13,7 +13,7 @@ from pathlib import Path
 
 from bench.suites.budget.goodput import TARGET_USEFUL, TARGET_WITHIN, GoodputResult, table, verdicts
 from bench.suites.quality.measure import QualityResult
-from bench.suites.quality.measure import table as quality_table
+from bench.suites.quality.tables import table as quality_table
 
 BEGIN = "<!-- budget-engine: written by `ragtime bench section` -->"
 END = "<!-- /budget-engine -->"
@@ -72,17 +72,16 @@ def section(goodputs: Sequence[GoodputResult], quality: QualityResult | None) ->
                 [
                     f"### What each saving costs in answer quality ({quality.created})",
                     f"`{quality.command}`",
-                    f"{quality.questions} demo questions, the CPU default, "
+                    f"{quality.questions} questions, {quality.model or 'the CPU default'}, "
                     f"{quality.context_tokens} context tokens and {quality.max_output_tokens} "
-                    "output tokens in the full plan. Quality kept: the share of the reference "
-                    "passage's content words (the passage ranked first) that the answer keeps, "
-                    "against the full plan's answer (capped at 100%). Milliseconds saved: the "
-                    "prompt and answer tokens a saving removes, priced at the full plan's "
-                    "measured rates (median full-plan generation "
+                    f"output tokens in the full plan. Quality kept: {quality.measure}. "
+                    "Milliseconds saved: the prompt and answer tokens a saving removes, priced "
+                    "at the full plan's measured rates (median full-plan generation "
                     f"{quality.full_generate_ms_p50:.0f} ms). These curves are "
                     "`tracing/budget/quality.json`, which the policy weighs its choices "
-                    "with; rerank is not measured (no cross-encoder ships offline) and keeps "
-                    "an assumed curve.",
+                    "with: as measured for this model (its `models` entry), capped at 100% and "
+                    "monotone for any other (the default); rerank is not measured (no "
+                    "cross-encoder ships offline) and keeps an assumed curve.",
                     quality_table(quality),
                 ]
             )

@@ -195,6 +195,11 @@ class RoutedBackend(GenerationBackend):
         smaller = self._best(pool, frozenset())
         return [first] if smaller is None else [first, smaller.url]
 
+    def target_model(self, target: str) -> str | None:
+        """The model of the pool ``target`` (an endpoint) belongs to; None for another."""
+        pool = self._pool_of.get(target.rstrip("/"))
+        return None if pool is None else self._pools[pool].model
+
     def probe_backends(self) -> Mapping[str, GenerationBackend]:
         return {u: b for pool in self._pools.values() for u, b in pool.probe_backends().items()}
 

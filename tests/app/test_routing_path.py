@@ -48,6 +48,10 @@ def test_settings_build_the_router(tmp_path: Path) -> None:
     assert isinstance(router.tokenizer, HFTokenizer)
     assert router.tokenizer.name_or_path == "/models/tok"
     assert router.model == "small=org/small,large=org/large"
+    # The budget weighs each target's plans with the curves of the model its pool serves.
+    assert router.target_model("http://s2:30000") == "org/small"
+    assert router.target_model("http://l1:30000/") == "org/large"
+    assert router.target_model("http://elsewhere:30000") is None
 
 
 @pytest.mark.parametrize(

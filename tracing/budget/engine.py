@@ -53,12 +53,16 @@ class BudgetEngine:
         cost: CostModel,
         rules: Rules | None = None,
         loop_lag_ms: Callable[[], float] = lambda: 0.0,
+        target_models: Callable[[str], str | None] | None = None,
     ) -> None:
         """``cost`` is the process's one cost model (``app.pipeline.budget_engine.cost_model``),
-        which the engine reads and teaches, never a second of its own."""
+        which the engine reads and teaches, never a second of its own. ``quality``: the
+        default table and, in its ``models``, each model's own; ``target_models``: the model
+        a target serves (``GenerationBackend.target_model``), where its name does not say."""
         self.cost = cost
         self.rules = rules or Rules()
         self.quality = quality
+        self.target_models = target_models
         self.answer_policy = DegradationPolicy(self.cost, answer_limits, quality)
         self.search_policy = DegradationPolicy(self.cost, search_limits, quality)
         self.reservations = Reservations()
@@ -72,6 +76,19 @@ class BudgetEngine:
         question), as measured, instead of ``PlanLimits``' assumed 120 tokens."""
         policy = self.answer_policy
         policy.limits = replace(policy.limits, prompt_overhead_tokens=max(int(tokens), 0))
+
+    def set_target_models(self, target_models: Callable[[str], str | None]) -> None:
+        """Which model each target serves, as the started backend knows it: the quality table
+        each target's plans are weighed with follows it."""
+        self.target_models = target_models
+
+    def quality_for(self, target: str | None) -> QualityTable:
+        """The quality table of the model ``target`` serves (the default one for a search's
+        plan, which has no target, and for a model the table has no curves for)."""
+        if target is None:
+            return self.quality
+        model = self.target_models(target) if self.target_models is not None else None
+        return self.quality.for_target(target, model)
 
     def plan_answer(
         self,
@@ -94,6 +111,7 @@ class BudgetEngine:
                 target=target,
                 queue_ms=wait.ms,
                 ttft=self._first_token(ledger),
+                quality=self.quality_for(target),
             )
         except BudgetInfeasible as exc:
             alone_ms = exc.needed_ms - wait.ms  # the smallest plan with no queue
@@ -113,6 +131,7 @@ class BudgetEngine:
                 target=target,
                 queue_ms=queue_ms,
                 ttft=self._first_token(ledger),
+                quality=self.quality_for(target),
             )
             ahead.ask_to_stop(time.perf_counter() + queue_ms / 1000.0)
             return plan
@@ -227,6 +246,7 @@ class BudgetEngine:
                 target=target,
                 queue_ms=wait.ms,
                 ttft=self._first_token(ledger, spend_first_ms),
+                quality=self.quality_for(target),
             ).quality
         except BudgetInfeasible:
             return None
@@ -346,8 +366,5 @@ class BudgetEngine:
             "calibrated": {t: p.__dict__ for t, p in self.calibrator.calibrated.items()},
             "failures": dict(self.calibrator.failures),
         }
-        snap["quality"] = {
-            "curves": {k: [list(p) for p in v] for k, v in self.quality.curves.items()},
-            "notes": dict(self.quality.notes),
-        }
+        snap["quality"] = self.quality.as_json()
         return snap

@@ -36,11 +36,12 @@ def keyword_side(
             queue=queue,
         )
 
+    table = engine.quality_for(target)
     with_side = quality(keyword_ms)
-    kept_with = None if with_side is None else with_side * engine.quality.quality("keyword", 1.0)
-    dropped = engine.quality.quality("keyword", 0.0)
-    if kept_with is not None and kept_with >= dropped:
-        return None  # no plan without it can keep more (a plan's quality is at most 1)
+    kept_with = None if with_side is None else with_side * table.quality("keyword", 1.0)
+    dropped = table.quality("keyword", 0.0)
+    if kept_with is not None and kept_with >= dropped * table.ceiling():
+        return None  # no plan without it can keep more (a plan keeps at most the ceiling)
     without = quality(0.0)
     if without is None:
         return None

@@ -4,9 +4,17 @@ A plan fixes how many candidates rerank scores, how many context tokens the prom
 how many tokens the answer may have. The policy tries every rerank level and a ladder of context
 sizes; for each it gives the answer as many output tokens as the time left allows (up to the
 configured cap), predicts the plan's cost with the target's cost model at its quantile, and
-weighs it with the measured ``QualityTable``. The plan kept is the one of highest quality, the
-larger one among equals. So the order in which savings are taken follows what each costs in
-quality per millisecond saved, and a plan uses the budget it has rather than the minimum.
+weighs it with the measured ``QualityTable`` of the model the target serves
+(``QualityTable.for_target``). The plan kept is the one of highest quality, the larger one among
+equals. So the order in which savings are taken follows what each costs in quality per
+millisecond saved, and a plan uses the budget it has rather than the minimum.
+
+**Less that answers better.** Where the target's model answers better with less (a curve above
+1 below its full setting: SmolLM2-135M keeps more key facts with half the context), the best
+plan takes less even with budget to spare. Such a setting gives nothing up, so it is no
+degradation: the plan names no action for it (its ``context_tokens`` and ``quality`` say what
+it chose). A setting the budget forces, at or below the full setting's quality, is one, as
+before.
 
 When not even the smallest plan (``min_context_tokens``, ``min_output_tokens``, no rerank) fits,
 ``plan`` raises ``BudgetInfeasible``: a 504 is due only then, at measured costs.
@@ -109,6 +117,7 @@ class Plan:
             "ragtime.plan.first_token_ms": round(self.first_token_ms, 3),
             "ragtime.plan.max_output_tokens": self.max_output_tokens,
             "ragtime.plan.predicted_ms": round(self.predicted_ms, 3),
+            "ragtime.plan.quality": round(self.quality, 4),
         }
 
 
@@ -127,12 +136,15 @@ class DegradationPolicy:
         target: str = "",
         queue_ms: float = 0.0,
         ttft: FirstTokenTarget | None = None,
+        quality: QualityTable | None = None,
     ) -> Plan:
         """The plan of highest quality that fits ``remaining_ms``, after ``queue_ms`` of wait;
         of those whose first token comes within what ``ttft`` leaves, when any does. Where
         that target chose a smaller plan than the budget allows, its savings say so, naming
-        the target (its ms, and whose)."""
+        the target (its ms, and whose). ``quality``: the table of the model ``target``
+        serves, where the caller knows it; else the policy's table's for ``target``."""
         lim = self.limits
+        table = quality if quality is not None else self.quality.for_target(target)
         full_n = lim.rerank_pool(k) if rerank_available else 0
         rerank_levels = sorted({full_n, max(k, full_n // 2), k, 0} if full_n else {0}, reverse=True)
         generating = lim.max_output_tokens > 0
@@ -148,14 +160,16 @@ class DegradationPolicy:
             if generating
             else [lim.context_tokens]
         )
-        fills = (False, True) if generating and self._prunes() else (False,)
+        fills = (False, True) if generating and self._prunes(table) else (False,)
         candidates: list[_Candidate] = []
         smallest_ms = math.inf
         for n in rerank_levels:
             rerank_ms = self.cost.predict(StageName.RERANK, n)
             for ctx in ctx_levels:
                 for prune in fills:
-                    fit = self._fit(n, rerank_ms, ctx, gen, remaining_ms, queue_ms, full_n, prune)
+                    fit = self._fit(
+                        table, n, rerank_ms, ctx, gen, remaining_ms, queue_ms, full_n, prune
+                    )
                     if isinstance(fit, float):
                         smallest_ms = min(smallest_ms, fit)
                         continue
@@ -172,11 +186,11 @@ class DegradationPolicy:
         in_time = [c for c in candidates if c.meets_ttft and c.quality >= floor]
         if in_time:
             best = max(in_time, key=_rank)
-        plan = self._explain(best.plan(target), full_n)
+        plan = self._explain(best.plan(target), full_n, table)
         if best == widest or ttft is None:
             return plan
         # The savings the budget alone would not have made were the TTFT target's choice.
-        budget_alone = set(self._explain(widest.plan(target), full_n).actions)
+        budget_alone = set(self._explain(widest.plan(target), full_n, table).actions)
         why = (
             f"; for a first token within {ttft.whose} TTFT target of {ttft.ms:.0f} ms "
             f"(predicted ~{best.first_token_ms:.0f} ms)"
@@ -186,11 +200,12 @@ class DegradationPolicy:
         ]
         return replace(plan, actions=actions)
 
-    def _prunes(self) -> bool:
-        return self.limits.prune and self.quality.weighs("pruned")
+    def _prunes(self, table: QualityTable) -> bool:
+        return self.limits.prune and table.weighs("pruned")
 
     def _fit(
         self,
+        table: QualityTable,
         n: int,
         rerank_ms: float,
         ctx: int,
@@ -208,7 +223,7 @@ class DegradationPolicy:
             predicted = rerank_ms + lim.reserve_ms
             if predicted > remaining_ms:
                 return predicted
-            quality = self.quality.quality("rerank", rerank_share)
+            quality = table.quality("rerank", rerank_share)
             return _Candidate(n, 0, 0, predicted, rerank_ms, 0.0, None, quality)
         first_ms = gen.prompt_ttft_ms(ctx + lim.prompt_overhead_tokens)
         fixed = rerank_ms + queue_ms + first_ms + lim.reserve_ms
@@ -220,7 +235,7 @@ class DegradationPolicy:
         if spare < 0 or out < lim.min_output_tokens:
             return fixed + gen.decode_ms(lim.min_output_tokens)
         gen_ms = first_ms + gen.decode_ms(out)
-        quality = self.quality.plan_quality(
+        quality = table.plan_quality(
             context=ctx / lim.context_tokens if lim.context_tokens else 1.0,
             output=out / lim.max_output_tokens,
             rerank=rerank_share,
@@ -241,10 +256,19 @@ class DegradationPolicy:
             rerank_ms + queue_ms + first_ms - gen.ttft_margin_ms,
         )
 
-    def _explain(self, plan: Plan, full_n: int) -> Plan:
+    def _explain(self, plan: Plan, full_n: int, table: QualityTable) -> Plan:
+        """The plan's savings, each an action: those that answer better than the full setting
+        (the table's curve above 1 there) give nothing up and are none."""
         lim = self.limits
         actions: list[Action] = []
-        if full_n and plan.rerank_candidates == 0:
+        rerank_share = plan.rerank_candidates / full_n if full_n else 1.0
+        context_share = plan.context_tokens / lim.context_tokens if lim.context_tokens else 1.0
+        output_share = (
+            plan.max_output_tokens / lim.max_output_tokens if lim.max_output_tokens else 1.0
+        )
+        if full_n and table.better_than_full("rerank", rerank_share):
+            pass  # fewer candidates rank better: nothing given up
+        elif full_n and plan.rerank_candidates == 0:
             actions.append(
                 Action(
                     StageName.RERANK,
@@ -260,7 +284,9 @@ class DegradationPolicy:
                     f"{plan.rerank_candidates} of {full_n} candidates fit",
                 )
             )
-        if plan.prune:
+        if table.better_than_full("pruned" if plan.prune else "context", context_share):
+            pass  # this context answers better than the whole one: nothing given up
+        elif plan.prune:
             actions.append(
                 Action(
                     StageName.ASSEMBLE,
@@ -277,7 +303,9 @@ class DegradationPolicy:
                     f"{plan.context_tokens} of {lim.context_tokens} tokens",
                 )
             )
-        if plan.max_output_tokens < lim.max_output_tokens:
+        if plan.max_output_tokens < lim.max_output_tokens and not table.better_than_full(
+            "output", output_share
+        ):
             actions.append(
                 Action(
                     StageName.GENERATE,

@@ -50,7 +50,20 @@ def register(subparsers: Any) -> None:
     quality.add_argument(
         "--table", type=Path, help="write the QualityTable here (e.g. tracing/budget/quality.json)"
     )
+    quality.add_argument(
+        "--model-only",
+        action="store_true",
+        help="with --table: write only the measured model's own curves (its `models` entry), "
+        "the table's default curves kept",
+    )
     quality.add_argument("--json", type=Path, help="write the measurement here")
+    quality.add_argument(
+        "--from-json",
+        type=Path,
+        metavar="JSON",
+        help="measure nothing: write --table (and print the curves) from a measurement an "
+        "earlier run wrote with --json",
+    )
     quality.set_defaults(func=run)
 
 
@@ -60,6 +73,8 @@ def run(args: argparse.Namespace) -> int:
     from app.settings import get_settings
     from bench.suites.quality.measure import QualityResult, measure_quality
 
+    if args.from_json:
+        return _emit(args, QualityResult.model_validate_json(args.from_json.read_text("utf-8")))
     settings = get_settings()
     if args.python_faq:
         return _quality_on_python_faq(args, settings)
@@ -163,9 +178,8 @@ def _quality_on_answers(args: argparse.Namespace, settings: Any) -> int:
 
 
 def _write_quality(args: argparse.Namespace, settings: Any, measured: Any, measure: str) -> int:
-    from bench.harness.record import command_line, machine_info, now_iso, versions, write_json
-    from bench.suites.quality.measure import QualityResult, quality_table, table
-    from tracing.budget import DEFAULT_QUALITY_PATH, QualityTable
+    from bench.harness.record import command_line, machine_info, now_iso, versions
+    from bench.suites.quality.measure import QualityResult
 
     result = QualityResult(
         created=now_iso(),
@@ -173,6 +187,7 @@ def _write_quality(args: argparse.Namespace, settings: Any, measured: Any, measu
         machine=machine_info(),
         versions=versions(),
         questions=measured.questions,
+        model=measured.model,
         context_tokens=settings.context_tokens,
         max_output_tokens=settings.max_output_tokens,
         full_score_mean=round(measured.full_score, 3),
@@ -182,12 +197,31 @@ def _write_quality(args: argparse.Namespace, settings: Any, measured: Any, measu
         pruned=measured.pruned,
         measure=measure,
     )
+    return _emit(args, result)
+
+
+def _emit(args: argparse.Namespace, result: Any) -> int:
+    """Print the measurement's curves; write its JSON (``--json``) and its table
+    (``--table``: the file there, else the shipped one, updated: its default curves and the
+    measured model's own; with ``--model-only``, the model's alone)."""
+    from bench.harness.record import write_json
+    from bench.suites.quality.tables import model_table, quality_table, table
+    from tracing.budget import DEFAULT_QUALITY_PATH, QualityTable
+
     print(table(result))
     if args.json:
         write_json(result, args.json)
     if args.table:
-        shipped = QualityTable.load(DEFAULT_QUALITY_PATH)
-        rerank = shipped.curves.get("rerank", [(0.0, 0.95), (1.0, 1.0)])
-        quality_table(result, rerank, shipped).dump(args.table)
+        shipped = QualityTable.load(args.table if args.table.is_file() else DEFAULT_QUALITY_PATH)
+        if args.model_only:
+            if not result.model:
+                print("error: the measurement names no model", file=sys.stderr)
+                return 1
+            models = {**shipped.models, result.model: model_table(result)}
+            built = QualityTable(shipped.curves, shipped.notes, models)
+        else:
+            rerank = shipped.curves.get("rerank", [(0.0, 0.95), (1.0, 1.0)])
+            built = quality_table(result, rerank, shipped)
+        built.dump(args.table)
         print(f"wrote {args.table}", file=sys.stderr)
     return 0

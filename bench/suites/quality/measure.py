@@ -23,12 +23,13 @@ stop words) it holds. Two references:
   than it scores above the full one: it prices output caps, not contexts.
 
 A knob's quality at a share is the sum of the scores there over the sum of the full plan's
-(capped at 1 in the table). Beside each share go the milliseconds it saves at the median, priced
-at the rates measured on the full plan's run (prefill per uncached token, decode per token): the
-prompt tokens and answer tokens it removes. (A smaller prompt run right after the full one finds
-most of its prefix cached, so its own timing would flatter it.) The curves are written as a
-``QualityTable`` (``tracing/budget/quality.json`` is the shipped one), which orders the
-policy's savings.
+(capped at 1 in the default table, as measured in the model's own: ``tables``). Beside each
+share go the milliseconds it saves at the median, priced at the rates measured on the full
+plan's run (prefill per uncached token, decode per token): the prompt tokens and answer tokens
+it removes. (A smaller prompt run right after the full one finds most of its prefix cached, so
+its own timing would flatter it.) Each share also counts the questions whose answer scored
+above and below the full plan's. The curves are written as ``QualityTable``s (``tables``;
+``tracing/budget/quality.json`` is the shipped one), which order the policy's savings.
 
 Rerank is not measured here: no cross-encoder ships offline, so its curve stays as assumed
 (``notes`` say so) until a reranker and a retrieval evaluation exist.
@@ -46,7 +47,6 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from bench.harness.results import RunHeader
-from tracing.budget import QualityTable
 
 _STOP_WORDS = (
     "about above after again also been before being below between both could does doing down "
@@ -69,6 +69,8 @@ class KnobPoint(BaseModel):
     share: float
     quality: float
     saved_ms_p50: float = Field(description="Median ms saved against the full plan.")
+    better: int = Field(0, description="Questions whose answer scored above the full plan's.")
+    worse: int = Field(0, description="Questions whose answer scored below the full plan's.")
 
 
 class QualityResult(RunHeader):
@@ -81,6 +83,7 @@ class QualityResult(RunHeader):
     context: list[KnobPoint]
     output: list[KnobPoint]
     pruned: list[KnobPoint] = Field(default_factory=list)
+    model: str = Field("", description="The served model the answers came from.")
     measure: str = Field(
         "the reference passage's content words the answer keeps, relative to the full plan, "
         "over the demo questions",
@@ -99,6 +102,8 @@ class Measured:
     full_score: float
     full_ms: float
     questions: int = 0
+    model: str = ""
+    """The served model the answers came from (the backend's ``model``)."""
 
 
 @dataclass
@@ -267,6 +272,8 @@ async def measure_quality(
                 share=share,
                 quality=round(sum(scores[share]) / base, 4),
                 saved_ms_p50=round(statistics.median(saved[share]), 1) if saved[share] else 0.0,
+                better=sum(a > f for a, f in zip(scores[share], full_scores, strict=True)),
+                worse=sum(a < f for a, f in zip(scores[share], full_scores, strict=True)),
             )
             for share in sorted(scores)
         ]
@@ -278,62 +285,5 @@ async def measure_quality(
         statistics.fmean(full_scores) if full_scores else 0.0,
         statistics.median(full_ms) if full_ms else 0.0,
         len(full_scores),
+        getattr(backend, "model", ""),
     )
-
-
-def quality_table(
-    result: QualityResult,
-    rerank: Sequence[tuple[float, float]],
-    kept: QualityTable | None = None,
-) -> QualityTable:
-    """The measured context and output curves, and the assumed rerank one, as the policy's
-    ``QualityTable`` (validated as it is built; ``dump`` writes its file); the ``keyword``
-    curve and its note carried from ``kept`` (measured by ``ragtime eval retrieval``)."""
-
-    def points(knob: list[KnobPoint]) -> list[tuple[float, float]]:
-        measured = {p.share: min(p.quality, 1.0) for p in knob}
-        measured.setdefault(1.0, 1.0)
-        return _monotone([(0.0, 0.0), *sorted(measured.items())])
-
-    curves = {"context": points(result.context), "output": points(result.output), "rerank": rerank}
-    if result.pruned:
-        curves["pruned"] = points(result.pruned)
-    notes = {
-        "source": f"ragtime bench quality, {result.created}: {result.command}",
-        "measure": result.measure,
-        "questions": result.questions,
-        "rerank": "assumed, not measured: no cross-encoder ships offline",
-    }
-    if kept is not None and "keyword" in kept.curves:
-        curves["keyword"] = list(kept.curves["keyword"])
-        if "keyword" in kept.notes:
-            notes["keyword"] = kept.notes["keyword"]
-    return QualityTable(curves, notes)
-
-
-def _monotone(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    """Quality never falls as a knob grows: a noisy dip is flattened, not trusted."""
-    best = 0.0
-    out = []
-    for share, quality in points:
-        best = max(best, quality)
-        out.append((share, round(best, 4)))
-    return out
-
-
-def table(result: QualityResult) -> str:
-    rows = [
-        "| saving | share kept | quality kept | ms saved (median) | quality lost per 100 ms |",
-        "| --- | --- | --- | --- | --- |",
-    ]
-    for knob, points in (
-        ("context", result.context),
-        ("pruned", result.pruned),
-        ("output", result.output),
-    ):
-        for p in points:
-            per = (1 - p.quality) / p.saved_ms_p50 * 100 if p.saved_ms_p50 > 0 else float("nan")
-            rows.append(
-                f"| {knob} | {p.share:.0%} | {p.quality:.0%} | {p.saved_ms_p50:.0f} | {per:.3f} |"
-            )
-    return "\n".join(rows)
