@@ -171,6 +171,31 @@ def test_an_answer_the_deadline_cut_before_it_was_useful_is_a_504_not_a_success(
     assert events[-1][0] == "error" and "the deadline cut the answer" in str(events[-1][1])
 
 
+def test_in_auto_an_answer_the_deadline_cut_short_is_the_passages_own_instead_of_a_504(
+    seeded_data_dir: Path, auth: dict[str, str]
+) -> None:
+    """The same cut in ``auto``: the passages' answer, weighed before generation, is served
+    instead, and a degradation says why; streamed after the model's words, a ``replace`` event
+    carries it."""
+    backend = ScriptedBackend(WORDS, delay_s=0.2)
+    with budget_app(
+        seeded_data_dir, backend, degradation_policy=False, max_output_tokens=200
+    ) as client:
+        whole = ask(client, auth, budget_ms=1000, answer_mode="auto")
+        streamed = ask(client, auth, budget_ms=1000, stream=True, answer_mode="auto")
+    assert whole.status_code == 200, whole.text
+    body = whole.json()
+    assert body["answer_mode"] == "extract" and body["attribution"] == "extracted"
+    cut = [d for d in body["degradations"] if d["stage"] == "extract"]
+    assert cut and "the deadline cut the answer" in cut[0]["reason"], body["degradations"]
+    events = parse_sse(streamed.iter_lines())
+    names = [name for name, _ in events]
+    # A replace when words went out first (a slow machine may send none before the cut: then
+    # the passages' answer is the stream's one token event).
+    assert names[-1] == "done" and events[-1][1]["answer_mode"] == "extract"
+    assert names[-2] == "replace" or names.count("token") == 1, names
+
+
 def test_server_timing_and_traceparent(seeded_data_dir: Path, auth: dict[str, str]) -> None:
     with budget_app(seeded_data_dir) as client:
         response = ask(client, auth)
