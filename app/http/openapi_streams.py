@@ -48,6 +48,18 @@ STREAM_SCHEMAS: dict[str, Any] = {
         "required": ["text"],
         "properties": {"text": {"type": "string", "description": "The next piece of answer."}},
     },
+    "ReplaceEvent": {
+        "title": "ReplaceEvent",
+        "type": "object",
+        "required": ["text"],
+        "properties": {
+            "text": {
+                "type": "string",
+                "description": "The answer, instead of the tokens sent: in `auto`, the passages' "
+                "own answer when the model's was cut short or not borne out by them.",
+            }
+        },
+    },
     "ChatCompletionChunk": {
         "title": "ChatCompletionChunk",
         "type": "object",
@@ -103,6 +115,7 @@ ASK_EVENT_SCHEMA: dict[str, Any] = {
     "oneOf": [
         _event("citations", _ref("CitationsEvent")),
         _event("token", _ref("TokenEvent")),
+        _event("replace", _ref("ReplaceEvent")),
         _event("done", _ref("DoneEvent")),
         _event("error", _ref(NATIVE_ERROR)),
     ]
@@ -117,7 +130,8 @@ CHAT_EVENT_SCHEMA: dict[str, Any] = {
 ASK_EVENTS = (
     'Server-Sent Events, with `"stream": true`: one `event: citations` as soon as the passages '
     "are ready (a `CitationsEvent`: the evidence, before the first token), then `event: token` "
-    'events whose data is a `TokenEvent` (`{"text": ...}`), then one `event: done` whose data '
+    'events whose data is a `TokenEvent` (`{"text": ...}`), in `auto` maybe one `event: replace` '
+    "(a `ReplaceEvent`: the answer instead of the tokens sent), then one `event: done` whose data "
     "is the report (the JSON answer less its text, as `Report`, plus `server_timing` and "
     "`traceparent`); or, when generation fails or the server shuts down after the passages "
     "were sent, one `event: error` whose data is an `Error`."

@@ -50,8 +50,11 @@ def test_streams_describe_their_events(doc: dict[str, Any]) -> None:
     ask = doc["paths"]["/v1/ask"]["post"]["responses"]["200"]["content"]
     events = ask["text/event-stream"]["schema"]["oneOf"]
     names = [e["properties"]["event"]["const"] for e in events]
-    assert names == ["citations", "token", "done", "error"]
+    assert names == ["citations", "token", "replace", "done", "error"]
     assert events[2]["properties"]["data"]["contentSchema"] == {
+        "$ref": "#/components/schemas/ReplaceEvent"
+    }
+    assert events[3]["properties"]["data"]["contentSchema"] == {
         "$ref": "#/components/schemas/DoneEvent"
     }
     citations = doc["components"]["schemas"]["CitationsEvent"]["properties"]["citations"]
