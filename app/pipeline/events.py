@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from app.settings import AnswerMode
-from app.stages import Assembled, Attributed, Extracted, Generated, Quarantined
+from app.stages import ABSTENTION, Assembled, Attributed, Extracted, Generated, Quarantined
 from inference import AssembledPrompt, Usage
 from retrieval import Passage
 from tracing.budget import DeadlinePassed, Plan
@@ -89,12 +89,14 @@ class AnswerOutcome:
 
     @classmethod
     def from_evidence(cls, extracted: Extracted) -> AnswerOutcome:
-        """The passages' own answer, or the abstention when they cannot answer."""
+        """The passages' own answer, or the abstention when they cannot answer (or have
+        nothing to quote)."""
+        said = extracted.answerable and bool(extracted.cited)
         return cls(
-            text=extracted.text,
+            text=extracted.text if said else ABSTENTION,
             finish_reason="stop",
-            written_by="extract" if extracted.answerable else "abstain",
-            answerable=extracted.answerable,
+            written_by="extract" if said else "abstain",
+            answerable=said,
             similarity=extracted.similarity,
         )
 

@@ -141,7 +141,8 @@ class Pipeline:
                         raise
                     outcome = await self._instead(prepared, session, f"{exc}")
                     yield AnswerReplaced(outcome.text) if sent else AnswerDelta(outcome.text)
-        outcome.answerable, outcome.similarity = prepared.answerable, extracted.similarity
+        outcome.answerable = outcome.answerable and prepared.answerable
+        outcome.similarity = extracted.similarity
         answered = Answered(question, outcome.text, prepared.prompt.passages, outcome.written_by)
         outcome.attribution = await session.run(stages.attribute, answered)
         if mode == "auto" and outcome.written_by == "generate" and not outcome.attribution.grounded:

@@ -172,9 +172,9 @@ class ExtractAnswer:
             chars += size
         return [chosen[key] for key in sorted(chosen)]
 
-    @staticmethod
-    def _unscored(passages: Sequence[PromptPassage]) -> Extracted:
-        """No passage could be weighed: answerable, each passage's opening its answer."""
+    def _unscored(self, passages: Sequence[PromptPassage]) -> Extracted:
+        """No passage could be weighed: answerable, each passage's opening its answer; with no
+        passage at all, nothing answers (unless abstention is off: the model may still)."""
         chosen: list[_Piece] = []
         for p in passages[:MAX_PIECES]:
             opening = scored_pieces(p.text, None, None)
@@ -182,7 +182,7 @@ class ExtractAnswer:
             if text:
                 chosen.append(_Piece(p.label, 0, text, 0.0, 0.0))
         if not chosen:
-            return Extracted(False, None, ABSTENTION)
+            return Extracted(self.min_similarity <= -1.0, None, ABSTENTION)
         return Extracted(True, None, _labelled(chosen), tuple(c.label for c in chosen))
 
 

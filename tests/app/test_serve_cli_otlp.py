@@ -28,6 +28,8 @@ def test_served_answers_and_otlp_export(minilm_data_dir: Path, minilm_api_key: s
             **os.environ,
             "RAGTIME_DATA_DIR": str(minilm_data_dir),
             "RAGTIME_MAX_OUTPUT_TOKENS": "24",
+            # Every stage's span, generate's too (the CPU default answers from the passages).
+            "RAGTIME_ANSWER_MODE": "generate",
             "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
             "OTEL_SERVICE_NAME": "ragtime-under-test",
             "OTEL_BSP_SCHEDULE_DELAY": "100",

@@ -67,6 +67,10 @@ def start(data_dir: Path, tmp_dir: Path, key: str) -> Served:
         "RAGTIME_DATA_DIR": str(data_dir),
         "RAGTIME_SHUTDOWN_GRACE_S": str(GRACE_S),
         "TMPDIR": str(tmp_dir),
+        # The model writes every answer (the CPU default answers from the passages in
+        # milliseconds, and these streams must still be going when the signal comes).
+        "RAGTIME_ANSWER_MODE": "generate",
+        "RAGTIME_ANSWERABLE_MIN_SIMILARITY": "-1",
     }
     proc = subprocess.Popen(
         [

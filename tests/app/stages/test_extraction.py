@@ -104,3 +104,10 @@ def test_the_fallback_is_the_answer_weighed_before_said_as_a_degradation() -> No
 def test_a_threshold_outside_cosines_range_is_refused() -> None:
     with pytest.raises(ValueError, match="min_similarity"):
         ExtractAnswer(min_similarity=1.5, stored_rows=lambda c, i: None)
+
+
+def test_no_passage_at_all_abstains_unless_abstention_is_off() -> None:
+    for least, answerable in ((0.3, False), (-1.0, True)):
+        stage = ExtractAnswer(min_similarity=least, stored_rows=lambda c, i: None)
+        found = stage.extract(Evidence(QUESTION, unit(1), []))
+        assert (found.answerable, found.text, found.cited) == (answerable, ABSTENTION, ())
