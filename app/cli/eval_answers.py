@@ -189,16 +189,16 @@ def cmd_eval_answers(args: argparse.Namespace) -> int:
             "url": url,
             "collection": collection,
             "when": datetime.now(UTC).isoformat(timespec="seconds"),
-            "command": " ".join(["ragtime", *_without_key(getattr(args, "argv", sys.argv[1:]))]),
+            "command": " ".join(["ragtime", *without_key(getattr(args, "argv", sys.argv[1:]))]),
             "runs": runs,
         }
         args.json.write_text(json.dumps(record, indent=1) + "\n")
     return 0
 
 
-def _without_key(argv: list[str]) -> list[str]:
+def without_key(argv: list[str]) -> list[str]:
     """The arguments as typed, a key given by ``--key`` shown as ``***``: a record never
-    holds one."""
+    holds one (the benches' records use it too)."""
     shown: list[str] = []
     for arg in argv:
         if arg.startswith("--key="):

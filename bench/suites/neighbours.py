@@ -23,6 +23,7 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
+from app.cli.eval_answers import without_key
 from bench.harness.burners import burners
 from bench.harness.client import RequestRecord, Target, ask_stream, make_client
 from bench.harness.commands import (
@@ -58,19 +59,6 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--log-dir", type=Path, help="where a started server writes its log")
     parser.add_argument("--json", type=Path, help="write every request's record here")
     parser.set_defaults(func=run)
-
-
-def without_key(argv: list[str]) -> list[str]:
-    """The arguments with an API key given by ``--key`` hidden: a result never shows one."""
-    shown: list[str] = []
-    for arg in argv:
-        if arg.startswith("--key="):
-            shown.append("--key=***")
-        elif shown[-1:] == ["--key"]:
-            shown.append("***")
-        else:
-            shown.append(arg)
-    return shown
 
 
 def summarise(condition: str, budget_ms: int, records: list[RequestRecord]) -> dict[str, Any]:
