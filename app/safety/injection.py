@@ -22,7 +22,9 @@ strong signals, any one of which quarantines the passage:
 - ``jailbreak``: developer mode, DAN, "no restrictions", "without any filters";
 - ``conceal``: do not tell (mention, reveal to) the user;
 - ``steer_answer``: tell (say to, reply to) the user that/to ..., "your answer must/should",
-  "begin your reply with", "the correct answer to every question is".
+  "begin your reply with", "the correct answer to every question is", "include the
+  reference X in every answer" (answers and replies: an HTTP page's "in every response" is not
+  one).
 
 weak signals, two of which (of different rules) quarantine it:
 
@@ -154,6 +156,8 @@ STRONG: dict[str, re.Pattern[str]] = {
         r"|\b(?:print|output|repeat|dump) (?:the|this) (?:full |whole |entire )?conversation\b"
         r"|\b(?:respond|answer|reply) (?:to (?:every|all|any) (?:questions?|users?) )?"
         r"(?:only )?with (?:the (?:text|phrase|word)|\")"
+        r"|\b(?:include|mention|add|insert|put|quote) (?:[\w.'-]+ ){0,6}?in (?:every|each|all|any"
+        r"|your) (?:answers?|repl(?:y|ies))\b"
     ),
 }
 

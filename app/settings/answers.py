@@ -22,7 +22,8 @@ class AnswerSettings(BaseModel):
     answer_mode: AnswerMode | None = Field(
         None,
         description="Who writes answers unless a request says: `generate` (the model), "
-        "`extract` (the passages' best sentences with their [n], no model call), `auto` "
+        "`extract` (the stretch of one passage that best answers, with its [n], no model call), "
+        "`auto` "
         "(generate; answer from the passages instead, and say so, when generation does not "
         "fit the budget or its answer is not borne out by the passages). Empty: chosen by "
         'backend, as measured (BENCHMARKS.md, "Answers a user can trust"): `extract` for '

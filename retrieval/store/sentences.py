@@ -66,6 +66,9 @@ class ScoredPiece:
     score: float | None
     """Cosine similarity of its sentence to the question; None for a piece ``sentences`` leaves
     out (too short to weigh), a question, or a passage without kept vectors."""
+    asks: float | None = None
+    """For a piece that is itself a question (an FAQ's heading), its similarity to the question:
+    how close the question it asks is to the one asked. None for any other piece."""
 
 
 def scored_pieces(
@@ -85,10 +88,13 @@ def scored_pieces(
         scores = np.asarray(rows, dtype=np.float32) @ np.asarray(query, np.float32).reshape(-1)
     out, row = [], 0
     for (a, b), has_row in zip(spans, counted, strict=True):
-        score = None
+        score = asked = None
         if has_row:
-            asks = stripped[a:b].rstrip().endswith("?")
-            score = float(scores[row]) if scores is not None and not asks else None
+            similarity = float(scores[row]) if scores is not None else None
+            if stripped[a:b].rstrip().endswith("?"):
+                asked = similarity
+            else:
+                score = similarity
             row += 1
-        out.append(ScoredPiece(stripped[a:b], score))
+        out.append(ScoredPiece(stripped[a:b], score, asked))
     return out
