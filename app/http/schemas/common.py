@@ -33,11 +33,11 @@ class AnswerRequest(BudgetedRequest):
     answer_mode: Literal["generate", "extract", "auto"] | None = Field(
         None,
         description="Who writes the answer: `generate` (the model), `extract` (the stretch "
-        "of one passage that best answers, with its [n], no model call: milliseconds), `auto` (the model, "
-        "and the passages' own answer instead when generation does not fit the budget or its "
-        "answer is not borne out by them; a degradation says so). Default: the service's "
-        "(RAGTIME_ANSWER_MODE, else chosen per backend). Whatever the mode, a question no "
-        'passage is close enough to is answered "The documents do not answer this."',
+        "of one passage that best answers, with its [n], no model call: milliseconds), `auto` "
+        "(the model, and the passages' own answer instead when generation does not fit the "
+        "budget or its answer is not borne out by them; a degradation says so). Default: the "
+        "service's (RAGTIME_ANSWER_MODE, else chosen per backend). Whatever the mode, a "
+        'question no passage is close enough to is answered "The documents do not answer this."',
     )
 
     ttft_target_ms: StrictInt | None = Field(

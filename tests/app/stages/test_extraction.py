@@ -162,6 +162,15 @@ def test_no_sentence_close_enough_abstains() -> None:
     assert found.similarity == pytest.approx(0.0, abs=1e-6)
 
 
+def test_a_heading_asking_nearly_the_question_answers_though_its_sentences_score_low() -> None:
+    faq = "Can a tuple be changed after it is made? No, make a new one instead."
+    for heading, answerable in ((unit(0.1, 0, 0, 0, 0, 0, 0, 1), False), (unit(0.9, 0.3), True)):
+        rows = {1: np.stack([heading, unit(0.1, 0, 1)])}
+        found = weigh(unit(1, 0, 0), texts=(faq,), rows=rows, least=0.5)
+        assert found.answerable is answerable and found.similarity == pytest.approx(0.1, abs=0.01)
+        assert found.text == ("No, make a new one instead. [1]" if answerable else ABSTENTION)
+
+
 def test_a_threshold_of_minus_one_never_abstains() -> None:
     found = weigh(unit(0, 0, 0, 0, 0, 0, 1), least=-1.0)
     assert found.answerable and found.cited
