@@ -81,7 +81,7 @@ def labelled(chosen: list[Piece]) -> str:
     """The pieces in order, each passage's run of them followed by its label."""
     parts: list[str] = []
     for i, piece in enumerate(chosen):
-        parts.append(piece.text.strip())
+        parts.append(piece.text.strip("\n").rstrip())
         following = chosen[i + 1] if i + 1 < len(chosen) else None
         if following is None or following.label != piece.label:
             parts[-1] = f"{parts[-1]} [{piece.label}]"
@@ -177,27 +177,38 @@ def _readable(
     window: list[Piece], pieces: dict[int, list[ScoredPiece]], barred: set[tuple[int, int]]
 ) -> list[Piece]:
     """The window with the piece before it when it starts mid-sentence (a lower-case start,
-    after an abbreviation's full stop), and the piece after when it does not end a sentence (a
-    colon introducing an example); each when short, not a heading and not barred."""
-    first, last = window[0], window[-1]
+    after an abbreviation's full stop), and the pieces after it while they are wanted
+    (``_unfinished``: the example a colon introduces, its lines), ``FOLLOWER_CHARS`` of them at
+    most; none a heading or barred."""
+    first = window[0]
     found = pieces[first.label]
     out = list(window)
     if first.text.strip()[:1].islower() and first.position > 0:
         before = found[first.position - 1]
-        if _follows(before) and (first.label, first.position - 1) not in barred:
+        if _follows(before, FOLLOWER_CHARS) and (first.label, first.position - 1) not in barred:
             out.insert(0, Piece(first.label, first.position - 1, before.text, 0.0))
-    if not last.text.strip().endswith((".", "!", "?", ".)", '."')) and last.position + 1 < len(
-        found
-    ):
-        after = found[last.position + 1]
-        if _follows(after) and (last.label, last.position + 1) not in barred:
-            out.append(Piece(last.label, last.position + 1, after.text, 0.0))
+    room, added = FOLLOWER_CHARS, 0
+    while out[-1].position + 1 < len(found):
+        position = out[-1].position + 1
+        after = found[position]
+        wanted = _unfinished(out[-1].text, first_step=added == 0)
+        if not wanted or not _follows(after, room) or (first.label, position) in barred:
+            break
+        out.append(Piece(first.label, position, after.text, 0.0))
+        room, added = room - len(after.text.strip()), added + 1
     return out
 
 
-def _follows(piece: ScoredPiece) -> bool:
+def _unfinished(text: str, *, first_step: bool) -> bool:
+    """Whether a piece wants the one after it: it introduces it (a colon), or, for the window's
+    own last piece, it does not end a sentence ("run the command" before the command)."""
+    text = text.strip()
+    return text.endswith(":") or (first_step and not text.endswith((".", "!", "?", ".)", '."')))
+
+
+def _follows(piece: ScoredPiece, room: int) -> bool:
     text = piece.text.strip()
-    return bool(text) and len(text) <= FOLLOWER_CHARS and piece.asks is None
+    return bool(text) and len(text) <= room and piece.asks is None
 
 
 def _joined(parts: list[str]) -> str:
@@ -218,9 +229,9 @@ def _joined(parts: list[str]) -> str:
 
 def _is_code(piece: str) -> bool:
     """Whether most of a piece's lines after its first are indented or prompts (``>>>``,
-    ``...``, ``$``): an example, whose lines mean something."""
+    ``...``, ``$``), or its one line is: an example, whose lines mean something."""
     lines = [line for line in piece.splitlines()[1:] if line.strip()]
     if not lines:
-        return piece.lstrip().startswith((">>>", "$ "))
+        return piece.startswith(("    ", "\t")) or piece.lstrip().startswith((">>>", "$ "))
     marked = sum(line.startswith(("  ", "\t", ">>>", "...", "$ ")) for line in lines)
     return marked * 2 >= len(lines)

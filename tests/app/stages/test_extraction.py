@@ -156,6 +156,19 @@ def test_a_sentence_ending_in_a_colon_brings_the_example_it_introduces() -> None
     assert "d = {}" in found.text and found.text.endswith("[2]")
 
 
+def test_an_example_introduced_by_colons_comes_whole_with_its_indentation() -> None:
+    text = (
+        "Tuples cannot be changed; write a new one like this:\n"
+        "    def f(a, t=None):\n        if t is None:\n            t = ()\n        return t\n"
+    )
+    rows = {1: np.stack([unit(0, 1, 0), unit(0, 0, 1), unit(0, 0, 1), unit(0, 0, 1)])}
+    found = weigh(unit(0, 1, 0), texts=(text,), rows=rows)
+    assert found.text == (
+        "Tuples cannot be changed; write a new one like this:\n    def f(a, t=None):\n"
+        "        if t is None:\n            t = ()\n        return t [1]"
+    )
+
+
 def test_no_sentence_close_enough_abstains() -> None:
     found = weigh(unit(0, 0, 0, 0, 0, 0, 1), least=0.3)
     assert not found.answerable and found.text == ABSTENTION and found.cited == ()
