@@ -82,9 +82,10 @@ export function renderMarkdown(markdown, labels = new Set()) {
 }
 
 /** Where a streamed answer is drawn: `add` a delta, `replace` the whole, `finish` at the end.
- * Deltas only schedule a drawing; one drawing a frame parses the whole answer so far (a few
- * kilobytes: well under a millisecond), so the answer grows token by token at no cost. The
- * Markdown as written stays on the element, as its `data-markdown`. */
+ * Deltas only schedule a drawing; at most one drawing a frame parses the whole answer so far
+ * (1 to 4 KB, an answer's length: 2 to 5 ms measured in headless Chromium on a shared 2-core
+ * machine), so the answer grows token by token. The Markdown as written stays on the element,
+ * as its `data-markdown`. */
 export function answerView(target, labels = new Set()) {
   const parser = markdownParser(labels);
   let markdown = "";
