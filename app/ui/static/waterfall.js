@@ -2,10 +2,10 @@
 // and was allocated, drawn against the budget on a time axis with a ruler. The hops before and
 // after generation last a few milliseconds, generation seconds: on a linear axis they would be
 // slivers. The axis is stretched instead: the time between any two hops' edges is drawn by its
-// square root (and never under about 1% of the track), linear within it, so that a 0.1 ms hop
-// shows; the ruler marks the real times, and "Draw to scale" draws the linear axis. A hop is red
-// only when the server says it ran past its allocation (`exceeded`), the whole request only when
-// it ran past its budget.
+// square root (and never under about 1% of the track; the budget left after the request, at most
+// half of it), linear within it, so that a 0.1 ms hop shows; the ruler marks the real times, and
+// "Draw to scale" draws the linear axis. A hop is red only when the server says it ran past its
+// allocation (`exceeded`), the whole request only when it ran past its budget.
 
 import { el } from "./dom.js";
 import { hopWords } from "./words.js";
@@ -22,14 +22,20 @@ function linearAxis(end) {
 }
 
 /** Positions along the track of times from 0 to `end` ms: between consecutive `edges`, each
- * stretch is as wide as the square root of its length (at least LEAST_SHARE of the whole). */
-function stretchedAxis(edges, end) {
+ * stretch is as wide as the square root of its length (at least LEAST_SHARE of the whole), but
+ * the budget left after `tailFrom` (the request's end) takes at most half the track. */
+function stretchedAxis(edges, end, tailFrom) {
   const points = [...new Set([0, end, ...edges])]
     .filter((t) => t >= 0 && t <= end)
     .sort((a, b) => a - b);
   const roots = points.slice(1).map((t, i) => Math.sqrt(t - points[i]));
   const total = roots.reduce((a, b) => a + b, 0) || 1;
   const widths = roots.map((r) => (r > 0 ? Math.max(r, LEAST_SHARE * total) : 0));
+  // The budget left after the request's end, the last stretch, gets at most half the track.
+  const before = widths.slice(0, -1).reduce((a, b) => a + b, 0);
+  if (points[points.length - 2] >= tailFrom && before > 0) {
+    widths[widths.length - 1] = Math.min(widths[widths.length - 1], before);
+  }
   const whole = widths.reduce((a, b) => a + b, 0) || 1;
   const at = [0];
   for (const width of widths) at.push(at[at.length - 1] + width / whole);
@@ -43,37 +49,37 @@ function stretchedAxis(edges, end) {
   };
 }
 
-/** Round times for the ruler: 1, 2 and 5 times the powers of ten up to `end`, and `end`. */
+/** Round times for the ruler: 1, 2 and 5 times the powers of ten below `end` (to scale: steps
+ * of one of them, some six to the end). */
 function rulerTimes(end, linear) {
   if (linear) {
     const rough = end / 6;
     const power = 10 ** Math.floor(Math.log10(rough));
     const step = [1, 2, 5, 10].map((m) => m * power).find((s) => s >= rough);
     const times = [];
-    for (let t = 0; t < end - step / 2; t += step) times.push(t);
-    return [...times, end];
+    for (let t = step; t < end; t += step) times.push(t);
+    return times;
   }
-  const times = [0];
+  const times = [];
   for (let power = 0.1; power <= end; power *= 10) {
     for (const m of [1, 2, 5]) if (m * power < end) times.push(Math.round(m * power * 10) / 10);
   }
-  return [...times, end];
+  return times;
 }
 
 const timeLabel = (t) => (t >= 1000 ? `${+(t / 1000).toFixed(2)} s` : `${+t.toFixed(1)} ms`);
 
-/** The ruler's marks: at round times, none closer than RULER_GAP to the last one kept; the
- * end (the budget) always, in place of a mark too close to it. */
-function rulerMarks(place, end, linear) {
+/** The ruler's marks: 0, the budget and the request's end (what it spent) always, then round
+ * times, none closer than RULER_GAP of the track to another. */
+function rulerMarks(place, end, spent, linear) {
   const kept = [];
-  for (const t of rulerTimes(end, linear)) {
+  const fits = (x) => kept.every((mark) => Math.abs(mark.x - x) >= RULER_GAP);
+  const always = [[0, "mark"], [end, "mark end"], [spent, "mark spent"]];
+  for (const [t, kind] of [...always, ...rulerTimes(end, linear).map((t) => [t, "mark"])]) {
     const x = place(t);
-    if (t === end) {
-      while (kept.length > 1 && x - kept[kept.length - 1].x < RULER_GAP) kept.pop();
-      kept.push({ t, x });
-    } else if (!kept.length || x - kept[kept.length - 1].x >= RULER_GAP) kept.push({ t, x });
+    if (fits(x)) kept.push({ t, x, kind });
   }
-  return kept;
+  return kept.sort((a, b) => a.x - b.x);
 }
 
 function placed(node, left, width = null) {
@@ -98,11 +104,7 @@ function bar(stage, place, marks) {
 
 function ruler(marks) {
   const line = el("div", { class: "ruler", "aria-hidden": "true" });
-  line.append(
-    ...marks.map(({ t, x }, i) =>
-      placed(el("span", { class: i === marks.length - 1 && i > 0 ? "mark end" : "mark" }, timeLabel(t)), x),
-    ),
-  );
+  line.append(...marks.map(({ t, x, kind }) => placed(el("span", { class: kind }, timeLabel(t)), x)));
   return line;
 }
 
@@ -142,8 +144,9 @@ function rows(report, place, marks) {
 function drawn(report, linear) {
   const end = Math.max(report.budget.budget_ms, report.budget.spent_ms);
   const edges = report.stages.flatMap((s) => [s.start_ms, s.start_ms + s.spent_ms]);
-  const place = linear ? linearAxis(end) : stretchedAxis([...edges, report.budget.spent_ms], end);
-  const marks = rulerMarks(place, end, linear);
+  const spent = report.budget.spent_ms;
+  const place = linear ? linearAxis(end) : stretchedAxis([...edges, spent], end, spent);
+  const marks = rulerMarks(place, end, spent, linear);
   const foot = el(
     "tr",
     { class: "ruler-row" },
