@@ -1,6 +1,7 @@
 """Takes the README's pictures of the page (``make screenshots``): a running ragtime (``make
 serve``, the offline default: MiniLM and SmolLM2 on the CPU) asked the README's question, and a
-keyword search, in Debian's headless Chromium driven by Playwright (the test extra).
+keyword search, in Debian's headless Chromium driven by Playwright (the test extra). The answer's
+picture opens the first source it cites, as a reader checks it.
 
     python docs/screenshots.py [--url http://127.0.0.1:8000] [--key-file .ragtime/demo-api-key]
 """
@@ -15,7 +16,7 @@ from playwright.sync_api import Page, expect, sync_playwright
 
 HERE = Path(__file__).parent
 QUESTION = "How do I give a function parameter a default value?"
-#: Tight enough that the plan shortens the answer, and the page says so.
+#: The budget the picture draws the request against.
 BUDGET_MS = 4000
 WAIT_MS = 300_000  # the CPU default answers in seconds; a busy machine may take longer
 
@@ -34,6 +35,12 @@ def answered(page: Page, url: str, key: str, path: Path) -> None:
     page.fill("#question", QUESTION)
     page.press("#question", "Enter")
     expect(page.locator("#ask-status")).to_contain_text("Done in", timeout=WAIT_MS)
+    # The first source the answer cites, opened from its [n] as a reader checks it.
+    cite = page.locator("#answer a.cite").first
+    if cite.count():
+        cite.click()
+    else:
+        page.locator("#citations summary").first.click()
     section = page.locator("section").first.bounding_box()
     assert section is not None
     bottom = section["y"] + section["height"] + 10

@@ -7,6 +7,7 @@ import asyncio
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict
+from typing import Any
 
 from opentelemetry.trace import Span
 
@@ -49,6 +50,12 @@ def degradations(ledger: BudgetLedger) -> list[DegradationOut]:
     return [DegradationOut(**d.as_dict()) for d in ledger.degradations]
 
 
+def citation_fields(passage: Passage) -> dict[str, Any]:
+    """A cited passage's fields, its text with personal data and secrets redacted as a search
+    hit's is (so that a reader can check the citation against it)."""
+    return Citation.fields_of(passage) | {"text": redact(passage.text)}
+
+
 def citations(prepared: Prepared, outcome: AnswerOutcome) -> list[Citation]:
     """Every passage the prompt held, in label order, marked if the answer cites it, and how
     that was found: its label in the answer (``by: model``) or attribution (``attributed``)."""
@@ -61,7 +68,7 @@ def citations(prepared: Prepared, outcome: AnswerOutcome) -> list[Citation]:
             cited=p.label in cited,
             by=by if p.label in cited else None,
             support=cited.get(p.label),
-            **Citation.fields_of(prepared.passages[p.label - 1]),
+            **citation_fields(prepared.passages[p.label - 1]),
         )
         for p in prepared.prompt.passages
     ]
@@ -70,7 +77,7 @@ def citations(prepared: Prepared, outcome: AnswerOutcome) -> list[Citation]:
 def evidence(prepared: Prepared) -> list[Citation]:
     """The passages the prompt holds, in label order, before the answer: none cited yet."""
     return [
-        Citation(label=p.label, cited=False, **Citation.fields_of(prepared.passages[p.label - 1]))
+        Citation(label=p.label, cited=False, **citation_fields(prepared.passages[p.label - 1]))
         for p in prepared.prompt.passages
     ]
 

@@ -27,6 +27,10 @@ class AskRequest(AnswerRequest):
 
 class Citation(PassageOut):
     label: int = Field(description="The [n] this passage carried in the prompt.")
+    text: str = Field(
+        description="The passage's text, personal data and secrets redacted (as a search's "
+        "hits): what a reader checks the citation against."
+    )
     cited: bool = Field(
         description="Whether the answer cites it: by its label, or, when the answer carries "
         "no label, because it supports one of the answer's sentences (attribution)."

@@ -1,8 +1,11 @@
-// The page's behaviour: the key, the collection picker, asking (citations, then the answer as it
-// streams, then the report) and searching (modes and filters). It uses the API as any client does.
+// The page's behaviour: the key, the collection picker, asking (citations, then the answer's
+// Markdown as it streams, then the report) and searching (modes and filters). It uses the API as
+// any client does.
 
 import { ApiError, apiKey, call, events, getJson } from "./api.js";
-import { markCited, showCitations, showHits, showReport } from "./report.js";
+import { answerView } from "./markdown.js";
+import { showReport } from "./report.js";
+import { markCited, openSource, showCitations, showHits } from "./sources.js";
 import { errorWords } from "./words.js";
 
 const $ = (id) => document.getElementById(id);
@@ -68,7 +71,9 @@ async function ask(event) {
   const answer = $("answer");
   const report = $("ask-report");
   citations.replaceChildren();
-  answer.textContent = "";
+  answer.replaceChildren();
+  delete answer.dataset.markdown;
+  let view = answerView(answer);
   report.replaceChildren();
   $("answer-area").hidden = true;
   asking = new AbortController();
@@ -91,14 +96,16 @@ async function ask(event) {
     for await (const { event: name, data } of events(response)) {
       if (name === "citations") {
         showCitations(citations, data.citations);
+        view = answerView(answer, new Set(data.citations.map((c) => c.label)));
         $("answer-area").hidden = false;
         say(status, `${data.citations.length} sources found; answering…`);
       } else if (name === "token") {
         if (firstToken === null) firstToken = performance.now() - sent;
-        answer.textContent += data.text;
+        view.add(data.text);
       } else if (name === "replace") {
-        answer.textContent = data.text;
+        view.replace(data.text);
       } else if (name === "done") {
+        view.finish();
         markCited(citations, data.citations);
         showReport(report, data, { jaegerUrl: config.jaeger_url, answered: true });
         const first = firstToken === null ? "no answer token" : `first token after ${firstToken.toFixed(0)} ms`;
@@ -112,6 +119,7 @@ async function ask(event) {
     if (error.name === "AbortError") say(status, "Stopped: the server stops generating too.");
     else sayFailure(status, error);
   } finally {
+    view.finish();
     asking = null;
     $("ask-button").disabled = false;
     $("stop-button").disabled = true;
@@ -185,6 +193,12 @@ async function start() {
   $("ask-form").addEventListener("submit", ask);
   $("question").addEventListener("keydown", enterAsks);
   $("stop-button").addEventListener("click", () => asking && asking.abort());
+  $("answer").addEventListener("click", (event) => {
+    const link = event.target.closest("a.cite");
+    if (!link) return;
+    event.preventDefault(); // the focus goes to the source, which scrolls into view
+    openSource(link);
+  });
   $("search-form").addEventListener("submit", search);
   try {
     await loadConfig();

@@ -1,5 +1,7 @@
 // What the page says in words: refusals, 504s and other failures, the budget's degradations,
-// how an answer ended and how its citations were found. The server's own message follows each.
+// how an answer ended, who wrote it and how far the passages bear it out (the README's "trust
+// signals, defined once"), why each source is there, and each hop of a request. Where a server's
+// message or code name exists, it follows the words.
 
 const DEGRADATIONS = {
   rerank_skipped: "Reranking was skipped",
@@ -81,20 +83,101 @@ const ATTRIBUTION = {
   unattributed: "No passage supports the answer's sentences.",
   skipped: "No time was left to attribute the answer to its sources.",
   empty: "There is no answer text to attribute.",
-  abstained: "No passage is close enough to the question to answer it: nothing was generated.",
+  abstained: "Nothing is cited: the documents do not answer the question.",
 };
 
 const WRITER = {
   generate: "Written by the model.",
-  extract: "Taken from the passages, with no model call.",
-  abstain: "The documents do not answer this question.",
+  extract: "Taken from the passages: their own sentences, with no model call.",
+  abstain: "Not answered: the documents do not answer this question, so nothing was generated.",
 };
 
-export function attributionWords(method, grounded, mode = "generate") {
-  const who = WRITER[mode] || "";
-  const how = ATTRIBUTION[method] || "";
-  if (mode === "abstain") return `${who} ${how}`;
-  if (grounded === true) return `${who} ${how} The passages bear out what it adds.`;
-  if (grounded === false) return `${who} ${how} Unsupported: the passages do not bear it out.`;
-  return `${who} ${how}`;
+const similarity = (value) =>
+  value === null || value === undefined ? "" : ` (closest sentence: similarity ${Number(value).toFixed(2)})`;
+
+function answerableWords({ answerable, evidence_similarity: closest }) {
+  return answerable
+    ? `Yes: a sentence of the passages is close enough to the question to answer it${similarity(closest)}.`
+    : `No: no passage is close enough to the question to answer it${similarity(closest)}.`;
+}
+
+function groundedWords({ grounded, answer_mode: mode, attribution }) {
+  if (grounded === true) return "Grounded: the passages bear out what the answer adds to the question.";
+  if (grounded === null || grounded === undefined) return "Not judged.";
+  if (mode === "abstain") return "No: an abstention says nothing to bear out.";
+  if (attribution === "empty") return "No: there is no answer text.";
+  return "Unsupported: the passages do not bear out what the answer says. Check it against the sources.";
+}
+
+/** The answer's trust signals, each as {name, words, code, warn}: who wrote it, whether the
+ * documents can answer the question, whether the passages bear the answer out, how its
+ * citations were found. `warn` marks an answer the passages do not bear out. */
+export function trustWords(report) {
+  const mode = report.answer_mode || "generate";
+  return [
+    { name: "Who wrote it", words: WRITER[mode] || mode, code: `answer_mode: ${mode}` },
+    {
+      name: "Can the documents answer it?",
+      words: answerableWords(report),
+      code: `answerable: ${report.answerable}`,
+    },
+    {
+      name: "Do the passages bear it out?",
+      words: groundedWords(report),
+      code: `grounded: ${report.grounded}`,
+      warn: report.grounded === false && mode !== "abstain" && report.attribution !== "empty",
+    },
+    {
+      name: "How its sources were found",
+      words: ATTRIBUTION[report.attribution] || report.attribution,
+      code: `attribution: ${report.attribution}`,
+    },
+  ];
+}
+
+/** Why a passage is here: which searches found it, in words. */
+export function foundByWords(foundBy = []) {
+  const by = new Set(foundBy);
+  if (by.has("keyword") && by.has("dense")) return "both: matched your words and close in meaning";
+  if (by.has("keyword")) return "matched your words";
+  if (by.has("dense")) return "close in meaning";
+  return "found by the search";
+}
+
+const SCORE_KINDS = {
+  cosine: "cosine similarity (dense search; at most 1)",
+  bm25: "BM25 (keyword search; unbounded)",
+  rrf: "reciprocal rank fusion (hybrid search; only the order means anything)",
+};
+
+/** A passage's raw scores, for those who want them: its score and what kind it is, the
+ * reranker's, and the searches that found it. */
+export function scoreWords(passage) {
+  const kind = SCORE_KINDS[passage.score_kind] || passage.score_kind || "score";
+  const parts = [`score ${passage.score} (${passage.score_kind}: ${kind})`];
+  if (passage.rerank_score !== null && passage.rerank_score !== undefined) {
+    parts.push(`reranker ${Number(passage.rerank_score).toFixed(3)}`);
+  }
+  parts.push(`found by ${(passage.found_by || []).join(" and ") || "the search"}`);
+  return parts.join("; ");
+}
+
+const HOPS = {
+  auth: "checking your key",
+  "moderate.question": "checking your question",
+  embed: "reading your question's meaning",
+  search: "searching by meaning",
+  keyword: "searching for your words",
+  rerank: "ranking the passages again",
+  "moderate.passages": "screening the passages",
+  assemble: "putting the prompt together",
+  extract: "picking the passages' sentences",
+  generate: "writing the answer",
+  "moderate.answer": "checking the answer",
+  attribute: "matching the answer to its sources",
+};
+
+/** A hop of a request (a stage's code name: `moderate.question`) in plain words. */
+export function hopWords(stage) {
+  return HOPS[stage] || stage.replaceAll(/[._]/g, " ");
 }

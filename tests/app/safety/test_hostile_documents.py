@@ -1,5 +1,6 @@
 """Hostile documents, end to end (issue 13, finding 5): an ingested page that instructs the model
-is quarantined before the prompt, and personal data in search hits is redacted."""
+is quarantined before the prompt, and personal data in search hits and in the passages an answer
+cites is redacted."""
 
 from __future__ import annotations
 
@@ -98,11 +99,14 @@ def test_search_hits_and_answers_are_redacted(
         asked = client.post("/v1/ask", json={"question": question}, headers=hostile_auth)
     assert searched.status_code == 200, searched.text
     [support] = [h for h in searched.json()["passages"] if h["source"] == "support.md"]
+    [cited] = [c for c in asked.json()["citations"] if c["source"] == "support.md"]
     for secret in ("jane.doe@", "555 123 4567", "DE89", "123-45-6789", "ghp_"):
         assert secret not in support["text"]
+        assert secret not in cited["text"]  # the passage as the page shows it, to check it
         assert secret not in asked.json()["answer"]
     for kind in ("email", "phone", "iban", "ssn", "secret"):
         assert f"[{kind} redacted]" in support["text"]
+    assert cited["text"] == support["text"]
     [root] = [s for s in spans.get_finished_spans() if s.name == "POST /v1/search"]
     assert number(root, "ragtime.search.redactions") == 5
     assert number(root, "ragtime.search.redacted.iban") == 1

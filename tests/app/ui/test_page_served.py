@@ -1,9 +1,11 @@
 """The page is served by ragtime itself, from files in the package: / sends browsers to it, its
 document allows nothing but this server (Content-Security-Policy), every file it names is here,
+the libraries it ships (``static/vendor/``) are the packages' own files at the versions noted,
 and its settings come from the server's. ``RAGTIME_UI=false`` serves none of it."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 from pathlib import Path
 
@@ -12,7 +14,8 @@ from tests.fakes.backends import ScriptedBackend
 from tests.helpers.app import running_app
 
 #: What the page's files may reference: their own paths, and nothing with a scheme or a host.
-LOCAL = re.compile(r"^(/ui/static/[\w.-]+|\./[\w.-]+\.js|data:,)$")
+LOCAL = re.compile(r"^(/ui/static/[\w.-]+|\./(vendor/)?[\w.-]+\.m?js|data:,)$")
+VENDOR = STATIC / "vendor"
 
 
 def test_the_root_sends_browsers_to_the_page(seeded_data_dir: Path) -> None:
@@ -38,14 +41,45 @@ def test_every_file_the_page_names_is_served_from_the_package(seeded_data_dir: P
         }
         served = {path: client.get(path) for path in named if path.startswith("/ui/static/")}
         served |= {f"/ui/static/{n}": client.get(f"/ui/static/{n}") for n in scripts}
+        vendored = {
+            f"/ui/static/{path}": client.get(f"/ui/static/{path}")
+            for imports in imported.values()
+            for path in imports
+            if path.startswith("./vendor/")
+        }
     assert named and all(LOCAL.match(path) for path in named), named
     for name, imports in imported.items():
         assert all(LOCAL.match(path) for path in imports), (name, imports)
         assert all((STATIC / path.removeprefix("./")).exists() for path in imports), imports
     assert {path: r.status_code for path, r in served.items()} == dict.fromkeys(served, 200)
     assert served["/ui/static/ragtime.js"].headers["content-type"].startswith("text/javascript")
+    assert {p.rsplit("/", 1)[1] for p in vendored} == {"marked.esm.js", "purify.es.mjs"}
+    for path, response in vendored.items():
+        assert response.status_code == 200, path
+        assert response.headers["content-type"].startswith("text/javascript"), path
     for text in [html, *((STATIC / n).read_text() for n in [*scripts, "ragtime.css"])]:
         assert not re.search(r"https?://(?!localhost)", text), "the page names another host"
+
+
+def test_the_vendored_libraries_are_the_packages_files_at_the_versions_noted() -> None:
+    """Each file of ``vendor/`` has its licence beside it and its version and hash noted in
+    ``vendor/README.md``; a file changed or updated without its note fails here."""
+    noted = {
+        name: (version, digest)
+        for name, version, digest in re.findall(
+            r"^\| `([\w.-]+)` \|[^|]*\| ([\d.]+) \|[^|]*\| `([0-9a-f]{64})` \|$",
+            (VENDOR / "README.md").read_text(),
+            re.MULTILINE,
+        )
+    }
+    shipped = {p.name for p in VENDOR.iterdir() if p.suffix in {".js", ".mjs"}}
+    assert set(noted) == shipped == {"marked.esm.js", "purify.es.mjs"}
+    for name, (version, digest) in noted.items():
+        text = (VENDOR / name).read_bytes()
+        assert hashlib.sha256(text).hexdigest() == digest, name
+        assert version.encode() in text[:400], (name, version)  # the file's own banner
+    assert "Permission is hereby granted, free of charge" in (VENDOR / "LICENSE.marked").read_text()
+    assert "Apache License" in (VENDOR / "LICENSE.dompurify").read_text()
 
 
 def test_the_page_reads_the_servers_settings(seeded_data_dir: Path) -> None:
