@@ -108,8 +108,8 @@ class Report(BaseModel):
     trace_id: str
     timings_ms: dict[str, float]
     stages: list[StageOut] = Field(
-        description="Each hop in the order it started: when, what it spent, what it was "
-        "allocated (the request's waterfall)."
+        description="Each hop in the order it started: when, what it spent, what the plan "
+        "allocated it and whether it ran past that (the request's waterfall)."
     )
     budget: BudgetReport
     degradations: list[DegradationOut]
