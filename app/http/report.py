@@ -11,6 +11,7 @@ from dataclasses import asdict
 from opentelemetry.trace import Span
 
 from app.http.schemas import (
+    AnswerBudgetReport,
     BudgetReport,
     Citation,
     DegradationOut,
@@ -29,6 +30,12 @@ from tracing import metrics as tracing_metrics
 
 def budget_report(ledger: BudgetLedger) -> BudgetReport:
     return BudgetReport(**ledger.summary())
+
+
+def answer_budget(ledger: BudgetLedger) -> AnswerBudgetReport:
+    """An answer's budget report: the totals, and when its first token came (``ttft_ms``)."""
+    ttft_ms = None if ledger.ttft_ms is None else round(ledger.ttft_ms, 3)
+    return AnswerBudgetReport(**ledger.summary(), ttft_ms=ttft_ms)
 
 
 def stages(ledger: BudgetLedger) -> list[StageOut]:
@@ -165,7 +172,7 @@ def answer_report(prepared: Prepared, outcome: AnswerOutcome, ledger: BudgetLedg
         trace_id=current_trace_id(),
         timings_ms=ledger.timings_ms,
         stages=stages(ledger),
-        budget=budget_report(ledger),
+        budget=answer_budget(ledger),
         degradations=degradations(ledger),
         usage=UsageOut(**asdict(usage)) if usage is not None else None,
         finish_reason=outcome.finish_reason,

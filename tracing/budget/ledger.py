@@ -20,6 +20,7 @@ and the stages that overran. ``stages()`` gives each stage's start, spent and al
 milliseconds and whether it overran: the request's waterfall, as its report and its
 ``Server-Timing`` header show it; ``ragtime_stage_allocated_seconds`` sums the same allocations
 and ``ragtime_stage_budget_exceeded_total`` counts the same overruns, for the dashboard.
+The request's first answer token is stamped on it (``first_token``), in the request's time.
 
 The ledger reads its own ``clock`` (``time.perf_counter`` unless a test gives another).
 """
@@ -139,6 +140,8 @@ class BudgetLedger:
         self.ttft_target_ms: float | None = None
         """The caller's own time-to-first-token target (ms from arrival), if it gave one: plans
         then prefer a first token within it, as they do the service's."""
+        self.ttft_ms: float | None = None
+        """When the answer's first token came, in ms from arrival (``first_token``)."""
 
     @property
     def deadline(self) -> float:
@@ -153,6 +156,12 @@ class BudgetLedger:
     def ran(self, stage: str) -> bool:
         """Whether ``stage`` has been charged."""
         return stage in self._timings
+
+    def first_token(self) -> float:
+        """Stamp the answer's first token now (the first stamp stands); its ms from arrival."""
+        if self.ttft_ms is None:
+            self.ttft_ms = self.spent_ms
+        return self.ttft_ms
 
     @property
     def spent_ms(self) -> float:

@@ -1,8 +1,9 @@
 """What the bodies of several routes share: the text a field may not leave empty, the body
 every question route builds on (``BudgetedRequest``: strict JSON types, no other fields, an
 optional ``budget_ms``; ``AnswerRequest`` adds the answer's own ``ttft_target_ms``), what a
-request's budget reports back (``BudgetReport``, its ``StageOut`` and ``DegradationOut``), and a
-retrieved passage as answers and searches show it (``PassageOut``)."""
+request's budget reports back (``BudgetReport``; an answer's, with its first token,
+``AnswerBudgetReport``; ``StageOut``, ``DegradationOut``), and a retrieved passage as answers and
+searches show it (``PassageOut``)."""
 
 from __future__ import annotations
 
@@ -57,6 +58,16 @@ class BudgetReport(BaseModel):
     exceeded: bool = Field(
         description="Whether the request ran past its budget (a stage past its allocation "
         "alone is not: see `stages`)."
+    )
+
+
+class AnswerBudgetReport(BudgetReport):
+    """An answer's budget report: the request's totals, and when its first token came."""
+
+    ttft_ms: float | None = Field(
+        description="When the answer's first token came, in ms from the request's arrival: the "
+        "model's first token, or, for an answer taken from the passages (`extract`, `abstain`), "
+        "when its text was ready. Null only for an answer with no text."
     )
 
 
