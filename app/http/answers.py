@@ -35,6 +35,7 @@ from app.http.report import (
     evidence,
     success_outcome,
     timing_headers,
+    traceparent,
 )
 from app.http.schemas import Citation, Report
 from app.pipeline import Pipeline
@@ -286,6 +287,18 @@ class AnswerStream:
             close_request(ledger, root, route, error_outcome(exc))
             raise
         return cls(first, events, prepared, ledger, root, route, Drain(shutdown))
+
+    @property
+    def trace_id(self) -> str:
+        """The request's trace id (32 hex digits; "" when it is not recorded): a stream's first
+        event carries it."""
+        context = self._root.get_span_context()
+        return format(context.trace_id, "032x") if context.is_valid else ""
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """What a stream's response says at once: the request's ``traceparent``."""
+        return traceparent(self._root)
 
     async def items(self) -> AsyncGenerator[str | Evidence | Replaced | Finished, None]:
         events, ledger, root, route = self._events, self._ledger, self._root, self._route

@@ -1,5 +1,6 @@
 """Every answer's report says when its first token came (``budget.ttft_ms``, from arrival): the
-model's first token, or, for an answer from the passages, when its text was ready."""
+model's first token, or, for an answer from the passages, when its text was ready; and a stream
+names its trace at once (its first event, and the ``traceparent`` header), not only in ``done``."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from tests.fakes.backends import ScriptedBackend
 from tests.helpers.app import running_app
+from tests.helpers.sse import parse_sse
 
 QUESTION = "How do I append an item to a list?"
 
@@ -80,3 +82,31 @@ def test_an_abstention_has_its_first_token(seeded_data_dir: Path, auth: dict[str
         answer = ask(client, auth, answer_mode="generate")
     assert answer["answer_mode"] == "abstain"
     assert 0 < answer["budget"]["ttft_ms"] <= answer["budget"]["spent_ms"]
+
+
+def test_a_streams_first_event_names_its_trace(app: TestClient, auth: dict[str, str]) -> None:
+    with app.stream(
+        "POST", "/v1/ask", json={"question": QUESTION, "stream": True}, headers=auth
+    ) as response:
+        traceparent = response.headers["traceparent"]
+        events = parse_sse(response.iter_lines())
+    (name, first), done = events[0], events[-1][1]
+    assert name == "citations" and first["trace_id"] == done["trace_id"]
+    assert traceparent.split("-")[1] == done["trace_id"] and len(done["trace_id"]) == 32
+    assert done["budget"]["ttft_ms"] is not None
+    assert done["budget"]["ttft_ms"] <= done["budget"]["spent_ms"]
+
+
+def test_a_chat_streams_first_chunk_names_its_trace(app: TestClient, auth: dict[str, str]) -> None:
+    """In OpenAI's chunk, as an extension field beside the role (the last chunk with a choice
+    names it too), and in the ``traceparent`` header."""
+    body = {"model": "ragtime", "messages": [{"role": "user", "content": QUESTION}], "stream": True}
+    response = app.post("/v1/chat/completions", json=body, headers=auth)
+    assert response.status_code == 200, response.text
+    lines = [line for line in response.text.splitlines() if line != "data: [DONE]"]
+    chunks = [data for _, data in parse_sse(lines)]
+    first, last = chunks[0], chunks[-1]
+    assert first["choices"][0]["delta"]["role"] == "assistant"
+    assert first["trace_id"] == last["trace_id"]
+    assert response.headers["traceparent"].split("-")[1] == first["trace_id"]
+    assert last["budget"]["ttft_ms"] is not None
