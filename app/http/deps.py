@@ -90,7 +90,6 @@ async def get_ledger(request: Request, settings: SettingsDep) -> AsyncIterator[B
     ledger = BudgetLedger(
         settings.budget_ms_default,
         started_at=arrived,
-        shares=settings.budget_shares,
         ticket=getattr(state, TICKET, None),
         budget_pending=True,
     )

@@ -32,14 +32,19 @@ STREAM_SCHEMAS: dict[str, Any] = {
     "CitationsEvent": {
         "title": "CitationsEvent",
         "type": "object",
-        "required": ["citations"],
+        "required": ["trace_id", "citations"],
         "properties": {
+            "trace_id": {
+                "type": "string",
+                "description": "The request's trace id (32 hex digits), at once: `done` says it "
+                "again, and the response's `traceparent` header.",
+            },
             "citations": {
                 "type": "array",
                 "items": {"$ref": "#/components/schemas/Citation"},
                 "description": "The passages the answer is written from, in label order, "
                 "before its first token: none cited yet (`done` says which are).",
-            }
+            },
         },
     },
     "TokenEvent": {
@@ -63,9 +68,9 @@ STREAM_SCHEMAS: dict[str, Any] = {
     "ChatCompletionChunk": {
         "title": "ChatCompletionChunk",
         "type": "object",
-        "description": "OpenAI's `chat.completion.chunk`; the last with a choice also carries the "
-        "extension fields of `ChatCompletionOut` (citations, budget, ...), `server_timing` and "
-        "`traceparent`.",
+        "description": "OpenAI's `chat.completion.chunk`; the first also carries `trace_id`, the "
+        "last with a choice the extension fields of `ChatCompletionOut` (citations, budget, "
+        "...), `server_timing` and `traceparent`.",
         "required": ["id", "object", "created", "model", "choices"],
         "properties": {
             "id": {"type": "string"},
@@ -92,6 +97,11 @@ STREAM_SCHEMAS: dict[str, Any] = {
                 },
             },
             "usage": {"anyOf": [{"$ref": "#/components/schemas/ChatUsage"}, {"type": "null"}]},
+            "trace_id": {
+                "type": "string",
+                "description": "The request's trace id (32 hex digits), an extension field of "
+                "the first chunk and of the last with a choice.",
+            },
         },
     },
 }
@@ -129,19 +139,20 @@ CHAT_EVENT_SCHEMA: dict[str, Any] = {
 
 ASK_EVENTS = (
     'Server-Sent Events, with `"stream": true`: one `event: citations` as soon as the passages '
-    "are ready (a `CitationsEvent`: the evidence, before the first token), then `event: token` "
-    'events whose data is a `TokenEvent` (`{"text": ...}`), in `auto` maybe one `event: replace` '
-    "(a `ReplaceEvent`: the answer instead of the tokens sent), then one `event: done` whose data "
-    "is the report (the JSON answer less its text, as `Report`, plus `server_timing` and "
-    "`traceparent`); or, when generation fails or the server shuts down after the passages "
-    "were sent, one `event: error` whose data is an `Error`."
+    "are ready (a `CitationsEvent`: the evidence, before the first token, and the trace id), "
+    'then `event: token` events whose data is a `TokenEvent` (`{"text": ...}`), in `auto` maybe '
+    "one `event: replace` (a `ReplaceEvent`: the answer instead of the tokens sent), then one "
+    "`event: done` whose data is the report (the JSON answer less its text, as `Report`, plus "
+    "`server_timing` and `traceparent`); or, when generation fails or the server shuts down "
+    "after the passages were sent, one `event: error` whose data is an `Error`."
 )
 CHAT_EVENTS = (
     'Server-Sent Events, with `"stream": true`, as OpenAI streams them: `data:` lines each '
-    "holding a `chat.completion.chunk` (the last with a choice carries `finish_reason` and the "
-    "extension fields; with `stream_options.include_usage`, one more with the usage and no "
-    "choice), then `data: [DONE]`; a failure after the first chunk ends the stream with "
-    '`data: {"error": {...}}` (an `OpenAIError`).'
+    "holding a `chat.completion.chunk` (the first carries the `trace_id`; the last with a "
+    "choice carries `finish_reason` and the extension fields; with "
+    "`stream_options.include_usage`, one more with the usage and no choice), then "
+    '`data: [DONE]`; a failure after the first chunk ends the stream with `data: {"error": '
+    "{...}}` (an `OpenAIError`)."
 )
 
 

@@ -12,6 +12,7 @@ from typing import Any
 from opentelemetry.trace import Span
 
 from app.http.schemas import (
+    AnswerBudgetReport,
     BudgetReport,
     Citation,
     DegradationOut,
@@ -32,8 +33,15 @@ def budget_report(ledger: BudgetLedger) -> BudgetReport:
     return BudgetReport(**ledger.summary())
 
 
+def answer_budget(ledger: BudgetLedger) -> AnswerBudgetReport:
+    """An answer's budget report: the totals, and when its first token came (``ttft_ms``)."""
+    ttft_ms = None if ledger.ttft_ms is None else round(ledger.ttft_ms, 3)
+    return AnswerBudgetReport(**ledger.summary(), ttft_ms=ttft_ms)
+
+
 def stages(ledger: BudgetLedger) -> list[StageOut]:
-    """The request's waterfall: each stage's start, spent and allocated ms."""
+    """The request's waterfall: each stage's start, spent and allocated ms, and whether it ran
+    past its allocation."""
     return [
         StageOut(
             stage=r.stage,
@@ -132,17 +140,30 @@ def error_outcome(exc: BaseException) -> str:
     return "rejected" if status < 500 else "failed"
 
 
-def timing_headers(ledger: BudgetLedger, root: Span) -> dict[str, str]:
-    """``Server-Timing`` (each stage's duration, then the total) and the ``traceparent``."""
-    parts = [f"{stage};dur={ms:.1f}" for stage, ms in ledger.timings_ms.items()]
+def server_timing(ledger: BudgetLedger) -> str:
+    """``Server-Timing``: each stage as the waterfall has it (its duration; what it was
+    allocated, and whether it ran past that, as its description), then the total."""
+    parts = [
+        f'{r.stage};dur={r.spent_ms:.1f};desc="{r.allocated_ms:.1f} ms allocated'
+        f'{", exceeded" if r.exceeded else ""}"'
+        for r in ledger.stages()
+    ]
     parts.append(f"total;dur={ledger.spent_ms:.1f}")
-    headers = {"Server-Timing": ", ".join(parts)}
+    return ", ".join(parts)
+
+
+def traceparent(root: Span) -> dict[str, str]:
+    """The ``traceparent`` header of the request's root span (none when it is not recorded)."""
     context = root.get_span_context()
-    if context.is_valid:
-        headers["traceparent"] = (
-            f"00-{context.trace_id:032x}-{context.span_id:016x}-{int(context.trace_flags):02x}"
-        )
-    return headers
+    if not context.is_valid:
+        return {}
+    ids = f"{context.trace_id:032x}-{context.span_id:016x}"
+    return {"traceparent": f"00-{ids}-{int(context.trace_flags):02x}"}
+
+
+def timing_headers(ledger: BudgetLedger, root: Span) -> dict[str, str]:
+    """``Server-Timing`` (``server_timing``) and the ``traceparent``."""
+    return {"Server-Timing": server_timing(ledger), **traceparent(root)}
 
 
 def answer_report(prepared: Prepared, outcome: AnswerOutcome, ledger: BudgetLedger) -> Report:
@@ -158,7 +179,7 @@ def answer_report(prepared: Prepared, outcome: AnswerOutcome, ledger: BudgetLedg
         trace_id=current_trace_id(),
         timings_ms=ledger.timings_ms,
         stages=stages(ledger),
-        budget=budget_report(ledger),
+        budget=answer_budget(ledger),
         degradations=degradations(ledger),
         usage=UsageOut(**asdict(usage)) if usage is not None else None,
         finish_reason=outcome.finish_reason,

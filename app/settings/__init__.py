@@ -1,7 +1,6 @@
 """The service's settings: one ``Settings`` from ``RAGTIME_*`` variables, a part per concern."""
 
 from app.settings.answers import AnswerMode, default_answer_mode
-from app.settings.budget import DEFAULT_BUDGET_SHARES
 from app.settings.checks import DEFAULT_ATTRIBUTION_THRESHOLD
 from app.settings.faults import setting_faults
 from app.settings.generation import ModelPool
@@ -12,7 +11,6 @@ from app.settings.settings import Settings, get_settings
 __all__ = [
     "AUTO_WORKERS_MAX",
     "DEFAULT_ATTRIBUTION_THRESHOLD",
-    "DEFAULT_BUDGET_SHARES",
     "AnswerMode",
     "ModelPool",
     "SearchMode",

@@ -1,5 +1,6 @@
-"""The latency budget: a request's budget and its bounds, each stage's share, the TTFT target,
-how plans degrade, how costs are learned and calibrated, and the faults benches inject."""
+"""The latency budget: a request's budget and its bounds, the TTFT target, how plans degrade,
+how costs are learned and calibrated, and the faults benches inject. Each stage's allocation is
+the plan's, not a setting (``tracing.budget.ledger``)."""
 
 from __future__ import annotations
 
@@ -7,24 +8,6 @@ from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, Field
-
-from tracing.budget import StageName
-
-#: Default share of a request's budget per stage; generation gets most of it.
-DEFAULT_BUDGET_SHARES: dict[str, float] = {
-    StageName.AUTH: 0.01,
-    StageName.MODERATE_QUESTION: 0.01,
-    StageName.EMBED: 0.04,
-    StageName.SEARCH: 0.02,
-    StageName.KEYWORD: 0.01,
-    StageName.RERANK: 0.11,
-    StageName.MODERATE_PASSAGES: 0.01,
-    StageName.ASSEMBLE: 0.02,
-    StageName.EXTRACT: 0.01,
-    StageName.GENERATE: 0.71,
-    StageName.MODERATE_ANSWER: 0.03,
-    StageName.ATTRIBUTE: 0.02,
-}
 
 
 class BudgetSettings(BaseModel):
@@ -35,10 +18,6 @@ class BudgetSettings(BaseModel):
     budget_ms_max: int = Field(120_000, ge=1)
 
     # The budget engine.
-    budget_shares: dict[str, float] = Field(
-        default_factory=lambda: dict(DEFAULT_BUDGET_SHARES),
-        description="Each stage's share of a request's budget (JSON object).",
-    )
     ttft_target_ms: int = Field(
         0,
         ge=0,

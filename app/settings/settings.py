@@ -20,7 +20,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from app.settings.admission import AdmissionSettings
 from app.settings.alerts import AlertSettings
 from app.settings.answers import AnswerSettings
-from app.settings.budget import DEFAULT_BUDGET_SHARES, BudgetSettings
+from app.settings.budget import BudgetSettings
 from app.settings.checks import CheckSettings
 from app.settings.generation import GenerationSettings
 from app.settings.ingest_limits import IngestLimitSettings
@@ -68,14 +68,6 @@ class Settings(
             )
         if self.top_k > self.max_top_k:
             raise ValueError(f"top_k ({self.top_k}) must not exceed max_top_k ({self.max_top_k})")
-        unknown = set(self.budget_shares) - set(DEFAULT_BUDGET_SHARES)
-        if unknown:
-            raise ValueError(f"budget_shares names unknown stages: {sorted(unknown)}")
-        if (
-            any(v < 0 for v in self.budget_shares.values())
-            or sum(self.budget_shares.values()) > 1.0 + 1e-9
-        ):
-            raise ValueError("budget_shares must be non-negative and sum to at most 1")
         if self.alert_window_s < self.alert_interval_s:
             raise ValueError("alert_window_s must be at least alert_interval_s")
         # llama.cpp's window is ours to set; a remote server's context length is read from it

@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
@@ -55,13 +56,19 @@ def actions(body: dict[str, Any]) -> list[str]:
 
 
 def server_timing(header: str) -> list[tuple[str, str]]:
-    """The (name, duration) pairs of a ``Server-Timing`` header; every part must be one."""
-    pairs = []
-    for part in header.split(","):
-        match = re.fullmatch(r"([\w.]+);dur=([\d.]+)", part.strip())
+    """The (name, duration) pairs of a ``Server-Timing`` header; every part must be one (a
+    stage's with its allocation as its description)."""
+    return [(name, dur) for name, dur, _ in server_timing_parts(header)]
+
+
+def server_timing_parts(header: str) -> list[tuple[str, str, str | None]]:
+    """The (name, duration, description) of each part of a ``Server-Timing`` header."""
+    parts = []
+    for part in header.split(", "):
+        match = re.fullmatch(r'([\w.]+);dur=([\d.]+)(?:;desc="([^"]*)")?', part.strip())
         assert match is not None, part
-        pairs.append((match[1], match[2]))
-    return pairs
+        parts.append((match[1], match[2], match[3]))
+    return parts
 
 
 def test_plans_shrink_to_the_budget_and_say_so(
@@ -216,7 +223,8 @@ def test_server_timing_and_traceparent(seeded_data_dir: Path, auth: dict[str, st
 
 def test_every_answer_carries_its_waterfall(seeded_data_dir: Path, auth: dict[str, str]) -> None:
     """Each stage charged is a bar: in the order it started, spent as ``timings_ms`` says,
-    allocated its share of the budget; the JSON answer, the ``done`` event and a search alike."""
+    allocated what the plan gave it (ending by the budget); the JSON answer, the ``done`` event
+    and a search alike."""
     with budget_app(seeded_data_dir) as client:
         whole = ask(client, auth, budget_ms=4000).json()
         done = parse_sse(ask(client, auth, budget_ms=4000, stream=True).iter_lines())[-1][1]
@@ -227,9 +235,10 @@ def test_every_answer_carries_its_waterfall(seeded_data_dir: Path, auth: dict[st
         starts = [b["start_ms"] for b in bars]
         assert starts == sorted(starts) and starts[0] >= 0
         assert bars[0]["stage"] == "auth"
+        budget_ms = report["budget"]["budget_ms"]
         for bar in bars:
-            assert 0 < bar["allocated_ms"] <= report["budget"]["budget_ms"]
-            assert bar["exceeded"] == (bar["spent_ms"] > bar["allocated_ms"])
+            assert 0 < bar["allocated_ms"] <= budget_ms
+            assert bar["start_ms"] + bar["allocated_ms"] <= budget_ms + 0.001
     assert {"embed", "search", "generate"} <= {b["stage"] for b in whole["stages"]}
 
 
@@ -253,29 +262,51 @@ def test_budget_from_header_is_clamped_and_body_wins(
 def test_stage_spans_carry_allocations_and_the_root_lists_overruns(
     seeded_data_dir: Path, auth: dict[str, str], spans: InMemorySpanExporter
 ) -> None:
+    """48 tokens at 40 ms in a 2.5 s budget: more than a fixed share of the budget (72%), and
+    within the plan's allocation, which is all that is left as generation starts (nothing after
+    it is reserved): generation is over only if the request is. Each stage's span, the
+    waterfall, ``Server-Timing`` and the metrics say the same."""
     backend = ScriptedBackend(WORDS[:48])
+    stage_names = ("auth", "search", "generate")
     with budget_app(
         seeded_data_dir, backend, degradation_policy=False, fault_generate_token_delay_ms=40
     ) as client:
-        body = ask(client, auth, budget_ms=2500).json()  # 48 x 40 ms > 71% of 2.5 s
-        metrics = client.get("/metrics").text
+        before = {s: allocated_seconds(s) for s in stage_names}
+        response = ask(client, auth, budget_ms=2500)
+        after = {s: allocated_seconds(s) for s in stage_names}
+        metrics_text = client.get("/metrics").text
+    body = response.json()
     trace_id = int(body["trace_id"], 16)
     finished = [s for s in spans.get_finished_spans() if s.context.trace_id == trace_id]
     by_name = {s.name: s for s in finished}
-    generate, search = by_name["generate"], by_name["search"]
-    assert attributes(generate)["ragtime.budget.allocated_ms"] == 0.71 * 2500
-    allocated = number(generate, "ragtime.budget.allocated_ms")
-    assert number(generate, "ragtime.budget.spent_ms") > allocated
-    assert attributes(generate)["ragtime.budget.exceeded"] is True
-    assert attributes(search)["ragtime.budget.allocated_ms"] == 0.02 * 2500
-    assert number(search, "ragtime.budget.remaining_ms") < 2500
+    bars = {b["stage"]: b for b in body["stages"]}
+    timing = {
+        name: desc for name, _, desc in server_timing_parts(response.headers["server-timing"])
+    }
+    for name in stage_names:
+        bar, span = bars[name], by_name[name]
+        assert attributes(span)["ragtime.budget.allocated_ms"] == bar["allocated_ms"]
+        assert attributes(span)["ragtime.budget.exceeded"] is bar["exceeded"]
+        over = ", exceeded" if bar["exceeded"] else ""
+        assert timing[name] == f"{bar['allocated_ms']:.1f} ms allocated{over}"
+        assert after[name] - before[name] == pytest.approx(bar["allocated_ms"] / 1000.0)
+    generate = bars["generate"]
+    assert generate["spent_ms"] > 0.72 * 2500
+    assert generate["allocated_ms"] == pytest.approx(2500 - generate["start_ms"], abs=0.01)
+    assert not generate["exceeded"] or body["budget"]["exceeded"]
+    assert number(by_name["search"], "ragtime.budget.remaining_ms") < 2500
     root = next(s for s in finished if s.kind == SpanKind.SERVER)
     overrun = attributes(root)["ragtime.budget.overrun_stages"]
-    assert isinstance(overrun, Sequence) and "generate" in overrun
-    # A stage past its share, within the request's budget, is not a degradation.
-    assert attributes(root)["ragtime.outcome"] == "ok"
-    assert 'ragtime_stage_budget_exceeded_total{stage="generate"}' in metrics
-    assert 'ragtime_request_outcomes_total{outcome="degraded",route="/v1/ask"}' in metrics
+    assert isinstance(overrun, Sequence)
+    assert set(overrun) == {b["stage"] for b in body["stages"] if b["exceeded"]}
+    assert 'ragtime_stage_allocated_seconds_total{stage="generate"}' in metrics_text
+
+
+def allocated_seconds(stage: str) -> float:
+    value = metrics.REGISTRY.get_sample_value(
+        "ragtime_stage_allocated_seconds_total", {"stage": stage}
+    )
+    return value or 0.0
 
 
 def test_metrics_link_histogram_buckets_to_traces(

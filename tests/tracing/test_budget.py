@@ -9,6 +9,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
+from tests.helpers.budget_stages import RequestClock
 from tests.helpers.spans import attributes, number, parent
 from tracing import BudgetLedger, metrics
 
@@ -71,22 +72,44 @@ def test_degradations_are_recorded_on_span_and_ledger(spans: InMemorySpanExporte
 
 
 def test_the_waterfall_says_when_each_stage_started_what_it_spent_and_was_allocated() -> None:
-    ledger = BudgetLedger(1000, shares={"search": 0.01, "generate": 0.5})
-    with ledger.stage("search"):
-        time.sleep(0.02)  # 20 ms against 10 allocated: exceeded, whatever the machine's speed
-    stage = ledger.begin("generate")
+    """A stage is allocated the budget left as it starts, less what the stages after it are
+    reserved: 20 ms for search (980 reserved after it), which it overruns; generate, started
+    at 40 ms with 50 reserved after it, 910 ms, which it keeps to."""
+    clock = RequestClock()
+    ledger = BudgetLedger(1000, clock=clock)
+    with ledger.stage("search", reserved_ms=980.0):
+        clock.advance(30)
+    clock.advance(10)
+    stage = ledger.begin("generate", reserved_ms=50.0)
+    clock.advance(500)
     stage.end()
     ledger.charge("search", 1.0)  # a second charge adds to the first run's bar
 
     search, generate = ledger.stages()
     assert (search.stage, generate.stage) == ("search", "generate")
-    assert search.start_ms >= 0 and generate.start_ms >= search.start_ms + 20
-    assert search.spent_ms == ledger.timings_ms["search"] and search.spent_ms >= 21
-    assert (search.allocated_ms, generate.allocated_ms) == (10.0, 500.0)
+    assert (search.start_ms, generate.start_ms) == (0.0, 40.0)
+    assert search.spent_ms == ledger.timings_ms["search"] == 31.0
+    assert (search.allocated_ms, generate.allocated_ms) == (20.0, 910.0)
     assert search.exceeded and not generate.exceeded
+    assert ledger.overruns == ["search"] and not ledger.exceeded
+
+
+def test_a_stage_that_ends_within_its_allocation_is_not_exceeded_at_any_share() -> None:
+    """Generation taking 90% of the budget, ending before what is reserved after it: in time."""
+    clock = RequestClock()
+    ledger = BudgetLedger(1500, clock=clock)
+    clock.advance(40)
+    with ledger.stage("generate", reserved_ms=100.0):
+        clock.advance(1350)  # until 1390 ms, 10 ms before the 1400 it was given
+    (generate,) = ledger.stages()
+    assert generate.allocated_ms == 1360.0 and not generate.exceeded
+    assert ledger.overruns == []
 
 
 def test_each_request_counts_a_stage_allocation_once() -> None:
+    """The metric sums what each request allocated the stage: its first run's allocation, and
+    what a later run given until later adds (here, none)."""
+
     def allocated() -> float:
         sample = metrics.REGISTRY.get_sample_value(
             "ragtime_stage_allocated_seconds_total", {"stage": "waterfall-test"}
@@ -95,30 +118,61 @@ def test_each_request_counts_a_stage_allocation_once() -> None:
 
     before = allocated()
     for _ in range(2):
-        ledger = BudgetLedger(1000, shares={"waterfall-test": 0.25})
+        clock = RequestClock()
+        ledger = BudgetLedger(1000, clock=clock)
+        with ledger.stage("waterfall-test", reserved_ms=750.0):
+            clock.advance(1)
         ledger.charge("waterfall-test", 1.0)
-        ledger.charge("waterfall-test", 1.0)
+        assert ledger.allocated_ms("waterfall-test") == 250.0
     assert allocated() - before == pytest.approx(0.5)
+
+
+def test_a_later_run_given_until_later_grows_the_stage_allocation_by_that() -> None:
+    """Extraction runs before generation (its allocation leaves generation its time) and again
+    after it, instead of its answer (with only the finish left after it): the bar reaches the
+    later run's end, and the metric counts what it grew by."""
+
+    def allocated() -> float:
+        sample = metrics.REGISTRY.get_sample_value(
+            "ragtime_stage_allocated_seconds_total", {"stage": "grown-test"}
+        )
+        return sample or 0.0
+
+    before = allocated()
+    clock = RequestClock()
+    ledger = BudgetLedger(1000, clock=clock)
+    with ledger.stage("grown-test", reserved_ms=900.0):
+        clock.advance(10)
+    clock.advance(490)
+    with ledger.stage("grown-test", reserved_ms=50.0):
+        clock.advance(10)
+    (grown,) = ledger.stages()
+    assert (grown.start_ms, grown.spent_ms, grown.allocated_ms) == (0.0, 20.0, 950.0)
+    assert not grown.exceeded
+    assert allocated() - before == pytest.approx(0.95)
 
 
 def test_a_stage_before_the_budget_is_read_waits_for_it(spans: InMemorySpanExporter) -> None:
     """Auth runs before the body gives the request's budget: its span stays open, uncharged,
-    until the budget is set, then carries that budget and ends where the stage ended."""
-    ledger = BudgetLedger(30_000, shares={"auth": 0.01}, budget_pending=True)
+    until the budget is set, then carries that budget (and its allocation in it) and ends
+    where the stage ended."""
+    clock = RequestClock()
+    ledger = BudgetLedger(30_000, budget_pending=True, clock=clock)
     tracer = trace.get_tracer(__name__)
-    with tracer.start_as_current_span("request"), ledger.stage("auth"):
-        time.sleep(0.002)
+    with tracer.start_as_current_span("request"), ledger.stage("auth", reserved_ms=20.0):
+        clock.advance(2)
     ended_ns = time.time_ns()
     assert "auth" not in ledger.timings_ms
     assert [s.name for s in spans.get_finished_spans()] == ["request"]
-    time.sleep(0.01)
+    clock.advance(10)
     ledger.set_budget(5000)
     ledger.set_budget(9000)  # once set, the budget stands
     (auth,) = [s for s in spans.get_finished_spans() if s.name == "auth"]
     assert attributes(auth)["ragtime.budget.budget_ms"] == 5000.0
-    assert attributes(auth)["ragtime.budget.allocated_ms"] == 50.0
+    assert attributes(auth)["ragtime.budget.allocated_ms"] == 4980.0
+    assert attributes(auth)["ragtime.budget.exceeded"] is False
     assert auth.end_time is not None and auth.end_time <= ended_ns
-    assert ledger.budget_ms == 5000 and ledger.timings_ms["auth"] >= 2.0
+    assert ledger.budget_ms == 5000 and ledger.timings_ms["auth"] == 2.0
 
 
 def test_a_failure_before_the_budget_is_read_is_charged_on_the_default() -> None:

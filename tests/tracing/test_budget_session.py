@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 import pytest
 from opentelemetry import trace
 
-from tests.helpers.budget_stages import Probe, Scripted, allowance_for
+from tests.helpers.budget_stages import Ended, Probe, Scripted, Usage, allowance_for
 from tests.helpers.plans import LIMITS, LINEAR, Load
 from tracing import metrics
 from tracing.budget import (
@@ -250,28 +249,6 @@ async def test_attribution_is_skipped_when_its_cost_does_not_fit() -> None:
     tight = asking(built, BudgetLedger(300), serving=Serving())
     room = (await allowance_for(tight, StageName.ATTRIBUTE)).room()
     assert not room.fits and "attribute takes about 500 ms" in room.reason
-
-
-@dataclass
-class Usage:
-    prompt_tokens: int = 300
-    cached_tokens: int = 0
-    completion_tokens: int = 21
-
-
-@dataclass
-class Ended:
-    finish_reason: str
-    target: str = "large"
-    started: float = 0.0
-    first_at: float | None = None
-    usage: Usage | None = None
-    queue_ms: float = 0.0
-    last_at: float | None = None
-    streamed_tokens: int = 0
-    prompt_tokens: int = 0
-    may_have_queued: bool = True
-    shared_prefix_tokens: int | None = None
 
 
 def test_only_an_answer_that_ended_on_its_own_teaches_the_model() -> None:

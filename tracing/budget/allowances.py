@@ -1,5 +1,7 @@
 """What the budget allows each stage of one request (``BudgetSession`` hands it over):
 
+* what the stages after a stage are reserved as it starts (``reserved_after``): its allocation
+  is the budget left, less that;
 * until when a stage may run (``stage_deadline``): the request's deadline, less, for rerank,
   what the plan's later stages need;
 * what the end of an answer keeps before the deadline: the last event and the request's close
@@ -13,14 +15,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from opentelemetry.trace import Span
 
 from tracing.budget.engine import BudgetEngine
 from tracing.budget.ledger import BudgetLedger
-from tracing.budget.policy import Plan
+from tracing.budget.policy import Plan, PlanLimits
 from tracing.budget.queue import Reservation
 from tracing.budget.stage_names import StageName
 
@@ -97,6 +99,52 @@ def stage_deadline(
         rest_ms = plan.predicted_ms - engine.cost.predict(StageName.RERANK, plan.rerank_candidates)
         return deadline - max(rest_ms, 0.0) / 1000.0
     return deadline
+
+
+def reserved_after(
+    engine: BudgetEngine,
+    ledger: BudgetLedger,
+    plan: Plan | None,
+    stage: StageName,
+    limits: PlanLimits,
+    targets: Sequence[str] = (),
+    answering: bool = False,
+) -> float:
+    """What the stages still to come after ``stage`` (those after it in a request's order that
+    have not run) are reserved, in ms, as it starts: its allocation is the budget left, less
+    this. ``limits`` are the plan's: its ``reserve_ms`` is for what no plan sizes (prompt
+    assembly, answer moderation, streaming).
+
+    * Before the plan (auth to keyword search), the least the rest needs, as admission counts it
+      (``BudgetEngine.plan_bounds``, at the median): embed and search still to come, for an
+      answer (``answering``) its moderation and, with ``targets``, the smallest generation at
+      the cheapest of them, and the plan's reserve. Rerank, which a plan may skip, and the
+      keyword side, which it may drop, are reserved nothing.
+    * Once planned, what the plan counts on: after rerank, generation's predicted time (its
+      queue wait too) and the plan's reserve, as rerank's deadline keeps them
+      (``stage_deadline``); after a stage the plan does not size (the passages' moderation, the
+      prompt's assembly, extraction), generation's time: such a stage runs within the reserve.
+    * Generation, and what runs after it, leave nothing: the answer's moderation ends within
+      generation's span, and attribution runs only where it fits what is left (``stage_room``),
+      saying so where it does not. Such a stage is over only when it ran past the budget."""
+    order = list(StageName)
+    to_come = {s for s in order[order.index(stage) + 1 :] if not ledger.ran(s)}
+    if plan is not None:
+        if StageName.GENERATE not in to_come:
+            return 0.0
+        reserved = plan.generation_ms
+        if StageName.RERANK in to_come:
+            reserved += plan.stage_ms.get(StageName.RERANK, 0.0)
+        return reserved + (limits.reserve_ms if stage is StageName.RERANK else 0.0)
+    median = 0.5
+    reserved = limits.reserve_ms
+    around = (StageName.EMBED, StageName.SEARCH)
+    reserved += sum(engine.cost.stage(s).rate(median) for s in around if s in to_come)
+    if answering and StageName.MODERATE_ANSWER in to_come:
+        reserved += engine.cost.stage(StageName.MODERATE_ANSWER).rate(median)
+    if targets and StageName.GENERATE in to_come:
+        reserved += min(engine.smallest_generation_ms(t, median) for t in targets)
+    return reserved
 
 
 #: Kept before the deadline to finish an answer: the last event and the request's close.

@@ -3,10 +3,10 @@
 The generate stage is told what the plan allows (``allowances.generation_allowance``) and
 streams the answer.
 The session's ``Generation`` passes the text on and watches the stream: the first token (the
-request's wait at its target is over; time to first token on its histogram and span, against
-the request's or the service's target) and how it ended (``generation_ended``: a cut
-said as a degradation, the target's costs learned, unless a request due earlier may have
-preempted it).
+request's wait at its target is over; time to first token on its histogram, its span and the
+request's ledger, against the request's or the service's target) and how it ended
+(``generation_ended``: a cut said as a degradation, the target's costs learned, unless a
+request due earlier may have preempted it).
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ class Generation:
         ledger, span = self.ledger, self.span
         if self.reservation is not None:
             self.reservation.first_token()
-        ttft_ms = self.ttft_ms = ledger.spent_ms
+        ttft_ms = self.ttft_ms = ledger.first_token()
         limits = self.engine.answer_policy.limits
         target_ms = ledger.ttft_target_ms or limits.ttft_target_ms or 0.0
         metrics.TTFT_SECONDS.observe(ttft_ms / 1000.0)

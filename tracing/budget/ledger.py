@@ -1,24 +1,34 @@
 """The per-request budget ledger: every stage runs in its own span and is charged its time.
 
-A ``BudgetLedger`` is created when a request arrives (before auth). Each stage has an
-allocation (a share of the request's budget). Each stage runs inside ``ledger.stage(name)`` (a
-current span, for ordinary code) or ``ledger.begin(name)`` (a span that is not made current, for
-work that spans the yields of a stream). When a stage ends, its wall time is charged to the
-ledger, observed in the stage histogram (with the trace id as exemplar), and written on its span:
-``ragtime.budget.allocated_ms`` and ``spent_ms`` (the stage's), ``remaining_ms`` (the request's),
-``exceeded`` (the stage overran its allocation). A stage the plan predicted (``expect``) also
-gets ``ragtime.budget.predicted_ms``, and its actual/predicted ratio goes to the
-``ragtime_budget_prediction_error_ratio`` histogram. Deliberate degradations are recorded with
-``degrade``; the request's root span gets the totals and the stages that overran.
-``stages()`` gives each stage's start, spent and allocated milliseconds: the request's waterfall,
-as its report shows it; ``ragtime_stage_allocated_seconds`` sums the allocations, for the
-dashboard's spent-against-allocated panel.
+A ``BudgetLedger`` is created when a request arrives (before auth). Each stage runs inside
+``ledger.stage(name)`` (a current span, for ordinary code) or ``ledger.begin(name)`` (a span that
+is not made current, for work that spans the yields of a stream), told what the stages after it
+are reserved (``reserved_ms``: the request's budget session works it out from the plan,
+``allowances.reserved_after``). A stage's **allocation** is what the plan gives it when it
+starts: the budget left then, less that reservation, so that time a stage did not use flows to
+the stages after it (a skipped rerank's to generation). A stage is ``exceeded`` when a run of it
+ran past its allocation (past the budget less what was reserved after it); the request is
+exceeded only when it ran past its budget.
+
+When a stage ends, its wall time is charged to the ledger, observed in the stage histogram (with
+the trace id as exemplar), and written on its span: ``ragtime.budget.allocated_ms``,
+``spent_ms`` and ``exceeded`` (the stage's, as the waterfall shows them), ``remaining_ms`` (the
+request's). A stage the plan predicted (``expect``) also gets ``ragtime.budget.predicted_ms``,
+and its actual/predicted ratio goes to the ``ragtime_budget_prediction_error_ratio`` histogram.
+Deliberate degradations are recorded with ``degrade``; the request's root span gets the totals
+and the stages that overran. ``stages()`` gives each stage's start, spent and allocated
+milliseconds and whether it overran: the request's waterfall, as its report and its
+``Server-Timing`` header show it; ``ragtime_stage_allocated_seconds`` sums the same allocations
+and ``ragtime_stage_budget_exceeded_total`` counts the same overruns, for the dashboard.
+The request's first answer token is stamped on it (``first_token``), in the request's time.
+
+The ledger reads its own ``clock`` (``time.perf_counter`` unless a test gives another).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -59,18 +69,16 @@ class Degradation:
 @dataclass(frozen=True)
 class StageRecord:
     """One stage of a request, as the ledger charged it: when it started (ms from the request's
-    arrival; its first run, for a stage charged more than once), what it spent and what it was
-    allocated. A stage's runs may overlap another's (the answer's filter runs while it
-    streams)."""
+    arrival; its first run, for a stage charged more than once), what it spent, what it was
+    allocated (from its start until the budget less what was reserved after it) and whether a
+    run of it ran past that. A stage's runs may overlap another's (the answer's filter runs
+    while it streams)."""
 
     stage: str
     start_ms: float
     spent_ms: float
     allocated_ms: float
-
-    @property
-    def exceeded(self) -> bool:
-        return self.spent_ms > self.allocated_ms
+    exceeded: bool
 
 
 class StageSpan:
@@ -80,7 +88,7 @@ class StageSpan:
         self.ledger = ledger
         self.name = name
         self.span = span
-        self.started = time.perf_counter()
+        self.started = ledger.clock()
         self._ended = False
 
     def end(self, error: BaseException | None = None) -> float:
@@ -88,7 +96,7 @@ class StageSpan:
         if self._ended:
             return 0.0
         self._ended = True
-        elapsed_ms = (time.perf_counter() - self.started) * 1000.0
+        elapsed_ms = (self.ledger.clock() - self.started) * 1000.0
         if error is not None:
             self.span.record_exception(error)
             self.span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
@@ -105,11 +113,13 @@ class BudgetLedger:
         budget_ms: float,
         *,
         started_at: float | None = None,
-        shares: Mapping[str, float] | None = None,
         ticket: Ticket | None = None,
         budget_pending: bool = False,
+        clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.budget_ms = float(budget_ms)
+        self.clock = clock
+        """The request's clock (``time.perf_counter`` values): arrival, stages and deadline."""
         self.budget_pending = budget_pending
         """True until the request's own budget is read (``set_budget``): a stage that ends
         before then (auth, which runs before the body is read) is charged then, against that
@@ -118,29 +128,44 @@ class BudgetLedger:
         self.ticket = ticket
         """The request's admission ticket (``tracing.budget.door.book``), where the front door
         admitted it by predicted finish: its session says when its work waits on a model."""
-        self.started_at = time.perf_counter() if started_at is None else started_at
-        self.shares: Mapping[str, float] = shares or {}
+        self.started_at = clock() if started_at is None else started_at
         self._timings: dict[str, float] = {}
         self._starts: dict[str, float] = {}
+        self._reserved: dict[str, float] = {}
+        """What the stages after each stage were reserved when it last started (ms)."""
+        self._allocated: dict[str, float] = {}
         self._expected: dict[str, float] = {}
         self.degradations: list[Degradation] = []
         self.overruns: list[str] = []
         self.ttft_target_ms: float | None = None
         """The caller's own time-to-first-token target (ms from arrival), if it gave one: plans
         then prefer a first token within it, as they do the service's."""
+        self.ttft_ms: float | None = None
+        """When the answer's first token came, in ms from arrival (``first_token``)."""
 
     @property
     def deadline(self) -> float:
-        """The ``time.perf_counter()`` value at which the budget runs out."""
+        """The ``clock`` value at which the budget runs out."""
         return self.started_at + self.budget_ms / 1000.0
 
     def allocated_ms(self, stage: str) -> float:
-        """The stage's share of the budget (the whole budget for a stage without a share)."""
-        return self.shares.get(stage, 1.0) * self.budget_ms
+        """What ``stage`` was allocated: from its first start until the budget less what the
+        stages after it were reserved (0 before it is charged)."""
+        return self._allocated.get(stage, 0.0)
+
+    def ran(self, stage: str) -> bool:
+        """Whether ``stage`` has been charged."""
+        return stage in self._timings
+
+    def first_token(self) -> float:
+        """Stamp the answer's first token now (the first stamp stands); its ms from arrival."""
+        if self.ttft_ms is None:
+            self.ttft_ms = self.spent_ms
+        return self.ttft_ms
 
     @property
     def spent_ms(self) -> float:
-        return (time.perf_counter() - self.started_at) * 1000.0
+        return (self.clock() - self.started_at) * 1000.0
 
     @property
     def remaining_ms(self) -> float:
@@ -163,6 +188,7 @@ class BudgetLedger:
                     start_ms=round(self._starts[stage], 3),
                     spent_ms=round(spent, 3),
                     allocated_ms=round(self.allocated_ms(stage), 3),
+                    exceeded=stage in self.overruns,
                 )
                 for stage, spent in self._timings.items()
             ),
@@ -181,19 +207,26 @@ class BudgetLedger:
         *,
         started: float | None = None,
     ) -> None:
-        """Add ``elapsed_ms`` to ``stage``, which ran from ``started`` (a ``perf_counter``
-        value; by default, ``elapsed_ms`` before now); write the stage's budget figures on
-        ``span``. A stage's first charge also counts its allocation in the metrics."""
+        """Add ``elapsed_ms`` to ``stage``, which ran from ``started`` (a ``clock`` value; by
+        default, ``elapsed_ms`` before now), against its allocation; write the stage's budget
+        figures on ``span``. The metrics count what the stage's allocation grew by (its first
+        charge: all of it) and its first overrun."""
         spent = self._timings.get(stage, 0.0) + elapsed_ms
         self._timings[stage] = spent
-        allocated = self.allocated_ms(stage)
-        if stage not in self._starts:
-            if started is None:
-                started = time.perf_counter() - elapsed_ms / 1000.0
-            self._starts[stage] = (started - self.started_at) * 1000.0
-            metrics.STAGE_ALLOCATED_SECONDS.labels(stage=stage).inc(allocated / 1000.0)
-        exceeded = spent > allocated
-        if exceeded and stage not in self.overruns:
+        if started is None:
+            started = self.clock() - elapsed_ms / 1000.0
+        start_ms = (started - self.started_at) * 1000.0
+        first_ms = self._starts.setdefault(stage, start_ms)
+        until_ms = self.budget_ms - self._reserved.get(stage, 0.0)
+        allocated = max(until_ms - first_ms, 0.0)
+        before = self._allocated.get(stage)
+        if before is None or allocated > before:  # a later run may be given until later
+            self._allocated[stage] = allocated
+            metrics.STAGE_ALLOCATED_SECONDS.labels(stage=stage).inc(
+                (allocated - (before or 0.0)) / 1000.0
+            )
+        # Judged at the microsecond the figures are reported in.
+        if round(start_ms + elapsed_ms, 3) > round(until_ms, 3) and stage not in self.overruns:
             self.overruns.append(stage)
             metrics.STAGE_BUDGET_EXCEEDED.labels(stage=stage).inc()
         context = (span or trace.get_current_span()).get_span_context()
@@ -209,24 +242,26 @@ class BudgetLedger:
                 {
                     "ragtime.stage.duration_ms": round(elapsed_ms, 3),
                     "ragtime.budget.budget_ms": self.budget_ms,
-                    "ragtime.budget.allocated_ms": round(allocated, 3),
+                    "ragtime.budget.allocated_ms": round(self.allocated_ms(stage), 3),
                     "ragtime.budget.spent_ms": round(spent, 3),
                     "ragtime.budget.remaining_ms": round(self.remaining_ms, 3),
-                    "ragtime.budget.exceeded": exceeded,
+                    "ragtime.budget.exceeded": stage in self.overruns,
                 }
             )
 
     @contextmanager
-    def stage(self, name: str, **attributes: Any) -> Iterator[Span]:
-        """Run a block as stage ``name`` in a current child span; exceptions mark it as failed.
+    def stage(self, name: str, *, reserved_ms: float = 0.0, **attributes: Any) -> Iterator[Span]:
+        """Run a block as stage ``name`` in a current child span, allocated the budget left less
+        ``reserved_ms`` (what the stages after it are reserved); exceptions mark it as failed.
         While the budget is pending, the stage's charge and its span's end wait for it."""
-        started = time.perf_counter()
+        started = self.clock()
+        self._reserved[name] = reserved_ms
         span = tracer.start_span(name, attributes=attributes or None)
         try:
             with trace.use_span(span, end_on_exit=False):
                 yield span
         finally:
-            elapsed_ms = (time.perf_counter() - started) * 1000.0
+            elapsed_ms = (self.clock() - started) * 1000.0
             if self.budget_pending:
                 self._held.append((name, elapsed_ms, span, started, time.time_ns()))
             else:
@@ -247,8 +282,10 @@ class BudgetLedger:
             self.charge(name, elapsed_ms, span, started=started)
             span.end(end_time=ended_ns)
 
-    def begin(self, name: str, **attributes: Any) -> StageSpan:
-        """Start stage ``name`` as a child of the current span without making it current."""
+    def begin(self, name: str, *, reserved_ms: float = 0.0, **attributes: Any) -> StageSpan:
+        """Start stage ``name`` as a child of the current span without making it current,
+        allocated the budget left less ``reserved_ms`` (as ``stage``)."""
+        self._reserved[name] = reserved_ms
         return StageSpan(self, name, tracer.start_span(name, attributes=attributes or None))
 
     def degrade(self, stage: str, action: str, reason: str, span: Span | None = None) -> None:

@@ -108,6 +108,11 @@ class Plan:
     meets_ttft: bool = True
     """Whether ``first_token_ms`` is within what the TTFT target leaves (True without one)."""
 
+    @property
+    def generation_ms(self) -> float:
+        """Predicted from generation's start to its last token, queue wait included."""
+        return self.stage_ms.get("queue", 0.0) + self.stage_ms.get(StageName.GENERATE, 0.0)
+
     def attributes(self) -> dict[str, int | float | bool]:
         """The plan, as the rerank span (where it is made) carries it."""
         return {

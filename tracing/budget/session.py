@@ -4,9 +4,9 @@ Each request opens a ``BudgetSession`` over the service's one ``BudgetEngine`` a
 The app uses five of its members, and nothing else of the budget:
 
 * ``run(stage, inputs)``: every stage but generation, auth first (``tracing.budget.stage``):
-  its span, its ``Allowance`` (its deadline, how deep a search looks, the plan once made,
-  whether an optional stage fits), its result, error and degradation on the span, and its cost
-  learned (auth's span waits for the request's budget: ``BudgetLedger.set_budget``);
+  its span and allocation (``reserved_ms``), its ``Allowance`` (its deadline, how deep a search
+  looks, the plan once made, whether an optional stage fits), its result, error and degradation
+  on the span, its cost learned (auth's span waits for its budget: ``BudgetLedger.set_budget``);
 * ``ask``: what the request asks (``k`` passages; for an answer, its question and targets),
   then its admission (``check_feasible``): a budget no plan can meet is refused before any work
   (504) unless the answer may come from the passages, a target with no queue room too (503);
@@ -25,7 +25,6 @@ Leaving the session (a context manager) gives the reservation back, whatever end
 from __future__ import annotations
 
 import functools
-import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
@@ -33,8 +32,8 @@ from typing import TypeVar
 
 from opentelemetry.trace import Span
 
+import tracing.budget.allowances as allowances
 from tracing import metrics
-from tracing.budget.allowances import Allowance, generation_allowance, stage_deadline, stage_room
 from tracing.budget.engine import BudgetEngine, Rules
 from tracing.budget.errors import BudgetInfeasible, QueueInfeasible, TargetSaturated
 from tracing.budget.generation import Generation
@@ -194,10 +193,10 @@ class BudgetSession:
         its result on the span, what it gave up as a degradation, its error on the span, the
         plan's prediction compared and its cost taught to the cost model over its ``units``
         (``tracing.budget.stage``). ``DeadlinePassed`` ends the request."""
-        name = stage.name
-        with self.ledger.stage(name) as span:
+        name, clock = stage.name, self.ledger.clock
+        with self.ledger.stage(name, reserved_ms=self.reserved_ms(name)) as span:
             self._begin(name, span)
-            started = time.perf_counter()
+            started = clock()
             result = await stage.run(inputs, self._allowance(name))
             result.record(span)
             if (error := getattr(result, "error", None)) is not None:
@@ -211,15 +210,12 @@ class BudgetSession:
             units = float(getattr(result, "units", 1.0))
             if units > 0:
                 self._expect(name)
-                self.engine.observe_stage(
-                    name.value, (time.perf_counter() - started) * 1000.0, units
-                )
+                self.engine.observe_stage(name.value, (clock() - started) * 1000.0, units)
         return result
 
     def keeps(self, stage: Stage[Inputs, Result]) -> bool:
         """Whether the plan keeps ``stage``, which it may drop to keep more of the answer's
-        quality (hybrid search's keyword side: ``keyword_side``). A dropped stage gets its span,
-        saying what was given up."""
+        quality (hybrid search's keyword side: ``keyword_side``); a dropped one gets its span."""
         if stage.name is not StageName.KEYWORD or not self.rules.degrade:
             return True
         target = self.targets[0] if self.targets else None
@@ -234,7 +230,7 @@ class BudgetSession:
         )
         if dropped is None:
             return True
-        with self.ledger.stage(dropped.stage) as span:
+        with self.ledger.stage(dropped.stage, reserved_ms=self.reserved_ms(stage.name)) as span:
             self.ledger.degrade(dropped.stage, dropped.action, dropped.reason, span)
         return False
 
@@ -248,9 +244,9 @@ class BudgetSession:
         request's admission ticket is out of the process's own work meanwhile, when generating
         waits on the model."""
         plan = self.planned
-        stage_span = self.ledger.begin(
-            StageName.GENERATE, **stage.span_attributes(plan.max_output_tokens)
-        )
+        reserved_ms = self.reserved_ms(StageName.GENERATE)
+        attributes = stage.span_attributes(plan.max_output_tokens)
+        stage_span = self.ledger.begin(StageName.GENERATE, reserved_ms=reserved_ms, **attributes)
         self._begin(StageName.GENERATE, stage_span.span)
         ticket = self.ledger.ticket if self.generation_waits else None
         if ticket is not None:
@@ -261,7 +257,7 @@ class BudgetSession:
         reservation, span = self.reservation, stage_span.span
         try:
             deadline = self.deadline_for(StageName.GENERATE)
-            allowance = generation_allowance(
+            allowance = allowances.generation_allowance(
                 self.engine, self.ledger, plan, reservation, deadline=deadline, span=span
             )
             preemptive = reservation is not None and self.queue(reservation.target).preemptive
@@ -371,28 +367,34 @@ class BudgetSession:
     def _expect(self, stage: StageName) -> None:
         """The plan's prediction for ``stage`` on the ledger, compared when its span ends."""
         plan = self._plan
-        if plan is None:
+        if plan is None or (stage is StageName.RERANK and not plan.rerank_candidates):
             return
         predicted = plan.stage_ms.get(stage.value)
         if stage is StageName.GENERATE and plan.stage_ms:
-            predicted = plan.stage_ms.get("queue", 0.0) + plan.stage_ms[StageName.GENERATE]
-        if stage is StageName.RERANK and not plan.rerank_candidates:
-            return
+            predicted = plan.generation_ms
         if predicted is not None:
             self.ledger.expect(stage.value, predicted)
 
     # -- how long each stage may wait --------------------------------------------------------
 
-    def _allowance(self, stage: StageName) -> Allowance:
+    def _allowance(self, stage: StageName) -> allowances.Allowance:
         limits = self._limits()
         depth = limits.rerank_pool(self.k) if self.rerank_available else self.k
-        return Allowance(
+        return allowances.Allowance(
             deadline=self.deadline_for(stage),
             depth=depth,
             plan=self._plan,
-            room=functools.partial(stage_room, self.engine, self.ledger, stage),
+            room=functools.partial(allowances.stage_room, self.engine, self.ledger, stage),
+        )
+
+    def reserved_ms(self, stage: StageName) -> float:
+        """What the stages after ``stage`` are reserved as it starts, which its allocation
+        leaves them (``allowances.reserved_after``)."""
+        answering, limits = bool(self.targets) or self.extract_instead, self._limits()
+        return allowances.reserved_after(
+            self.engine, self.ledger, self._plan, stage, limits, self.targets, answering
         )
 
     def deadline_for(self, stage: StageName) -> float:
         """Until when ``stage`` may run (``allowances.stage_deadline``)."""
-        return stage_deadline(self.engine, self.ledger, self._plan, stage)
+        return allowances.stage_deadline(self.engine, self.ledger, self._plan, stage)

@@ -1,5 +1,6 @@
-"""The stages of a request, by name: the one list that the ledger's shares, the cost model's
-priors, the stage threads, the pipeline, the spans and the metrics all use.
+"""The stages of a request, by name: the one list that the plan's reservations (in its order:
+``allowances.reserved_after``), the cost model's priors, the stage threads, the pipeline, the
+spans and the metrics all use.
 
 A ``StrEnum``: each member is its name as a string, so a span, a metric label or a JSON key
 reads ``embed``, never ``StageName.EMBED``.

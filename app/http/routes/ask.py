@@ -1,7 +1,8 @@
 """``POST /v1/ask``: an answer with citations, as JSON or as Server-Sent Events.
 
 Streaming: once the passages are ready, a ``citations`` event lists them (labels, sources,
-scores: the evidence, before the first token); then ``token`` events carry text deltas, then one
+scores: the evidence, before the first token) with the request's trace id (the response's
+``traceparent`` header says it too); then ``token`` events carry text deltas, then one
 ``done`` event carries the report (the JSON answer minus its text, saying which passages the
 answer cites). In ``auto`` mode a ``replace`` event may come before ``done``: its ``text`` is the
 answer instead of the tokens sent (the passages' own, when the model's fell short; the report's
@@ -68,6 +69,7 @@ async def ask(
         )
         return EventSourceResponse(
             _events(stream),
+            headers=stream.headers,
             shutdown_event=stream.drain.started,
             shutdown_grace_period=stream.drain.grace_s,
         )
@@ -91,7 +93,8 @@ async def _events(stream: AnswerStream) -> AsyncIterator[dict[str, str] | bytes]
             async for item in items:
                 if isinstance(item, Evidence):
                     cited = [c.model_dump(mode="json") for c in item.citations]
-                    yield {"event": "citations", "data": json.dumps({"citations": cited})}
+                    evidence = {"trace_id": stream.trace_id, "citations": cited}
+                    yield {"event": "citations", "data": json.dumps(evidence)}
                 elif isinstance(item, Replaced):
                     yield {"event": "replace", "data": json.dumps({"text": item.text})}
                 elif isinstance(item, Finished):

@@ -10,8 +10,9 @@ supports the answer) and ``attribution`` (how its citations were found). ``model
 ``GET /v1/models`` lists: ``ragtime`` or the generation backend's model, which answer alike.
 
 Shapes are OpenAI's (sources in ``app.http.schemas.chat``): a stream is
-``data: {chat.completion.chunk}`` lines, the first with the assistant's role, the last with the
-``finish_reason`` (then, with ``stream_options.include_usage``, one with the usage and no
+``data: {chat.completion.chunk}`` lines, the first with the assistant's role (and the request's
+``trace_id``, an extension field; the response's ``traceparent`` header says it too), the last
+with the ``finish_reason`` (then, with ``stream_options.include_usage``, one with the usage and no
 choice), then ``data: [DONE]``.
 A failure before the first token is a plain HTTP error; one after it ends the stream with
 ``data: {"error": {...}}``, as OpenAI's streams do. A client that goes away stops generation.
@@ -234,6 +235,7 @@ async def chat_completions(
         chunks = _chunks(started, completion_id, created, body.model, include_usage)
         return EventSourceResponse(
             chunks,
+            headers=started.headers,
             shutdown_event=started.drain.started,
             shutdown_grace_period=started.drain.grace_s,
         )
@@ -276,7 +278,7 @@ async def _chunks(
     def choice(delta: dict[str, str], finish_reason: str | None = None) -> dict[str, Any]:
         return {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
 
-    yield chunk([choice({"role": "assistant", "content": ""})])
+    yield chunk([choice({"role": "assistant", "content": ""})], trace_id=stream.trace_id)
     try:
         async with aclosing(stream.items()) as items:
             async for item in items:

@@ -37,6 +37,7 @@ from app.http.schemas.collections import (
     IngestResponse,
 )
 from app.http.schemas.common import (
+    AnswerBudgetReport,
     AnswerRequest,
     BudgetedRequest,
     BudgetReport,
@@ -50,6 +51,7 @@ from app.http.schemas.search import SearchHit, SearchRequest, SearchResponse
 __all__ = [
     "ATTRIBUTION_DESCRIPTION",
     "GROUNDED_DESCRIPTION",
+    "AnswerBudgetReport",
     "AnswerRequest",
     "AskRequest",
     "AskResponse",

@@ -9,8 +9,8 @@ from typing import Literal
 from pydantic import BaseModel, Field, StrictBool, StrictInt
 
 from app.http.schemas.common import (
+    AnswerBudgetReport,
     AnswerRequest,
-    BudgetReport,
     DegradationOut,
     NonEmptyText,
     PassageOut,
@@ -112,10 +112,10 @@ class Report(BaseModel):
     trace_id: str
     timings_ms: dict[str, float]
     stages: list[StageOut] = Field(
-        description="Each hop in the order it started: when, what it spent, what it was "
-        "allocated (the request's waterfall)."
+        description="Each hop in the order it started: when, what it spent, what the plan "
+        "allocated it and whether it ran past that (the request's waterfall)."
     )
-    budget: BudgetReport
+    budget: AnswerBudgetReport
     degradations: list[DegradationOut]
     usage: UsageOut | None
     finish_reason: str

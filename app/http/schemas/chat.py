@@ -21,8 +21,8 @@ from app.http.schemas.answers import (
     Citation,
 )
 from app.http.schemas.common import (
+    AnswerBudgetReport,
     AnswerRequest,
-    BudgetReport,
     DegradationOut,
     NonEmptyText,
     StageOut,
@@ -119,7 +119,7 @@ class RagtimeExtensions(BaseModel):
     grounded: bool | None = Field(description=GROUNDED_DESCRIPTION)
     attribution: AttributionMethod = Field(description=ATTRIBUTION_DESCRIPTION)
     degradations: list[DegradationOut]
-    budget: BudgetReport
+    budget: AnswerBudgetReport
     timings_ms: dict[str, float]
     stages: list[StageOut]
     trace_id: str

@@ -1,8 +1,9 @@
 """What the bodies of several routes share: the text a field may not leave empty, the body
 every question route builds on (``BudgetedRequest``: strict JSON types, no other fields, an
 optional ``budget_ms``; ``AnswerRequest`` adds the answer's own ``ttft_target_ms``), what a
-request's budget reports back (``BudgetReport``, its ``DegradationOut``), and a retrieved passage
-as answers and searches show it (``PassageOut``)."""
+request's budget reports back (``BudgetReport``; an answer's, with its first token,
+``AnswerBudgetReport``; ``StageOut``, ``DegradationOut``), and a retrieved passage as answers and
+searches show it (``PassageOut``)."""
 
 from __future__ import annotations
 
@@ -54,7 +55,20 @@ class BudgetReport(BaseModel):
     budget_ms: float
     spent_ms: float
     remaining_ms: float
-    exceeded: bool
+    exceeded: bool = Field(
+        description="Whether the request ran past its budget (a stage past its allocation "
+        "alone is not: see `stages`)."
+    )
+
+
+class AnswerBudgetReport(BudgetReport):
+    """An answer's budget report: the request's totals, and when its first token came."""
+
+    ttft_ms: float | None = Field(
+        description="When the answer's first token came, in ms from the request's arrival: the "
+        "model's first token, or, for an answer taken from the passages (`extract`, `abstain`), "
+        "when its text was ready. Null only for an answer with no text."
+    )
 
 
 class StageOut(BaseModel):
@@ -65,8 +79,15 @@ class StageOut(BaseModel):
         description="When the stage first started, in ms from the request's arrival."
     )
     spent_ms: float = Field(description="Its wall time, over all its runs.")
-    allocated_ms: float = Field(description="Its share of the budget (RAGTIME_BUDGET_SHARES).")
-    exceeded: bool = Field(description="Whether it spent more than its allocation.")
+    allocated_ms: float = Field(
+        description="What the plan gave it when it started: the budget left, less what the "
+        "stages after it were reserved (time an earlier stage did not use is in it), from its "
+        "start."
+    )
+    exceeded: bool = Field(
+        description="Whether it ran past its allocation (a run of it ended after the budget "
+        "less what was reserved after it)."
+    )
 
 
 class DegradationOut(BaseModel):

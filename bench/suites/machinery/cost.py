@@ -23,7 +23,7 @@ from opentelemetry.trace import Span
 from pydantic import BaseModel, Field
 
 from app.pipeline.budget_engine import build_budget_engine, cost_model
-from app.settings import DEFAULT_BUDGET_SHARES, Settings
+from app.settings import Settings
 from bench.harness.stats import Summary, summarize
 from inference import Usage
 from tracing.budget import (
@@ -133,7 +133,7 @@ async def one_request(engine: BudgetEngine) -> None:
     """The machinery of one answered request, with empty stages: the real budget session, asked
     as the pipeline asks it (``session.run`` per stage, ``session.generate`` for generation)."""
     tracer = trace.get_tracer("ragtime.bench.machinery")
-    ledger = BudgetLedger(10_000.0, shares=DEFAULT_BUDGET_SHARES)
+    ledger = BudgetLedger(10_000.0)
     with tracer.start_as_current_span("POST /v1/ask") as root:
         session = BudgetSession(
             engine,

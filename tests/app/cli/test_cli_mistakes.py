@@ -97,8 +97,8 @@ def test_ask_without_a_key_or_with_a_malformed_url(
              "RAGTIME_KEY_SECRET)"],
         ),
         (
-            {"RAGTIME_BUDGET_SHARES": "{rerank: 0.1"},
-            ["error: RAGTIME_BUDGET_SHARES='{rerank: 0.1': should be JSON (Expecting property "
+            {"RAGTIME_MODEL_POOLS": "{small: 1"},
+            ["error: RAGTIME_MODEL_POOLS='{small: 1': should be JSON (Expecting property "
              "name enclosed in double quotes: line 1 column 2 (char 1))"],
         ),
     ],

@@ -118,6 +118,8 @@ async def test_a_streamed_completion_through_the_client(
     assert extra["citations"][0]["label"] == 1 and extra["citations"][0]["cited"] is True
     assert extra["budget"]["budget_ms"] == 15000 and "degradations" in extra
     assert extra["server_timing"].startswith("auth;dur=")
+    # The first chunk names the trace at once, as an extension field the client keeps.
+    assert (chunks[0].model_extra or {})["trace_id"] == extra["trace_id"]
     # include_usage: one last chunk with the usage and no choice, null usage before it.
     last = chunks[-1]
     assert last.choices == [] and last.usage is not None and last.usage.completion_tokens == 3
