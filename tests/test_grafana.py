@@ -37,6 +37,8 @@ from grafana_foundation_sdk.models.dashboard import Dashboard, Panel
 from tests.helpers.compose_file import ROOT, bind_mounts_with_modes, compose_services, environment
 from tests.helpers.prometheus_server import (
     PrometheusServer,
+    deploy_config,
+    deploy_rules,
     finite_points,
     prometheus_path,
     prometheus_serving,
@@ -208,30 +210,6 @@ def test_the_panels_fit_the_grid_without_overlapping() -> None:
 # The data a real Prometheus gives each query.
 
 
-def rules_that_fire_at_once() -> str:
-    """deploy/prometheus/alerts.yml with every rule's ``for`` set to 0 s: the real rules wait 1
-    to 5 minutes in pending before they fire, longer than this test's load runs. The conditions,
-    thresholds and windows stay the real ones: an alert that fires here has really held."""
-    rules = load_yaml(PROMETHEUS_DIR / "alerts.yml")
-    for group in rules["groups"]:
-        for rule in group["rules"]:
-            rule["for"] = "0s"
-    return yaml.safe_dump(rules, sort_keys=False)
-
-
-def prometheus_config(ragtime_url: str, engine_url: str) -> dict[str, Any]:
-    """deploy/prometheus/prometheus.yml, its jobs pointed at this test's servers and every
-    interval 1 s (``rate()`` needs two samples in its window); no Alertmanager."""
-    config = load_yaml(PROMETHEUS_DIR / "prometheus.yml")
-    config["global"] = {"scrape_interval": "1s", "evaluation_interval": "1s"}
-    config.pop("alerting")
-    served = {"ragtime": ragtime_url, "sglang": engine_url}
-    for job in config["scrape_configs"]:
-        job["static_configs"] = [{"targets": [served.pop(job["job_name"]).split("//")[1]]}]
-    assert not served, f"prometheus.yml has no job for {sorted(served)}"
-    return config
-
-
 @pytest.fixture(scope="module")
 def scraping(
     tmp_path_factory: pytest.TempPathFactory, seeded_data_dir: Path, api_key: str
@@ -246,8 +224,8 @@ def scraping(
         ragtime_under_load(seeded_data_dir, api_key, workdir) as loaded,
         prometheus_serving(
             workdir / "prometheus",
-            prometheus_config(loaded.url, loaded.engine_url),
-            {"alerts.yml": rules_that_fire_at_once()},
+            deploy_config({"ragtime": loaded.url, "sglang": loaded.engine_url}),
+            {"alerts.yml": deploy_rules("0s")},
         ) as prometheus,
     ):
         yield prometheus

@@ -7,14 +7,11 @@ evaluates at chosen instants of a fake clock; the receiver records what it was s
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import re
 import socket
-import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +19,7 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
+from tests.helpers.webhook_receiver import Receiver, receiving
 from tracing import metrics
 from tracing._alert_conditions import (
     REQUESTS,
@@ -36,40 +34,10 @@ T0 = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 ALERTS_YML = Path(__file__).resolve().parents[2] / "deploy" / "prometheus" / "alerts.yml"
 
 
-class Receiver:
-    """A webhook receiver: records each JSON body and when it came; answers ``replies`` first."""
-
-    def __init__(self) -> None:
-        self.bodies: list[dict[str, Any]] = []
-        self.arrivals: list[float] = []
-        self.replies: list[int] = []
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                length = int(self.headers["Content-Length"])
-                receiver.bodies.append(json.loads(self.rfile.read(length)))
-                receiver.arrivals.append(time.monotonic())
-                self.send_response(receiver.replies.pop(0) if receiver.replies else 200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/alerts"
-
-
 @pytest.fixture
 def receiver() -> Iterator[Receiver]:
-    receiver = Receiver()
-    thread = threading.Thread(target=receiver.server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    yield receiver
-    receiver.server.shutdown()
-    receiver.server.server_close()
-    thread.join(timeout=5)
+    with receiving() as receiver:
+        yield receiver
 
 
 class Metrics:
