@@ -160,7 +160,9 @@ async def answer(
         close_failed(ledger, root, route, exc)
         raise
     close_request(ledger, root, route, success_outcome(ledger, outcome.finish_reason))
-    count_first_token(route, outcome.ttft_ms, ttft_target_ms(session))
+    count_first_token(
+        route, outcome.ttft_ms, ttft_target_ms(ledger, pipeline.settings.ttft_target_ms)
+    )
     report = answer_report(prepared, outcome, ledger)
     return Finished(text, report, timing_headers(ledger, root))
 
@@ -273,7 +275,7 @@ class AnswerStream:
             await events.aclose()
             close_failed(ledger, root, route, exc)
             raise
-        target = ttft_target_ms(session)
+        target = ttft_target_ms(ledger, pipeline.settings.ttft_target_ms)
         return cls(first, events, prepared, ledger, root, route, Drain(shutdown), target)
 
     async def items(self) -> AsyncGenerator[str | Evidence | Replaced | Finished, None]:

@@ -25,7 +25,7 @@ from app.safety.redaction import redact, redaction_attributes
 from retrieval import Passage
 from tracing import BudgetLedger, current_trace_id
 from tracing import metrics as tracing_metrics
-from tracing.budget import BudgetInfeasible, BudgetSession, StageName
+from tracing.budget import BudgetInfeasible, StageName
 
 
 def budget_report(ledger: BudgetLedger) -> BudgetReport:
@@ -144,11 +144,11 @@ def refused_at_the_door(ledger: BudgetLedger, error: BaseException) -> bool:
     return isinstance(error, BudgetInfeasible) and set(ledger.timings_ms) <= {StageName.AUTH}
 
 
-def ttft_target_ms(session: BudgetSession) -> float | None:
-    """The first-token target a request's answer is held to: its own (``ttft_target_ms``),
-    else the service's (``RAGTIME_TTFT_TARGET_MS``); None where there is none."""
-    own = session.ledger.ttft_target_ms
-    return own or session.engine.answer_policy.limits.ttft_target_ms or None
+def ttft_target_ms(ledger: BudgetLedger, service_ms: float) -> float | None:
+    """The first-token target a request's answer is held to, as its plan was: its own
+    (``ttft_target_ms``), else the service's (``RAGTIME_TTFT_TARGET_MS``, ``service_ms``; 0:
+    none); None where there is none."""
+    return ledger.ttft_target_ms or service_ms or None
 
 
 def count_first_token(route: str, ttft_ms: float | None, target_ms: float | None) -> None:
