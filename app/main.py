@@ -32,8 +32,9 @@ from app.settings import Settings, get_settings, usable_cores
 from app.ui import install as install_page
 from inference import GenerationBackend
 from tracing import RequestMetricsMiddleware, configure_tracing, flush_tracing
+from tracing import metrics as tracing_metrics
 from tracing.alerts import AlertEvaluator
-from tracing.budget import BudgetEngine
+from tracing.budget import BudgetEngine, StageName
 from tracing.budget.door.book import FinishAdmission
 from tracing.budget.door.peers import Peers, serving_processes
 from tracing.loop_lag import LoopLag
@@ -66,8 +67,8 @@ def alert_evaluator(settings: Settings) -> AlertEvaluator:
         window_s=settings.alert_window_s,
         for_s=settings.alert_for_s,
         cooldown_s=settings.alert_cooldown_s,
+        budget_violation_ratio=settings.alert_budget_violation_ratio,
         stage_violation_ratio=settings.alert_stage_violation_ratio,
-        ttft_p95_s=settings.alert_ttft_p95_s,
         error_ratio=settings.alert_error_ratio,
     )
 
@@ -157,6 +158,8 @@ def create_app(
             name="ragtime-budget-upkeep",
         )
         lag = asyncio.create_task(loop_lag.measure(), name="ragtime-loop-lag")
+        # Every series the alerts and the dashboard divide by exists, at 0, from the start.
+        tracing_metrics.count_from_zero(QUESTION_ROUTES, sorted(ANSWER_ROUTES), list(StageName))
         app.state.alerts = alert_evaluator(settings)
         await app.state.alerts.start()  # runs without a webhook too, for GET /v1/alerts
         ready, components = live.readiness()

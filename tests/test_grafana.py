@@ -22,7 +22,6 @@ import os
 import re
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,17 +34,27 @@ from grafana_foundation_sdk.models import prometheus as prometheus_query
 from grafana_foundation_sdk.models.dashboard import Dashboard, Panel
 
 from tests.helpers.compose_file import ROOT, bind_mounts_with_modes, compose_services, environment
+from tests.helpers.grafana_dashboard import (
+    DASHBOARD_FILE,
+    DASHBOARDS,
+    GRAFANA,
+    PanelQuery,
+    dashboard_json,
+    fill,
+    metric_names,
+    panel_queries,
+    variables,
+)
 from tests.helpers.prometheus_server import (
     PrometheusServer,
+    deploy_config,
+    deploy_rules,
     finite_points,
     prometheus_path,
     prometheus_serving,
 )
 from tests.helpers.ragtime_under_load import ragtime_under_load
 
-GRAFANA = ROOT / "deploy" / "grafana"
-DASHBOARDS = GRAFANA / "dashboards"
-DASHBOARD_FILE = DASHBOARDS / "ragtime.json"
 DATASOURCES_FILE = GRAFANA / "provisioning" / "datasources" / "prometheus.yml"
 PROVIDERS_FILE = GRAFANA / "provisioning" / "dashboards" / "ragtime.yml"
 PROMETHEUS_DIR = ROOT / "deploy" / "prometheus"
@@ -71,46 +80,14 @@ PROVIDER_KEYS = frozenset(
     }
 )  # fmt: skip
 GRID_COLUMNS = 24
-#: What the test puts for Grafana's ``$__rate_interval``: at least 4 scrapes of its 1 s interval.
-RATE_WINDOW = "10s"
 #: How far back each range query looks, as a panel over the last minute would.
 LOOKBACK_S = 60.0
-
-
-@dataclass(frozen=True)
-class PanelQuery:
-    """One query of one panel, as Grafana sends it and as this test sends it."""
-
-    panel: str
-    ref_id: str
-    expr: str
-
-    @property
-    def concrete(self) -> str:
-        """The expression with Grafana's variables put in, as Grafana would before sending."""
-        expr = self.expr.replace("$__rate_interval", RATE_WINDOW)
-        assert "$" not in expr, f"{self.panel}/{self.ref_id}: a variable this test cannot fill"
-        return expr
 
 
 def load_yaml(path: Path) -> dict[str, Any]:
     data = yaml.safe_load(path.read_text())
     assert isinstance(data, dict), path
     return data
-
-
-def dashboard_json() -> dict[str, Any]:
-    data = json.loads(DASHBOARD_FILE.read_text())
-    assert isinstance(data, dict)
-    return data
-
-
-def panel_queries(dashboard: dict[str, Any]) -> list[PanelQuery]:
-    return [
-        PanelQuery(panel["title"], target["refId"], target["expr"])
-        for panel in dashboard["panels"]
-        for target in panel["targets"]
-    ]
 
 
 def provisioned_datasource() -> dict[str, Any]:
@@ -208,30 +185,6 @@ def test_the_panels_fit_the_grid_without_overlapping() -> None:
 # The data a real Prometheus gives each query.
 
 
-def rules_that_fire_at_once() -> str:
-    """deploy/prometheus/alerts.yml with every rule's ``for`` set to 0 s: the real rules wait 1
-    to 5 minutes in pending before they fire, longer than this test's load runs. The conditions,
-    thresholds and windows stay the real ones: an alert that fires here has really held."""
-    rules = load_yaml(PROMETHEUS_DIR / "alerts.yml")
-    for group in rules["groups"]:
-        for rule in group["rules"]:
-            rule["for"] = "0s"
-    return yaml.safe_dump(rules, sort_keys=False)
-
-
-def prometheus_config(ragtime_url: str, engine_url: str) -> dict[str, Any]:
-    """deploy/prometheus/prometheus.yml, its jobs pointed at this test's servers and every
-    interval 1 s (``rate()`` needs two samples in its window); no Alertmanager."""
-    config = load_yaml(PROMETHEUS_DIR / "prometheus.yml")
-    config["global"] = {"scrape_interval": "1s", "evaluation_interval": "1s"}
-    config.pop("alerting")
-    served = {"ragtime": ragtime_url, "sglang": engine_url}
-    for job in config["scrape_configs"]:
-        job["static_configs"] = [{"targets": [served.pop(job["job_name"]).split("//")[1]]}]
-    assert not served, f"prometheus.yml has no job for {sorted(served)}"
-    return config
-
-
 @pytest.fixture(scope="module")
 def scraping(
     tmp_path_factory: pytest.TempPathFactory, seeded_data_dir: Path, api_key: str
@@ -246,8 +199,8 @@ def scraping(
         ragtime_under_load(seeded_data_dir, api_key, workdir) as loaded,
         prometheus_serving(
             workdir / "prometheus",
-            prometheus_config(loaded.url, loaded.engine_url),
-            {"alerts.yml": rules_that_fire_at_once()},
+            deploy_config({"ragtime": loaded.url, "sglang": loaded.engine_url}),
+            {"alerts.yml": deploy_rules("0s")},
         ) as prometheus,
     ):
         yield prometheus
@@ -292,10 +245,61 @@ def test_a_query_of_a_metric_that_does_not_exist_has_no_data(scraping: Prometheu
     """The check above can fail: a panel naming a metric ragtime does not export stays empty."""
     queries = panel_queries(dashboard_json())
     assert not wait_for_data(scraping, queries[:1])  # the first query has data ...
-    misspelt = [
-        PanelQuery(query.panel, query.ref_id, re.sub(r"ragtime_ttft_", "ragtime_tfft_", query.expr))
-        for query in queries
-        if "ragtime_ttft_" in query.expr
-    ]
+    misspelt = [misspell(query, "ragtime_ttft_", "ragtime_tfft_") for query in queries]
+    misspelt = [query for query in misspelt if "ragtime_tfft_" in query.expr]
     assert misspelt, "the dashboard has a TTFT panel"
     assert len(queries_without_data(scraping, misspelt)) == len(misspelt)  # ... not misspelt
+
+
+def misspell(query: PanelQuery, right: str, wrong: str) -> PanelQuery:
+    expr = query.expr.replace(right, wrong)
+    return PanelQuery(query.panel, query.ref_id, expr, fill(expr, dashboard_json()))
+
+
+def exported(prometheus: PrometheusServer) -> set[str]:
+    """Every metric the real Prometheus has scraped: ragtime's, its engine's, its own."""
+    return set(prometheus.api("label/__name__/values"))
+
+
+def unexported(names: set[str], queries: list[PanelQuery]) -> list[str]:
+    """The metrics the queries name that are not among ``names``: a panel that would stay
+    empty, or draw ``or vector(0)`` in place of what it claims to show."""
+    return sorted({name for q in queries for name in metric_names(q.concrete)} - names)
+
+
+@pytest.mark.process
+def test_every_metric_a_panel_names_is_exported(scraping: PrometheusServer) -> None:
+    queries = panel_queries(dashboard_json())
+    assert not wait_for_data(scraping, queries)
+    names = exported(scraping)
+    assert not unexported(names, queries)
+    # A panel's variables list what ragtime exports: its instances, its question routes.
+    for name, variable in variables(dashboard_json()).items():
+        selector, label = label_values(fill(variable["query"], dashboard_json()))
+        assert not unexported(names, [PanelQuery(name, "", selector, selector)])
+        values = scraping.api(f"label/{label}/values", **{"match[]": selector})
+        assert values, f"variable {name} lists nothing"
+        assert all(re.fullmatch(variable["allValue"], value) for value in values), values
+    routes = scraping.api("label/route/values", **{"match[]": "ragtime_request_outcomes_total"})
+    assert set(routes) == {"/v1/ask", "/v1/chat/completions", "/v1/search"}
+
+
+@pytest.mark.process
+def test_a_misspelt_metric_is_caught_where_its_query_still_has_data(
+    scraping: PrometheusServer,
+) -> None:
+    """The check above can fail, where the check of data cannot: a misspelt metric under
+    ``or vector(0)`` still draws a line (a 0 that means nothing)."""
+    queries = panel_queries(dashboard_json())
+    assert not wait_for_data(scraping, queries)
+    errors = next(q for q in queries if "or vector(0)" in q.expr)
+    misspelt = misspell(errors, "ragtime_admission_refused_total", "ragtime_admission_refusd_total")
+    assert not queries_without_data(scraping, [misspelt])  # data: the misspelling is hidden ...
+    assert unexported(exported(scraping), [misspelt]) == ["ragtime_admission_refusd_total"]
+
+
+def label_values(query: str) -> tuple[str, str]:
+    """The selector and label of a variable's ``label_values(selector, label)``."""
+    found = re.fullmatch(r"label_values\((.+), *(\w+)\)", query.strip())
+    assert found, f"not label_values(selector, label): {query}"
+    return found.group(1), found.group(2)

@@ -18,12 +18,16 @@ Labels = tuple[tuple[str, str], ...]  # sorted (name, value) pairs
 SampleKey = tuple[str, Labels]  # (sample name, labels)
 Increase = Mapping[SampleKey, float]
 
+BUDGET_BREACHES = "ragtime_budget_exceeded_total"
+OUTCOMES = "ragtime_request_outcomes_total"
 STAGE_OVERRUNS = "ragtime_stage_budget_exceeded_total"
 STAGE_RUNS = "ragtime_stage_duration_seconds_count"
-TTFT_BUCKETS = "ragtime_ttft_seconds_bucket"
+TTFT_TARGET_BUCKETS = "ragtime_ttft_target_ratio_bucket"
 REQUESTS = "ragtime_requests_total"
 REFUSED = "ragtime_admission_refused_total"
-WATCHED = frozenset({STAGE_OVERRUNS, STAGE_RUNS, TTFT_BUCKETS, REQUESTS, REFUSED})
+WATCHED = frozenset(
+    {BUDGET_BREACHES, OUTCOMES, STAGE_OVERRUNS, STAGE_RUNS, TTFT_TARGET_BUCKETS, REQUESTS, REFUSED}
+)
 
 
 @dataclass(frozen=True)
@@ -60,8 +64,33 @@ def _sum_by(increase: Increase, name: str, label: str) -> dict[Labels, float]:
     return sums
 
 
+def _sum_where(
+    increase: Increase, name: str, label: str, keep: Callable[[dict[str, str]], bool]
+) -> dict[Labels, float]:
+    kept = {key: v for key, v in increase.items() if key[0] == name and keep(dict(key[1]))}
+    return _sum_by(kept, name, label)
+
+
+def budget_violation_ratios(increase: Increase) -> dict[Labels, float]:
+    """Per route, the share of its admitted requests that broke their budget: ended after it
+    ran out, or answered 504 after admission. Admitted: every request with an outcome but the
+    callers' errors (``rejected``, 4xx) and the 504s refused at the door for a budget no plan
+    can meet (``budget_infeasible``), which anyone may send."""
+    breaches = _sum_by(increase, BUDGET_BREACHES, "route")
+    requests = _sum_where(increase, OUTCOMES, "route", lambda la: la.get("outcome") != "rejected")
+    refused = _sum_where(
+        increase, REFUSED, "route", lambda la: la.get("reason") == "budget_infeasible"
+    )
+    ratios = {}
+    for route, n in requests.items():
+        admitted = n - refused.get(route, 0.0)
+        if admitted > 0 and route in breaches:
+            ratios[route] = breaches[route] / admitted
+    return ratios
+
+
 def stage_violation_ratios(increase: Increase) -> dict[Labels, float]:
-    """Per stage, the share of its runs that overran their budget allocation."""
+    """Per stage, the share of its runs that overran the allocation the plan gave them."""
     runs = _sum_by(increase, STAGE_RUNS, "stage")
     overruns = _sum_by(increase, STAGE_OVERRUNS, "stage")
     return {stage: overruns[stage] / n for stage, n in runs.items() if n > 0 and stage in overruns}
@@ -95,11 +124,12 @@ def histogram_quantile(q: float, buckets: Mapping[float, float]) -> float:
     return lower + (bounds[i] - lower) * (rank - below) / in_bucket
 
 
-def ttft_p95(increase: Increase) -> dict[Labels, float]:
-    """The 95th percentile of time to first token (all series summed by ``le``), if any."""
+def ttft_target_p95(increase: Increase) -> dict[Labels, float]:
+    """The 95th percentile of answers' first token over their target (all routes summed by
+    ``le``), if any answer had a target: over 1, more than 5% of them missed it."""
     buckets: dict[float, float] = {}
     for (sample, labels), value in increase.items():
-        if sample == TTFT_BUCKETS:
+        if sample == TTFT_TARGET_BUCKETS:
             bound = float(dict(labels)["le"])
             buckets[bound] = buckets.get(bound, 0.0) + value
     p95 = histogram_quantile(0.95, buckets)
@@ -129,10 +159,6 @@ def _percent(value: float) -> str:
     return f"{value * 100:.4g}%"
 
 
-def _duration(seconds: float) -> str:
-    return f"{seconds:.4g}s" if seconds >= 1 else f"{seconds * 1000:.4g}ms"
-
-
 def _window(seconds: float) -> str:
     if seconds % 60 == 0:
         minutes = int(seconds // 60)
@@ -157,25 +183,37 @@ class AlertRule:
         return {labels: v for labels, v in self.measure(increase).items() if v > self.threshold}
 
 
+def _budget_annotations(
+    rule: AlertRule, labels: dict[str, str], value: float, window_s: float
+) -> dict[str, str]:
+    route, share = labels.get("route", ""), _percent(value)
+    return {
+        "summary": f"{share} of {route} requests broke their budget",
+        "description": f"Over the last {_window(window_s)} {share} of the requests admitted to "
+        f"{route} ended after their budget ran out or were answered 504 (threshold "
+        f"{_percent(rule.threshold)}).",
+    }
+
+
 def _stage_annotations(
     rule: AlertRule, labels: dict[str, str], value: float, window_s: float
 ) -> dict[str, str]:
     stage, share = labels.get("stage", ""), _percent(value)
     return {
-        "summary": f"Stage {stage} overran its budget in {share} of runs",
+        "summary": f"Stage {stage} overran its planned allocation in {share} of runs",
         "description": f"Over the last {_window(window_s)} {share} of the runs of stage {stage} "
-        f"overran their budget allocation (threshold {_percent(rule.threshold)}).",
+        f"overran the allocation the plan gave them (threshold {_percent(rule.threshold)}).",
     }
 
 
 def _ttft_annotations(
     rule: AlertRule, labels: dict[str, str], value: float, window_s: float
 ) -> dict[str, str]:
-    target = _duration(rule.threshold)
     return {
-        "summary": f"TTFT p95 is {_duration(value)}, over the {target} target",
-        "description": "The 95th percentile of time to first token over the last "
-        f"{_window(window_s)} is {_duration(value)}; the target is {target}.",
+        "summary": f"First tokens later than their target: p95 at {value:.2f} times it",
+        "description": f"Over the last {_window(window_s)} more than 5% of the answers held to a "
+        "first-token target (the request's ttft_target_ms, else RAGTIME_TTFT_TARGET_MS) had "
+        f"their first token after it; the 95th percentile is {value:.2f} times the target.",
     }
 
 
@@ -189,11 +227,23 @@ def _error_annotations(
     }
 
 
+#: The TTFT alert's threshold: a first token at its target, no later (the p95 of first token
+#: over target is over 1 exactly when more than 5% of the answers missed their target).
+TTFT_AT_TARGET = 1.0
+
+
 def budget_rules(
-    *, stage_violation_ratio: float, ttft_p95_s: float, error_ratio_max: float
+    *, budget_violation_ratio: float, stage_violation_ratio: float, error_ratio_max: float
 ) -> tuple[AlertRule, ...]:
     """The ``ragtime-budget`` group of alerts.yml, with these thresholds."""
     return (
+        AlertRule(
+            "RagtimeBudgetViolations",
+            "critical",
+            budget_violation_ratio,
+            budget_violation_ratios,
+            _budget_annotations,
+        ),
         AlertRule(
             "RagtimeStageBudgetViolations",
             "warning",
@@ -201,7 +251,9 @@ def budget_rules(
             stage_violation_ratios,
             _stage_annotations,
         ),
-        AlertRule("RagtimeTTFTP95High", "warning", ttft_p95_s, ttft_p95, _ttft_annotations),
+        AlertRule(
+            "RagtimeTTFTP95High", "warning", TTFT_AT_TARGET, ttft_target_p95, _ttft_annotations
+        ),
         AlertRule(
             "RagtimeErrorRatioHigh", "critical", error_ratio_max, error_ratio, _error_annotations
         ),

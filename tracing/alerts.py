@@ -2,15 +2,17 @@
 
 Every ``interval_s`` an ``AlertEvaluator`` snapshots the process's metrics registry and compares
 it with the snapshot of ``window_s`` ago (or the oldest one, while the process is younger than
-the window): the share of each stage's runs that overran their budget allocation, the TTFT p95,
-and the share of 5xx answers. A condition over its threshold makes an alert *pending*; once it has
-held for ``for_s`` the alert is *firing*, and when it clears it is *resolved*.
+the window): the share of each route's admitted requests that broke their budget, the share of
+each stage's runs that overran the allocation the plan gave them, the answers' first token
+against their target, and the share of 5xx answers. A condition over its threshold makes an
+alert *pending*; once it has held for ``for_s`` the alert is *firing*, and when it clears it is
+*resolved*.
 
 A firing alert is posted to the webhook in the shape Alertmanager's webhook receiver sends (one
-notification per alert, as the shipped Alertmanager route groups by alertname and stage); it is
-posted again only if it is still firing ``cooldown_s`` later, so one incident is one message. A
-resolved notice follows when it clears. Deliveries are retried with exponential backoff for a
-bounded number of tries; one that fails is tried again at the next evaluation.
+notification per alert, as the shipped Alertmanager route groups by alertname, stage and route);
+it is posted again only if it is still firing ``cooldown_s`` later, so one incident is one
+message. A resolved notice follows when it clears. Deliveries are retried with exponential
+backoff for a bounded number of tries; one that fails is tried again at the next evaluation.
 
 The evaluator runs as a background task of the app, never on a request's path, and never raises
 into the app: failures are logged and the next evaluation goes on.
@@ -45,6 +47,8 @@ from tracing.metrics import scrape_registry, shared_metrics_path
 log = logging.getLogger(__name__)
 
 ZERO_TIME = "0001-01-01T00:00:00Z"  # Alertmanager's endsAt for an alert still firing
+#: The labels a notification groups by: deploy/alertmanager/alertmanager.yml's route's group_by.
+GROUP_BY = ("alertname", "stage", "route")
 
 
 def _rfc3339(at: float) -> str:
@@ -130,8 +134,8 @@ class AlertEvaluator:
         window_s: float = 300.0,
         for_s: float = 300.0,
         cooldown_s: float = 3600.0,
+        budget_violation_ratio: float = 0.05,
         stage_violation_ratio: float = 0.05,
-        ttft_p95_s: float = 2.0,
         error_ratio: float = 0.05,
         receiver: str = "ragtime",
         timeout: httpx.Timeout | None = None,
@@ -150,8 +154,8 @@ class AlertEvaluator:
         self.for_s = for_s
         self.cooldown_s = cooldown_s
         self.rules = budget_rules(
+            budget_violation_ratio=budget_violation_ratio,
             stage_violation_ratio=stage_violation_ratio,
-            ttft_p95_s=ttft_p95_s,
             error_ratio_max=error_ratio,
         )
         self.receiver = receiver
@@ -295,7 +299,7 @@ class AlertEvaluator:
     def _payload(self, alert: _Alert) -> dict[str, Any]:
         """Alertmanager's webhook body (version 4) for a group of this one alert."""
         body = alert.as_alertmanager()
-        group = {k: v for k, v in alert.labels.items() if k in ("alertname", "stage")}
+        group = {k: v for k, v in alert.labels.items() if k in GROUP_BY}
         group_key = ", ".join(f'{k}="{v}"' for k, v in sorted(group.items()))
         return {
             "version": "4",

@@ -121,7 +121,8 @@ DEGRADATIONS = Counter(
 )
 STAGE_BUDGET_EXCEEDED = Counter(
     "ragtime_stage_budget_exceeded",
-    "Stage runs that overran their budget allocation.",
+    "Stage runs that overran the allocation the plan gave them (the ragtime.budget.exceeded "
+    "of their span).",
     ["stage"],
     registry=REGISTRY,
 )
@@ -133,8 +134,27 @@ REQUEST_OUTCOMES = Counter(
 )
 BUDGET_EXCEEDED = Counter(
     "ragtime_budget_exceeded",
-    "Requests that finished after their budget ran out.",
+    "Requests that broke their budget, each once, by how: late (it ended after its budget ran "
+    "out) or 504 (it was answered 504 after admission: its deadline passed with its work still "
+    "running, or no plan fit what retrieval left). A 504 refused at the door, for a budget no "
+    "plan can meet, is a refusal (ragtime_admission_refused_total), not counted here.",
+    ["route", "kind"],
+    registry=REGISTRY,
+)
+REQUEST_BUDGET_SECONDS = Histogram(
+    "ragtime_request_budget_seconds",
+    "The budget each question request carried (its own, or the default): beside "
+    "ragtime_request_duration_seconds, the time its callers gave it.",
     ["route"],
+    buckets=_LATENCY_BUCKETS,
+    registry=REGISTRY,
+)
+TTFT_TARGET_RATIO = Histogram(
+    "ragtime_ttft_target_ratio",
+    "Each answer's time to first token over its TTFT target (the request's ttft_target_ms, else "
+    "RAGTIME_TTFT_TARGET_MS), for answers that had one: over 1, the first token came late.",
+    ["route"],
+    buckets=(0.25, 0.5, 0.75, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0, 3.0, 5.0, 10.0),
     registry=REGISTRY,
 )
 PREDICTION_ERROR_RATIO = Histogram(
@@ -206,6 +226,34 @@ COLLECTION_BROKEN = Gauge(
 
 
 _COLLECTION_SERIES: set[str] = set()
+
+#: How a request can end (``ragtime_request_outcomes_total``'s outcome label).
+OUTCOMES = ("ok", "degraded", "rejected", "failed", "deadline", "cancelled")
+#: How a request breaks its budget (``ragtime_budget_exceeded_total``'s kind label).
+BUDGET_BREACHES = ("late", "504")
+#: Why admission refuses a request (``ragtime_admission_refused_total``'s reason label).
+REFUSALS = ("overloaded", "shutting_down", "budget_infeasible")
+
+
+def count_from_zero(
+    routes: Iterable[str], answer_routes: Iterable[str], stages: Iterable[str]
+) -> None:
+    """Start at 0 the series of every label set ragtime knows at start-up, so that a rate of
+    them, and a share over them, exists before the first request, overrun or refusal: for each
+    question route its outcomes, budget breaches and refusals (and for those that answer, the
+    first token against its target); for each stage its overruns of the plan. An absent series
+    is not a 0 to Prometheus: a share of violations would have no value until the first one."""
+    for route in routes:
+        for outcome in OUTCOMES:
+            REQUEST_OUTCOMES.labels(route=route, outcome=outcome)
+        for kind in BUDGET_BREACHES:
+            BUDGET_EXCEEDED.labels(route=route, kind=kind)
+        for reason in REFUSALS:
+            ADMISSION_REFUSED.labels(route=route, reason=reason)
+    for route in answer_routes:
+        TTFT_TARGET_RATIO.labels(route=route)
+    for stage in stages:
+        STAGE_BUDGET_EXCEEDED.labels(stage=stage)
 
 
 def record_broken_collections(collections: Iterable[str], broken: Iterable[str]) -> None:

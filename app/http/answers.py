@@ -30,12 +30,14 @@ from app.http.errors import STREAM_FAILURES, ShuttingDown
 from app.http.limits import check_text, resolve_count
 from app.http.report import (
     answer_report,
+    close_failed,
     close_request,
-    error_outcome,
+    count_first_token,
     evidence,
     success_outcome,
     timing_headers,
     traceparent,
+    ttft_target_ms,
 )
 from app.http.schemas import Citation, Report
 from app.pipeline import Pipeline
@@ -159,9 +161,12 @@ async def answer(
             collected = collect(events, ledger)
             text, outcome = await while_connected(request, collected, what="its answer")
     except BaseException as exc:
-        close_request(ledger, root, route, error_outcome(exc))
+        close_failed(ledger, root, route, exc)
         raise
     close_request(ledger, root, route, success_outcome(ledger, outcome.finish_reason))
+    count_first_token(
+        route, outcome.ttft_ms, ttft_target_ms(ledger, pipeline.settings.ttft_target_ms)
+    )
     report = answer_report(prepared, outcome, ledger)
     return Finished(text, report, timing_headers(ledger, root))
 
@@ -249,8 +254,11 @@ class AnswerStream:
         root: Span,
         route: str,
         drain: Drain,
+        ttft_target_ms: float | None = None,
     ) -> None:
         self.drain = drain
+        self.ttft_target_ms = ttft_target_ms
+        """The first-token target the answer is held to (``report.ttft_target_ms``)."""
         self._first = first
         self._events = events
         self._prepared = prepared
@@ -284,9 +292,10 @@ class AnswerStream:
                 first = await _next_answer_event(events, ledger)
         except BaseException as exc:
             await events.aclose()
-            close_request(ledger, root, route, error_outcome(exc))
+            close_failed(ledger, root, route, exc)
             raise
-        return cls(first, events, prepared, ledger, root, route, Drain(shutdown))
+        target = ttft_target_ms(ledger, pipeline.settings.ttft_target_ms)
+        return cls(first, events, prepared, ledger, root, route, Drain(shutdown), target)
 
     @property
     def trace_id(self) -> str:
@@ -320,6 +329,7 @@ class AnswerStream:
             await events.aclose()
             outcome = event.outcome
             close_request(ledger, root, route, success_outcome(ledger, outcome.finish_reason))
+            count_first_token(route, outcome.ttft_ms, self.ttft_target_ms)
             closed = True
             report = answer_report(self._prepared, outcome, ledger)
             yield Finished("", report, timing_headers(ledger, root))
@@ -328,7 +338,7 @@ class AnswerStream:
             if getattr(exc, "status_code", 500) >= 500 and root.is_recording():
                 root.set_status(Status(StatusCode.ERROR, str(exc)))
             if not closed:
-                close_request(ledger, root, route, error_outcome(exc))
+                close_failed(ledger, root, route, exc)
                 closed = True
             raise
         finally:

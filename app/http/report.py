@@ -27,6 +27,7 @@ from app.safety.redaction import redact, redaction_attributes
 from retrieval import Passage
 from tracing import BudgetLedger, current_trace_id
 from tracing import metrics as tracing_metrics
+from tracing.budget import BudgetInfeasible, StageName
 
 
 def budget_report(ledger: BudgetLedger) -> BudgetReport:
@@ -114,14 +115,62 @@ def search_hits(passages: Sequence[Passage], span: Span) -> list[SearchHit]:
     return hits
 
 
-def close_request(ledger: BudgetLedger, root: Span, route: str, outcome: str) -> None:
-    """Write the totals on the request's root span; count its outcome and a broken budget."""
+def close_request(
+    ledger: BudgetLedger,
+    root: Span,
+    route: str,
+    outcome: str,
+    error: BaseException | None = None,
+) -> None:
+    """Write the totals on the request's root span; count its outcome, the budget it carried
+    and, once, whether it broke it (``budget_breach``); ``error``: what it failed with."""
     ledger.annotate(root)
     if root.is_recording():
         root.set_attribute("ragtime.outcome", outcome)
     tracing_metrics.REQUEST_OUTCOMES.labels(route=route, outcome=outcome).inc()
-    if ledger.exceeded:
-        tracing_metrics.BUDGET_EXCEEDED.labels(route=route).inc()
+    if outcome == "rejected":  # the caller's error: no budget was at stake
+        return
+    tracing_metrics.REQUEST_BUDGET_SECONDS.labels(route=route).observe(ledger.budget_ms / 1000.0)
+    breach = budget_breach(ledger, error)
+    if breach is not None:
+        tracing_metrics.BUDGET_EXCEEDED.labels(route=route, kind=breach).inc()
+
+
+def close_failed(ledger: BudgetLedger, root: Span, route: str, error: BaseException) -> None:
+    """``close_request`` for a request that failed with ``error``."""
+    close_request(ledger, root, route, error_outcome(error), error)
+
+
+def budget_breach(ledger: BudgetLedger, error: BaseException | None = None) -> str | None:
+    """How an admitted request broke its budget, as its caller felt it: ``504``, answered 504
+    (its deadline passed with its work still running, or no plan fit what retrieval left);
+    ``late``, it ended after its budget ran out. None: it kept to its budget, or it was refused
+    at the door (``refused_at_the_door``)."""
+    if error is not None and getattr(error, "status_code", None) == 504:
+        return None if refused_at_the_door(ledger, error) else "504"
+    return "late" if ledger.exceeded else None
+
+
+def refused_at_the_door(ledger: BudgetLedger, error: BaseException) -> bool:
+    """Whether ``error`` is admission's 504 for a budget no plan can meet: raised as the
+    request's question is read (``BudgetSession.ask``), when no stage but the key check has
+    run. Anyone may send such a budget; it is counted as a refusal
+    (``ragtime_admission_refused_total``), as the error-ratio alert leaves it out."""
+    return isinstance(error, BudgetInfeasible) and set(ledger.timings_ms) <= {StageName.AUTH}
+
+
+def ttft_target_ms(ledger: BudgetLedger, service_ms: float) -> float | None:
+    """The first-token target a request's answer is held to, as its plan was: its own
+    (``ttft_target_ms``), else the service's (``RAGTIME_TTFT_TARGET_MS``, ``service_ms``; 0:
+    none); None where there is none."""
+    return ledger.ttft_target_ms or service_ms or None
+
+
+def count_first_token(route: str, ttft_ms: float | None, target_ms: float | None) -> None:
+    """An answer's first token against its target (``ragtime_ttft_target_ratio``), where it
+    had both."""
+    if ttft_ms is not None and target_ms:
+        tracing_metrics.TTFT_TARGET_RATIO.labels(route=route).observe(ttft_ms / target_ms)
 
 
 def success_outcome(ledger: BudgetLedger, finish_reason: str = "stop") -> str:

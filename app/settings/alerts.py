@@ -16,8 +16,8 @@ class AlertSettings(BaseModel):
     alert_window_s: float = Field(300.0, gt=0, description="Rates are taken over this window.")
     alert_for_s: float = Field(300.0, ge=0, description="How long a condition holds to fire.")
     alert_cooldown_s: float = Field(3600.0, ge=0, description="Re-send a firing alert after.")
+    alert_budget_violation_ratio: float = Field(0.05, gt=0, le=1)
     alert_stage_violation_ratio: float = Field(0.05, gt=0, le=1)
-    alert_ttft_p95_s: float = Field(2.0, gt=0)
     alert_error_ratio: float = Field(0.05, gt=0, le=1)
 
     @field_validator("alert_webhook_url")

@@ -26,8 +26,9 @@ class BudgetSettings(BaseModel):
         "predicted to meet it (pruning or cutting the context, and saying so) while they keep "
         "`ttft_min_quality` of the answer, and a first token later than it is marked on the "
         "trace. 0 (the default): none, the budget alone decides; a request may still ask for "
-        "its own (`ttft_target_ms`). Not the TTFT alert's threshold "
-        "(deploy/prometheus/alerts.yml).",
+        "its own (`ttft_target_ms`). Also the TTFT alert's: answers held to a target observe "
+        "their first token over it (`ragtime_ttft_target_ratio`), and `RagtimeTTFTP95High` "
+        "fires when more than 5% of them miss it.",
     )
     ttft_min_quality: float = Field(
         0.9,

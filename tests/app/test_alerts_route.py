@@ -46,7 +46,9 @@ def test_get_alerts_lists_a_firing_alert(
             "severity": "warning",
             "stage": STAGE,
         }
-        assert alert["annotations"]["summary"] == f"Stage {STAGE} overran its budget in 25% of runs"
+        assert alert["annotations"]["summary"] == (
+            f"Stage {STAGE} overran its planned allocation in 25% of runs"
+        )
         evaluator = app_state(client).alerts
         assert evaluator.running
     assert not evaluator.running  # stopped with the app

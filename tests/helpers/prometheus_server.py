@@ -3,7 +3,8 @@ where it is missing, beside promtool), started on a free port of 127.0.0.1 with 
 rule files a test gives it and its storage in a temporary directory; stopped when the block ends.
 
 ``PrometheusServer`` asks it what Grafana's Prometheus data source asks: ``query_range``, the
-range query a time-series panel runs, over ``/api/v1/query_range``.
+range query a time-series panel runs, over ``/api/v1/query_range``. ``deploy_config`` and
+``deploy_rules`` give it deploy/prometheus/'s own config and rules, pointed at a test's servers.
 """
 
 from __future__ import annotations
@@ -25,6 +26,36 @@ from tests.helpers.ports import free_port
 from tests.helpers.processes import stop, wait_answering
 
 PROMETHEUS = "prometheus"
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "prometheus"
+
+
+def deploy_config(served: Mapping[str, str], alertmanager: str | None = None) -> dict[str, Any]:
+    """deploy/prometheus/prometheus.yml, each job pointed at its server in ``served`` (job name:
+    URL; every job must have one), every interval 1 s (``rate()`` needs two samples in its
+    window), and what fires sent to ``alertmanager`` (a URL), or nowhere."""
+    config = yaml.safe_load((DEPLOY / "prometheus.yml").read_text())
+    config["global"] = {"scrape_interval": "1s", "evaluation_interval": "1s"}
+    config.pop("alerting")
+    if alertmanager is not None:
+        target = alertmanager.split("//")[1]
+        config["alerting"] = {"alertmanagers": [{"static_configs": [{"targets": [target]}]}]}
+    left = dict(served)
+    for job in config["scrape_configs"]:
+        job["static_configs"] = [{"targets": [left.pop(job["job_name"]).split("//")[1]]}]
+    assert not left, f"prometheus.yml has no job for {sorted(left)}"
+    assert isinstance(config, dict)
+    return config
+
+
+def deploy_rules(for_: str) -> str:
+    """deploy/prometheus/alerts.yml with every rule's ``for`` set to ``for_`` (the real rules
+    wait 1 to 5 minutes in pending, longer than a test runs). The conditions, thresholds and
+    windows stay the real ones: an alert that fires has really held."""
+    rules = yaml.safe_load((DEPLOY / "alerts.yml").read_text())
+    for group in rules["groups"]:
+        for rule in group["rules"]:
+            rule["for"] = for_
+    return yaml.safe_dump(rules, sort_keys=False)
 
 
 def prometheus_path() -> str | None:

@@ -7,14 +7,11 @@ evaluates at chosen instants of a fake clock; the receiver records what it was s
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import re
 import socket
-import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +19,7 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
+from tests.helpers.webhook_receiver import Receiver, receiving
 from tracing import metrics
 from tracing._alert_conditions import (
     REQUESTS,
@@ -36,40 +34,10 @@ T0 = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 ALERTS_YML = Path(__file__).resolve().parents[2] / "deploy" / "prometheus" / "alerts.yml"
 
 
-class Receiver:
-    """A webhook receiver: records each JSON body and when it came; answers ``replies`` first."""
-
-    def __init__(self) -> None:
-        self.bodies: list[dict[str, Any]] = []
-        self.arrivals: list[float] = []
-        self.replies: list[int] = []
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                length = int(self.headers["Content-Length"])
-                receiver.bodies.append(json.loads(self.rfile.read(length)))
-                receiver.arrivals.append(time.monotonic())
-                self.send_response(receiver.replies.pop(0) if receiver.replies else 200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/alerts"
-
-
 @pytest.fixture
 def receiver() -> Iterator[Receiver]:
-    receiver = Receiver()
-    thread = threading.Thread(target=receiver.server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    yield receiver
-    receiver.server.shutdown()
-    receiver.server.server_close()
-    thread.join(timeout=5)
+    with receiving() as receiver:
+        yield receiver
 
 
 class Metrics:
@@ -77,14 +45,16 @@ class Metrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
-        buckets = (0.5, 1.0, 2.5, 5.0)
+        buckets = (0.5, 1.0, 1.5, 5.0)
         self.stage_seconds = Histogram(
             "ragtime_stage_duration_seconds", "", ["stage"], registry=self.registry
         )
         self.overruns = Counter(
             "ragtime_stage_budget_exceeded", "", ["stage"], registry=self.registry
         )
-        self.ttft = Histogram("ragtime_ttft_seconds", "", buckets=buckets, registry=self.registry)
+        self.ttft_over_target = Histogram(
+            "ragtime_ttft_target_ratio", "", ["route"], buckets=buckets, registry=self.registry
+        )
         self.requests = Counter("ragtime_requests", "", ["route", "status"], registry=self.registry)
 
     def stage(self, name: str, *, runs: int, overruns: int) -> None:
@@ -155,9 +125,9 @@ async def test_a_stage_alert_fires_after_its_for_period_with_one_alertmanager_pa
         "stage": "generate",
     }
     annotations = {
-        "summary": "Stage generate overran its budget in 10% of runs",
+        "summary": "Stage generate overran its planned allocation in 10% of runs",
         "description": "Over the last 1 minute 10% of the runs of stage generate overran "
-        "their budget allocation (threshold 5%).",
+        "the allocation the plan gave them (threshold 5%).",
     }
     assert body["version"] == "4" and body["status"] == "firing"
     assert body["receiver"] == "ragtime"
@@ -294,9 +264,9 @@ async def test_ttft_and_error_ratio_match_the_prometheus_rules(
     """The same series as alerts_test.yml give the same annotations as promtool expects."""
     evaluator = evaluator_for(receiver.url, for_s=0.0, window_s=300.0)
     await evaluator.evaluate_once(T0)
-    for _ in range(50):
-        driven.ttft.observe(0.7)
-        driven.ttft.observe(2.0)
+    for over_target, answers in ((0.4, 40), (0.8, 50), (1.2, 10)):  # 10% late: p95 1.25
+        for _ in range(answers):
+            driven.ttft_over_target.labels(route="/v1/ask").observe(over_target)
     for _ in range(80):
         driven.requests.labels(route="/v1/ask", status="200").inc()
     for _ in range(10):
@@ -309,9 +279,10 @@ async def test_ttft_and_error_ratio_match_the_prometheus_rules(
     ttft, errors = alerts["RagtimeTTFTP95High"], alerts["RagtimeErrorRatioHigh"]
     assert ttft["labels"] == {"alertname": "RagtimeTTFTP95High", "severity": "warning"}
     assert ttft["annotations"] == {
-        "summary": "TTFT p95 is 2.35s, over the 2s target",
-        "description": "The 95th percentile of time to first token over the last 5 minutes "
-        "is 2.35s; the target is 2s.",
+        "summary": "First tokens later than their target: p95 at 1.25 times it",
+        "description": "Over the last 5 minutes more than 5% of the answers held to a "
+        "first-token target (the request's ttft_target_ms, else RAGTIME_TTFT_TARGET_MS) had "
+        "their first token after it; the 95th percentile is 1.25 times the target.",
     }
     assert errors["labels"]["severity"] == "critical"
     assert errors["annotations"] == {

@@ -23,9 +23,9 @@ from app.http.deps import (
 from app.http.limits import check_text, resolve_count
 from app.http.report import (
     budget_report,
+    close_failed,
     close_request,
     degradations,
-    error_outcome,
     search_hits,
     stages,
     success_outcome,
@@ -59,7 +59,7 @@ async def search(
         query = pipeline.query(body.query, collection, k, search_filter=search_filter, mode=mode)
         passages = await pipeline.retrieve(query, session)
     except BaseException as exc:
-        close_request(ledger, root, ROUTE, error_outcome(exc))
+        close_failed(ledger, root, ROUTE, exc)
         raise
     close_request(ledger, root, ROUTE, success_outcome(ledger))
     response = SearchResponse(
