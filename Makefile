@@ -99,7 +99,8 @@ test: lint typecheck alert-tools k8s-tools test-servers ocr-tools
 # Fresh runs on this machine (about 30 minutes on 2 cores, the first one 2 more to ingest the
 # demo corpus): the CPU default at 1 and 2 users, the null backend against the bare FastAPI floor,
 # a Poisson rate sweep for the ceiling (by the bench's own client, then by wrk against the floor
-# side by side, 3 runs), and the budget under injected faults with the degradation
+# side by side, 3 runs), ragtime beside the same-work floor and a Haystack pipeline (both
+# clients, fresh questions, 3 runs), and the budget under injected faults with the degradation
 # policy on and off (plus the budget and tracing machinery's own cost, in-process), and prefix
 # caching with ragtime's prompt layout against question first (llama.cpp, then the simulated
 # SGLang server of bench/sglang_sim), and llama.cpp's kept prompt states on repeat traffic; the

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from bench.report.budget_md import splice
 from bench.suites.ceiling.results import Spread
-from bench.suites.peers.results import FLOOR, PEER, RAGTIME, PeersBench
+from bench.suites.peers.results import FLOOR, PEER, RAGTIME, PeersBench, users_label
 
 BEGIN = "<!-- peers: written by `ragtime bench section --peers` -->"
 END = "<!-- /peers -->"
@@ -26,7 +26,9 @@ ABOUT = (
     "streams the same filler tokens). Every request asks a question never asked before. Closed "
     "loops by the bench's own client (httpx, in the bench's process, on the same cores); "
     "ceilings by wrk, as in section 9. CPU per request is what each server's processes used, "
-    "read from /proc. Each cell: the median across runs (lowest-highest)."
+    "read from /proc. A ceiling is the highest rate whose p99 stayed under twice its value at the "
+    "lowest rate (section 9's rule); the most answers/s in the sweep is beside it. Each cell: "
+    "the median across runs (lowest-highest)."
 )
 NAMES = {RAGTIME: "ragtime", FLOOR: "same-work floor", PEER: "Haystack"}
 LABELS = {
@@ -36,6 +38,7 @@ LABELS = {
     "cpu_ms_per_request": "server CPU per request, ms",
     "ceiling_rps": "ceiling by wrk, req/s",
     "ceiling_cpu_ms": "server CPU per response at its ceiling, ms",
+    "peak_rps": "most answers/s in the sweep",
 }
 
 
@@ -57,7 +60,7 @@ def table(bench: PeersBench) -> list[str]:
     for figure in bench.figures:
         rows.setdefault((figure.measure, figure.users), {})[figure.target] = figure.spread
     for (measure, users), cells in rows.items():
-        label = LABELS[measure] + (f", {users} users" if users else "")
+        label = LABELS[measure] + (f", {users_label(users)}" if users else "")
         lines.append(f"| {label} | " + " | ".join(_cell(cells.get(t)) for t in targets) + " |")
     return lines
 

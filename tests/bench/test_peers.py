@@ -70,11 +70,12 @@ def test_each_figure_is_the_median_and_range_across_runs() -> None:
     ceiling = got["ragtime", None, "ceiling_rps"]
     assert ceiling is not None and ceiling.median == 102.0
     assert got["haystack", None, "ceiling_cpu_ms"].median == 25.0  # type: ignore[union-attr]
+    assert got["haystack", None, "peak_rps"].median == 50.0  # type: ignore[union-attr]
 
 
 def test_ragtimes_ratios_are_taken_run_by_run() -> None:
     got = {r.name: r.spread for r in ratios(RUNS, ["haystack"], [1])}
-    cpu = got["cpu_ms_per_request 1 users, ragtime / haystack"]
+    cpu = got["cpu_ms_per_request, 1 user, ragtime / haystack"]
     assert cpu is not None and cpu.values == [round(v / 30, 4) for v in (13, 14, 15)]
     ceiling = got["ceiling, ragtime / haystack"]
     assert ceiling is not None and ceiling.median == 2.04

@@ -46,5 +46,5 @@ def test_the_section_has_a_column_per_target_and_is_replaced_in_place(tmp_path: 
     assert text.index(END) < text.index("## Reading these numbers")
     assert "| | ragtime | same-work floor | Haystack |" in text
     assert "| server CPU per request, ms, 4 users | 12 (11-13) | 8 (7-9) | 30 (29-31) |" in text
-    assert "- cpu_ms_per_request 4 users, ragtime / haystack: 0.4 (0.379-0.419)" in text
+    assert "- cpu_ms_per_request, 4 users, ragtime / haystack: 0.4 (0.379-0.419)" in text
     assert "/x/python" not in text

@@ -74,7 +74,7 @@ class Figure(BaseModel):
     target: str
     users: int | None = Field(description="The closed loop's users; None for the ceiling.")
     measure: Literal["ttft_p50_ms", "e2e_p50_ms", "throughput_rps", "cpu_ms_per_request",
-                     "ceiling_rps", "ceiling_cpu_ms"]  # fmt: skip
+                     "ceiling_rps", "ceiling_cpu_ms", "peak_rps"]  # fmt: skip
     spread: Spread | None
 
 
@@ -114,6 +114,8 @@ def _values(runs: Sequence[PeersRun], target: str, users: int | None, measure: s
         sweeps = [s for r in runs for s in r.sweeps if s.target == target]
         if measure == "ceiling_rps":
             return [s.ceiling.ceiling_rps for s in sweeps]
+        if measure == "peak_rps":
+            return [max((p.answered_rps for p in s.phases), default=None) for s in sweeps]
         return [_ceiling_cpu(s) for s in sweeps]
     return [
         getattr(load, measure)
@@ -136,7 +138,7 @@ def figures(runs: Sequence[PeersRun], targets: Sequence[str], users: Sequence[in
         out += [
             Figure(target=t, users=None, measure=m, spread=spread(_values(runs, t, None, m)))
             for t in targets
-            for m in ("ceiling_rps", "ceiling_cpu_ms")
+            for m in ("ceiling_rps", "ceiling_cpu_ms", "peak_rps")
         ]
     return out
 
@@ -155,13 +157,17 @@ def ratios(runs: Sequence[PeersRun], others: Sequence[str], users: Sequence[int]
         for u in users:
             for measure in ("cpu_ms_per_request", "ttft_p50_ms"):
                 ours, theirs = _values(runs, RAGTIME, u, measure), _values(runs, other, u, measure)
-                out.append(Ratio(name=f"{measure} {u} users, ragtime / {other}",
+                out.append(Ratio(name=f"{measure}, {users_label(u)}, ragtime / {other}",
                                  spread=spread(_ratio(ours, theirs))))  # fmt: skip
         if any(r.sweeps for r in runs):
             ours, theirs = (_values(runs, t, None, "ceiling_rps") for t in (RAGTIME, other))
             out.append(Ratio(name=f"ceiling, ragtime / {other}",
                              spread=spread(_ratio(ours, theirs))))  # fmt: skip
     return out
+
+
+def users_label(users: int) -> str:
+    return f"{users} user" + ("s" if users != 1 else "")
 
 
 def _cell(value: Spread | None, digits: int = 1) -> str:
@@ -184,7 +190,7 @@ def text_report(bench: PeersBench) -> str:
         rows = [f for f in bench.figures if f.users == users]
         if not rows:
             continue
-        lines.append(f"{users} users, fresh questions:" if users else "ceiling by wrk:")
+        lines.append(f"{users_label(users)}, fresh questions:" if users else "ceiling by wrk:")
         for target in targets:
             got = {f.measure: f.spread for f in rows if f.target == target}
             lines.append(f"  {target:>16}: " + "; ".join(f"{m} {_cell(v)}" for m, v in got.items()))
