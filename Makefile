@@ -140,7 +140,8 @@ bench: install eval-data
 		--json $(BENCH)/ceiling-compiled.json
 	# ragtime beside the same-work floor and the Haystack peer, null generation, fresh questions:
 	# closed loops of 1 and 4 users by the bench's client, then ceilings by wrk, 3 runs (issue 60
-	# section 3; the peer's first start embeds the demo corpus, about 4 minutes on 2 cores).
+	# section 3; about 9 minutes on 2 shared cores, and the peer's first start embeds the demo
+	# corpus, about 4 more).
 	$(RAGTIME) bench peers --serve benchmarks/null.env --runs 3 --index-cache $(BENCH)/peers \
 		--json $(BENCH)/peers.json
 	$(RAGTIME) bench budget --serve benchmarks/budget.env --budget-ms 10000 \
