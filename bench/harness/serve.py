@@ -1,4 +1,5 @@
-"""Servers under test, always in their own processes: ragtime from a config file, or the floor.
+"""Servers under test, always in their own processes: ragtime from a config file, a floor, or
+the Haystack peer.
 
 A config file holds ``RAGTIME_*`` variables (any other environment variable passes through too),
 either ``.env``-style (``KEY=VALUE`` lines, ``#`` comments, optional quotes) or as a JSON object.
@@ -193,10 +194,19 @@ def ragtime_server(
     )
 
 
-def floor_server(tokens: int, *, name: str = "floor", log_dir: Path | None = None) -> ServerProcess:
-    """The bare FastAPI/uvicorn streaming endpoint (``bench.harness.floor``), on a free port."""
+def floor_server(
+    tokens: int,
+    *,
+    name: str = "floor",
+    log_dir: Path | None = None,
+    same_work: Path | None = None,
+    workers: int = 1,
+) -> ServerProcess:
+    """A floor (``bench.harness.floor``) on a free port: the bare FastAPI/uvicorn streaming
+    endpoint, or with ``same_work`` (a data dir) the same-work floor over its collection, from
+    ``workers`` processes."""
     port = free_port()
-    # The bench package never imports ``app``, so the floor process holds the bare stack only.
+    # The bare floor never imports ``app``: that process holds the bare stack only.
     argv = [
         sys.executable,
         "-m",
@@ -205,6 +215,35 @@ def floor_server(tokens: int, *, name: str = "floor", log_dir: Path | None = Non
         str(port),
         "--tokens",
         str(tokens),
+        "--workers",
+        str(workers),
     ]
+    if same_work is not None:
+        argv += ["--same-work", str(same_work)]
     log_path = log_dir / f"{name}.log" if log_dir else None
-    return ServerProcess(name, argv, port=port, log_path=log_path, ready_timeout_s=60.0)
+    return ServerProcess(name, argv, port=port, log_path=log_path, ready_timeout_s=120.0)
+
+
+def peer_server(
+    python: str,
+    *,
+    generator: str,
+    tokens: int,
+    name: str = "haystack",
+    index_cache: Path | None = None,
+    log_dir: Path | None = None,
+) -> ServerProcess:
+    """The Haystack peer (``bench.peers.haystack_app``) run by ``python`` (an interpreter with
+    the ``bench-peers`` extra), on a free port; its index kept in ``index_cache`` when given
+    (the first start embeds the demo corpus: minutes on 2 shared cores)."""
+    port = free_port()
+    argv = [python, "-m", "bench.peers.haystack_app", "--port", str(port)]
+    argv += ["--generator", generator, "--tokens", str(tokens)]
+    if index_cache is not None:
+        argv += ["--index-cache", str(index_cache)]
+    log_path = log_dir / f"{name}.log" if log_dir else None
+    # The checkout's ``bench`` package, whichever interpreter (and cwd) runs it.
+    from bench.harness.paths import REPO
+
+    env = {"PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}
+    return ServerProcess(name, argv, port=port, env=env, log_path=log_path, ready_timeout_s=900.0)

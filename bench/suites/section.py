@@ -2,7 +2,7 @@
 the budget engine's (goodput, quality per saving), a fresh process's first requests, bursts,
 the ceiling as a share of the floor's by a compiled load generator, overload and the
 engine's priority scheduling, answers beside CPU-bound neighbours, the answers themselves by
-answer mode and budget."""
+answer mode and budget, ragtime beside the same-work floor and the Haystack peer."""
 
 from __future__ import annotations
 
@@ -72,6 +72,11 @@ def register(subparsers: Any) -> None:
         "block; alone, only that block)",
     )
     section.add_argument(
+        "--peers",
+        type=Path,
+        help="JSON of `ragtime bench peers` (writes its own block; alone, only that block)",
+    )
+    section.add_argument(
         "--out", type=Path, default=Path("BENCHMARKS.md"), help="the Markdown file it updates"
     )
     section.set_defaults(func=run)
@@ -92,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
             or args.overload
             or args.neighbours
             or args.answers
+            or args.peers
         )
     ):
         goodputs = [read_goodput_json(path) for path in args.goodput]
@@ -139,4 +145,10 @@ def run(args: argparse.Namespace) -> int:
 
         write_answers_section(args.out, [read_answers_json(p) for p in args.answers])
         print(f"wrote the answers section of {args.out}", file=sys.stderr)
+    if args.peers:
+        from bench.report.peers_md import read_peers_json
+        from bench.report.peers_md import write_section as write_peers_section
+
+        write_peers_section(args.out, read_peers_json(args.peers))
+        print(f"wrote the references section of {args.out}", file=sys.stderr)
     return 0

@@ -1,0 +1,1 @@
+"""Peers: what a user would build instead of ragtime, for ``ragtime bench peers``."""
