@@ -19,7 +19,8 @@ class CheckSettings(BaseModel):
         ge=-1.0,
         le=1.0,
         description="Cosine similarity at which an answer sentence is attributed to a passage "
-        "(chosen on a labelled set: app/stages/citations.py).",
+        "when its words do not decide it (app/stages/lexical.py; chosen on a labelled set: "
+        "app/stages/citations.py).",
     )
     attribution_nice: int = Field(
         10,

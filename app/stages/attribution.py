@@ -2,13 +2,15 @@
 
 The model's own ``[n]`` labels win: an answer that carries the label of a passage the prompt
 held cites what it labels (``by = "model"``), and costs nothing more. An answer that carries
-none has its sentences attributed to the passages that support them (``app.stages.citations``, with
-the question embedder, on the stage's own thread, waited for no later than the deadline). The
-answers of requests that wait for that thread together are attributed in one batch, with one
-model call for all their sentences (``MicroBatcher``): under load the model's cost per sentence
-falls, where it is most of a request's own work. An
-attribution that runs past the deadline, or that the pipeline skips for want of time, leaves the
-answer's citations unattributed, and says so (``method = "skipped"``).
+none has its sentences attributed to the passages that support them (``app.stages.citations``):
+words first, in the stage itself (``app.stages.lexical``: a few set operations), and when they
+decide every sentence no model is called and no thread is waited for. Otherwise the sentences
+words leave open go to the question embedder, on the stage's own thread, waited for no later
+than the deadline. The answers of requests that wait for that thread together are attributed in
+one batch, with one model call for all their sentences (``MicroBatcher``): under load the
+model's cost per sentence falls, where it is most of a request's own work. An attribution that
+runs past the deadline, or that the pipeline skips for want of time, leaves the answer's
+citations unattributed, and says so (``method = "skipped"``).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Literal
 import numpy as np
 
 from app.stages.batching import MicroBatcher
-from app.stages.citations import Ask, Attribution, Attributor, labels_in, sentences
+from app.stages.citations import Ask, Attribution, Attributor, Worded, labels_in, sentences
 from app.stages.grounding import Grounding, judge
 from app.stages.result import StageResult
 from app.stages.threads import StageThreads
@@ -42,9 +44,9 @@ SPLIT_CHUNKS = 1024
 #: Answers attributed in one batch at most: a few sentences each, so that a batch's texts stay
 #: small enough for the embedder's one-thread session.
 ATTRIBUTE_BATCH = 8
-#: One request's attribution asked: its answer, its passages' prompt texts by label, and which
-#: stored chunk each label is.
-Asked = tuple[str, Mapping[int, str], Mapping[int, KeptChunk]]
+#: One request's attribution asked: its answer's sentences as words left them, its passages'
+#: prompt texts by label, and which stored chunk each label is.
+Asked = tuple[Worded, Mapping[int, str], Mapping[int, KeptChunk]]
 
 #: How an answer's citations were found: the model's own labels, attribution (``unattributed``
 #: when it ran and no passage supports any sentence), the labels of an extractive answer's
@@ -58,8 +60,9 @@ Writer = Literal["generate", "extract", "abstain"]
 
 @dataclass(frozen=True)
 class Attributed(StageResult):
-    """The answer's citations: each cited label with its support (the best similarity of an
-    answer sentence to it; None for the model's own labels), and how they were found."""
+    """The answer's citations: each cited label with its support (the best score of an answer
+    sentence given to it, a share of words or a cosine similarity: ``app.stages.citations``;
+    None for the model's own labels), and how they were found."""
 
     method: Method
     cited: Mapping[int, float | None] = field(default_factory=dict)
@@ -67,6 +70,9 @@ class Attributed(StageResult):
     """Answer sentences weighed (attribution only)."""
     unsupported: int = 0
     """Of those, the ones no passage supports."""
+    by_words: int = 0
+    """Of those, the ones words decided (``app.stages.lexical``); the embedder decided the
+    others."""
     degradation: tuple[str, str] | None = None
     """``(action, reason)`` when attribution was skipped or cut short."""
     grounding: Grounding | None = None
@@ -111,6 +117,7 @@ class Attributed(StageResult):
         if self.method in ("attributed", "unattributed"):
             attrs["ragtime.attribution.sentences"] = self.sentences
             attrs["ragtime.attribution.unsupported"] = self.unsupported
+            attrs["ragtime.attribution.by_words"] = self.by_words
         if self.grounded is not None:
             attrs["ragtime.attribution.grounded"] = self.grounded
         if self.grounding is not None:
@@ -215,13 +222,17 @@ class Attribute:
     ) -> Attributed:
         """The citations of ``answer`` among ``passages`` (their prompt texts, by label);
         ``chunks`` says which stored chunk (collection, id, its whole text) each label is, so
-        that the sentence vectors ingest kept are used instead of embedding it again."""
+        that the sentence vectors ingest kept are used instead of embedding it again. Words
+        decide first, here: the thread and the model only when they leave a sentence open."""
         own = self.by_model(answer, set(passages))
         if own is not None:
             return own
+        worded = Worded.of(answer, passages)
+        if not worded.open:
+            return attributed(worded.attribution())
         try:
             batched = await self._batcher.submit(
-                (answer, passages, chunks or {}), deadline=deadline
+                (worded, passages, chunks or {}), deadline=deadline
             )
             found: Attribution = batched.value
         except DeadlinePassed as exc:
@@ -229,13 +240,7 @@ class Attribute:
         except Exception as exc:  # an embedder that fails leaves the citations unattributed
             reason = f"attribution failed ({type(exc).__name__}: {exc})"
             return Attributed.skipped("attribution_failed", reason)
-        cited = dict(sorted(found.by_label().items()))
-        return Attributed(
-            "attributed" if cited else "unattributed",
-            cited,
-            sentences=found.sentences,
-            unsupported=found.unsupported,
-        )
+        return attributed(found)
 
     def _attribute_many(self, asked: list[Asked]) -> list[Attribution]:
         """On the stage's thread: each request's attribution, those of one embedder with one
@@ -252,7 +257,7 @@ class Attribute:
         return [found[index] for index in range(len(asked))]
 
     def _prepared(
-        self, answer: str, passages: Mapping[int, str], chunks: Mapping[int, KeptChunk]
+        self, answer: Worded, passages: Mapping[int, str], chunks: Mapping[int, KeptChunk]
     ) -> tuple[Attributor, Ask]:
         """The attributor of one request's attribution, and what it is asked: its passages'
         kept sentence vectors where they have them."""
@@ -268,6 +273,18 @@ class Attribute:
                 if rows is not None:
                     stored[label] = rows
         return self._attributor(embedder), (answer, passages, stored)
+
+
+def attributed(found: Attribution) -> Attributed:
+    """The stage's result for an attribution that ran: the passages it cites, if any."""
+    cited = dict(sorted(found.by_label().items()))
+    return Attributed(
+        "attributed" if cited else "unattributed",
+        cited,
+        sentences=found.sentences,
+        unsupported=found.unsupported,
+        by_words=found.by_words,
+    )
 
 
 def kept_rows(prompt_text: str, text: str, rows: np.ndarray | None) -> np.ndarray | None:

@@ -38,14 +38,16 @@ class Citation(PassageOut):
     by: Literal["model", "attributed", "extracted"] | None = Field(
         None,
         description="How the citation was found: `model` (the model wrote its label), "
-        "`attributed` (an answer sentence is similar enough to one of its sentences) or "
+        "`attributed` (an answer sentence shares enough of its words with one of its "
+        "sentences, or is similar enough to one) or "
         "`extracted` (the answer quotes its sentences, with its label); null when it is not "
         "cited.",
     )
     support: float | None = Field(
         None,
-        description="For an attributed citation, the cosine similarity of the answer sentence "
-        "it supports best to its most similar sentence.",
+        description="For an attributed citation, how well it supports the answer sentence it "
+        "supports best: the share of that sentence's content words one of its sentences holds "
+        "when words decided it, else the cosine similarity to its most similar sentence.",
     )
 
 
@@ -63,8 +65,9 @@ GROUNDED_DESCRIPTION = (
 )
 ATTRIBUTION_DESCRIPTION = (
     "How the citations were found: `model` (the model's own [n] labels), `attributed` (no "
-    "label: answer sentences attributed to passages by embedding similarity), `extracted` (an "
-    "extractive answer: the labels of the passages it quotes), `unattributed` (attribution ran "
+    "label: answer sentences attributed to passages by the words they share, or else by "
+    "embedding similarity), `extracted` (an extractive answer: the labels of the passages it "
+    "quotes), `unattributed` (attribution ran "
     "and no passage supports any sentence: not grounded), `skipped` (no label, and no time "
     "left in the budget to attribute: citations not attributed; a degradation says why), "
     "`empty` (no answer text), `abstained` (the documents do not answer: nothing cited)."

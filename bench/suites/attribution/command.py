@@ -33,6 +33,9 @@ def register(subparsers: Any) -> None:
     attribution.add_argument("--limit", type=int, default=12, help="questions asked")
     attribution.add_argument("--budget-ms", type=int, help="each question's budget")
     attribution.add_argument(
+        "--save", type=Path, help="with --url: append each answer to this file as a JSON line"
+    )
+    attribution.add_argument(
         "--grounding",
         action="store_true",
         help="instead: `grounded`'s precision and recall at each share on the labelled answers "
@@ -55,7 +58,11 @@ def run(args: argparse.Namespace) -> int:
         return 0
     key = args.key or Path(".ragtime/demo-api-key").read_text().strip()
     share = citation_share(
-        args.url, key, questions_of(args.questions, args.limit), budget_ms=args.budget_ms
+        args.url,
+        key,
+        questions_of(args.questions, args.limit),
+        budget_ms=args.budget_ms,
+        save=args.save,
     )
     print(share_report(share))
     return 0

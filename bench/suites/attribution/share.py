@@ -1,12 +1,15 @@
 """``ragtime bench attribution --url``: the share of a running server's answers that cite a
-passage, by the model's own labels (all that ``cited`` meant before attribution) and at all."""
+passage, by the model's own labels (all that ``cited`` meant before attribution) and at all;
+with ``--save``, each answer as a JSON line too (its text and citations), to read afterwards."""
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -28,10 +31,14 @@ def questions_of(path: Path, limit: int) -> list[str]:
 
 
 def citation_share(
-    url: str, key: str, questions: Sequence[str], budget_ms: int | None = None
+    url: str,
+    key: str,
+    questions: Sequence[str],
+    budget_ms: int | None = None,
+    save: Path | None = None,
 ) -> Share:
     """Ask each question in turn (``POST /v1/ask``, whole answers, with ``budget_ms`` when
-    given) and count."""
+    given) and count; each answer's question, text and report appended to ``save`` when given."""
     import httpx
 
     by_model = cited = ungrounded = skipped = 0
@@ -46,6 +53,9 @@ def citation_share(
             )
             response.raise_for_status()
             answer = response.json()
+            if save is not None:
+                with save.open("a", encoding="utf-8") as out:
+                    out.write(json.dumps({"question": question, **answer}) + "\n")
             marks = [c["by"] for c in answer["citations"] if c["cited"]]
             by_model += "model" in marks
             cited += bool(marks)
@@ -55,12 +65,17 @@ def citation_share(
                 attribute_ms.append(answer["timings_ms"]["attribute"])
             print(  # one line per answer as it comes: a long run's partial figures
                 f"{question[:50]!r}: {answer['finish_reason']}, citations "
-                f"{answer['attribution']}, cited by {marks}, grounded {answer['grounded']}, "
-                f"{answer['budget']['spent_ms']:.0f} ms",
+                f"{answer['attribution']}, cited {cited_labels(answer)} by {marks}, grounded "
+                f"{answer['grounded']}, {answer['budget']['spent_ms']:.0f} ms",
                 file=sys.stderr,
                 flush=True,
             )
     return Share(len(questions), by_model, cited, ungrounded, skipped, attribute_ms)
+
+
+def cited_labels(answer: dict[str, Any]) -> list[int]:
+    """The labels of the passages an answer cites."""
+    return [c["label"] for c in answer["citations"] if c["cited"]]
 
 
 def share_report(share: Share) -> str:

@@ -1,5 +1,6 @@
 """The attribute stage and ``app.stages.citations``, called directly with the hashing embedder
-double (the plumbing; what MiniLM attributes is ``tests/bench/test_attribution.py``'s, ``slow``)."""
+double (the plumbing; what MiniLM attributes is ``tests/bench/test_attribution.py``'s, ``slow``):
+words decide first, and the embedder is called only for the sentences they leave open."""
 
 from __future__ import annotations
 
@@ -23,6 +24,15 @@ DICTS = "A dictionary maps keys to values. You look a value up by its key with s
 LOOPS = "A for loop runs its body once for each item of a sequence. The break statement ends it."
 PASSAGES = {1: LISTS, 2: DICTS, 3: LOOPS}
 THRESHOLD = 0.6
+#: Sentences words leave to the embedder (they share some of a passage's words, not enough to
+#: decide), each given to the passage whose words it shares by the hashing double.
+OPEN = {
+    1: "Lists can be sorted in place.",
+    2: "A dictionary stores values under keys.",
+    3: "The break statement ends a for loop.",
+}
+#: Words leave it open too; the double finds no passage close enough.
+OPEN_UNSUPPORTED = "A list keeps its items in order and append adds one."
 
 
 def later(seconds: float = 5.0) -> float:
@@ -84,8 +94,8 @@ def test_the_attributor_embeds_a_passage_once() -> None:
     embedder = CountingEmbedder()
     calls = embedder.calls
     attributor = Attributor(embedder.embed, model="hash", threshold=THRESHOLD, cache_passages=2)
-    attributor("A dictionary maps keys to values.", PASSAGES)
-    attributor("A dictionary maps keys to values.", PASSAGES)
+    attributor(OPEN[2], PASSAGES)
+    attributor(OPEN[2], PASSAGES)
     # First call: 1 answer sentence + 7 passage sentences; the second: the answer, and the one
     # passage the 2-passage cache had let go.
     assert calls[0] == 1 + 3 + 2 + 2
@@ -95,9 +105,9 @@ def test_the_attributor_embeds_a_passage_once() -> None:
 def test_several_answers_are_attributed_with_one_model_call_as_each_alone() -> None:
     embedder = CountingEmbedder()
     answers = [
-        "The append method adds an item to the end of the list.",
+        OPEN[1],
         "",  # nothing to attribute
-        "You look a value up by its key with square brackets. Paris is sunny in spring.",
+        f"{OPEN[2]} Paris is sunny in spring.",  # words decide the second sentence
     ]
     alone = Attributor(HashEmbedder().embed, model="hash", threshold=THRESHOLD)
     expected = [alone(answer, PASSAGES) for answer in answers]
@@ -105,7 +115,9 @@ def test_several_answers_are_attributed_with_one_model_call_as_each_alone() -> N
     found = together.attribute_many([(answer, PASSAGES, {}) for answer in answers])
     assert found == expected
     assert [(s.sentence, s.label) for s in found[2].supports] == [(0, 2)]
-    assert len(embedder.calls) == 1  # both answers' sentences and their passages', in one call
+    assert (found[2].sentences, found[2].by_words) == (2, 1)
+    # In one call: each answer's one open sentence and the seven passage sentences it needs.
+    assert embedder.calls == [2 * (1 + 3 + 2 + 2)]
 
 
 def test_a_threshold_outside_the_cosine_range_is_refused() -> None:
@@ -143,15 +155,39 @@ async def test_an_answer_without_labels_is_attributed() -> None:
     assert attrs["ragtime.grounding.new_terms"] == attrs["ragtime.grounding.supported"]
 
 
+async def test_words_that_decide_every_sentence_leave_the_embedder_alone() -> None:
+    """A sentence of a passage's own words is given to it, one that shares none with any
+    passage to none: the stage calls no model for either, and says words decided both."""
+    embedder = CountingEmbedder()
+    answer = "The append method adds an item to the end of a list. Paris is sunny in spring."
+    attributed = await stage(embedder).attribute_answer(answer, PASSAGES, deadline=later())
+    assert embedder.calls == []
+    assert attributed.method == "attributed" and dict(attributed.cited) == {1: 1.0}
+    assert (attributed.sentences, attributed.unsupported, attributed.by_words) == (2, 1, 2)
+    assert attributed.attributes()["ragtime.attribution.by_words"] == 2
+    nothing = await stage(embedder).attribute_answer(
+        "The capital of France is Paris, a city on the Seine.", PASSAGES, deadline=later()
+    )
+    assert nothing.method == "unattributed" and nothing.by_words == 1
+    assert embedder.calls == []
+
+
+async def test_the_embedder_weighs_only_the_sentences_words_leave_open() -> None:
+    embedder = CountingEmbedder()
+    answer = f"The append method adds an item to the end of a list. {OPEN[3]}"
+    attributed = await stage(embedder).attribute_answer(answer, PASSAGES, deadline=later())
+    # One call: the open sentence, and the passages' seven sentences (none kept at ingest here).
+    assert embedder.calls == [1 + 3 + 2 + 2]
+    assert list(attributed.cited) == [1, 3]
+    assert (attributed.sentences, attributed.by_words) == (2, 1)
+    assert attributed.cited[1] == 1.0  # the share of its words: all
+    assert attributed.cited[3] == pytest.approx(0.866, abs=1e-3)  # the double's similarity
+
+
 async def test_answers_waiting_for_the_stage_are_attributed_in_one_batch() -> None:
     """Four answers at once on a stage of one thread: the first takes the thread, and the
     three that wait for it are attributed together, each as it would be alone."""
-    answers = [
-        "Lists can be sorted in place with their sort method.",
-        "A dictionary maps keys to values.",
-        "The break statement ends a for loop.",
-        "The capital of France is Paris, a city on the Seine.",
-    ]
+    answers = [OPEN[1], OPEN[2], OPEN[3], OPEN_UNSUPPORTED]
     embedder = CountingEmbedder(delay_s=0.05)
     batched = stage(embedder)
     found = await asyncio.gather(
