@@ -18,15 +18,15 @@ END = "<!-- /answers -->"
 TITLE = "## 12. Answers by mode and budget"
 ABOUT = (
     "Each labelled set of `demo/answers` asked one question at a time, in each answer mode at "
-    "each budget: *generate* (the model writes the answer), *extract* (the passages' best "
-    "sentences, no model), *auto* (generate, falling back to extract when generation does not "
-    "fit the budget or its answer is not borne out). The rules are app/evaluation/scoring.py's: "
-    "key facts held, citations against the labels, refusals in words and abstentions by the "
-    "server's `answerable` verdict, grounded precision (of the answers marked grounded, the "
-    "share right) and recall (of the right answers, the share marked grounded), and loops (an "
-    "answer that repeats itself, or ran to its token cap though the budget did not cap it). "
-    '"Written by" counts the mode that wrote each answer, as the server reports it. The '
-    "timings are the client's, one question at a time."
+    "each budget: *generate* (the model writes the answer), *extract* (the stretch of one "
+    "passage that best answers, no model), *auto* (generate, falling back to extract when "
+    "generation does not fit the budget or its answer is not borne out). The rules are "
+    "app/evaluation/scoring.py's: key facts held, citations against the labels, refusals in "
+    "words and abstentions by the server's `answerable` verdict, grounded precision (of the "
+    "answers marked grounded, the share right) and recall (of the right answers, the share "
+    "marked grounded), and loops (an answer that repeats itself, or ran to its token cap though "
+    'the budget did not cap it). "Written by" counts the mode that wrote each answer, as the '
+    "server reports it. The timings are the client's, one question at a time."
 )
 
 
