@@ -7,12 +7,14 @@ Two runs. In one every request keeps to its budget (answers at the default budge
 first-token target they meet, and searches): nothing fires, nothing is even pending, though every
 budget alert's condition has had a value for longer than its ``for`` (a share of 0, not an
 absence: the counters start at 0). In the other the engine turns 20 times slower: requests are
-answered 504 after admission, the generate stage overruns its plan, first tokens come three
-times later than their target; each of those alerts reaches the receiver once its condition has
-held for the rule's ``for``, and within a few evaluations of it. With the degradation policy on,
-ragtime learns the slower engine within a request or two and refuses the small budgets at the
-door instead (a refusal, which no budget alert counts, and rightly); so that the overruns go on,
-that run turns the policy off, as an operator may (``RAGTIME_DEGRADATION_POLICY=false``).
+answered 504 after admission and first tokens come three times later than their target; each
+of those alerts reaches the receiver once its condition has held for the rule's ``for``, and
+within a few evaluations of it, and no stage before generation is blamed for it (each took its
+usual time: the slow engine's reservation was out of reach before it began). With the
+degradation policy on, ragtime learns the slower engine within a request or two and refuses the
+small budgets at the door instead (a refusal, which no budget alert counts, and rightly); so
+that the overruns go on, that run turns the policy off, as an operator may
+(``RAGTIME_DEGRADATION_POLICY=false``).
 
 The rules run as shipped but for their ``for``: ``FOR_S`` instead of 5 minutes.
 """
@@ -184,7 +186,6 @@ def test_a_run_with_real_overruns_fires_within_the_rules_for(
 ) -> None:
     expected = {
         ("RagtimeBudgetViolations", "/v1/ask"),
-        ("RagtimeStageBudgetViolations", "generate"),
         ("RagtimeTTFTP95High", ""),
     }
     small = Ask(budget_ms=400)
@@ -218,5 +219,10 @@ def test_a_run_with_real_overruns_fires_within_the_rules_for(
     for key in expected:
         waited = arrived[key] - active_at[key]
         assert FOR_S <= waited <= FOR_S + SLACK_S, (key, waited)
+    # No stage before generation is blamed: each took its usual time, and the slow engine's
+    # reservation was out of reach before it began (tracing/budget/ledger.py). Generation, cut by
+    # the deadline at the request's end, may or may not be flagged; the request always is.
+    blamed = {stage for name, stage in arrived if name == "RagtimeStageBudgetViolations"}
+    assert blamed <= {"generate"}, sorted(arrived)
     # The overruns were real: small budgets answered 504, after admission (none is refused).
     assert statuses.get((small, 504), 0) > 0, statuses

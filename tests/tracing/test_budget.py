@@ -106,6 +106,25 @@ def test_a_stage_that_ends_within_its_allocation_is_not_exceeded_at_any_share() 
     assert ledger.overruns == []
 
 
+def test_a_stage_that_began_with_the_rest_already_out_of_reach_answers_to_the_budget() -> None:
+    """Embed starting at 300 ms of a 400 ms budget while generation is reserved 900: the plan was
+    lost before embed ran, and embed is not what broke it. Over only past the budget itself."""
+    for spent, over in ((50, False), (150, True)):
+        clock = RequestClock()
+        ledger = BudgetLedger(400, clock=clock)
+        clock.advance(300)
+        with ledger.stage("embed", reserved_ms=900.0):
+            clock.advance(spent)
+        (embed,) = ledger.stages()
+        assert embed.allocated_ms == 100.0 and embed.exceeded is over
+    clock = RequestClock()
+    ledger = BudgetLedger(400, clock=clock)
+    clock.advance(100)
+    with ledger.stage("embed", reserved_ms=250.0):  # 50 ms left to it, and it took 60
+        clock.advance(60)
+    assert ledger.overruns == ["embed"]
+
+
 def test_each_request_counts_a_stage_allocation_once() -> None:
     """The metric sums what each request allocated the stage: its first run's allocation, and
     what a later run given until later adds (here, none)."""

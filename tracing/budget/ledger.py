@@ -7,8 +7,9 @@ are reserved (``reserved_ms``: the request's budget session works it out from th
 ``allowances.reserved_after``). A stage's **allocation** is what the plan gives it when it
 starts: the budget left then, less that reservation, so that time a stage did not use flows to
 the stages after it (a skipped rerank's to generation). A stage is ``exceeded`` when a run of it
-ran past its allocation (past the budget less what was reserved after it); the request is
-exceeded only when it ran past its budget.
+ran past its allocation (past the budget less what was reserved after it; a stage that began
+when that point had already passed, the rest out of reach before it ran, answers to the budget
+alone); the request is exceeded only when it ran past its budget.
 
 When a stage ends, its wall time is charged to the ledger, observed in the stage histogram (with
 the trace id as exemplar), and written on its span: ``ragtime.budget.allocated_ms``,
@@ -218,6 +219,10 @@ class BudgetLedger:
         start_ms = (started - self.started_at) * 1000.0
         first_ms = self._starts.setdefault(stage, start_ms)
         until_ms = self.budget_ms - self._reserved.get(stage, 0.0)
+        if first_ms >= until_ms:
+            # What comes after was out of reach before this stage began: the plan cannot be
+            # kept, and this stage is not what broke it; it answers to the budget alone.
+            until_ms = self.budget_ms
         allocated = max(until_ms - first_ms, 0.0)
         before = self._allocated.get(stage)
         if before is None or allocated > before:  # a later run may be given until later

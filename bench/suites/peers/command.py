@@ -63,8 +63,9 @@ def register(subparsers: Any) -> None:
     peers.add_argument("--pause", type=float, default=0.5, help="seconds between wrk phases")
     peers.add_argument("--no-peer", action="store_true", help="ragtime and the floor only")
     peers.add_argument(
-        "--peer-python", default=sys.executable, metavar="PYTHON",
-        help="the interpreter that runs the peer, with the bench-peers extra (default: this one)",
+        "--peer-python", metavar="PYTHON",
+        help="the interpreter that runs the peer, with the bench-peers extra (default: the one "
+        "running ragtime)",
     )  # fmt: skip
     peers.add_argument(
         "--peer-generator", choices=("null", "llama.cpp"),
@@ -90,13 +91,14 @@ def _peer(args: argparse.Namespace, null: bool) -> Any:
 
     if args.no_peer:
         return None
-    if args.peer_python == sys.executable and importlib.util.find_spec("haystack") is None:
+    python = args.peer_python or sys.executable
+    if python == sys.executable and importlib.util.find_spec("haystack") is None:
         raise ValueError(
             "the bench-peers extra is not installed (no haystack-ai): pip install -e "
             "'.[bench-peers]', pass --peer-python with one that has it, or --no-peer"
         )
     generator = args.peer_generator or ("null" if null else "llama.cpp")
-    return PeerSpec(args.peer_python, generator, args.index_cache)
+    return PeerSpec(python, generator, args.index_cache)
 
 
 def run(args: argparse.Namespace) -> int:
