@@ -6,7 +6,7 @@ trust"), an answer is rarely one sentence: the sentence closest to the question 
 preceded) by the ones that carry its facts ("The project name is pronounced Deb'-ee-en ... This
 word is a contraction of the names of Debra and Ian Murdock"). So the excerpt is a *window*: a
 run of consecutive pieces of one passage, at most ``EXCERPT_CHARS`` long, that neither crosses a
-heading nor holds a sentence the injection screen flags. Each piece is ranked (``rank``) by
+heading nor holds a sentence the injection screen flags. Each piece is ranked (``_ranked``) by
 
 * its sentence's similarity to the question;
 * ``WORDS_WEIGHT`` times the share of the question's content words it holds, which a sentence
@@ -50,12 +50,11 @@ FOLLOWER_CHARS = 400
 
 @dataclass(frozen=True)
 class Piece:
-    """A piece of a passage as the excerpt weighs it: where it is, and its rank (0 unscored)."""
+    """A piece of a passage the excerpt holds: which passage, where in it, and its text."""
 
     label: int
     position: int
     text: str
-    rank: float
 
 
 def excerpt(
@@ -162,10 +161,7 @@ def _best_window(
     if best is None:
         return []
     _, label, start, end, _ = best
-    return [
-        Piece(label, i, pieces[label][i].text, ranked[label][i] or 0.0)
-        for i in range(start, end + 1)
-    ]
+    return [Piece(label, i, pieces[label][i].text) for i in range(start, end + 1)]
 
 
 def _stops(piece: ScoredPiece, where: tuple[int, int], barred: set[tuple[int, int]]) -> bool:
@@ -186,7 +182,7 @@ def _readable(
     if first.text.strip()[:1].islower() and first.position > 0:
         before = found[first.position - 1]
         if _follows(before, FOLLOWER_CHARS) and (first.label, first.position - 1) not in barred:
-            out.insert(0, Piece(first.label, first.position - 1, before.text, 0.0))
+            out.insert(0, Piece(first.label, first.position - 1, before.text))
     room, added = FOLLOWER_CHARS, 0
     while out[-1].position + 1 < len(found):
         position = out[-1].position + 1
@@ -194,7 +190,7 @@ def _readable(
         wanted = _unfinished(out[-1].text, first_step=added == 0)
         if not wanted or not _follows(after, room) or (first.label, position) in barred:
             break
-        out.append(Piece(first.label, position, after.text, 0.0))
+        out.append(Piece(first.label, position, after.text))
         room, added = room - len(after.text.strip()), added + 1
     return out
 

@@ -148,7 +148,7 @@ class ExtractAnswer:
             opening = scored_pieces(p.text, None, None)
             text = next((piece.text for piece in opening if len(piece.text.split()) >= 3), "")
             if text:
-                chosen.append(Piece(p.label, 0, text, 0.0))
+                chosen.append(Piece(p.label, 0, text))
         if not chosen:
             return Extracted(self.min_similarity <= -1.0, None, ABSTENTION)
         return Extracted(True, None, labelled(chosen), tuple(c.label for c in chosen))
