@@ -17,6 +17,7 @@ import glob
 import os
 import time
 from collections.abc import Iterable, Iterator
+from typing import Any, TypeVar
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -34,6 +35,20 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from tracing.process_dirs import fresh_shared_dir
 
 REGISTRY = CollectorRegistry(auto_describe=True)
+
+
+_StageMetric = TypeVar("_StageMetric", Counter, Histogram)
+_stage_children: dict[tuple[object, str], Any] = {}
+
+
+def stage_child(metric: _StageMetric, stage: str) -> _StageMetric:
+    """``metric.labels(stage=stage)``, looked up once: the ledger observes every stage of every
+    request, and ``labels`` validates and locks on each call."""
+    child = _stage_children.get((metric, stage))
+    if child is None:
+        child = _stage_children[(metric, stage)] = metric.labels(stage=stage)
+    return child
+
 
 #: Where each process of a several-process server writes its values (prometheus_client's name).
 MULTIPROC_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -98,13 +113,6 @@ STAGE_SECONDS = Histogram(
     "Wall time of each pipeline stage.",
     ["stage"],
     buckets=_LATENCY_BUCKETS,
-    registry=REGISTRY,
-)
-STAGE_ALLOCATED_SECONDS = Counter(
-    "ragtime_stage_allocated_seconds",
-    "Budget allocated to each stage, summed over the requests that ran it: beside "
-    "ragtime_stage_duration_seconds_sum, the share of its allocation a stage spends.",
-    ["stage"],
     registry=REGISTRY,
 )
 TTFT_SECONDS = Histogram(

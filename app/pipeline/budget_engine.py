@@ -17,6 +17,13 @@ from tracing.budget import (
     Rules,
 )
 
+#: How long an estimate the planner read stands though observations came since: every request
+#: teaches the cost model each of its stages, and each reading after an observation works the
+#: estimate out afresh (its observations weighed and put in order), which was a third of the
+#: budget machinery's cost per request (issue 60 §2). A busy process works each out at most
+#: 20 times a second; a plan reads figures at most 50 ms old, against budgets of seconds.
+ESTIMATE_REFRESH_S = 0.05
+
 
 def cost_model(settings: Settings) -> CostModel:
     """A process's cost model, learning as ``settings`` say."""
@@ -25,6 +32,7 @@ def cost_model(settings: Settings) -> CostModel:
             quantile=settings.budget_quantile,
             halflife_requests=settings.budget_halflife_requests,
             halflife_s=settings.budget_halflife_s,
+            refresh_s=ESTIMATE_REFRESH_S,
         )
     )
 

@@ -332,11 +332,13 @@ def _budget_section(budget: BudgetResult) -> str:
     faults = ", ".join(f"`{f.variable}={f.fault_ms:g}`" for f in budget.faults)
     machinery = (
         f"\n\nThe {machinery_line(budget.machinery)}. Measured in the bench's own process "
-        "(`bench.suites.machinery.cost`, no HTTP): one request's `BudgetLedger` with its eight "
-        "stage "
-        "spans charged (`generate` through `begin`/`end`), cost-model observations, one "
+        "(`bench.suites.machinery.cost`, no HTTP): one request's budget session over the "
+        "service's budget engine, each stage through `session.run` (generation through "
+        "`session.generate`) with its span charged, the cost model's observations, one "
         "degradation-policy plan, a degradation, the root span's annotation and the budget "
         "summary, with the real tracer provider (`tracing.configure_tracing()`) and metrics; "
+        "requests whose trace is sampled alternate with requests whose trace is not (a "
+        "`traceparent` ending `-00`, as the `parentbased_traceidratio` sampler leaves most); "
         "the stages themselves are empty."
         if budget.machinery is not None
         else ""

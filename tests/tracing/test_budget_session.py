@@ -26,7 +26,7 @@ from tracing.budget.cost_model import CostModel
 from tracing.budget.door.book import FinishAdmission
 from tracing.budget.door.ticket import Ticket
 from tracing.budget.generation import generation_ended
-from tracing.budget.policy import Action
+from tracing.budget.plan import Action
 
 SEARCH = PlanLimits(20, 0, 0, 0, 0, 0, 0.0)
 FAST = GenerationPrior(fixed_ms=20.0, prefill_ms_per_token=0.05, decode_ms_per_token=5.0)
@@ -397,6 +397,37 @@ def test_nothing_is_dropped_where_nothing_fits_or_nothing_degrades() -> None:
     built = keyword_engine(10_000.0)
     built.rules = Rules(degrade=False)
     assert keyword_side(built, 1500) is None
+
+
+def test_where_the_full_plan_fits_the_keyword_side_is_kept_without_weighing_a_plan(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Where the full plan fits with the side's time, the plan keeps at least its quality: that
+    alone decides (issue 60 §2), and the judgement is the one weighing plans would make."""
+    built = keyword_engine(1.0)
+    weighed: list[float] = []
+    plan_quality = built.plan_quality
+
+    def counted(*args: object, **kwargs: float) -> float | None:
+        weighed.append(kwargs["spend_first_ms"])
+        return plan_quality(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(built, "plan_quality", counted)
+    assert keyword_side(built, 60_000) is None
+    assert weighed == []
+    keyword_side(built, 500)  # the full answer (~585 ms) does not fit: plans are weighed
+    assert weighed
+
+
+@pytest.mark.parametrize("keyword_ms", [1.0, 100.0, 450.0, 10_000.0])
+@pytest.mark.parametrize("budget_ms", [5.0, 300.0, 600.0, 700.0, 1500.0, 3000.0, 60_000.0])
+def test_the_keyword_side_is_judged_alike_with_and_without_the_shortcut(
+    keyword_ms: float, budget_ms: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shortcut = keyword_side(keyword_engine(keyword_ms), budget_ms)
+    weighed = keyword_engine(keyword_ms)
+    monkeypatch.setattr(BudgetEngine, "full_plan_fits", lambda *args, **kwargs: False)
+    assert keyword_side(weighed, budget_ms) == shortcut
 
 
 async def search_depth(

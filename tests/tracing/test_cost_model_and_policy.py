@@ -18,7 +18,7 @@ from tracing.budget import (
     QualityTable,
 )
 from tracing.budget.cost_model import weighted_quantile
-from tracing.budget.policy import FirstTokenTarget
+from tracing.budget.plan import FirstTokenTarget
 
 PRIOR = GenerationPrior(fixed_ms=50.0, prefill_ms_per_token=2.0, decode_ms_per_token=10.0)
 
@@ -188,6 +188,29 @@ def test_a_stage_rate_is_read_afresh_after_an_observation_or_a_second_at_each_qu
     assert stage.rate(0.5) == median  # ... but within the second the rate read stands
     clock.now += 0.6
     assert stage.rate(0.5) == 10.0 != median  # read afresh: the prior
+
+
+@pytest.mark.parametrize("refresh_s", [0.0, 0.05])
+def test_an_estimate_stands_for_refresh_s_though_observations_came(refresh_s: float) -> None:
+    """A busy process works an estimate out at most every ``refresh_s`` (issue 60 §2); every
+    observation is kept, and is in the first reading after that."""
+    clock = Clock()
+    stage = model(clock, refresh_s=refresh_s).stage("rerank")
+    for _ in range(10):
+        stage.observe(5.0, 1)
+    first = stage.rate()
+    stage.observe(50.0, 1)
+    stage.observe(50.0, 1)
+    clock.now += 0.01
+    if refresh_s:
+        assert stage.rate() == first  # read 10 ms ago: it stands
+        clock.now += refresh_s
+    assert stage.rate() > first  # worked out afresh: the slow observations are in it
+
+
+def test_refresh_s_lies_under_the_time_an_estimate_is_kept() -> None:
+    with pytest.raises(ValueError, match="refresh_s"):
+        model(refresh_s=1.0)
 
 
 # -- the policy -----------------------------------------------------------------------------

@@ -27,7 +27,7 @@ from tracing.budget import (
     StageRecord,
 )
 from tracing.budget.cost_model import CostModel
-from tracing.budget.policy import Plan
+from tracing.budget.plan import Plan
 
 BUDGET_MS = 1500.0
 #: The plan's reserve for what it does not size (prompt assembly, answer moderation, streaming).

@@ -40,7 +40,8 @@ from tracing.budget.deadline import next_before_deadline
 from tracing.budget.engine import BudgetEngine, Rules
 from tracing.budget.errors import BudgetError, BudgetInfeasible, DeadlinePassed, TargetSaturated
 from tracing.budget.ledger import BudgetLedger, Degradation, StageRecord, StageSpan
-from tracing.budget.policy import Action, DegradationPolicy, Plan, PlanLimits
+from tracing.budget.plan import Action, Plan, PlanLimits
+from tracing.budget.policy import DegradationPolicy
 from tracing.budget.quality import DEFAULT_QUALITY_PATH, QualityTable
 from tracing.budget.queue import Reservation, Reservations, TargetQueue
 from tracing.budget.session import BudgetSession

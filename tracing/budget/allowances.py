@@ -22,7 +22,7 @@ from opentelemetry.trace import Span
 
 from tracing.budget.engine import BudgetEngine
 from tracing.budget.ledger import BudgetLedger
-from tracing.budget.policy import Plan, PlanLimits
+from tracing.budget.plan import Plan, PlanLimits
 from tracing.budget.queue import Reservation
 from tracing.budget.stage_names import StageName
 
@@ -101,14 +101,49 @@ def stage_deadline(
     return deadline
 
 
+@dataclass(frozen=True)
+class LeastToCome:
+    """What the stages before the plan leave the rest of a request, as admission counts it (at
+    the median of each learned cost, ``BudgetEngine.plan_bounds``): read once per request, when
+    what it asks is known (``least_to_come``), and each stage's reservation is then this less
+    what has run (``reserved_after``)."""
+
+    reserve_ms: float
+    """The plan's reserve, for what no plan sizes (prompt assembly, streaming)."""
+    stage_ms: dict[StageName, float]
+    """Embed and search; an answer's moderation; the smallest generation, when it generates."""
+
+
+def least_to_come(
+    engine: BudgetEngine, limits: PlanLimits, targets: Sequence[str] = (), answering: bool = False
+) -> LeastToCome:
+    """The least the stages from embed on need (``LeastToCome``): embed and search, for an
+    answer (``answering``) its moderation and, with ``targets``, the smallest generation at the
+    cheapest of them. Rerank, which a plan may skip, and the keyword side, which it may drop,
+    are counted on for nothing."""
+    median = 0.5
+    stage_ms = {s: engine.cost.stage(s).rate(median) for s in (StageName.EMBED, StageName.SEARCH)}
+    if answering:
+        stage_ms[StageName.MODERATE_ANSWER] = engine.cost.stage(StageName.MODERATE_ANSWER).rate(
+            median
+        )
+    if targets:
+        stage_ms[StageName.GENERATE] = min(
+            engine.smallest_generation_ms(t, median) for t in targets
+        )
+    return LeastToCome(limits.reserve_ms, stage_ms)
+
+
+#: Each stage's place in a request's order.
+_PLACE = {stage: place for place, stage in enumerate(StageName)}
+
+
 def reserved_after(
-    engine: BudgetEngine,
     ledger: BudgetLedger,
     plan: Plan | None,
     stage: StageName,
     limits: PlanLimits,
-    targets: Sequence[str] = (),
-    answering: bool = False,
+    least: LeastToCome,
 ) -> float:
     """What the stages still to come after ``stage`` (those after it in a request's order that
     have not run) are reserved, in ms, as it starts: its allocation is the budget left, less
@@ -116,10 +151,8 @@ def reserved_after(
     assembly, answer moderation, streaming).
 
     * Before the plan (auth to keyword search), the least the rest needs, as admission counts it
-      (``BudgetEngine.plan_bounds``, at the median): embed and search still to come, for an
-      answer (``answering``) its moderation and, with ``targets``, the smallest generation at
-      the cheapest of them, and the plan's reserve. Rerank, which a plan may skip, and the
-      keyword side, which it may drop, are reserved nothing.
+      (``least``, read once per request): of embed, search, the answer's moderation and the
+      smallest generation, those still to come, and the plan's reserve.
     * Once planned, what the plan counts on: after rerank, generation's predicted time (its
       queue wait too) and the plan's reserve, as rerank's deadline keeps them
       (``stage_deadline``); after a stage the plan does not size (the passages' moderation, the
@@ -127,24 +160,19 @@ def reserved_after(
     * Generation, and what runs after it, leave nothing: the answer's moderation ends within
       generation's span, and attribution runs only where it fits what is left (``stage_room``),
       saying so where it does not. Such a stage is over only when it ran past the budget."""
-    order = list(StageName)
-    to_come = {s for s in order[order.index(stage) + 1 :] if not ledger.ran(s)}
+    place = _PLACE[stage]
+
+    def to_come(later: StageName) -> bool:
+        return _PLACE[later] > place and not ledger.ran(later)
+
     if plan is not None:
-        if StageName.GENERATE not in to_come:
+        if not to_come(StageName.GENERATE):
             return 0.0
         reserved = plan.generation_ms
-        if StageName.RERANK in to_come:
+        if to_come(StageName.RERANK):
             reserved += plan.stage_ms.get(StageName.RERANK, 0.0)
         return reserved + (limits.reserve_ms if stage is StageName.RERANK else 0.0)
-    median = 0.5
-    reserved = limits.reserve_ms
-    around = (StageName.EMBED, StageName.SEARCH)
-    reserved += sum(engine.cost.stage(s).rate(median) for s in around if s in to_come)
-    if answering and StageName.MODERATE_ANSWER in to_come:
-        reserved += engine.cost.stage(StageName.MODERATE_ANSWER).rate(median)
-    if targets and StageName.GENERATE in to_come:
-        reserved += min(engine.smallest_generation_ms(t, median) for t in targets)
-    return reserved
+    return least.reserve_ms + sum(ms for later, ms in least.stage_ms.items() if to_come(later))
 
 
 #: Kept before the deadline to finish an answer: the last event and the request's close.

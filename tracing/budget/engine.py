@@ -19,7 +19,8 @@ from tracing.budget.calibration import Calibrator, Probe
 from tracing.budget.cost_model import CostModel
 from tracing.budget.errors import BudgetInfeasible, QueueInfeasible, TargetSaturated
 from tracing.budget.ledger import BudgetLedger
-from tracing.budget.policy import DegradationPolicy, FirstTokenTarget, Plan, PlanLimits
+from tracing.budget.plan import FirstTokenTarget, Plan, PlanLimits
+from tracing.budget.policy import DegradationPolicy
 from tracing.budget.quality import QualityTable
 from tracing.budget.queue import Reservation, Reservations, TargetQueue, Wait
 from tracing.budget.stage_names import StageName
@@ -250,6 +251,33 @@ class BudgetEngine:
             ).quality
         except BudgetInfeasible:
             return None
+
+    def full_plan_fits(
+        self,
+        ledger: BudgetLedger,
+        target: str,
+        queue: TargetQueue | None,
+        *,
+        k: int,
+        rerank_available: bool,
+        spend_first_ms: float,
+    ) -> bool:
+        """Whether the full answer plan at ``target`` (every candidate reranked, the whole
+        context, every output token), after its queue wait, fits what is left once
+        ``spend_first_ms`` more are spent: predicted as the policy predicts it, without weighing
+        the plans below it."""
+        lim = self.answer_policy.limits
+        wait = self._queue_wait(target, ledger, queue or TargetQueue())
+        candidates = lim.rerank_pool(k) if rerank_available else 0
+        full_ms = (
+            self.cost.predict(StageName.RERANK, candidates)
+            + wait.ms
+            + self.cost.generation(target)
+            .estimate()
+            .service_ms(lim.context_tokens + lim.prompt_overhead_tokens, lim.max_output_tokens)
+            + lim.reserve_ms
+        )
+        return full_ms <= ledger.remaining_ms - spend_first_ms
 
     def plan_search(self, ledger: BudgetLedger, *, k: int, rerank_available: bool) -> Plan:
         return self.search_policy.plan(ledger.remaining_ms, k=k, rerank_available=rerank_available)

@@ -78,7 +78,7 @@ class GenerationEstimate:
 
 @dataclass(frozen=True)
 class _Basis:
-    """What every quantile's estimate of a target is read from, until the next observation."""
+    """What every quantile's estimate of a target is read from, kept as ``Estimates`` keeps it."""
 
     fixed_ms: float
     slope: float
@@ -102,18 +102,20 @@ class GenerationCost:
         self._ttft = Samples(learning, clock)
         self._decode = Samples(learning, clock, recovers=True)
         self._cached = Samples(learning, clock)
-        self._estimates: Estimates[GenerationEstimate] = Estimates()
-        self._bases: Estimates[_Basis] = Estimates()
+        self._estimates: Estimates[GenerationEstimate] = Estimates(learning.refresh_s)
+        self._bases: Estimates[_Basis] = Estimates(learning.refresh_s)
 
     def _forget_estimates(self) -> None:
-        """Held with the lock: what was learned changed."""
-        self._estimates.clear()
-        self._bases.clear()
+        """Held with the lock: what was learned changed (``Estimates.changed``)."""
+        self._estimates.changed()
+        self._bases.changed()
 
     def recalibrate(self, prior: GenerationPrior) -> None:
+        """A new prior: no estimate read from the old one stands."""
         with self._lock:
             self.prior = prior
-            self._forget_estimates()
+            self._estimates.clear()
+            self._bases.clear()
 
     def observe_first_token(self, uncached_tokens: int, ttft_ms: float) -> None:
         """One request's prefill: ``ttft_ms`` from sending to the first token, its queue aside."""
@@ -182,9 +184,9 @@ class GenerationCost:
     def estimate(self, quantile: float | None = None) -> GenerationEstimate:
         """The target's costs now, at ``quantile`` (the model's own by default).
 
-        Cached until the next observation or for ``ESTIMATE_TTL_S``, since planning asks for it
-        once per candidate plan; the fit and the observations in order behind it (``_basis``)
-        are kept alike, since each is read at several quantiles."""
+        Kept as ``Estimates`` keeps it, since planning asks for it once per candidate plan; the
+        fit and the observations in order behind it (``_basis``) are kept alike, since each is
+        read at several quantiles."""
         q = self.learning.quantile if quantile is None else quantile
         now = self._ttft.clock()
         with self._lock:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from tracing.budget.engine import BudgetEngine
 from tracing.budget.ledger import BudgetLedger
-from tracing.budget.policy import Action
+from tracing.budget.plan import Action
 from tracing.budget.queue import TargetQueue
 from tracing.budget.stage_names import StageName
 
@@ -37,10 +37,21 @@ def keyword_side(
         )
 
     table = engine.quality_for(target)
+    dropped_share = table.quality("keyword", 0.0) * table.ceiling()
+    if target is not None and engine.full_plan_fits(
+        ledger, target, queue, k=k, rerank_available=rerank_available, spend_first_ms=keyword_ms
+    ):
+        # Where the full plan fits, the plan keeps at least its quality (or, for a first token
+        # in time, that share of it): no plan need be weighed when that already beats any
+        # plan without the side.
+        least = table.plan_quality(context=1.0, output=1.0, rerank=1.0)
+        least *= min(engine.answer_policy.limits.ttft_min_quality, 1.0)
+        if least * table.quality("keyword", 1.0) >= dropped_share:
+            return None
     with_side = quality(keyword_ms)
     kept_with = None if with_side is None else with_side * table.quality("keyword", 1.0)
     dropped = table.quality("keyword", 0.0)
-    if kept_with is not None and kept_with >= dropped * table.ceiling():
+    if kept_with is not None and kept_with >= dropped_share:
         return None  # no plan without it can keep more (a plan keeps at most the ceiling)
     without = quality(0.0)
     if without is None:

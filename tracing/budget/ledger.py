@@ -11,16 +11,17 @@ ran past its allocation (past the budget less what was reserved after it; a stag
 when that point had already passed, the rest out of reach before it ran, answers to the budget
 alone); the request is exceeded only when it ran past its budget.
 
-When a stage ends, its wall time is charged to the ledger, observed in the stage histogram (with
-the trace id as exemplar), and written on its span: ``ragtime.budget.allocated_ms``,
+When a stage ends, its wall time is charged to the ledger, observed in the stage histogram (one
+observation, with the trace id as exemplar when the trace is sampled), and written on its span
+(a sampled-out span records nothing, and is given nothing): ``ragtime.budget.allocated_ms``,
 ``spent_ms`` and ``exceeded`` (the stage's, as the waterfall shows them), ``remaining_ms`` (the
 request's). A stage the plan predicted (``expect``) also gets ``ragtime.budget.predicted_ms``,
 and its actual/predicted ratio goes to the ``ragtime_budget_prediction_error_ratio`` histogram.
 Deliberate degradations are recorded with ``degrade``; the request's root span gets the totals
 and the stages that overran. ``stages()`` gives each stage's start, spent and allocated
 milliseconds and whether it overran: the request's waterfall, as its report and its
-``Server-Timing`` header show it; ``ragtime_stage_allocated_seconds`` sums the same allocations
-and ``ragtime_stage_budget_exceeded_total`` counts the same overruns, for the dashboard.
+``Server-Timing`` header show it; ``ragtime_stage_budget_exceeded_total`` counts the same
+overruns, for the dashboard and the alerts.
 The request's first answer token is stamped on it (``first_token``), in the request's time.
 
 The ledger reads its own ``clock`` (``time.perf_counter`` unless a test gives another).
@@ -80,6 +81,17 @@ class StageRecord:
     spent_ms: float
     allocated_ms: float
     exceeded: bool
+
+
+def _stage_span(name: str, attributes: dict[str, Any]) -> Span:
+    """A stage's span, a child of the current one; in a request whose trace is sampled out, the
+    request's own span, which records nothing and carries the trace id downstream all the same:
+    such a request opens no span per stage (and ending it, a no-op, ends nothing)."""
+    current = trace.get_current_span()
+    context = current.get_span_context()
+    if context.is_valid and not context.trace_flags.sampled and not current.is_recording():
+        return current
+    return tracer.start_span(name, attributes=attributes or None)
 
 
 class StageSpan:
@@ -210,8 +222,9 @@ class BudgetLedger:
     ) -> None:
         """Add ``elapsed_ms`` to ``stage``, which ran from ``started`` (a ``clock`` value; by
         default, ``elapsed_ms`` before now), against its allocation; write the stage's budget
-        figures on ``span``. The metrics count what the stage's allocation grew by (its first
-        charge: all of it) and its first overrun."""
+        figures on ``span`` (when its trace is sampled). The metrics observe the run's time (one
+        observation; a stage the plan predicted, its actual/predicted ratio too) and count the
+        stage's first overrun."""
         spent = self._timings.get(stage, 0.0) + elapsed_ms
         self._timings[stage] = spent
         if started is None:
@@ -224,22 +237,19 @@ class BudgetLedger:
             # kept, and this stage is not what broke it; it answers to the budget alone.
             until_ms = self.budget_ms
         allocated = max(until_ms - first_ms, 0.0)
-        before = self._allocated.get(stage)
-        if before is None or allocated > before:  # a later run may be given until later
+        if allocated > self._allocated.get(stage, -1.0):  # a later run may be given until later
             self._allocated[stage] = allocated
-            metrics.STAGE_ALLOCATED_SECONDS.labels(stage=stage).inc(
-                (allocated - (before or 0.0)) / 1000.0
-            )
         # Judged at the microsecond the figures are reported in.
         if round(start_ms + elapsed_ms, 3) > round(until_ms, 3) and stage not in self.overruns:
             self.overruns.append(stage)
-            metrics.STAGE_BUDGET_EXCEEDED.labels(stage=stage).inc()
+            metrics.stage_child(metrics.STAGE_BUDGET_EXCEEDED, stage).inc()
         context = (span or trace.get_current_span()).get_span_context()
-        exemplar = {"trace_id": format(context.trace_id, "032x")} if context.is_valid else None
-        metrics.STAGE_SECONDS.labels(stage=stage).observe(elapsed_ms / 1000.0, exemplar)
+        sampled = context.trace_flags.sampled  # an exemplar links only to a trace that is kept
+        exemplar = {"trace_id": format(context.trace_id, "032x")} if sampled else None
+        metrics.stage_child(metrics.STAGE_SECONDS, stage).observe(elapsed_ms / 1000.0, exemplar)
         predicted = self._expected.pop(stage, None) if span is not None else None
         if predicted is not None and predicted > 0:
-            metrics.PREDICTION_ERROR_RATIO.labels(stage=stage).observe(spent / predicted)
+            metrics.stage_child(metrics.PREDICTION_ERROR_RATIO, stage).observe(spent / predicted)
         if span is not None and span.is_recording():
             if predicted is not None:
                 span.set_attribute("ragtime.budget.predicted_ms", round(predicted, 3))
@@ -261,7 +271,7 @@ class BudgetLedger:
         While the budget is pending, the stage's charge and its span's end wait for it."""
         started = self.clock()
         self._reserved[name] = reserved_ms
-        span = tracer.start_span(name, attributes=attributes or None)
+        span = _stage_span(name, attributes)
         try:
             with trace.use_span(span, end_on_exit=False):
                 yield span
@@ -291,7 +301,7 @@ class BudgetLedger:
         """Start stage ``name`` as a child of the current span without making it current,
         allocated the budget left less ``reserved_ms`` (as ``stage``)."""
         self._reserved[name] = reserved_ms
-        return StageSpan(self, name, tracer.start_span(name, attributes=attributes or None))
+        return StageSpan(self, name, _stage_span(name, attributes))
 
     def degrade(self, stage: str, action: str, reason: str, span: Span | None = None) -> None:
         """Record a deliberate degradation on the ledger, its span and the metrics."""

@@ -66,6 +66,10 @@ class Learning:
     prior_observations: float | None = None
     """... and as this many less the weight of those seen (None: as many as a quantile read
     needs, ``1 / (1 - quantile) + 1``)."""
+    refresh_s: float = 0.0
+    """An estimate read less than this many seconds ago stands though observations came since
+    (``Estimates``); 0: each observation is in the next reading. Every observation is kept
+    either way: this bounds how often a busy process works its estimates out afresh."""
 
     def __post_init__(self) -> None:
         if not 0.0 < self.quantile < 1.0:
@@ -74,6 +78,8 @@ class Learning:
             raise ValueError("window >= 2 and positive half-lives are required")
         if self.prior_weight <= 0:
             raise ValueError(f"prior_weight must be positive, got {self.prior_weight}")
+        if not 0.0 <= self.refresh_s < ESTIMATE_TTL_S:
+            raise ValueError(f"refresh_s must lie in [0, {ESTIMATE_TTL_S}), got {self.refresh_s}")
 
     def prior_weight_beside(self, observed: float, quantile: float | None = None) -> float:
         """... and beside observations weighing ``observed`` in all, as many as make the total
@@ -230,21 +236,35 @@ class Totals:
 
 
 class Estimates(Generic[T]):
-    """Estimates read from observations, by quantile: each kept until ``clear`` (a new
-    observation) or for ``ESTIMATE_TTL_S``, since planning and admission read each several
-    times a request. ``clear`` replaces the mapping, so a reader on another thread finishes
-    with the old one."""
+    """Estimates read from observations, by quantile, since planning and admission read each
+    several times a request: each kept for ``ESTIMATE_TTL_S``, or, once an observation came
+    after it was read (``changed``), until it is ``refresh_s`` old (``Learning.refresh_s``; 0:
+    computed afresh at its next reading). ``clear`` (what was learned was replaced) drops them
+    all, replacing the mapping, so a reader on another thread finishes with the old one."""
 
-    def __init__(self) -> None:
-        self._kept: dict[Hashable, tuple[float, T]] = {}
+    def __init__(self, refresh_s: float = 0.0) -> None:
+        self.refresh_s = refresh_s
+        self._kept: dict[Hashable, tuple[float, int, T]] = {}
+        self._observations = 0
+        """Observations so far (``changed``): what each estimate was read after."""
 
     def get(self, key: Hashable, now: float) -> T | None:
         """The estimate read with ``key`` (its quantile, or its quantile and prior), if kept."""
         kept = self._kept.get(key)
-        return kept[1] if kept is not None and now - kept[0] < ESTIMATE_TTL_S else None
+        if kept is None:
+            return None
+        read_at, observations, estimate = kept
+        age = now - read_at
+        if age >= ESTIMATE_TTL_S or (observations != self._observations and age >= self.refresh_s):
+            return None
+        return estimate
 
     def put(self, key: Hashable, now: float, estimate: T) -> None:
-        self._kept[key] = (now, estimate)
+        self._kept[key] = (now, self._observations, estimate)
+
+    def changed(self) -> None:
+        """An observation came: what was read before it is stale."""
+        self._observations += 1
 
     def clear(self) -> None:
         self._kept = {}

@@ -35,95 +35,17 @@ for the target at any acceptable quality keeps the answer and misses the target.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import NamedTuple
 
 from tracing.budget.cost_model import CostModel, GenerationEstimate
 from tracing.budget.errors import BudgetInfeasible
+from tracing.budget.plan import Action, FirstTokenTarget, Plan, PlanLimits
 from tracing.budget.quality import QualityTable
 from tracing.budget.stage_names import StageName
 
 #: The context sizes tried, as shares of the configured context.
 CONTEXT_LADDER = (1.0, 0.75, 0.5, 0.375, 0.25, 0.125, 0.0)
-
-
-@dataclass(frozen=True)
-class PlanLimits:
-    rerank_candidates: int
-    context_tokens: int
-    max_output_tokens: int
-    min_context_tokens: int = 64
-    min_output_tokens: int = 16
-    prompt_overhead_tokens: int = 120
-    """System prompt, template and question: prefilled whatever the context holds."""
-    reserve_ms: float = 50.0
-    """Prompt assembly, answer moderation and streaming, which the plan does not size."""
-    prune: bool = False
-    """Whether a context may be pruned to the passages' sentences closest to the question."""
-    ttft_target_ms: float | None = None
-    """From arrival to the first answer token: plans predicted to meet it are preferred."""
-    ttft_min_quality: float = 0.9
-    """The least quality, as a share of the best plan's, a plan may keep to meet the TTFT
-    target: below it the target is given up, not the answer."""
-
-    def rerank_pool(self, k: int) -> int:
-        """The most candidates a plan reranks for ``k`` passages: what each search finds."""
-        return max(self.rerank_candidates, k)
-
-
-class FirstTokenTarget(NamedTuple):
-    """A time-to-first-token target a plan is made for: what it leaves after the time spent
-    (``left_ms``), its ms from arrival, and whose it is ("the request's", "the service's")."""
-
-    left_ms: float
-    ms: float
-    whose: str
-
-
-@dataclass(frozen=True)
-class Action:
-    stage: str
-    action: str
-    reason: str
-
-
-@dataclass(frozen=True)
-class Plan:
-    rerank_candidates: int
-    """0 when rerank is skipped."""
-    context_tokens: int
-    max_output_tokens: int
-    predicted_ms: float
-    """From now to the last answer token, queue wait included."""
-    actions: list[Action] = field(default_factory=list)
-    stage_ms: dict[str, float] = field(default_factory=dict)
-    """Predicted ms per stage: ``rerank``, ``queue``, ``generate`` (first token and decode)."""
-    quality: float = 1.0
-    target: str = ""
-    prune: bool = False
-    """The context is filled with the passages' sentences closest to the question."""
-    first_token_ms: float = 0.0
-    """Predicted from now to the typical first answer token (rerank, queue, prefill at the
-    fitted cost, without the quantile's margin)."""
-    meets_ttft: bool = True
-    """Whether ``first_token_ms`` is within what the TTFT target leaves (True without one)."""
-
-    @property
-    def generation_ms(self) -> float:
-        """Predicted from generation's start to its last token, queue wait included."""
-        return self.stage_ms.get("queue", 0.0) + self.stage_ms.get(StageName.GENERATE, 0.0)
-
-    def attributes(self) -> dict[str, int | float | bool]:
-        """The plan, as the rerank span (where it is made) carries it."""
-        return {
-            "ragtime.plan.rerank_candidates": self.rerank_candidates,
-            "ragtime.plan.context_tokens": self.context_tokens,
-            "ragtime.plan.context_pruned": self.prune,
-            "ragtime.plan.first_token_ms": round(self.first_token_ms, 3),
-            "ragtime.plan.max_output_tokens": self.max_output_tokens,
-            "ragtime.plan.predicted_ms": round(self.predicted_ms, 3),
-            "ragtime.plan.quality": round(self.quality, 4),
-        }
 
 
 class DegradationPolicy:
@@ -166,21 +88,23 @@ class DegradationPolicy:
             else [lim.context_tokens]
         )
         fills = (False, True) if generating and self._prunes(table) else (False,)
+        # What each rerank level and each context weigh whatever the budget: read once, not for
+        # each of the some fifty plans weighed.
+        contexts = [self._context(table, ctx, prune, gen) for ctx in ctx_levels for prune in fills]
+        ttft_left_ms = ttft.left_ms if ttft is not None else math.inf
         candidates: list[_Candidate] = []
-        smallest_ms = math.inf
+        smallest_ms = math.inf  # of the plans that do not fit: what a refusal says is needed
         for n in rerank_levels:
-            rerank_ms = self.cost.predict(StageName.RERANK, n)
-            for ctx in ctx_levels:
-                for prune in fills:
-                    fit = self._fit(
-                        table, n, rerank_ms, ctx, gen, remaining_ms, queue_ms, full_n, prune
-                    )
-                    if isinstance(fit, float):
-                        smallest_ms = min(smallest_ms, fit)
-                        continue
-                    smallest_ms = min(smallest_ms, fit.predicted_ms)
-                    if ttft is not None and fit.first_token_ms > ttft.left_ms:
-                        fit = fit._replace(meets_ttft=False)
+            rerank = _Rerank(
+                n,
+                self.cost.predict(StageName.RERANK, n),
+                table.quality("rerank", n / full_n if full_n else 1.0),
+            )
+            for context in contexts:
+                fit = self._fit(table, rerank, context, gen, remaining_ms, queue_ms, ttft_left_ms)
+                if isinstance(fit, float):
+                    smallest_ms = min(smallest_ms, fit)
+                else:
                     candidates.append(fit)
         if not candidates:
             raise BudgetInfeasible(smallest_ms, remaining_ms)
@@ -208,29 +132,38 @@ class DegradationPolicy:
     def _prunes(self, table: QualityTable) -> bool:
         return self.limits.prune and table.weighs("pruned")
 
+    def _context(
+        self, table: QualityTable, ctx: int, prune: bool, gen: GenerationEstimate | None
+    ) -> _Context:
+        """A context of ``ctx`` tokens, pruned or cut: what it keeps and its first token."""
+        lim = self.limits
+        if gen is None:  # retrieval only
+            return _Context(ctx, prune, 0.0, 1.0)
+        knob = "pruned" if prune else "context"
+        quality = table.quality(knob, ctx / lim.context_tokens if lim.context_tokens else 1.0)
+        return _Context(ctx, prune, gen.prompt_ttft_ms(ctx + lim.prompt_overhead_tokens), quality)
+
     def _fit(
         self,
         table: QualityTable,
-        n: int,
-        rerank_ms: float,
-        ctx: int,
+        rerank: _Rerank,
+        context: _Context,
         gen: GenerationEstimate | None,
         remaining_ms: float,
         queue_ms: float,
-        full_n: int,
-        prune: bool = False,
+        ttft_left_ms: float,
     ) -> _Candidate | float:
-        """The plan with ``n`` candidates and ``ctx`` context tokens and as many output tokens as
-        fit; the smallest such plan's predicted ms when it does not fit."""
+        """The plan with ``rerank``'s candidates and ``context`` and as many output tokens as
+        fit, and whether its first token comes within ``ttft_left_ms``; the smallest such plan's
+        predicted ms when it does not fit."""
         lim = self.limits
-        rerank_share = n / full_n if full_n else 1.0
+        n, rerank_ms = rerank.candidates, rerank.ms
         if gen is None:  # retrieval only
             predicted = rerank_ms + lim.reserve_ms
             if predicted > remaining_ms:
                 return predicted
-            quality = table.quality("rerank", rerank_share)
-            return _Candidate(n, 0, 0, predicted, rerank_ms, 0.0, None, quality)
-        first_ms = gen.prompt_ttft_ms(ctx + lim.prompt_overhead_tokens)
+            return _Candidate(n, 0, 0, predicted, rerank_ms, 0.0, None, rerank.quality)
+        first_ms = context.first_ms
         fixed = rerank_ms + queue_ms + first_ms + lim.reserve_ms
         per_token = gen.decode_ms_per_token
         spare = remaining_ms - fixed
@@ -240,25 +173,24 @@ class DegradationPolicy:
         if spare < 0 or out < lim.min_output_tokens:
             return fixed + gen.decode_ms(lim.min_output_tokens)
         gen_ms = first_ms + gen.decode_ms(out)
-        quality = table.plan_quality(
-            context=ctx / lim.context_tokens if lim.context_tokens else 1.0,
-            output=out / lim.max_output_tokens,
-            rerank=rerank_share,
-            pruned=prune,
+        quality = (
+            context.quality * table.quality("output", out / lim.max_output_tokens) * rerank.quality
         )
+        # The target is for the typical first token (the fitted line, without the margin that
+        # sizes the budget to its quantile): a TTFT p50 target.
+        first_token_ms = rerank_ms + queue_ms + first_ms - gen.ttft_margin_ms
         return _Candidate(
             n,
-            ctx,
+            context.tokens,
             out,
             rerank_ms + queue_ms + gen_ms + lim.reserve_ms,
             rerank_ms,
             queue_ms,
             gen_ms,
             quality,
-            prune,
-            # The target is for the typical first token (the fitted line, without the margin
-            # that sizes the budget to its quantile): a TTFT p50 target.
-            rerank_ms + queue_ms + first_ms - gen.ttft_margin_ms,
+            context.prune,
+            first_token_ms,
+            first_token_ms <= ttft_left_ms,
         )
 
     def _explain(self, plan: Plan, full_n: int, table: QualityTable) -> Plan:
@@ -321,6 +253,25 @@ class DegradationPolicy:
         return replace(plan, actions=actions)
 
 
+class _Rerank(NamedTuple):
+    """One rerank level the policy weighs: its candidates, their predicted ms, what it keeps."""
+
+    candidates: int
+    ms: float
+    quality: float
+
+
+class _Context(NamedTuple):
+    """One context size and fill the policy weighs, as every rerank level weighs it."""
+
+    tokens: int
+    prune: bool
+    first_ms: float
+    """Its prompt's first token at the cost model's quantile (0 for a search's plan)."""
+    quality: float
+    """What it keeps of the answer (the table's ``context`` or ``pruned`` curve)."""
+
+
 class _Candidate(NamedTuple):
     """A plan the policy weighs, before it is chosen: plain figures, as the policy weighs some
     fifty a request."""
@@ -360,24 +311,3 @@ def _rank(plan: _Candidate) -> tuple[float, float, bool]:
     """What makes one plan better than another: quality, then the larger plan, then a cut
     context over a pruned one of the same size."""
     return (plan.quality, plan.predicted_ms, not plan.prune)
-
-
-def fit_context_length(plan: Plan, limits: PlanLimits, context_length: int | None) -> Plan:
-    """Shrink the plan's context so that prompt + output fits the server's ``context_length``
-    (the backend caps the output for whatever is left over)."""
-    if not context_length:
-        return plan
-    room = context_length - limits.prompt_overhead_tokens - plan.max_output_tokens
-    if plan.context_tokens <= room:
-        return plan
-    context = max(room, min(limits.min_context_tokens, plan.context_tokens))
-    actions = [a for a in plan.actions if a.action != "context_reduced"]
-    actions.append(
-        Action(
-            StageName.ASSEMBLE,
-            "context_reduced",
-            f"{context} of {limits.context_tokens} tokens: the server's context length is "
-            f"{context_length} and the answer may have {plan.max_output_tokens}",
-        )
-    )
-    return replace(plan, context_tokens=context, actions=actions)

@@ -18,7 +18,6 @@ The app uses five of its members, and nothing else of the budget:
   at its target from then on (the reservation), so that later requests plan around it;
 * ``generate(stage, inputs)``: the answer's stream (``tracing.budget.generation``), at the
   target's queue, with what it is told and what is learned from it.
-
 Leaving the session (a context manager) gives the reservation back, whatever ended the request.
 """
 
@@ -39,7 +38,7 @@ from tracing.budget.errors import BudgetInfeasible, QueueInfeasible, TargetSatur
 from tracing.budget.generation import Generation
 from tracing.budget.keyword_side import keyword_side
 from tracing.budget.ledger import BudgetLedger, StageOutcome
-from tracing.budget.policy import Action, Plan, PlanLimits, fit_context_length
+from tracing.budget.plan import Action, Plan, PlanLimits, fit_context_length
 from tracing.budget.queue import Reservation, TargetQueue
 from tracing.budget.serving import ReportedLoad, ServingTargets, target_queue
 from tracing.budget.stage import Stage, StreamingStage
@@ -117,6 +116,8 @@ class BudgetSession:
             self.context_length = serving.context_length
         self.output_cap = output_cap  # the caller's own: kept, and not a degradation
         self.extract_instead = extract_instead
+        answering = bool(self.targets) or extract_instead
+        self._least = allowances.least_to_come(self.engine, self._limits(), self.targets, answering)
 
     def __enter__(self) -> BudgetSession:
         return self
@@ -388,11 +389,10 @@ class BudgetSession:
         )
 
     def reserved_ms(self, stage: StageName) -> float:
-        """What the stages after ``stage`` are reserved as it starts, which its allocation
-        leaves them (``allowances.reserved_after``)."""
-        answering, limits = bool(self.targets) or self.extract_instead, self._limits()
+        """What the stages after ``stage`` are reserved as it starts (``reserved_after``; before
+        the plan, of what admission counts on, read once for what the request asks)."""
         return allowances.reserved_after(
-            self.engine, self.ledger, self._plan, stage, limits, self.targets, answering
+            self.ledger, self._plan, stage, self._limits(), self._least
         )
 
     def deadline_for(self, stage: StageName) -> float:

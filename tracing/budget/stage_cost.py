@@ -32,11 +32,11 @@ class StageCost:
         self._samples = Samples(learning, clock, recovers=True)
         self._lock = threading.Lock()
         """Held to change or read the samples: a stage's threads teach their calls' times."""
-        self._ordered: Estimates[Ordered] = Estimates()
+        self._ordered: Estimates[Ordered] = Estimates(learning.refresh_s)
         """The observations in order, as weighed when last read (``Ordered``)."""
-        self._rates: Estimates[float] = Estimates()
+        self._rates: Estimates[float] = Estimates(learning.refresh_s)
         """Rates read, by quantile and prior."""
-        self._least: Estimates[float] = Estimates()
+        self._least: Estimates[float] = Estimates(learning.refresh_s)
 
     def observe(self, elapsed_ms: float, units: float) -> None:
         if units > 0 and elapsed_ms >= 0 and math.isfinite(elapsed_ms):
@@ -51,14 +51,15 @@ class StageCost:
         self._forget_estimates()
 
     def _forget_estimates(self) -> None:
-        self._ordered.clear()
-        self._rates.clear()
-        self._least.clear()
+        """What was learned changed: the estimates read before now are stale."""
+        self._ordered.changed()
+        self._rates.changed()
+        self._least.changed()
 
     def _weighted(self) -> Ordered:
         """``(ms per unit, weight)`` of the recent observations, in order. Kept, as every
-        estimate is, until the next observation or for ``ESTIMATE_TTL_S``: each is read at
-        several quantiles, with and without the prior."""
+        estimate is (``Estimates``): each is read at several quantiles, with and without the
+        prior."""
         now = self._samples.clock()
         ordered = self._ordered.get(None, now)
         if ordered is None:
@@ -69,8 +70,8 @@ class StageCost:
 
     def rate(self, quantile: float | None = None, *, prior_ms: float | None = None) -> float:
         """ms per unit at ``quantile`` (the model's own by default), beside ``prior_ms`` if
-        given, else the stage's prior; 0 when nothing is known. Kept until the next observation
-        or for ``ESTIMATE_TTL_S`` (``Estimates``)."""
+        given, else the stage's prior; 0 when nothing is known. Kept as ``Estimates`` keeps
+        it."""
         q = self.learning.quantile if quantile is None else quantile
         prior = self.prior_ms if prior_ms is None else prior_ms
         now = self._samples.clock()
