@@ -89,8 +89,15 @@ class DegradationPolicy:
         )
         fills = (False, True) if generating and self._prunes(table) else (False,)
         # What each rerank level and each context weigh whatever the budget: read once, not for
-        # each of the some fifty plans weighed.
-        contexts = [self._context(table, ctx, prune, gen) for ctx in ctx_levels for prune in fills]
+        # each plan weighed. A pruned and a cut context of one size cost the same: only the one
+        # that keeps more is weighed (the cut one where they keep the same).
+        contexts = [
+            max(
+                (self._context(table, ctx, prune, gen) for prune in fills),
+                key=lambda context: (context.quality, not context.prune),
+            )
+            for ctx in ctx_levels
+        ]
         ttft_left_ms = ttft.left_ms if ttft is not None else math.inf
         candidates: list[_Candidate] = []
         smallest_ms = math.inf  # of the plans that do not fit: what a refusal says is needed
@@ -274,7 +281,7 @@ class _Context(NamedTuple):
 
 class _Candidate(NamedTuple):
     """A plan the policy weighs, before it is chosen: plain figures, as the policy weighs some
-    fifty a request."""
+    two dozen a plan."""
 
     rerank_candidates: int
     context_tokens: int

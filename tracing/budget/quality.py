@@ -68,7 +68,7 @@ class QualityTable:
         for model, table in self.models.items():
             if table.models:
                 raise ValueError(f"model {model!r}: a model's table holds no models")
-        # The planner weighs some 150 (knob, fraction) pairs a request, from a few dozen values.
+        # The planner weighs some 50 (knob, fraction) pairs a plan, from a few dozen values.
         known = functools.lru_cache(maxsize=QUALITY_CACHE)(self._quality)
         object.__setattr__(self, "_known", known)
         merged = {
