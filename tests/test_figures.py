@@ -1,7 +1,7 @@
-"""The figures the README and ``docs/scaling.md`` quote come from one place (issue 42 §4): the
-Targets table ``make bench`` writes into BENCHMARKS.md. Each quoted figure stands right after a
-marker naming its row in ``benchmarks/targets.json`` (``<!-- figure:cpu_ttft_p50 -->549 ms``),
-and must read as that row's "now" cell does."""
+"""The figures the README and the manual's pages (``docs/``) quote come from one place (issue 42
+§4): the Targets table ``make bench`` writes into BENCHMARKS.md. Each quoted figure stands right
+after a marker naming its row in ``benchmarks/targets.json`` (``<!-- figure:cpu_ttft_p50 -->549
+ms``), and must read as that row's "now" cell does. Every page that holds a marker is read."""
 
 from __future__ import annotations
 
@@ -12,7 +12,18 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-QUOTING = ("README.md", "docs/scaling.md")
+#: The pages that must quote figures; any other page of docs/ with a marker is read too.
+MUST_QUOTE = ("README.md", "docs/scaling.md", "docs/serving.md")
+QUOTING = tuple(
+    sorted(
+        {*MUST_QUOTE}
+        | {
+            page.relative_to(ROOT).as_posix()
+            for page in (ROOT / "docs").rglob("*.md")
+            if "<!-- figure:" in page.read_text()
+        }
+    )
+)
 MARKED = re.compile(r"<!-- figure:(\w+) -->([+\-]?[\d.,]+ ?(?:ms|req/s|%))")
 
 

@@ -132,7 +132,7 @@ CITED = {
 
 def trust_line(report: dict[str, Any]) -> str:
     """Who wrote the answer, whether the passages bear it out, and how its citations were found:
-    one line, in the words the README defines them by."""
+    one line, in the words docs/answers.md defines them by."""
     mode = report.get("answer_mode", "generate")
     if mode == "abstain":
         support = "the documents do not answer this"

@@ -4,7 +4,7 @@
 subcommand's (those ``ragtime bench`` registers included). Its formatter, ``DefaultsShown``,
 ends the help of an option whose default is a value with ``(default: X)``: not for a default of
 None (the help says where the value then comes from, a setting as a rule), an empty list, or a
-flag's False. ``EXIT_STATUSES`` closes ``ragtime --help``; the README's CLI section says the same.
+flag's False. ``EXIT_STATUSES`` closes ``ragtime --help``; docs/cli.md says the same.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-#: What ``ragtime``'s exit status means (README, "CLI").
+#: What ``ragtime``'s exit status means (docs/cli.md).
 EXIT_STATUSES = (
     "exit status: 0 done; 1 the command could not do its work (one line on stderr says why: a "
     "path that does not exist, nothing to ingest, a RAGTIME_ setting that does not validate, "

@@ -46,7 +46,7 @@ class Settings(
     ServeSettings,
     BaseSettings,
 ):
-    """What an operator can tune; the README lists every key."""
+    """What an operator can tune; docs/configuration.md lists every key."""
 
     model_config = SettingsConfigDict(env_prefix="RAGTIME_", env_file=".env", extra="ignore")
 

@@ -52,7 +52,7 @@ def ask(client: TestClient, auth: dict[str, str], **body: Any) -> dict[str, Any]
 
 
 def check_signals_agree(answer: dict[str, Any]) -> None:
-    """The combinations that must never be: the rules the README gives the signals."""
+    """The combinations that must never be: the rules docs/answers.md gives the signals."""
     cited = [c for c in answer["citations"] if c["cited"]]
     method = answer["attribution"]
     assert all(c["by"] == method for c in cited), answer

@@ -1,4 +1,4 @@
-"""``ragtime bench``'s exit statuses agree with the README's table (issue 43 §4): 1 when the
+"""``ragtime bench``'s exit statuses agree with docs/cli.md's table (issue 43 §4): 1 when the
 command cannot do its work (no questions in its file, eval data not fetched, no tesseract), 2
 only for a malformed command line."""
 

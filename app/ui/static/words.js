@@ -1,5 +1,5 @@
 // What the page says in words: refusals, 504s and other failures, the budget's degradations,
-// how an answer ended, who wrote it and how far the passages bear it out (the README's "trust
+// how an answer ended, who wrote it and how far the passages bear it out (docs/answers.md, "The trust
 // signals, defined once"), why each source is there, and each hop of a request. Where a server's
 // message or code name exists, it follows the words.
 

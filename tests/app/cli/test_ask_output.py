@@ -1,5 +1,5 @@
 """What ``ragtime ask`` prints of an answer: its tokens, the passages' answer when ``auto``
-replaced the model's, and one trust line in the README's words (who wrote it, whether the
+replaced the model's, and one trust line in docs/answers.md's words (who wrote it, whether the
 passages bear it out, how its citations were found)."""
 
 from __future__ import annotations

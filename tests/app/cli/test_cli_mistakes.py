@@ -1,5 +1,5 @@
 """A user's mistakes at the command line are one line on stderr, no traceback, and the exit
-status the README documents (issue 43 §4): asking with no server running, a bad ``RAGTIME_*``
+status docs/cli.md documents (issue 43 §4): asking with no server running, a bad ``RAGTIME_*``
 setting, an ingest of nothing, Ctrl-C in an ingest."""
 
 from __future__ import annotations

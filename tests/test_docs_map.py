@@ -1,7 +1,8 @@
-"""The README's map agrees with the code (issue 42 §4): its Layout names every package of ours
-and every file or folder it names exists; its API table lists every route the app serves and no
-other (as the app's OpenAPI document, built from its routes, lists them). Read by parsing, as
-``test_readme.py`` reads the configuration table."""
+"""The manual's maps agree with the code (issue 42 §4): its Layout page (``docs/layout.md``) names
+every package of ours and every file or folder it names exists; the API page's route table
+(``docs/api.md``, "Routes") lists every route the app serves and no other (as the app's OpenAPI
+document, built from its routes, lists them). Read by parsing, as ``test_configuration_page.py``
+reads the configuration table."""
 
 from __future__ import annotations
 
@@ -12,20 +13,20 @@ from app.main import create_app
 from app.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
-README = ROOT / "README.md"
+DOCS = ROOT / "docs"
 PACKAGES = ("app", "retrieval", "inference", "tracing", "bench")
 
 
-def section(title: str) -> str:
-    """The body of the README's ``## title`` section."""
-    text = README.read_text()
+def section(page: str, title: str) -> str:
+    """The body of a page's ``## title`` section."""
+    text = (DOCS / page).read_text()
     match = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", text, re.M | re.S)
-    assert match, f"README has no '## {title}' section"
+    assert match, f"{page} has no '## {title}' section"
     return match.group(1)
 
 
 def layout() -> str:
-    return section("Layout")
+    return (DOCS / "layout.md").read_text()
 
 
 def named_paths(text: str) -> set[str]:
@@ -63,7 +64,7 @@ def test_every_file_and_folder_the_layout_names_exists() -> None:
 
 
 def api_table_routes() -> set[tuple[str, str]]:
-    rows = [line for line in section("API").splitlines() if line.startswith("|")]
+    rows = [line for line in section("api.md", "Routes").splitlines() if line.startswith("|")]
     routes = set()
     for row in rows[2:]:
         method, _, path = row.split("|")[1].strip().strip("`").partition(" ")
