@@ -90,11 +90,15 @@ ocr-tools:
 # behind SGLang's gateway as processes), `process` (their time goes to processes they start:
 # ragtime's CLI or servers, workers, tesseract, chromium, PostgreSQL, Redis, SGLang's gateways,
 # promtool, kubectl) and `fuzz` (schemathesis's hundreds of generated requests), on one
-# pytest-xdist worker per CPU: about 50 s on 2 shared cores (49 and 53 s measured on 2026-12-06
-# with the cores otherwise idle; 150 to 300 s before issue 42 §4). `make test` runs them so, then
-# the `process` and `fuzz` tests so (84 s), then the slow ones in one process: they share the
-# MiniLM-seeded data dir, and their latency budgets expect the machine to themselves.
-PYTEST_FAST := $(PY) -m pytest -q -m "not slow and not process and not fuzz" -n logical
+# pytest-xdist worker per CPU and one more, each taking the next test as it frees up
+# (worksteal): the fast tests spend about half their time waiting on clocks (deadlines, streams,
+# simulated engines), which the extra worker fills. About 50-60 s on 2 shared cores (50 and 59 s
+# by the clock on 2026-12-07, load average 2-3; 68-70 s with a worker per CPU; 150 to 300 s
+# before issue 42 §4). `make test` runs them so, then the `process` and `fuzz` tests on a worker
+# per CPU (84 s), then the slow ones in one process: they share the MiniLM-seeded data dir, and
+# their latency budgets expect the machine to themselves.
+FAST_WORKERS := $(shell echo $$(( $$(nproc) + 1 )))
+PYTEST_FAST := $(PY) -m pytest -q -m "not slow and not process and not fuzz" -n $(FAST_WORKERS) --dist worksteal
 PYTEST_REST := $(PY) -m pytest -q -m "(process or fuzz) and not slow" -n logical
 test-fast: install
 	$(PYTEST_FAST)

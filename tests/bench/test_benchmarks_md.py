@@ -14,6 +14,7 @@ from bench.harness.results import (
     summarize_run,
 )
 from bench.report.benchmarks_md import KEPT_MARK, write_benchmarks
+from bench.report.budget_md import splice
 from bench.report.prefix_md import NAIVE, OURS
 from tests.helpers.bench_results import make_result, make_run
 
@@ -212,3 +213,32 @@ def test_the_sections_below_the_kept_mark_survive_a_rewrite(tmp_path: Path) -> N
     text = out.read_text()
     assert text.count(KEPT_MARK) == 1
     assert text.endswith("## 9. Retrieval evaluation\n\nnDCG@10 0.7\n")
+
+
+@pytest.mark.usefixtures("unrendered_plots")
+def test_the_studies_index_survives_a_rewrite_of_the_real_file(tmp_path: Path) -> None:
+    """``make bench`` over today's BENCHMARKS.md: its sections are written again, the index of
+    studies by hand below the kept mark stays whole, and a block spliced in (a section command
+    after the report) goes above it."""
+    real = (Path(__file__).resolve().parents[2] / "BENCHMARKS.md").read_text()
+    out = tmp_path / "BENCHMARKS.md"
+    out.write_text(real)
+    run = make_run("null", [1.0] * 5, rate=5)
+    res = make_result("c", [run], [TargetInfo(name="null", url="u", kind="ragtime")])
+    write_benchmarks(
+        out, cpu=res, overhead=res, ceilings=[res], plot_dir=tmp_path, setup_command="s"
+    )
+    out.write_text(
+        splice(
+            out.read_text(),
+            "<!-- b -->\n## 6. A block\n<!-- /b -->",
+            begin="<!-- b -->",
+            end="<!-- /b -->",
+        )
+    )
+    text = out.read_text()
+    tail = real[real.index(KEPT_MARK) :]
+    assert "## Studies by hand" in tail
+    assert text.endswith(tail)
+    assert text.count(KEPT_MARK) == 1
+    assert text.index("## 6. A block") < text.index("## Reading these numbers") < text.index(tail)
