@@ -1,7 +1,9 @@
-"""The figures the README and the manual's pages (``docs/``) quote come from one place (issue 42
-§4): the Targets table ``make bench`` writes into BENCHMARKS.md. Each quoted figure stands right
-after a marker naming its row in ``benchmarks/targets.json`` (``<!-- figure:cpu_ttft_p50 -->549
-ms``), and must read as that row's "now" cell does. Every page that holds a marker is read."""
+"""The figures the README and the manual's pages (``docs/``) quote come from the tables ``make
+bench`` writes into BENCHMARKS.md (issue 42 §4): the Targets table, whose rows
+``benchmarks/targets.json`` names, and section 13's table of issue 60's goals, whose rows name
+themselves (`` `peers_cpu_vs_floor` ``). Each quoted figure stands right after a marker naming its
+row (``<!-- figure:cpu_ttft_p50 -->549 ms``), and must read as that row's "now" cell does. Every
+page that holds a marker is read."""
 
 from __future__ import annotations
 
@@ -24,7 +26,9 @@ QUOTING = tuple(
         }
     )
 )
-MARKED = re.compile(r"<!-- figure:(\w+) -->([+\-]?[\d.,]+ ?(?:ms|req/s|%))")
+MARKED = re.compile(r"<!-- figure:(\w+) -->([+\-]?[\d.,]+ ?(?:ms|req/s|%|x))")
+#: A row of section 13's goals: its measure, its id in backticks, its "now" cell.
+GOAL_ROW = re.compile(r"^\| [^|]+ \| `(\w+)` \| ([^|]+) \|", re.M)
 
 
 def measured_now() -> dict[str, str]:
@@ -42,6 +46,7 @@ def measured_now() -> dict[str, str]:
         cells = [cell.strip() for cell in line.split("|")[1:-1]]
         if len(cells) >= 3 and cells[0] in ids:
             now[ids[cells[0]]] = cells[2]
+    now.update({row_id: cell.strip() for row_id, cell in GOAL_ROW.findall(text)})
     return now
 
 

@@ -3,6 +3,7 @@ and the Haystack peer, written from a ``ragtime bench peers`` JSON file."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from bench.report.budget_md import splice
@@ -65,6 +66,80 @@ def table(bench: PeersBench) -> list[str]:
     return lines
 
 
+@dataclass(frozen=True)
+class Goal:
+    """One of issue 60's goals, as this run measured it: ragtime's figure against a reference."""
+
+    id: str
+    measure: str
+    unit: str  # "x" (a ratio) or "+ms" (a difference)
+    better: str  # "lower" or "higher"
+    goal: float
+
+
+GOALS = (
+    Goal("peers_cpu_vs_floor", "server CPU per request, most users: ragtime / same-work floor",
+         "x", "lower", 1.5),
+    Goal("peers_ceiling_vs_floor", "ceiling by wrk: ragtime / same-work floor", "x", "higher", 0.7),
+    Goal("peers_ceiling_vs_haystack", "ceiling by wrk: ragtime / Haystack", "x", "higher", 3.0),
+    Goal("peers_ttft_over_floor", "first token p50, 1 user: ragtime less the same-work floor",
+         "+ms", "lower", 3.0),
+)  # fmt: skip
+
+
+def _median(bench: PeersBench, target: str, users: int | None, measure: str) -> float | None:
+    figure = next(
+        (f for f in bench.figures if (f.target, f.users, f.measure) == (target, users, measure)),
+        None,
+    )
+    return figure.spread.median if figure is not None and figure.spread is not None else None
+
+
+def _ratio_median(bench: PeersBench, name: str) -> float | None:
+    ratio = next((r for r in bench.ratios if r.name == name), None)
+    return ratio.spread.median if ratio is not None and ratio.spread is not None else None
+
+
+def goal_values(bench: PeersBench) -> dict[str, float | None]:
+    """Each goal's figure in this run: ratios are the median of the run-by-run ratios; the first
+    token's difference is that of the medians."""
+    most = max(bench.users) if bench.users else None
+    ours, floor = (_median(bench, t, 1, "ttft_p50_ms") for t in (RAGTIME, FLOOR))
+    return {
+        "peers_cpu_vs_floor": _ratio_median(
+            bench, f"cpu_ms_per_request, {users_label(most)}, ragtime / {FLOOR}" if most else ""
+        ),
+        "peers_ceiling_vs_floor": _ratio_median(bench, f"ceiling, ragtime / {FLOOR}"),
+        "peers_ceiling_vs_haystack": _ratio_median(bench, f"ceiling, ragtime / {PEER}"),
+        "peers_ttft_over_floor": None if ours is None or floor is None else ours - floor,
+    }
+
+
+def _shown(value: float | None, unit: str) -> str:
+    if value is None:
+        return "n/a"
+    return f"{value:.2f}x" if unit == "x" else f"{value:+.1f} ms"
+
+
+def goals_table(bench: PeersBench) -> list[str]:
+    """Issue 60's goals, a row each: the README and the manual quote the "now" cell by its id
+    (``tests/test_figures.py``)."""
+    values = goal_values(bench)
+    lines = ["| goal | id | now | wanted | met |", "| --- | --- | --- | --- | --- |"]
+    for goal in GOALS:
+        value = values[goal.id]
+        bound = "at most" if goal.better == "lower" else "at least"
+        met = "n/a"
+        if value is not None:
+            ok = value <= goal.goal if goal.better == "lower" else value >= goal.goal
+            met = "met" if ok else "NOT met"
+        lines.append(
+            f"| {goal.measure} | `{goal.id}` | {_shown(value, goal.unit)} | {bound} "
+            f"{_shown(goal.goal, goal.unit)} | {met} |"
+        )
+    return lines
+
+
 def section(bench: PeersBench) -> str:
     ratios = [f"- {r.name}: {_cell(r.spread)}" for r in bench.ratios]
     setup = (
@@ -74,7 +149,11 @@ def section(bench: PeersBench) -> str:
         + ", ".join(f"{k} {v}" for k, v in bench.peer.items() if k != "python")
         + f"; load average at the end {bench.machine.get('loadavg_at_end')}."
     )
-    parts = [BEGIN, TITLE, "", ABOUT, "", setup, "", *table(bench), "", "Ratios, run by run:", ""]
+    parts = [
+        *(BEGIN, TITLE, "", ABOUT, "", setup, "", *table(bench), ""),
+        *("Issue 60's goals, this run:", "", *goals_table(bench), ""),
+        *("Ratios, run by run:", ""),
+    ]
     return "\n".join([*parts, *ratios, *(f"- {n}" for n in bench.notes), END])
 
 
