@@ -16,8 +16,8 @@ Why halved with age: a burst's admitted requests leave their stages together, an
 runs all their answers' ends in one go: one such stretch measured 135-160 ms, after which the
 lag was 20-30 ms. Counted whole for a quarter of a second, it was kept in reserve by every
 answer that began generating meanwhile; those with less time left than that ended in 504
-("no answer token came before the deadline") with 120-210 ms of their budget left, where
-the answers begun beside them were all sent within 90 ms (BENCHMARKS.md, "The regression
+("no answer token came before the deadline") with 120-210 ms of their budget left, where the answers
+begun beside them were all sent within 90 ms (docs/studies/bursts-and-admission.md, "The regression
 fixed"). A stall 50 ms past counts half, 100 ms past a quarter.
 """
 

@@ -3,8 +3,9 @@
 A full (generation 2) collection walks every object the collector tracks. After start-up that
 is every imported module's objects, the models' Python side and the index's metadata: about
 200,000 objects in the null-backend server. In a burst of 100 questions such a collection held
-the event loop for 65-110 ms (measured with ``gc.callbacks``, BENCHMARKS.md "Bursts again"), and
-everything on the loop waited behind it: arrivals, refusals, the streams' events.
+the event loop for 65-110 ms (measured with ``gc.callbacks``, docs/studies/bursts-and-admission.md
+"Bursts again"), and everything on the loop waited behind it: arrivals, refusals, the streams'
+events.
 
 ``freeze_startup_heap`` collects what start-up left as garbage, then moves every object still
 alive into the collector's permanent generation (``gc.freeze``), which its passes skip: those

@@ -3,10 +3,10 @@ new connections across them (``SO_REUSEPORT``), instead of all on one socket.
 
 On one shared socket, every process waits for connections and whichever wakes first accepts
 all that are pending. A burst then lands on one process: 97 of 100 connections went to one of
-two processes in the first burst of a fresh server (BENCHMARKS.md, "Connections spread across
-the processes"). Admission is decided per process, so that process refused work the other,
-idle, could have done. With a socket of its own per process, Linux hashes each connection to
-one of the listening sockets, so each process gets about its share.
+two processes in the first burst of a fresh server (docs/studies/front-door.md, "Connections spread
+across the processes"). Admission is decided per process, so that process refused work the other,
+idle, could have done. With a socket of its own per process, Linux hashes each connection to one of
+the listening sockets, so each process gets about its share.
 
 The supervisor keeps a bound socket that does not listen (``reserve``): it holds the address
 against other programs, so a port in use fails at start with a clear error, and it takes no

@@ -18,7 +18,8 @@ Every request's arrival is stamped here as its headers are parsed (``gate.stamp_
 how long its bytes waited in the kernel before that read (``app.frontdoor.socket_wait``: the
 connection's own figure, to a jiffy; ``ragtime_request_socket_wait_seconds``). In bursts that
 wait was 0-340 ms: the connections queue in the kernel while the loop works through the requests
-read before them (BENCHMARKS.md, "How long a burst's requests wait before they are read").
+read before them (docs/studies/front-door.md, "How long a burst's requests wait before they are
+read").
 
 Requests the gate does not take (other routes, other methods, no key, a body over
 ``PEEK_BYTES``, ``Expect: 100-continue``, a stop begun) go to the app as they would without it,

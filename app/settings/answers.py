@@ -26,7 +26,7 @@ class AnswerSettings(BaseModel):
         "`auto` "
         "(generate; answer from the passages instead, and say so, when generation does not "
         "fit the budget or its answer is not borne out by the passages). Empty: chosen by "
-        'backend, as measured (BENCHMARKS.md, "Answers a user can trust"): `extract` for '
+        'backend, as measured (docs/studies/answers.md, "Answers a user can trust"): `extract` for '
         "llama.cpp (SmolLM2-135M: more key facts than its own answers, no loops, milliseconds), "
         "`generate` for the others.",
     )
@@ -53,8 +53,8 @@ class AnswerSettings(BaseModel):
 
 def default_answer_mode(backend: str) -> AnswerMode:
     """The mode a backend answers in when neither the request nor the setting says: measured
-    per backend (BENCHMARKS.md, "Answers a user can trust"). The offline CPU default's
-    SmolLM2-135M held fewer key facts than the passages' own sentences on both labelled sets,
-    with or without ``auto``'s fallback, and took seconds where they take milliseconds; remote
-    backends serve models of any size, unmeasured here, so the model writes."""
+    per backend (docs/studies/answers.md, "Answers a user can trust"). The offline CPU default's
+    SmolLM2-135M held fewer key facts than the passages' own sentences on both labelled sets, with
+    or without ``auto``'s fallback, and took seconds where they take milliseconds; remote backends
+    serve models of any size, unmeasured here, so the model writes."""
     return "extract" if backend == "llama.cpp" else "generate"

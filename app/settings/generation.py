@@ -167,7 +167,7 @@ class GenerationSettings(BaseModel):
         description="Makes the tokens of the recent text less likely (1: none): llama.cpp's "
         "repeat_penalty (the last 64 tokens), SGLang's repetition_penalty; not sent to an "
         "OpenAI-compatible server. Unset: the backend's own, llama.cpp 1.15 (of 1.0-1.3, the "
-        "most key facts over both labelled sets with the fewest loops: BENCHMARKS.md, "
+        "most key facts over both labelled sets with the fewest loops: docs/studies/answers.md, "
         "'Repetition'), a remote server its default.",
     )
     frequency_penalty: float | None = Field(

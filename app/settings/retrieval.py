@@ -52,8 +52,8 @@ class RetrievalSettings(BaseModel):
         "next one fits its share of the budget, then keeps the found order for the rest.",
     )
     top_k: int = Field(4, ge=1, le=50, description="Passages given to the prompt by default.")
-    # Measured with `ragtime eval retrieval` on the Python FAQ and keyword sets (BENCHMARKS.md,
-    # "Hybrid retrieval"): the mode that did best on both together.
+    # Measured with `ragtime eval retrieval` on the Python FAQ and keyword sets
+    # (docs/studies/retrieval.md, "Hybrid retrieval"): the mode that did best on both together.
     search_mode: SearchMode = Field(
         "hybrid",
         description="How /v1/ask (and /v1/search without `mode`) finds passages: dense "
@@ -75,7 +75,7 @@ class RetrievalSettings(BaseModel):
     index_hnsw_m: int = Field(32, ge=4, le=256)
     index_hnsw_ef_construction: int = Field(80, ge=8, le=4096)
     # 128: the smallest of 16/32/64/128 with recall@10 >= 0.95 at 1M vectors, p50 0.46 ms on one
-    # core (BENCHMARKS.md, FAISS index types); 64 gave 0.93 there.
+    # core (docs/studies/retrieval.md, FAISS index types); 64 gave 0.93 there.
     index_hnsw_ef_search: int = Field(128, ge=1, le=4096)
     index_ivf_nlist: int = Field(1024, ge=1, le=1 << 20)
     index_ivf_nprobe: int = Field(16, ge=1, le=1 << 20)

@@ -65,8 +65,8 @@ log = logging.getLogger(__name__)
 #: with one, the questions that arrive while it works go together in its next batch. FAISS
 #: searches release the GIL and take several: as many as the cores, 2 to 4. A thread beyond the
 #: cores searches nothing in parallel; it is one more thread taking turns at the GIL, ahead of the
-#: read-ahead thread's refusals (BENCHMARKS.md, "make bench on a slower machine"). Work abandoned
-#: at a deadline holds a thread of its own stage only.
+#: read-ahead thread's refusals (docs/studies/front-door.md, "make bench on a slower machine"). Work
+#: abandoned at a deadline holds a thread of its own stage only.
 STAGE_WORKERS = {
     StageName.MODERATE_QUESTION: 1,
     StageName.EMBED: 1,

@@ -18,10 +18,10 @@ not be attributed at all), each given with that passage and related passages of 
 documents. On the development set (seed 0, 160 cases, MiniLM) the lowest threshold on a 0.025
 grid whose precision reached 0.9 was 0.725 when it was chosen (2026-12-03: precision 0.938,
 recall 0.950; 0.6 gave 0.796 / 0.975, 0.8 gave 0.986 / 0.863); on the tests' set (seed 1) 0.725
-gave precision 0.938, recall 0.938. BENCHMARKS.md, "Citation attribution", has both sweeps and
-the command, and "issue 60 §1" today's figures, the embedder alone and words first. The set's
-positives are near copies of their passage's sentences; a model's paraphrase strays further, so
-on real answers the threshold trades recall for precision more than these figures show.
+gave precision 0.938, recall 0.938. docs/studies/attribution.md, "Citation attribution", has both
+sweeps and the command, and "issue 60 §1" today's figures, the embedder alone and words first. The
+set's positives are near copies of their passage's sentences; a model's paraphrase strays further,
+so on real answers the threshold trades recall for precision more than these figures show.
 
 A passage's sentence vectors come from its snapshot, where ingest stored them
 (``retrieval.store.sentences``), so a question's attribution embeds only its answer's sentences

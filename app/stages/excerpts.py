@@ -1,12 +1,12 @@
 """The extractive answer's text: the one stretch of one passage that best answers the question,
 in the passage's words, with its ``[n]``.
 
-Measured on the labelled sets (``ragtime eval answers``; BENCHMARKS.md, "Answers a user can
-trust"), an answer is rarely one sentence: the sentence closest to the question is followed (or
-preceded) by the ones that carry its facts ("The project name is pronounced Deb'-ee-en ... This
-word is a contraction of the names of Debra and Ian Murdock"). So the excerpt is a *window*: a
-run of consecutive pieces of one passage, at most ``EXCERPT_CHARS`` long, that neither crosses a
-heading nor holds a sentence the injection screen flags. Each piece is ranked (``_ranked``) by
+Measured on the labelled sets (``ragtime eval answers``; docs/studies/answers.md, "Answers a user
+can trust"), an answer is rarely one sentence: the sentence closest to the question is followed (or
+preceded) by the ones that carry its facts ("The project name is pronounced Deb'-ee-en ... This word
+is a contraction of the names of Debra and Ian Murdock"). So the excerpt is a *window*: a run of
+consecutive pieces of one passage, at most ``EXCERPT_CHARS`` long, that neither crosses a heading
+nor holds a sentence the injection screen flags. Each piece is ranked (``_ranked``) by
 
 * its sentence's similarity to the question;
 * ``WORDS_WEIGHT`` times the share of the question's content words it holds, which a sentence

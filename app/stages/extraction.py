@@ -12,7 +12,7 @@ an FAQ's heading, is weighed as a heading, not as an answer). Then:
   (``HEADING_ANSWERS``). Otherwise no passage is close enough to answer, and the request
   abstains ("The documents do not answer this.") without spending generation. The threshold
   was calibrated on the labelled sets' unanswerable and answerable questions
-  (``ragtime eval answerable``; BENCHMARKS.md, "Answers a user can trust").
+  (``ragtime eval answerable``; docs/studies/answers.md, "Answers a user can trust").
 * **the extractive answer** (``app.stages.excerpts``): the one stretch of one passage that best
   answers, a few consecutive sentences that cross no heading, followed by its ``[n]``. Every
   word is the passage's: nothing is made up, and the answer says where it came from.

@@ -11,12 +11,11 @@ citations, ``app.stages.citations``, scored an echo 0.97).
 
 The share was chosen on a labelled set of answers built from ``demo/answers`` (``ragtime bench
 attribution --grounding``: correct references, short extractive answers, other questions'
-answers, echoes and refusals over each question's own passages; BENCHMARKS.md, "Grounded", has
-the sweep): 0.5 is the lowest share at which neither half of the set has a false ``grounded:
-true`` (recall 0.951 and 0.976); 0.3 is the lowest whose precision reaches 0.9 (0.930), too
-close for real answers, which ramble more than these. It is a lexical rule: a correct
-paraphrase in other words is missed (recall), which keeps ``grounded: true`` worth trusting
-(precision).
+answers, echoes and refusals over each question's own passages; docs/studies/answers.md, "Grounded",
+has the sweep): 0.5 is the lowest share at which neither half of the set has a false ``grounded:
+true`` (recall 0.951 and 0.976); 0.3 is the lowest whose precision reaches 0.9 (0.930), too close
+for real answers, which ramble more than these. It is a lexical rule: a correct paraphrase in other
+words is missed (recall), which keeps ``grounded: true`` worth trusting (precision).
 """
 
 from __future__ import annotations

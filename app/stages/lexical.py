@@ -15,17 +15,17 @@ dropped). Words decide that a sentence is
 
 and leave every other sentence to the embedder's cosine similarity and its threshold.
 
-The rules were chosen by measurement (BENCHMARKS.md, "issue 60 §1"; no set below was held out of the
-choice). On the labelled sets of ``bench/suites/attribution/labelled.py`` (seeds 0 and 1, 160 cases
-each, MiniLM) words first and the embedder for the rest give precision and recall no lower than the
-embedder alone (0.963 / 0.975 against 0.959 / 0.887 on seed 0, 0.940 / 0.988 against 0.936 / 0.912
-on seed 1): a span of a passage's sentence is its words, however far its vector strays from the
-whole sentence's. On the 433 sentences of 74 answers SmolLM2-135M wrote to the demo questions, words
-decided 118, each as the embedder alone did. A model's paraphrase shares few of its passage's words,
-so words decide few of a generated answer's supported sentences (6 of the 71 the embedder gave a
-passage) and many of those that say nothing of the passages (code, filler, another topic): the
-embedder still weighs most generated answers, on fewer sentences. An answer with nothing to
-attribute in words (the null backend's "ok ok ok") calls no model at all.
+The rules were chosen by measurement (docs/studies/attribution.md, "issue 60 §1"; no set below was
+held out of the choice). On the labelled sets of ``bench/suites/attribution/labelled.py`` (seeds 0
+and 1, 160 cases each, MiniLM) words first and the embedder for the rest give precision and recall
+no lower than the embedder alone (0.963 / 0.975 against 0.959 / 0.887 on seed 0, 0.940 / 0.988
+against 0.936 / 0.912 on seed 1): a span of a passage's sentence is its words, however far its
+vector strays from the whole sentence's. On the 433 sentences of 74 answers SmolLM2-135M wrote to
+the demo questions, words decided 118, each as the embedder alone did. A model's paraphrase shares
+few of its passage's words, so words decide few of a generated answer's supported sentences (6 of
+the 71 the embedder gave a passage) and many of those that say nothing of the passages (code,
+filler, another topic): the embedder still weighs most generated answers, on fewer sentences. An
+answer with nothing to attribute in words (the null backend's "ok ok ok") calls no model at all.
 """
 
 from __future__ import annotations

@@ -284,7 +284,7 @@ class KeywordSearch:
     async def warm_up(self) -> None:
         """Open the store and load each collection's stored BM25 index: the first keyword
         search of a fresh process took 14.8 ms against 0.8 ms for the next (the null-backend
-        bench, BENCHMARKS.md "ragtime's own path, by hand")."""
+        bench, docs/studies/ceiling-and-overhead.md "ragtime's own path over the floor, again")."""
         await asyncio.to_thread(self.store.open)
         await asyncio.to_thread(self.store.load_keyword_indexes)
 

@@ -80,7 +80,7 @@ class FirstTokenCosts(Protocol):
 
 #: llama.cpp's repeat penalty where a request sets none. With none (1.0) SmolLM2 looped in 49
 #: of the 65 python-docs answers; of 1.0 to 1.3, 1.1 and 1.15 held the most key facts over the
-#: two labelled sets (26 of 83 each), and 1.15 looped less (BENCHMARKS.md, "Repetition").
+#: two labelled sets (26 of 83 each), and 1.15 looped less (docs/studies/answers.md, "Repetition").
 DEFAULT_REPEAT_PENALTY = 1.15
 
 #: What a freshly loaded model evaluates once, to warm it up.

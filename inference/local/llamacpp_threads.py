@@ -7,8 +7,9 @@ after each one: a few hundred barriers a token for SmolLM2-135M. By default GNU 
 spin at a barrier. That costs nothing while every thread has a core of its own; when another
 process takes a core, the thread that reached the barrier spins away its time slice while the
 one it waits for is descheduled. Measured on our 2 cores by ``python -m
-bench.studies.llamacpp_threads`` (issue 56; BENCHMARKS.md, "A noisy neighbour"): a 450-token
-prompt, then 32 tokens decoded, in seconds, quiet and beside two CPU-bound processes (hogs):
+bench.studies.llamacpp_threads`` (issue 56; docs/studies/overload-and-neighbours.md, "A noisy
+neighbour"): a 450-token prompt, then 32 tokens decoded, in seconds, quiet and beside two CPU-bound
+processes (hogs):
 
 | decode / prompt threads, OpenMP wait | prompt | 32 tokens | prompt, hogs | 32 tokens, hogs |
 | --- | --- | --- | --- | --- |

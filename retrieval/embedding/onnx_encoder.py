@@ -43,7 +43,7 @@ _POOLING = "sentence_transformers.models.Pooling"
 _NORMALIZE = "sentence_transformers.models.Normalize"
 _WEIGHTS = ("model.safetensors", "pytorch_model.bin", "config.json", "tokenizer.json")
 #: Padded tokens per ONNX run. Bigger batches run slower per text on a CPU (attention's scores
-#: outgrow the caches): measured here, see BENCHMARKS.md's ingest section.
+#: outgrow the caches): measured here, see docs/studies/ingest-and-formats.md's ingest section.
 MAX_BATCH_TOKENS = 1024
 #: Batches of at most this many padded tokens run on one thread. ``ragtime bench embed-threads``
 #: (int8 MiniLM, sentences of 19 tokens, 2 cores; BENCHMARKS.md): 1, 4 and 8 sentences took
@@ -272,8 +272,8 @@ class OnnxSentenceEncoder:
     def _bulk_runner(self) -> tuple[Any, ThreadPoolExecutor] | None:
         """For calls of several batches: a one-thread session and a worker per core, made on
         first use, so that batches run side by side. On our 2 cores this embedded the demo
-        chunks faster than one session splitting each batch over both cores (BENCHMARKS.md's
-        ingest section). ``None`` on one core."""
+        chunks faster than one session splitting each batch over both cores
+        (docs/studies/ingest-and-formats.md's ingest section). ``None`` on one core."""
         workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
         if workers < 2:
             return None

@@ -10,7 +10,7 @@ its text, and is named by the section it starts in; pages are never mixed, nor t
 OCR with a text layer's (a chunk's ``ocr`` says which it holds). With
 ``overlap_tokens``, each chunk after the first of a page starts with the last words of the one
 before. On the Python FAQ evaluation (whole corpus) this took nDCG@10 from 0.667, with a chunk
-per section at most, to 0.720 (BENCHMARKS.md, retrieval evaluation).
+per section at most, to 0.720 (docs/studies/retrieval.md, retrieval evaluation).
 
 Token counts come from a ``TokenCounter`` (``retrieval.ingest.tokens``): ingest uses the embedding
 model's own WordPiece tokenizer; ``approximate_tokens``, the default here, needs no file.
@@ -29,9 +29,10 @@ from retrieval.ingest.tokens import TokenCounter, approximate_tokens
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[^\sa-z])")
 
 #: Chunk size in tokens of the embedding model, heading line included, and the overlap between
-#: consecutive chunks of a section (BENCHMARKS.md, "Ingest: chunk size and speed"): 256 (all of
-#: MiniLM's window) ranked best of 128/192/256 on the demo corpus's FAQ questions, nDCG@10
-#: 0.771 against 0.610 for plain 200-word windows; overlap 0 and 32 tied, 64 lost.
+#: consecutive chunks of a section (docs/studies/ingest-and-formats.md, "Ingest: chunk size and
+#: speed"): 256 (all of MiniLM's window) ranked best of 128/192/256 on the demo corpus's FAQ
+#: questions, nDCG@10 0.771 against 0.610 for plain 200-word windows; overlap 0 and 32 tied, 64
+#: lost.
 DEFAULT_CHUNK_TOKENS = 256
 DEFAULT_OVERLAP_TOKENS = 32
 #: Blocks are cut into sentences (lines of code) of at most this many tokens before they are
@@ -78,7 +79,7 @@ def embedded_title(title: str, source: str) -> str:
     Counters are left out as they were measured: on the Python FAQ evaluation, whose answers
     are files ``answer-NNN`` with no heading, embedding those stems put the answers below pages
     whose real headings matched the question (nDCG@10 0.788 with the stem, 0.801 without, on
-    its 25% sample; BENCHMARKS.md, retrieval evaluation)."""
+    its 25% sample; docs/studies/retrieval.md, retrieval evaluation)."""
     stem = stem_of(source)
     if title != stem:
         return title

@@ -28,10 +28,10 @@ _EXACT = re.compile(r"^-{1,2}[A-Za-z]|\w\.\w\w|_|\d|[a-z][A-Z]|^[A-Z]{2,}\w*[a-z
 _ABBREVIATION = re.compile(r"[A-Za-z]\.[A-Za-z]")
 #: The keyword ranking's weight in hybrid fusion, for a query typed to be found by its words
 #: (``keyword_weight``): twice the dense one's; none for any other query (the dense order
-#: stands). Chosen on ``ragtime eval retrieval`` over three sets (BENCHMARKS.md, "Hybrid
+#: stands). Chosen on ``ragtime eval retrieval`` over three sets (docs/studies/retrieval.md, "Hybrid
 #: retrieval"): BM25 over the FAQ's prose questions lowered their nDCG@10 at any weight (0.730
-#: dense; 0.706 at 0.1, 0.580 at 1), while typed keywords and remembered phrases need it; at 2
-#: the FAQ keeps dense's 0.7304, at 3 it falls to 0.7284.
+#: dense; 0.706 at 0.1, 0.580 at 1), while typed keywords and remembered phrases need it; at 2 the
+#: FAQ keeps dense's 0.7304, at 3 it falls to 0.7284.
 KEYWORD_WEIGHT = 2.0
 #: The most words (split at white space) of a query that brings the keyword ranking in: what is
 #: typed into a search box (``os.path.join``, ``OSError: [Errno 9] Bad file descriptor``, a
@@ -40,8 +40,8 @@ KEYWORD_WEIGHT = 2.0
 SHORT_QUERY_WORDS = 6
 #: The most weight the keyword ranking has for a longer query or a question that names an exact
 #: term (``weight x`` how rare its exact terms are, 1 for a term one chunk holds): chosen on
-#: ``ragtime eval retrieval`` over five sets (BENCHMARKS.md, "Retrieval without a trained
-#: reranker"): at 0.5 the Python keyword set rose from 0.923 to 0.941 nDCG@10 and the FAQ
+#: ``ragtime eval retrieval`` over five sets (docs/studies/retrieval.md, "Retrieval without a
+#: trained reranker"): at 0.5 the Python keyword set rose from 0.923 to 0.941 nDCG@10 and the FAQ
 #: fell 0.0025; at 1 the FAQ fell 0.0074; every term alike, rare or not, at 0.5: 0.0032.
 EXACT_TERM_WEIGHT = 0.5
 #: A question, by its mark or its first word: searched by its meaning unless it holds an exact

@@ -5,7 +5,7 @@ take it back from the threads that took it meanwhile: while the event loop's thr
 that can take up to the switch interval (5 ms), again after every call. The read-ahead thread
 (``app.frontdoor.read_ahead``) made five or so such calls a refusal (accept, register, read, write,
 unregister), and in a burst each refusal waited tens of milliseconds for the lock between
-them (BENCHMARKS.md, "Refusals without letting go of the interpreter's lock").
+them (docs/studies/front-door.md, "Refusals without letting go of the interpreter's lock").
 
 Those calls do not block: the sockets are non-blocking, and each returns in microseconds. Made
 through ``ctypes.PyDLL``, which keeps the lock across a call, they cost the thread no wait at

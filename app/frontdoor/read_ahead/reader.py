@@ -3,8 +3,8 @@
 Deciding admission as a request is parsed (``app.frontdoor.protocol``) sends a refusal within a
 millisecond of its read. But in a burst the read itself comes late: the event loop gets round to
 a connection only between the steps of the work it already took on, and requests waited 0-340
-ms in the kernel before it read them (BENCHMARKS.md, "How long a burst's requests wait before
-they are read"). A refusal's client waits all of that.
+ms in the kernel before it read them (docs/studies/front-door.md, "How long a burst's requests wait
+before they are read"). A refusal's client waits all of that.
 
 ``ReadAhead`` is a thread of each ``ragtime serve`` process that owns its listening socket. It
 accepts each connection, reads its first request and, where the gate takes it (a question with

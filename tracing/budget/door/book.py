@@ -24,8 +24,8 @@ each teaches.
   miss every cache, are the slow ones). A process's first request alone of a route is not
   learned from: it pays one-time costs (the models' first runs, lazy set-up), 160 ms or more on
   the null backend where the next took about 20, and taken as a request's cost it made a fresh
-  server refuse half of a first burst it answers whole (BENCHMARKS.md, "A fresh server's first
-  burst");
+  server refuse half of a first burst it answers whole (docs/studies/front-door.md, "A fresh
+  server's first burst");
 * ``ahead``: the tickets still in their own work whose deadline is no later than the
   newcomer's (the stage queues serve earliest deadline first); a ticket whose answer is being
   generated is not ahead: the generation queue is the budget session's
@@ -45,7 +45,7 @@ each teaches.
   answers leave their stages together and the loop then runs all their ends: with 50-60
   answers in a process it measured 100-125 ms where it had been a few ms when they were
   admitted, and a fifth of the answers admitted on the lag of then found their budget short
-  of that reserve and ended in 504 (BENCHMARKS.md, "The regression fixed").
+  of that reserve and ended in 504 (docs/studies/bursts-and-admission.md, "The regression fixed").
 
 A newcomer is admitted when that is within its budget's time left, less ``margin_share`` of its
 budget (the answer's last bytes still have to reach the client, which no server-side figure
@@ -120,9 +120,9 @@ class FinishAdmission:
         work, until fewer are) is not over. Nothing is learned from it: it pays one-time costs,
         as a process's first request alone does. After one 25@1 burst its figure (18-35 ms a
         request, where a process's bursts of 12-100 took 7-8 ms each) made fresh servers refuse
-        8-24 of a 100@1 burst; after two, 0-5 (BENCHMARKS.md, "A first burst after a small
-        one"). It is not cut short: a burst's requests finish together, and finishes counted
-        after a cut would bring none of the burst's time with them."""
+        8-24 of a 100@1 burst; after two, 0-5 (docs/studies/bursts-and-admission.md, "A first burst
+        after a small one"). It is not cut short: a burst's requests finish together, and finishes
+        counted after a cut would bring none of the burst's time with them."""
         self._accounted = time.perf_counter()
         self._unpublished = False
         """Something was learned since the figures were last given to the siblings."""
@@ -172,7 +172,7 @@ class FinishAdmission:
         work per request is learned (``PRIOR_WEIGHT`` overlapped finishes). Before, the prior
         stands, cautious itself, and the lags of a first burst's arrivals, over the few admitted
         then, would count twice: fresh servers answered 88-98 of a first 100@1 with it, 99-100
-        without (BENCHMARKS.md, "The regression fixed")."""
+        without (docs/studies/bursts-and-admission.md, "The regression fixed")."""
         if self.pace.overlapped_finishes < PRIOR_WEIGHT:
             return self.lag_ms()
         return max(self.lag_ms(), (len(self._tickets) + 1) * self.lag_per_request_ms())

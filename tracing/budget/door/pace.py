@@ -15,11 +15,12 @@ their own:
   burst's time at each of its finishes counted a fifth of it for a hundred of them, so that the
   figure fell burst after burst (9.2, 8.0, 5.0, 3.1, then 1.8 ms a request over 25, 100, 200
   and two 250-question bursts) and the last bursts admitted four times what they could answer
-  (BENCHMARKS.md, "The regression fixed"). The prior counts as ``PRIOR_WEIGHT`` finishes less
-  those seen: a process's first figures in a burst count the burst's fill, not its pace (one
-  finish after 64 ms of overlap, blended at a quarter, made 30 ms a request of the prior's 19,
-  and a fresh server refused a quarter of a burst it answers whole: BENCHMARKS.md, "Siblings'
-  figures"). With no finish for a while the prior returns, as every learned figure's does.
+  (docs/studies/bursts-and-admission.md, "The regression fixed"). The prior counts as
+  ``PRIOR_WEIGHT`` finishes less those seen: a process's first figures in a burst count the burst's
+  fill, not its pace (one finish after 64 ms of overlap, blended at a quarter, made 30 ms a request
+  of the prior's 19, and a fresh server refused a quarter of a burst it answers whole:
+  docs/studies/bursts-and-admission.md, "Siblings' figures"). With no finish for a while the prior
+  returns, as every learned figure's does.
 * **the loop's lag per admitted request**, measured with enough admitted: read at its 90th
   percentile, no prior (0 before any), over many recent measurements (``LAG_LEARNING``: one
   comes every 10 ms while the loop is busy).

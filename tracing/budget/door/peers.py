@@ -7,7 +7,8 @@ than from a constant prior.
 client's first requests, one after another on one kept-alive connection, all reach one process: on
 two cores, after four such questions, one process had learned 13 ms a request alone while its
 sibling met its share of a 100-question burst on the 40 ms prior and refused a quarter of it
-(BENCHMARKS.md, "Siblings' figures"). The machine is the same for both, so is the work.
+(docs/studies/bursts-and-admission.md, "Siblings' figures"). The machine is the same for both, so is
+the work.
 
 Each process writes what it has learned (``Learned``) to ``<dir>/<pid>.json``, written whole and
 then renamed into place so that a reader never sees half a file (about 0.15 ms): at most every
