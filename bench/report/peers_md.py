@@ -147,7 +147,8 @@ def section(bench: PeersBench) -> str:
         f"on {bench.workers.cores} cores; {bench.tokens} tokens an answer; {bench.requests} "
         f"requests per closed loop; the peer: "
         + ", ".join(f"{k} {v}" for k, v in bench.peer.items() if k != "python")
-        + f"; load average at the end {bench.machine.get('loadavg_at_end')}."
+        + f"; load average at the end {bench.machine.get('loadavg_at_end')}. Made "
+        f"{bench.created[:10]} by `{bench.command}`."
     )
     parts = [
         *(BEGIN, TITLE, "", ABOUT, "", setup, "", *table(bench), ""),
