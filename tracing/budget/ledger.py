@@ -29,6 +29,7 @@ The ledger reads its own ``clock`` (``time.perf_counter`` unless a test gives an
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -272,8 +273,9 @@ class BudgetLedger:
         started = self.clock()
         self._reserved[name] = reserved_ms
         span = _stage_span(name, attributes)
+        own = span is not trace.get_current_span()  # else the sampled-out request's: current
         try:
-            with trace.use_span(span, end_on_exit=False):
+            with trace.use_span(span, end_on_exit=False) if own else contextlib.nullcontext():
                 yield span
         finally:
             elapsed_ms = (self.clock() - started) * 1000.0
