@@ -4,6 +4,7 @@ degradations; and the hits of a search, with personal data and secrets redacted.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -59,10 +60,22 @@ def degradations(ledger: BudgetLedger) -> list[DegradationOut]:
     return [DegradationOut(**d.as_dict()) for d in ledger.degradations]
 
 
+#: Passage texts kept redacted: each answer sends each of its passages twice (its evidence, then
+#: its citations), and the same passages come back for other questions. Redaction's patterns
+#: over a passage were 5% of a null-backend server's CPU with fresh questions (issue 60).
+REDACTED_PASSAGES = 4096
+
+
+@functools.lru_cache(maxsize=REDACTED_PASSAGES)
+def redacted_passage_text(text: str) -> str:
+    """A passage's text as a reader gets it: ``redact``'s, worked out once while kept."""
+    return redact(text)
+
+
 def citation_fields(passage: Passage) -> dict[str, Any]:
     """A cited passage's fields, its text with personal data and secrets redacted as a search
     hit's is (so that a reader can check the citation against it)."""
-    return Citation.fields_of(passage) | {"text": redact(passage.text)}
+    return Citation.fields_of(passage) | {"text": redacted_passage_text(passage.text)}
 
 
 def citations(prepared: Prepared, outcome: AnswerOutcome) -> list[Citation]:
