@@ -213,6 +213,31 @@ def test_refresh_s_lies_under_the_time_an_estimate_is_kept() -> None:
         model(refresh_s=1.0)
 
 
+def test_the_doors_figures_are_read_afresh_whatever_the_planners_refresh() -> None:
+    """A finish teaches a time alone and publishes it to the sibling processes at once: the
+    door's figures take each observation at their next reading."""
+    clock = Clock()
+    door = model(clock, refresh_s=0.05).door
+    door.observe_alone("/v1/ask", 10.0)
+    first = door.learned_alone_ms("/v1/ask")
+    door.observe_alone("/v1/ask", 2.0)
+    door.observe_alone("/v1/ask", 2.0)
+    assert first == 10.0 and door.learned_alone_ms("/v1/ask") == 2.0
+
+
+def test_a_refusal_is_read_afresh_whatever_the_refresh() -> None:
+    """What was refused on ages at once: work dropped on old figures must not go on being
+    dropped on them for ``refresh_s``."""
+    clock = Clock()
+    stage = model(clock, refresh_s=0.05).stage("rerank")
+    for _ in range(20):
+        stage.observe(50.0, 1)
+    slow = stage.rate()
+    for _ in range(8):
+        stage.observe_refusal()
+    assert stage.rate() == 10.0 < slow  # the prior's, the observations aged
+
+
 # -- the policy -----------------------------------------------------------------------------
 
 

@@ -129,11 +129,12 @@ class GenerationCost:
         was learned ages as if ``REFUSAL_AGE`` requests had come since: a model made
         pessimistic by a slow period returns to its prior within a bounded number of refusals,
         and requests run again (and teach it the truth) instead of being refused for as long
-        as its memory lasts."""
+        as its memory lasts. Read afresh at once, whatever ``refresh_s`` says."""
         with self._lock:
             self._ttft.age(REFUSAL_AGE)
             self._decode.age(REFUSAL_AGE)
-            self._forget_estimates()
+            self._estimates.clear()
+            self._bases.clear()
 
     def observe_cache(self, prompt_tokens: int, cached_tokens: int) -> None:
         """How much of a request's prompt the target found in its prefix cache."""

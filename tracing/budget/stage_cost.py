@@ -45,16 +45,20 @@ class StageCost:
             self._forget_estimates()
 
     def observe_refusal(self) -> None:
-        """Age what was learned (see ``GenerationCost.observe_refusal``)."""
+        """Age what was learned (see ``GenerationCost.observe_refusal``), read afresh at once:
+        work refused or dropped on these figures must not go on being so for ``refresh_s``."""
         with self._lock:
             self._samples.age(REFUSAL_AGE)
-        self._forget_estimates()
+        self._forget_estimates(at_once=True)
 
-    def _forget_estimates(self) -> None:
-        """What was learned changed: the estimates read before now are stale."""
-        self._ordered.changed()
-        self._rates.changed()
-        self._least.changed()
+    def _forget_estimates(self, *, at_once: bool = False) -> None:
+        """What was learned changed: the estimates read before now are stale (``Estimates``),
+        or, ``at_once``, dropped."""
+        for estimates in (self._ordered, self._rates, self._least):
+            if at_once:
+                estimates.clear()
+            else:
+                estimates.changed()
 
     def _weighted(self) -> Ordered:
         """``(ms per unit, weight)`` of the recent observations, in order. Kept, as every

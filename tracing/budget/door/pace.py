@@ -28,6 +28,7 @@ their own:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 
@@ -58,7 +59,9 @@ class DoorPace:
     lock, the loop's lag from the loop."""
 
     def __init__(self, learning: Learning, clock: Callable[[], float]) -> None:
-        self.learning = learning
+        # Read afresh after each observation, whatever the planner's estimates do: a finish
+        # teaches a time alone and publishes it to the siblings at once (``Peers``).
+        self.learning = dataclasses.replace(learning, refresh_s=0.0)
         self._clock = clock
         self.forget()
 
