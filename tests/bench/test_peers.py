@@ -105,3 +105,42 @@ def test_without_the_extra_the_command_says_how_to_install_it(
         command._peer(args, null=True)
     args.no_peer = True
     assert command._peer(args, null=True) is None
+
+
+def test_the_peers_sweep_asks_each_step_fresh_questions_the_same_for_every_target(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The ceiling's sweep with a body file per step: every question new, each endpoint of a
+    step sent the same file; a target leaves as the ceiling's rule says."""
+    from bench.suites.ceiling import measure as ceiling_measure
+    from bench.suites.ceiling.measure import Endpoint
+    from bench.suites.peers.measure import fresh_sweep
+
+    p99s = {"a": {10: 5.0, 20: 5.0, 40: 50.0}, "b": {10: 5.0, 20: 50.0}}
+    sent: dict[tuple[str, float], list[str]] = {}
+
+    def fake(name: str, url: str, **kw: object) -> WrkPhase:
+        rate = float(kw["rate"])  # type: ignore[arg-type]
+        sent[(name, rate)] = Path(str(kw["bodies"])).read_text().splitlines()
+        p99 = p99s[name][int(rate)]
+        return WrkPhase(
+            target=name, rate=rate, seconds=2.0, connections=8, sent=20, answered=20, bad=0,
+            transport_errors=0, timeouts=0, late=0, late_ms_max=0.0,
+            latency_ms=LatencyMs(n=20, p50=p99 / 2, p99=p99), error_ratio=0.0, answered_rps=10.0,
+        )  # fmt: skip
+
+    monkeypatch.setattr(ceiling_measure, "run_wrk", fake)
+    said: list[str] = []
+    phases = fresh_sweep(
+        [Endpoint("a", "u1"), Endpoint("b", "u2")], ["What is a tuple?"], [10, 20, 40, 80],
+        run=2, work_dir=tmp_path, seconds=1, min_requests=10, factor=2, patience=1, pause_s=0,
+        say=said.append,
+    )  # fmt: skip
+    assert [(p.target, p.rate) for p in phases] == [
+        ("a", 10), ("b", 10), ("b", 20), ("a", 20), ("a", 40)
+    ]  # fmt: skip
+    for rate in (10, 20):
+        assert sent[("a", rate)] == sent[("b", rate)]
+    bodies = [line for (name, _), lines in sent.items() if name == "a" for line in lines]
+    assert len(bodies) == len(set(bodies))  # no question asked twice, across steps
+    assert "CPU None ms/response" in said[0]

@@ -106,11 +106,18 @@ def phase_on(endpoint: Endpoint, **kwargs: Any) -> WrkPhase:
     return got.model_copy(update={"server_cpu_ms": per_response})
 
 
+def _answered(phase: WrkPhase) -> str:
+    return (
+        f"{phase.target} p99 {phase.latency_ms.p99} ms, {phase.answered_rps:g} req/s answered, "
+        f"errors {phase.error_ratio:.1%}, late {phase.late}"
+    )
+
+
 def sweep(
     endpoints: Sequence[Endpoint],
     rates: Sequence[float],
     *,
-    bodies: Path,
+    bodies: Path | Callable[[int, float, float], Path],
     seconds: float,
     min_requests: int,
     factor: float,
@@ -118,28 +125,26 @@ def sweep(
     pause_s: float,
     seed: int,
     say: Callable[[str], None],
+    described: Callable[[WrkPhase], str] = _answered,
 ) -> list[WrkPhase]:
-    """wrk at each rate (ascending) against each endpoint in turn; every phase."""
+    """wrk at each rate (ascending) against each endpoint in turn, until each leaves
+    (``leaves``); every phase. ``bodies``: the request bodies every phase sends, or, called with
+    a step, its rate and its seconds, those of that step (the same for every endpoint);
+    ``described``: how a phase is said."""
     phases: list[WrkPhase] = []
     active = list(endpoints)
     for step, rate in enumerate(sorted(rates)):
         if not active:
             break
         secs = max(seconds, math.ceil(min_requests / rate))
+        sent = bodies if isinstance(bodies, Path) else bodies(step, rate, secs)
         got = []
         for endpoint in active if step % 2 == 0 else reversed(active):
-            got.append(phase_on(endpoint, bodies=bodies, rate=rate, seconds=secs,
+            got.append(phase_on(endpoint, bodies=sent, rate=rate, seconds=secs,
                                 seed=seed * 1000 + step))  # fmt: skip
             time.sleep(pause_s)
         phases += got
-        say(
-            f"  {rate:g} req/s: "
-            + "; ".join(
-                f"{p.target} p99 {p.latency_ms.p99} ms, {p.answered_rps:g} req/s answered, "
-                f"errors {p.error_ratio:.1%}, late {p.late}"
-                for p in got
-            )
-        )
+        say(f"  {rate:g} req/s: " + "; ".join(described(p) for p in got))
         active = [
             e
             for e in active

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import math
 import os
-import time
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -25,8 +24,7 @@ from bench.suites.ceiling.measure import (
     Endpoint,
     cpu_seconds,
     fresh_questions,
-    leaves,
-    phase_on,
+    sweep,
     workers_of,
 )
 from bench.suites.ceiling.results import sweep_of
@@ -102,33 +100,25 @@ def fresh_sweep(
     pause_s: float,
     say: Callable[[str], None],
 ) -> list[WrkPhase]:
-    """wrk at each rate (ascending) against each endpoint in turn, each phase asking questions
-    never asked before (the same ones of every endpoint); every phase."""
-    phases: list[WrkPhase] = []
-    active = list(endpoints)
-    for step, rate in enumerate(sorted(rates)):
-        if not active:
-            break
-        secs = max(seconds, math.ceil(min_requests / rate))
+    """The ceiling's ``sweep``, each phase asking questions never asked before (the same ones
+    of every endpoint), each phase said with its server's CPU per response; every phase."""
+
+    def bodies(step: int, rate: float, secs: float) -> Path:
         count = math.ceil(rate * (secs + 1)) + 50  # the lead-in's arrivals too: none repeats
         asked = fresh_questions(questions, run * 1000 + step, count)
-        bodies = write_bodies(asked, work_dir / f"bodies-{run}-{step}.txt")
-        got = []
-        for endpoint in active if step % 2 == 0 else reversed(active):
-            got.append(phase_on(endpoint, bodies=bodies, rate=rate, seconds=secs,
-                                seed=run * 1000 + step))  # fmt: skip
-            time.sleep(pause_s)
-        phases += got
-        say(f"  {rate:g} req/s: " + "; ".join(
+        return write_bodies(asked, work_dir / f"bodies-{run}-{step}.txt")
+
+    def described(p: WrkPhase) -> str:
+        return (
             f"{p.target} p99 {p.latency_ms.p99} ms, {p.answered_rps:g} req/s, "
-            f"errors {p.error_ratio:.1%}, CPU {p.server_cpu_ms} ms/response" for p in got
-        ))  # fmt: skip
-        active = [
-            e for e in active
-            if not leaves([p for p in phases if p.target == e.name], factor=factor,
-                          patience=patience)
-        ]  # fmt: skip
-    return phases
+            f"errors {p.error_ratio:.1%}, CPU {p.server_cpu_ms} ms/response"
+        )
+
+    return sweep(
+        endpoints, rates, bodies=bodies, seconds=seconds, min_requests=min_requests,
+        factor=factor, patience=patience, pause_s=pause_s, seed=run, say=say,
+        described=described,
+    )  # fmt: skip
 
 
 def run_peers_bench(
