@@ -8,11 +8,9 @@ a temporary directory and its cluster gossip off; stopped when the block ends.
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +18,7 @@ import httpx
 import yaml
 
 from tests.helpers.ports import free_port
-from tests.helpers.processes import stop, wait_answering
+from tests.helpers.processes import ServerProcess, installed, stop, wait_answering
 
 #: Debian's name for the binary (upstream's is ``alertmanager``).
 NAMES = ("prometheus-alertmanager", "alertmanager")
@@ -28,23 +26,11 @@ NAMES = ("prometheus-alertmanager", "alertmanager")
 
 def alertmanager_path() -> str | None:
     """The Alertmanager binary, or None where it is not installed."""
-    for name in NAMES:
-        found = shutil.which(name) or shutil.which(name, path="/usr/bin")
-        if found:
-            return found
-    return None
+    return installed(*NAMES)
 
 
-@dataclass
-class AlertmanagerServer:
+class AlertmanagerServer(ServerProcess):
     """A running Alertmanager: its URL and its log."""
-
-    url: str
-    log: Path
-    process: subprocess.Popen[bytes]
-
-    def log_tail(self) -> str:
-        return self.log.read_text(errors="replace")[-3000:]
 
     def alerts(self) -> list[dict[str, Any]]:
         """The alerts it holds now (active, silenced or inhibited), as its API gives them."""

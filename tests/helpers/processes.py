@@ -1,20 +1,46 @@
 """Run ``ragtime`` as real processes embedding with the hash embedder (``hash_cli``): ingest
-(optionally killed at a chosen point) and serve, over one data dir."""
+(optionally killed at a chosen point) and serve, over one data dir; and what the tests' other
+real servers share: finding a Debian package's binary (``installed``), a running server with its
+log (``ServerProcess``), waiting for it to answer and stopping it."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def installed(*names: str) -> str | None:
+    """The first of ``names`` found on PATH or in /usr/bin (where Debian's packages put them,
+    off a minimal PATH), or None where none is installed."""
+    for name in names:
+        found = shutil.which(name) or shutil.which(name, path="/usr/bin")
+        if found:
+            return found
+    return None
+
+
+@dataclass
+class ServerProcess:
+    """A server a test started: its URL, its process and the file its output goes to."""
+
+    url: str
+    log: Path
+    process: subprocess.Popen[bytes]
+
+    def log_tail(self) -> str:
+        return self.log.read_text(errors="replace")[-3000:]
 
 
 def cli_env(data_dir: Path, **settings: str) -> dict[str, str]:

@@ -10,12 +10,10 @@ range query a time-series panel runs, over ``/api/v1/query_range``. ``deploy_con
 from __future__ import annotations
 
 import math
-import shutil
 import subprocess
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +21,7 @@ import httpx
 import yaml
 
 from tests.helpers.ports import free_port
-from tests.helpers.processes import stop, wait_answering
+from tests.helpers.processes import ServerProcess, installed, stop, wait_answering
 
 PROMETHEUS = "prometheus"
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "prometheus"
@@ -60,23 +58,11 @@ def deploy_rules(for_: str) -> str:
 
 def prometheus_path() -> str | None:
     """The ``prometheus`` binary, or None where it is not installed."""
-    found = shutil.which(PROMETHEUS)
-    if found:
-        return found
-    debian = Path(f"/usr/bin/{PROMETHEUS}")
-    return str(debian) if debian.exists() else None
+    return installed(PROMETHEUS)
 
 
-@dataclass
-class PrometheusServer:
+class PrometheusServer(ServerProcess):
     """A running Prometheus: its URL and its log."""
-
-    url: str
-    log: Path
-    process: subprocess.Popen[bytes]
-
-    def log_tail(self) -> str:
-        return self.log.read_text(errors="replace")[-3000:]
 
     def api(self, path: str, **params: str) -> Any:
         """The ``data`` of a successful answer of ``/api/v1/PATH``; fails on an error status."""

@@ -4,7 +4,6 @@ where it is missing."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import time
 from collections.abc import Iterator
@@ -14,15 +13,14 @@ from pathlib import Path
 import redis
 
 from tests.helpers.ports import free_port
+from tests.helpers.processes import installed
 
 REDIS_SERVER = "redis-server"
 
 
 def redis_server_path() -> str | None:
     """The ``redis-server`` binary, or None where it is not installed."""
-    return shutil.which(REDIS_SERVER) or (
-        f"/usr/bin/{REDIS_SERVER}" if Path(f"/usr/bin/{REDIS_SERVER}").exists() else None
-    )
+    return installed(REDIS_SERVER)
 
 
 @contextmanager

@@ -24,14 +24,14 @@ import sys
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from tests.helpers.ports import free_port
-from tests.helpers.processes import stop, wait_answering
+from tests.helpers.processes import ServerProcess, stop, wait_answering
 
 #: Each pinned release, by its PyPI name: how it is launched.
 RELEASES: dict[str, list[str]] = {
@@ -41,16 +41,10 @@ RELEASES: dict[str, list[str]] = {
 
 
 @dataclass
-class Gateway:
+class Gateway(ServerProcess):
     """A running gateway: its URL, its release, and its log file."""
 
-    release: str
-    url: str
-    log: Path
-    process: subprocess.Popen[bytes]
-
-    def log_tail(self) -> str:
-        return self.log.read_text(errors="replace")[-3000:]
+    release: str = field(kw_only=True)
 
     def workers(self) -> list[dict[str, Any]]:
         body = httpx.get(self.url + "/workers", timeout=5).json()
@@ -108,7 +102,7 @@ def sglang_gateway(release: str, workers: Sequence[str], *, log_dir: Path) -> It
     log = log_dir / f"{release}-{port}.log"
     with log.open("wb") as out:
         process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
-    gateway = Gateway(release, f"http://127.0.0.1:{port}", log, process)
+    gateway = Gateway(f"http://127.0.0.1:{port}", log, process, release=release)
     try:
         wait_answering(gateway.url + "/liveness", process, gateway.log_tail, what=release)
         gateway.wait_workers(len(workers))
