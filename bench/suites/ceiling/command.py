@@ -23,6 +23,29 @@ from bench.harness.commands import (
 DEFAULT_RATES = "10,20,30,40,50,60,80,100,125,150,200,250,300,400,500,600,800,1000,1200"
 
 
+def add_sweep_options(parser: Any, *, rates: str, min_requests: int) -> None:
+    """The options of a wrk sweep (``measure.sweep``), ``rates`` and ``min_requests`` the
+    command's defaults: ``bench ceiling``'s and ``bench peers``'."""
+    parser.add_argument(
+        "--rates", type=positive_floats, default=rates, metavar="R,R,...",
+        help="the sweep's rates, requests per second (Poisson arrivals)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--seconds", type=float, default=3.0, help="measured seconds per rate, at least"
+    )
+    parser.add_argument(
+        "--min-requests", type=int, default=min_requests,
+        help="requests per rate, at least (it lengthens the lowest rates)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--patience", type=int, default=2,
+        help="consecutive failing rates after which a target leaves the sweep",
+    )  # fmt: skip
+    parser.add_argument(
+        "--pause", type=float, default=0.5, help="seconds idle between two wrk phases"
+    )
+
+
 def register(subparsers: Any) -> None:
     """Add ``ceiling`` to ``ragtime bench``'s subcommands."""
     ceiling = subparsers.add_parser(
@@ -41,24 +64,7 @@ def register(subparsers: Any) -> None:
         help="the RAGTIME_* env file ragtime serves with",
     )  # fmt: skip
     ceiling.add_argument("--runs", type=int, default=3, help="runs, each with both sweeps")
-    ceiling.add_argument(
-        "--rates", type=positive_floats, default=DEFAULT_RATES, metavar="R,R,...",
-        help="the sweep's rates, requests per second (Poisson arrivals)",
-    )  # fmt: skip
-    ceiling.add_argument(
-        "--seconds", type=float, default=3.0, help="measured seconds per rate, at least"
-    )
-    ceiling.add_argument(
-        "--min-requests", type=int, default=200,
-        help="requests per rate, at least (it lengthens the lowest rates)",
-    )  # fmt: skip
-    ceiling.add_argument(
-        "--patience", type=int, default=2,
-        help="consecutive failing rates after which a target leaves the sweep",
-    )  # fmt: skip
-    ceiling.add_argument(
-        "--pause", type=float, default=0.5, help="seconds idle between two wrk phases"
-    )
+    add_sweep_options(ceiling, rates=DEFAULT_RATES, min_requests=200)
     ceiling.add_argument(
         "--low-rate", type=float, default=10.0, help="the rate of the TTFT p50 pairs, req/s"
     )

@@ -14,11 +14,11 @@ from bench.harness.commands import (
     DEMO_QUESTIONS,
     SECRET_KEYS,
     argv_of,
-    positive_floats,
     positive_ints,
     read_questions,
     run_and_report,
 )
+from bench.suites.ceiling.command import add_sweep_options
 
 #: The sweep's rates: where ragtime's, the floor's and Haystack's ceilings lie on 2 cores.
 DEFAULT_RATES = "10,20,30,40,50,60,80,100,125,150,200,250,300"
@@ -52,15 +52,8 @@ def register(subparsers: Any) -> None:
     )  # fmt: skip
     peers.add_argument("--requests", type=int, default=200, help="measured requests per loop")
     peers.add_argument("--warmup", type=int, default=10, help="uncounted requests first")
-    peers.add_argument(
-        "--rates", type=positive_floats, default=DEFAULT_RATES, metavar="R,R,...",
-        help="the wrk sweep's rates, requests per second",
-    )  # fmt: skip
+    add_sweep_options(peers, rates=DEFAULT_RATES, min_requests=100)
     peers.add_argument("--no-sweep", action="store_true", help="closed loops only, no wrk")
-    peers.add_argument("--seconds", type=float, default=3.0, help="seconds per rate, at least")
-    peers.add_argument("--min-requests", type=int, default=100, help="requests per rate, least")
-    peers.add_argument("--patience", type=int, default=2, help="failing rates before leaving")
-    peers.add_argument("--pause", type=float, default=0.5, help="seconds between wrk phases")
     peers.add_argument("--no-peer", action="store_true", help="ragtime and the floor only")
     peers.add_argument(
         "--peer-python", metavar="PYTHON",
