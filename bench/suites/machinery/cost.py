@@ -31,6 +31,7 @@ from pydantic import BaseModel, Field
 
 from app.pipeline.budget_engine import build_budget_engine, cost_model
 from app.settings import Settings
+from app.stages.generated import Generated
 from bench.harness.stats import Summary, summarize
 from inference import Usage
 from tracing.budget import (
@@ -81,23 +82,6 @@ class BenchTarget:
 
 
 @dataclass(frozen=True)
-class Ended:
-    """How the bench's empty generation ended (``GenerationResult``)."""
-
-    finish_reason: str
-    target: str
-    started: float
-    first_at: float | None
-    usage: Usage | None
-    queue_ms: float = 0.0
-    last_at: float | None = None
-    streamed_tokens: int = 0
-    prompt_tokens: int = 0
-    may_have_queued: bool = True
-    shared_prefix_tokens: int | None = None
-
-
-@dataclass(frozen=True)
 class Done:
     """An empty stage's result, recorded on its span as a stage's is (``StageResult``)."""
 
@@ -132,11 +116,11 @@ class EmptyGeneration:
 
     async def run(
         self, inputs: None, allowance: GenerationAllowance
-    ) -> AsyncGenerator[str | Ended, None]:
+    ) -> AsyncGenerator[str | Generated, None]:
         allowance.routed("bench", None)
         started = time.perf_counter()
         usage = Usage(prompt_tokens=150, cached_tokens=50, completion_tokens=10)
-        yield Ended("stop", "bench", started, started, usage, shared_prefix_tokens=50)
+        yield Generated("stop", "bench", started, started, usage, shared_prefix_tokens=50)
 
 
 #: The empty stages, as the pipeline runs them (a reduced rerank, the answer filter's time).
